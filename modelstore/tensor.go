@@ -1,0 +1,286 @@
+package modelstore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// DType is a tensor element type, named as RedisAI names it.
+type DType uint8
+
+// The element types. The numeric values are persisted in snapshots: never
+// renumber them, only append.
+const (
+	DTypeInvalid DType = iota
+	Float
+	Double
+	Int8
+	Int16
+	Int32
+	Int64
+	Uint8
+	Uint16
+	Bool
+	String
+	Uint32
+	Uint64
+)
+
+var dtypeNames = [...]string{
+	DTypeInvalid: "INVALID",
+	Float:        "FLOAT",
+	Double:       "DOUBLE",
+	Int8:         "INT8",
+	Int16:        "INT16",
+	Int32:        "INT32",
+	Int64:        "INT64",
+	Uint8:        "UINT8",
+	Uint16:       "UINT16",
+	Bool:         "BOOL",
+	String:       "STRING",
+	Uint32:       "UINT32",
+	Uint64:       "UINT64",
+}
+
+var dtypeSizes = [...]int{
+	Float: 4, Double: 8, Int8: 1, Int16: 2, Int32: 4, Int64: 8,
+	Uint8: 1, Uint16: 2, Bool: 1, String: 0, Uint32: 4, Uint64: 8,
+}
+
+// String returns the upper-case RedisAI name of the type.
+func (d DType) String() string {
+	if int(d) < len(dtypeNames) {
+		return dtypeNames[d]
+	}
+	return "INVALID"
+}
+
+// Size is the element size in bytes; 0 for STRING (variable length).
+func (d DType) Size() int {
+	if int(d) < len(dtypeSizes) {
+		return dtypeSizes[d]
+	}
+	return 0
+}
+
+// IsFloat reports whether VALUES of this type are floating point.
+func (d DType) IsFloat() bool { return d == Float || d == Double }
+
+// ParseDType parses a type name case-insensitively.
+func ParseDType(name []byte) (DType, bool) {
+	for i := Float; i <= Uint64; i++ {
+		if len(name) == len(dtypeNames[i]) && strings.EqualFold(string(name), dtypeNames[i]) {
+			return i, true
+		}
+	}
+	return DTypeInvalid, false
+}
+
+// Tensor is an immutable n-dimensional array. Data holds the elements in
+// C order, little-endian; for STRING tensors each element is terminated by a
+// NUL byte. A stored Tensor must never be modified: writers build a new one.
+type Tensor struct {
+	DType DType
+	Shape []int64
+	Data  []byte
+}
+
+// Len is the number of elements (the product of the dimensions; 1 for a scalar).
+func (t *Tensor) Len() int64 { return ShapeLen(t.Shape) }
+
+// ShapeLen is the product of the dimensions, or -1 on overflow.
+func ShapeLen(shape []int64) int64 {
+	n := int64(1)
+	for _, d := range shape {
+		if d < 0 {
+			return -1
+		}
+		if d != 0 && n > math.MaxInt64/d {
+			return -1
+		}
+		n *= d
+	}
+	return n
+}
+
+// NewTensorFromBlob validates a raw blob against dtype and shape and wraps it.
+// The blob is kept, not copied.
+func NewTensorFromBlob(dt DType, shape []int64, blob []byte) (*Tensor, error) {
+	n := ShapeLen(shape)
+	if n < 0 {
+		return nil, ErrDataLength
+	}
+	if dt == String {
+		if len(blob) == 0 || blob[len(blob)-1] != 0 || int64(bytes.Count(blob, []byte{0})) != n {
+			return nil, ErrStringElements
+		}
+		return &Tensor{DType: dt, Shape: shape, Data: blob}, nil
+	}
+	size := int64(dt.Size())
+	if n > math.MaxInt64/size || int64(len(blob)) != n*size {
+		return nil, ErrDataLength
+	}
+	if dt == Bool {
+		for _, b := range blob {
+			if b > 1 {
+				return nil, ErrBoolValue
+			}
+		}
+	}
+	return &Tensor{DType: dt, Shape: shape, Data: blob}, nil
+}
+
+// NewZeroTensor returns a tensor of zeros (STRING: empty strings).
+// The caller must have checked that the size is within limits.
+func NewZeroTensor(dt DType, shape []int64) *Tensor {
+	n := ShapeLen(shape)
+	size := int64(dt.Size())
+	if dt == String {
+		size = 1
+	}
+	return &Tensor{DType: dt, Shape: shape, Data: make([]byte, n*size)}
+}
+
+// ByteSize is the number of data bytes a numeric tensor of this shape needs,
+// or -1 on overflow. STRING tensors report -1.
+func ByteSize(dt DType, shape []int64) int64 {
+	n := ShapeLen(shape)
+	size := int64(dt.Size())
+	if n < 0 || size == 0 || n > math.MaxInt64/size {
+		return -1
+	}
+	return n * size
+}
+
+// NewTensorFromValues parses VALUES arguments. len(values) must equal the
+// shape's element count (checked by the caller, which owns the error text).
+func NewTensorFromValues(dt DType, shape []int64, values [][]byte) (*Tensor, error) {
+	if dt == String {
+		var buf []byte
+		for _, v := range values {
+			if i := bytes.IndexByte(v, 0); i >= 0 && i != len(v)-1 {
+				return nil, ErrNullInString
+			}
+			v = bytes.TrimSuffix(v, []byte{0})
+			buf = append(buf, v...)
+			buf = append(buf, 0)
+		}
+		if buf == nil {
+			buf = []byte{}
+		}
+		return &Tensor{DType: dt, Shape: shape, Data: buf}, nil
+	}
+	size := dt.Size()
+	data := make([]byte, len(values)*size)
+	for i, v := range values {
+		b := data[i*size : (i+1)*size]
+		if dt.IsFloat() {
+			f, err := strconv.ParseFloat(string(v), 64)
+			if err != nil && !isRangeErr(err) {
+				return nil, ErrInvalidValue
+			}
+			if dt == Float {
+				binary.LittleEndian.PutUint32(b, math.Float32bits(float32(f)))
+			} else {
+				binary.LittleEndian.PutUint64(b, math.Float64bits(f))
+			}
+			continue
+		}
+		if err := putInt(dt, b, v); err != nil {
+			return nil, err
+		}
+	}
+	return &Tensor{DType: dt, Shape: shape, Data: data}, nil
+}
+
+func isRangeErr(err error) bool {
+	ne, ok := err.(*strconv.NumError)
+	return ok && ne.Err == strconv.ErrRange
+}
+
+func putInt(dt DType, b []byte, v []byte) error {
+	s := string(v)
+	switch dt {
+	case Uint8, Uint16, Uint32, Uint64, Bool:
+		bits := map[DType]int{Uint8: 8, Uint16: 16, Uint32: 32, Uint64: 64, Bool: 1}[dt]
+		u, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || (bits < 64 && u >= 1<<bits) {
+			return ErrInvalidValue
+		}
+		switch dt.Size() {
+		case 1:
+			b[0] = byte(u)
+		case 2:
+			binary.LittleEndian.PutUint16(b, uint16(u))
+		case 4:
+			binary.LittleEndian.PutUint32(b, uint32(u))
+		default:
+			binary.LittleEndian.PutUint64(b, u)
+		}
+	default:
+		n, err := strconv.ParseInt(s, 10, dt.Size()*8)
+		if err != nil {
+			return ErrInvalidValue
+		}
+		switch dt.Size() {
+		case 1:
+			b[0] = byte(int8(n))
+		case 2:
+			binary.LittleEndian.PutUint16(b, uint16(int16(n)))
+		case 4:
+			binary.LittleEndian.PutUint32(b, uint32(int32(n)))
+		default:
+			binary.LittleEndian.PutUint64(b, uint64(n))
+		}
+	}
+	return nil
+}
+
+// Float returns element i of a FLOAT or DOUBLE tensor as float64.
+func (t *Tensor) Float(i int) float64 {
+	if t.DType == Float {
+		return float64(math.Float32frombits(binary.LittleEndian.Uint32(t.Data[i*4:])))
+	}
+	return math.Float64frombits(binary.LittleEndian.Uint64(t.Data[i*8:]))
+}
+
+// FloatText formats element i of a float tensor as RedisAI on Redis 7 does:
+// the value widened to float64, in the shortest text that parses back to it
+// (so a FLOAT 0.1 reads "0.10000000149011612", and text round-trips exactly).
+func (t *Tensor) FloatText(i int) string {
+	return strconv.FormatFloat(t.Float(i), 'g', -1, 64)
+}
+
+// Int returns element i of an integer or BOOL tensor. UINT64 values above
+// MaxInt64 wrap; callers that need them use Uint.
+func (t *Tensor) Int(i int) int64 {
+	b := t.Data
+	switch t.DType {
+	case Int8:
+		return int64(int8(b[i]))
+	case Uint8, Bool:
+		return int64(b[i])
+	case Int16:
+		return int64(int16(binary.LittleEndian.Uint16(b[i*2:])))
+	case Uint16:
+		return int64(binary.LittleEndian.Uint16(b[i*2:]))
+	case Int32:
+		return int64(int32(binary.LittleEndian.Uint32(b[i*4:])))
+	case Uint32:
+		return int64(binary.LittleEndian.Uint32(b[i*4:]))
+	default:
+		return int64(binary.LittleEndian.Uint64(b[i*8:]))
+	}
+}
+
+// Strings splits a STRING tensor into its elements (without terminators).
+func (t *Tensor) Strings() [][]byte {
+	parts := bytes.Split(t.Data, []byte{0})
+	if len(parts) > 0 {
+		parts = parts[:len(parts)-1]
+	}
+	return parts
+}
