@@ -1,0 +1,64 @@
+# EnclaveAI build. `make run` builds and starts the server, `make test` runs
+# every test; both install what they need on a fresh Debian machine.
+
+ORT_VERSION := 1.24.1
+ORT_DIR     := $(CURDIR)/.cache/onnxruntime/$(ORT_VERSION)
+ORT_LIB     := $(ORT_DIR)/libonnxruntime.so.1
+PYTHON      := /usr/bin/python3
+GO          ?= go
+# The C header of the OrtApi table comes from the onnxruntime_go module itself.
+ORT_GO_DIR   = $(shell $(GO) list -m -f '{{.Dir}}' github.com/yalue/onnxruntime_go)
+export CGO_CFLAGS += -I$(ORT_GO_DIR)
+export ENCLAVEAI_ONNXRUNTIME_LIB := $(ORT_LIB)
+
+.PHONY: build run test test-go test-redis deps ort models bench fuzz clean
+
+build: bin/enclaveai-server bin/enclaveai-cli
+
+bin/enclaveai-server: $(ORT_LIB) FORCE
+	$(GO) build -o $@ ./cmd/enclaveai-server
+	cp -f $(ORT_LIB) bin/libonnxruntime.so.1
+
+bin/enclaveai-cli: FORCE
+	$(GO) build -o $@ ./cmd/enclaveai-cli
+
+FORCE:
+
+ort: $(ORT_LIB)
+
+# ONNX Runtime's Linux x64 library ships inside the npm package onnxruntime-node.
+$(ORT_LIB):
+	@command -v npm >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm)
+	mkdir -p $(ORT_DIR)/pack
+	cd $(ORT_DIR)/pack && npm pack --silent onnxruntime-node@$(ORT_VERSION) >/dev/null
+	tar -xzf $(ORT_DIR)/pack/onnxruntime-node-$(ORT_VERSION).tgz -C $(ORT_DIR)/pack package/bin/napi-v6/linux/x64/libonnxruntime.so.1
+	mv $(ORT_DIR)/pack/package/bin/napi-v6/linux/x64/libonnxruntime.so.1 $@.tmp && mv $@.tmp $@
+	rm -rf $(ORT_DIR)/pack
+
+run: build
+	mkdir -p data
+	bin/enclaveai-server --dir ./data
+
+# Debian packages the black-box tests use, installed only when missing.
+TEST_DEBS := redis-tools python3-redis python3-numpy python3-onnx
+deps:
+	@missing=""; for p in $(TEST_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
+
+models: deps
+	$(PYTHON) redis_tests/models/gen_models.py redis_tests/models
+
+test: deps build models test-go test-redis
+
+test-go: $(ORT_LIB)
+	$(GO) vet ./...
+	$(GO) test -count=1 ./...
+
+test-redis: build models
+	$(PYTHON) -m unittest discover -s redis_tests -p 'test_*.py' -v
+
+fuzz: $(ORT_LIB)
+	$(GO) test -run '^$$' -fuzz FuzzReader -fuzztime 30s ./server
+
+clean:
+	rm -rf bin

@@ -1,0 +1,75 @@
+// Command enclaveai-server is the EnclaveAI server: a Redis-protocol ONNX
+// model server. Usage, as redis-server:
+//
+//	enclaveai-server [enclaveai.conf] [--directive value ...]
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/enclaveai/enclaveai/config"
+	"github.com/enclaveai/enclaveai/server"
+)
+
+func main() {
+	opts, err := config.Load(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "enclaveai-server: configuration:", err)
+		os.Exit(1)
+	}
+	log, err := newLogger(opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "enclaveai-server:", err)
+		os.Exit(1)
+	}
+	slog.SetDefault(log)
+	if err := run(opts, log); err != nil {
+		log.Error("fatal", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(opts *config.Options, log *slog.Logger) error {
+	srv := server.New(opts, log)
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	log.Info("Ready to accept connections", "addr", srv.Addr().String())
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	select {
+	case s := <-sig:
+		log.Info("received signal, shutting down", "signal", s.String())
+		return srv.Shutdown(false)
+	case <-srv.Done():
+		return nil
+	}
+}
+
+func newLogger(opts *config.Options) (*slog.Logger, error) {
+	var w io.Writer = os.Stderr
+	if opts.LogFile != "" {
+		f, err := os.OpenFile(opts.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		w = f
+	}
+	lv := new(slog.LevelVar)
+	level := func() slog.Level {
+		switch *opts.LogLevel.Load() {
+		case "debug", "verbose":
+			return slog.LevelDebug
+		case "warning":
+			return slog.LevelWarn
+		}
+		return slog.LevelInfo
+	}
+	lv.Set(level())
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lv})), nil
+}

@@ -1,0 +1,351 @@
+package commands
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/enclaveai/enclaveai/config"
+)
+
+func init() {
+	admin := func(s *Spec) *Spec { s.Group = "server"; return s }
+	register(
+		admin(&Spec{Name: "info", Arity: -1, Flags: LoadingOK,
+			Summary: "Returns information and statistics about the server.", Syntax: "[section [section ...]]", Parse: parseInfo}),
+		admin(&Spec{Name: "config", Arity: -2, Flags: Admin | LoadingOK,
+			Summary: "CONFIG GET, SET and RESETSTAT.", Syntax: "GET pattern [pattern ...] | SET directive value [directive value ...] | RESETSTAT", Parse: parseConfig}),
+		admin(&Spec{Name: "time", Arity: 1, Flags: Fast | LoadingOK, Summary: "Returns the server time.", Parse: parseTime}),
+		admin(&Spec{Name: "command", Arity: -1, Flags: LoadingOK,
+			Summary: "Describes the commands: COUNT, INFO, DOCS, LIST.", Syntax: "[COUNT | INFO [name ...] | DOCS [name ...] | LIST]", Parse: parseCommand}),
+		admin(&Spec{Name: "shutdown", Arity: -1, Flags: Admin | LoadingOK | NoTxLock,
+			Summary: "Stops the server.", Syntax: "[NOSAVE | SAVE]", Parse: parseShutdown}),
+	)
+}
+
+func parseTime(a Args) (Runner, error) {
+	return RunFunc(func(x *Ctx) error {
+		now := time.Now()
+		x.W.Array(2)
+		x.W.BulkString(strconv.FormatInt(now.Unix(), 10))
+		x.W.BulkString(strconv.FormatInt(int64(now.Nanosecond()/1000), 10))
+		return nil
+	}), nil
+}
+
+func parseShutdown(a Args) (Runner, error) {
+	save := -1 // default: as configured
+	for a.More() {
+		switch {
+		case a.Match("NOSAVE"):
+			save = 0
+		case a.Match("SAVE"):
+			save = 1
+		case a.Match("NOW"), a.Match("FORCE"), a.Match("ABORT"):
+		default:
+			return nil, errSyntax
+		}
+	}
+	return RunFunc(func(x *Ctx) error {
+		if x.Shutdown == nil {
+			return Reply("ERR shutdown is not available")
+		}
+		if err := x.Shutdown(save == 1); err != nil {
+			return errorf("ERR Errors trying to SHUTDOWN. Check logs.")
+		}
+		x.C.closeAfter = true
+		return nil
+	}), nil
+}
+
+func parseConfig(a Args) (Runner, error) {
+	sub := strings.ToUpper(a.NextString())
+	switch sub {
+	case "GET":
+		if !a.More() {
+			return nil, errorf("ERR wrong number of arguments for 'config|get' command")
+		}
+		patterns := a.Rest()
+		return RunFunc(func(x *Ctx) error {
+			var pairs []string
+			seen := map[string]bool{}
+			for _, name := range config.Names() {
+				for _, p := range patterns {
+					if !seen[name] && globMatch([]byte(strings.ToLower(string(p))), []byte(name)) {
+						v, _ := x.Opts.Get(name)
+						pairs = append(pairs, name, v)
+						seen[name] = true
+					}
+				}
+			}
+			x.W.Map(len(pairs) / 2)
+			for _, s := range pairs {
+				x.W.BulkString(s)
+			}
+			return nil
+		}), nil
+	case "SET":
+		if a.Remaining() < 2 || a.Remaining()%2 != 0 {
+			return nil, errorf("ERR wrong number of arguments for 'config|set' command")
+		}
+		rest := keyStrings(a.Rest())
+		return RunFunc(func(x *Ctx) error {
+			for i := 0; i < len(rest); i += 2 {
+				if _, ok := x.Opts.Get(rest[i]); !ok {
+					return errorf("ERR Unknown option or number of arguments for CONFIG SET - '%s'", rest[i])
+				}
+			}
+			for i := 0; i < len(rest); i += 2 {
+				if err := x.Opts.Set(rest[i], rest[i+1]); err != nil {
+					if err == config.ErrImmutable || err == config.ErrUnknown {
+						return errorf("ERR CONFIG SET failed (possibly related to argument '%s') - %v", rest[i], err)
+					}
+					return errorf("ERR CONFIG SET failed (possibly related to argument '%s') - %v", rest[i], err)
+				}
+			}
+			x.W.OK()
+			return nil
+		}), nil
+	case "RESETSTAT":
+		return RunFunc(func(x *Ctx) error {
+			st := x.Stats()
+			for _, c := range []interface{ Store(int64) }{&st.Commands, &st.Connections, &st.Rejected, &st.ExpiredKeys, &st.Errors, &st.NetInput, &st.NetOutput} {
+				c.Store(0)
+			}
+			x.W.OK()
+			return nil
+		}), nil
+	}
+	return nil, errorf("ERR unknown subcommand '%s'. Try CONFIG HELP.", truncate(a.V[1], 128))
+}
+
+// InfoSection is an extra INFO section contributed by another layer
+// (models, persistence, enclave), registered at start.
+type InfoSection struct {
+	Name   string
+	Fields func(s *Server) [][2]string
+}
+
+var extraSections []InfoSection
+
+// RegisterInfoSection adds a section to INFO.
+func RegisterInfoSection(sec InfoSection) { extraSections = append(extraSections, sec) }
+
+func parseInfo(a Args) (Runner, error) {
+	sections := keyStrings(a.Rest())
+	return RunFunc(func(x *Ctx) error {
+		x.W.Verbatim(x.Info(sections))
+		return nil
+	}), nil
+}
+
+// Info renders INFO in Redis's format for the requested sections (all the
+// default ones when none, "all" or "everything").
+func (s *Server) Info(sections []string) string {
+	want := map[string]bool{}
+	all := len(sections) == 0
+	for _, sec := range sections {
+		sec = strings.ToLower(sec)
+		if sec == "all" || sec == "everything" || sec == "default" {
+			all = true
+		}
+		want[sec] = true
+	}
+	var b strings.Builder
+	emit := func(name string, fields [][2]string) {
+		if !all && !want[strings.ToLower(name)] {
+			return
+		}
+		if b.Len() > 0 {
+			b.WriteString("\r\n")
+		}
+		fmt.Fprintf(&b, "# %s\r\n", name)
+		for _, f := range fields {
+			b.WriteString(f[0])
+			b.WriteByte(':')
+			b.WriteString(f[1])
+			b.WriteString("\r\n")
+		}
+	}
+	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
+	uptime := int64(time.Since(s.started).Seconds())
+	port, _ := s.Opts.Get("port")
+	emit("Server", [][2]string{
+		{"redis_version", RedisVersion}, {"enclaveai_version", Version},
+		{"redis_mode", "standalone"}, {"os", runtime.GOOS + " " + runtime.GOARCH},
+		{"arch_bits", "64"}, {"go_version", runtime.Version()},
+		{"process_id", itoa(int64(os.Getpid()))}, {"tcp_port", port},
+		{"uptime_in_seconds", itoa(uptime)}, {"uptime_in_days", itoa(uptime / 86400)},
+		{"executable", executable()},
+	})
+	emit("Clients", [][2]string{
+		{"connected_clients", itoa(int64(s.NumClients()))},
+		{"maxclients", itoa(s.Opts.MaxClients.Load())},
+		{"blocked_clients", "0"},
+	})
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	rss := processRSS()
+	emit("Memory", [][2]string{
+		{"used_memory", itoa(s.Keys.Used())}, {"used_memory_human", humanBytes(s.Keys.Used())},
+		{"used_memory_rss", itoa(rss)}, {"used_memory_rss_human", humanBytes(rss)},
+		{"used_memory_peak", itoa(peakRSS())},
+		{"used_memory_go_heap", itoa(int64(ms.HeapInuse))},
+		{"maxmemory", itoa(s.Opts.MaxMemory.Load())}, {"maxmemory_human", humanBytes(s.Opts.MaxMemory.Load())},
+		{"maxmemory_policy", "noeviction"},
+	})
+	st := &s.stats
+	emit("Stats", [][2]string{
+		{"total_connections_received", itoa(st.Connections.Load())},
+		{"total_commands_processed", itoa(st.Commands.Load())},
+		{"total_net_input_bytes", itoa(st.NetInput.Load())},
+		{"total_net_output_bytes", itoa(st.NetOutput.Load())},
+		{"rejected_connections", itoa(st.Rejected.Load())},
+		{"expired_keys", itoa(st.ExpiredKeys.Load())},
+		{"total_error_replies", itoa(st.Errors.Load())},
+	})
+	for _, sec := range extraSections {
+		emit(sec.Name, sec.Fields(s))
+	}
+	n, exp := s.Keys.Len()
+	var ks [][2]string
+	if n > 0 {
+		ks = append(ks, [2]string{"db0", fmt.Sprintf("keys=%d,expires=%d,avg_ttl=0", n, exp)})
+	}
+	emit("Keyspace", ks)
+	return b.String()
+}
+
+func executable() string {
+	p, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	return p
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2fG", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.2fM", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.2fK", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+// processRSS reads the resident set size from /proc (0 where unavailable).
+func processRSS() int64 { return procStatusKB("VmRSS:") * 1024 }
+
+// peakRSS is the high-water mark of the resident set size.
+func peakRSS() int64 { return procStatusKB("VmHWM:") * 1024 }
+
+func procStatusKB(field string) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+func parseCommand(a Args) (Runner, error) {
+	if !a.More() {
+		return RunFunc(func(x *Ctx) error {
+			specs := table.Sorted()
+			x.W.Array(len(specs))
+			for _, s := range specs {
+				writeCommandInfo(x.W, s)
+			}
+			return nil
+		}), nil
+	}
+	sub := strings.ToUpper(a.NextString())
+	names := keyStrings(a.Rest())
+	switch sub {
+	case "COUNT":
+		return RunFunc(func(x *Ctx) error { x.W.Int(int64(len(table))); return nil }), nil
+	case "LIST":
+		return RunFunc(func(x *Ctx) error {
+			specs := table.Sorted()
+			x.W.Array(len(specs))
+			for _, s := range specs {
+				x.W.BulkString(s.Name)
+			}
+			return nil
+		}), nil
+	case "INFO":
+		return RunFunc(func(x *Ctx) error {
+			specs := table.Sorted()
+			if len(names) > 0 {
+				specs = specs[:0]
+				for _, n := range names {
+					specs = append(specs, table.Lookup([]byte(n)))
+				}
+			}
+			x.W.Array(len(specs))
+			for _, s := range specs {
+				if s == nil {
+					x.W.NullArray()
+				} else {
+					writeCommandInfo(x.W, s)
+				}
+			}
+			return nil
+		}), nil
+	case "DOCS":
+		return RunFunc(func(x *Ctx) error {
+			var specs []*Spec
+			if len(names) == 0 {
+				specs = table.Sorted()
+			}
+			for _, n := range names {
+				if s := table.Lookup([]byte(n)); s != nil {
+					specs = append(specs, s)
+				}
+			}
+			x.W.Map(len(specs))
+			for _, s := range specs {
+				x.W.BulkString(s.Name)
+				x.W.Map(3)
+				x.W.BulkString("summary")
+				x.W.BulkString(s.Summary)
+				x.W.BulkString("since")
+				x.W.BulkString("1.0.0")
+				x.W.BulkString("group")
+				x.W.BulkString(s.Group)
+			}
+			return nil
+		}), nil
+	}
+	return nil, errorf("ERR unknown subcommand '%s'. Try COMMAND HELP.", truncate(a.V[1], 128))
+}
+
+// writeCommandInfo writes one COMMAND entry in Redis 7's 10-element shape.
+func writeCommandInfo(w *Writer, s *Spec) {
+	w.Array(10)
+	w.BulkString(s.Name)
+	w.Int(int64(s.Arity))
+	flags := s.FlagNames()
+	w.Set(len(flags))
+	for _, f := range flags {
+		w.Simple(f)
+	}
+	w.Int(int64(s.FirstKey))
+	w.Int(int64(s.LastKey))
+	w.Int(int64(s.Step))
+	w.Set(0) // ACL categories
+	w.Set(0) // tips
+	w.Array(0)
+	w.Array(0)
+}

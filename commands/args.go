@@ -1,0 +1,122 @@
+package commands
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+)
+
+// Args is a command's raw arguments (Args.V[0] is the name) with a cursor
+// for the small parsing helpers below. Arguments alias connection memory
+// that the next command reuses: Keep returns one that may be retained.
+type Args struct {
+	V     [][]byte
+	pos   int
+	owned func(i int) bool
+}
+
+// NewArgs wraps raw arguments; owned (may be nil) reports which arguments
+// have their own allocation.
+func NewArgs(v [][]byte, owned func(i int) bool) Args {
+	return Args{V: v, pos: 1, owned: owned}
+}
+
+// Name is the command name as the client typed it.
+func (a *Args) Name() string { return string(a.V[0]) }
+
+// Len is the number of arguments after the name.
+func (a *Args) Len() int { return len(a.V) - 1 }
+
+// More reports whether arguments remain after the cursor.
+func (a *Args) More() bool { return a.pos < len(a.V) }
+
+// Remaining is the number of arguments after the cursor.
+func (a *Args) Remaining() int { return len(a.V) - a.pos }
+
+// Pos is the cursor's index into V.
+func (a *Args) Pos() int { return a.pos }
+
+// Next returns the argument at the cursor and advances; nil at the end.
+func (a *Args) Next() []byte {
+	if a.pos >= len(a.V) {
+		return nil
+	}
+	a.pos++
+	return a.V[a.pos-1]
+}
+
+// Peek returns the argument at the cursor without advancing.
+func (a *Args) Peek() []byte {
+	if a.pos >= len(a.V) {
+		return nil
+	}
+	return a.V[a.pos]
+}
+
+// NextString returns the next argument as a string.
+func (a *Args) NextString() string { return string(a.Next()) }
+
+// Match advances past the next argument if it equals word case-insensitively.
+func (a *Args) Match(word string) bool {
+	if a.pos < len(a.V) && isWord(a.V[a.pos], word) {
+		a.pos++
+		return true
+	}
+	return false
+}
+
+// Keep returns argument i in memory the caller may retain: the argument
+// itself if it owns its allocation, else a copy.
+func (a *Args) Keep(i int) []byte {
+	if a.owned != nil && a.owned(i) {
+		return a.V[i]
+	}
+	return bytes.Clone(a.V[i])
+}
+
+// Rest returns the arguments from the cursor on and moves to the end.
+func (a *Args) Rest() [][]byte {
+	r := a.V[a.pos:]
+	a.pos = len(a.V)
+	return r
+}
+
+// Detach copies every argument so that the Args may outlive the connection
+// buffer (commands queued by MULTI).
+func (a Args) Detach() Args {
+	v := make([][]byte, len(a.V))
+	for i, b := range a.V {
+		v[i] = bytes.Clone(b)
+	}
+	return Args{V: v, pos: a.pos, owned: func(int) bool { return true }}
+}
+
+// isWord compares case-insensitively without allocating.
+func isWord(b []byte, word string) bool {
+	return len(b) == len(word) && strings.EqualFold(string(b), word)
+}
+
+// parseInt parses a base-10 int64 as Redis's string2ll does (no spaces, no +).
+func parseInt(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 20 || b[0] == '+' {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	return n, err == nil
+}
+
+// countedList parses `n item...`: the count at the cursor and n items.
+// errCount is returned for a non-integer or negative count, errShort when
+// fewer than n items follow.
+func (a *Args) countedList(errCount, errShort error) ([][]byte, error) {
+	n, ok := parseInt(a.Next())
+	if !ok || n < 0 {
+		return nil, errCount
+	}
+	if int64(a.Remaining()) < n {
+		return nil, errShort
+	}
+	items := a.V[a.pos : a.pos+int(n)]
+	a.pos += int(n)
+	return items, nil
+}

@@ -1,0 +1,386 @@
+package commands
+
+import (
+	"crypto/subtle"
+	"strings"
+)
+
+func init() {
+	register(
+		&Spec{Name: "ping", Arity: -1, Flags: Fast | NoAuth | LoadingOK, Group: "connection",
+			Summary: "Returns the server's liveliness response.", Syntax: "[message]", Parse: parsePing},
+		&Spec{Name: "echo", Arity: 2, Flags: Fast | LoadingOK, Group: "connection",
+			Summary: "Returns the given string.", Syntax: "message", Parse: parseEcho},
+		&Spec{Name: "hello", Arity: -1, Flags: Fast | NoAuth | LoadingOK, Group: "connection",
+			Summary: "Handshakes with the server: protocol version, authentication, client name.",
+			Syntax:  "[protover [AUTH username password] [SETNAME clientname]]", Parse: parseHello},
+		&Spec{Name: "auth", Arity: -2, Flags: Fast | NoAuth | LoadingOK, Group: "connection",
+			Summary: "Authenticates the connection.", Syntax: "[username] password", Parse: parseAuth},
+		&Spec{Name: "client", Arity: -2, Flags: LoadingOK, Group: "connection",
+			Summary: "Client connection management: ID, SETNAME, GETNAME, SETINFO, INFO, LIST, KILL.",
+			Syntax:  "subcommand [arguments]", Parse: parseClient},
+		&Spec{Name: "select", Arity: 2, Flags: Fast | LoadingOK, Group: "connection",
+			Summary: "Selects the database; only database 0 exists.", Syntax: "index", Parse: parseSelect},
+		&Spec{Name: "quit", Arity: -1, Flags: Fast | NoAuth | LoadingOK | txControl, Group: "connection",
+			Summary: "Closes the connection.", Parse: parseQuit},
+		&Spec{Name: "reset", Arity: 1, Flags: Fast | NoAuth | LoadingOK | txControl, Group: "connection",
+			Summary: "Resets the connection: protocol, name, authentication, transaction.", Parse: parseReset},
+	)
+}
+
+func parsePing(a Args) (Runner, error) {
+	switch a.Len() {
+	case 0:
+		return RunFunc(func(x *Ctx) error { x.W.Simple("PONG"); return nil }), nil
+	case 1:
+		msg := a.Keep(1)
+		return RunFunc(func(x *Ctx) error { x.W.Bulk(msg); return nil }), nil
+	}
+	return nil, errorf("ERR wrong number of arguments for 'ping' command")
+}
+
+func parseEcho(a Args) (Runner, error) {
+	msg := a.Keep(1)
+	return RunFunc(func(x *Ctx) error { x.W.Bulk(msg); return nil }), nil
+}
+
+// checkPassword compares in constant time. user must be "default" (the only
+// user until ACLs exist).
+func checkPassword(x *Ctx, user, pass string) error {
+	want := *x.Opts.Requirepass.Load()
+	if want == "" {
+		return Reply("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+	}
+	if user != "default" || subtle.ConstantTimeCompare([]byte(pass), []byte(want)) != 1 {
+		return errWrongPass
+	}
+	return nil
+}
+
+func parseAuth(a Args) (Runner, error) {
+	user := "default"
+	switch a.Len() {
+	case 1:
+	case 2:
+		user = a.NextString()
+	default:
+		return nil, errSyntax
+	}
+	pass := a.NextString()
+	return RunFunc(func(x *Ctx) error {
+		if err := checkPassword(x, user, pass); err != nil {
+			return err
+		}
+		x.C.authed = true
+		x.W.OK()
+		return nil
+	}), nil
+}
+
+type helloCmd struct {
+	proto      int
+	auth       bool
+	user, pass string
+	setName    bool
+	name       string
+}
+
+func parseHello(a Args) (Runner, error) {
+	h := &helloCmd{}
+	if a.More() {
+		v, ok := parseInt(a.Next())
+		if !ok {
+			return nil, Reply("ERR Protocol version is not an integer or out of range")
+		}
+		if v != 2 && v != 3 {
+			return nil, Reply("NOPROTO unsupported protocol version")
+		}
+		h.proto = int(v)
+	}
+	for a.More() {
+		switch {
+		case a.Match("AUTH") && a.Remaining() >= 2:
+			h.auth, h.user, h.pass = true, a.NextString(), a.NextString()
+		case a.Match("SETNAME") && a.Remaining() >= 1:
+			h.setName, h.name = true, a.NextString()
+			if !validClientName(h.name) {
+				return nil, errBadClientName
+			}
+		default:
+			return nil, errorf("ERR Syntax error in HELLO option '%s'", a.V[a.Pos()-1])
+		}
+	}
+	return h, nil
+}
+
+// Run implements Runner.
+func (h *helloCmd) Run(x *Ctx) error {
+	if h.auth {
+		if err := checkPassword(x, h.user, h.pass); err != nil {
+			return err
+		}
+		x.C.authed = true
+	}
+	if !x.C.authed {
+		return Reply("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
+	}
+	if h.proto != 0 {
+		x.C.setProto(h.proto)
+	}
+	if h.setName {
+		x.C.mu.Lock()
+		x.C.name = h.name
+		x.C.mu.Unlock()
+	}
+	w := x.W
+	w.Map(7)
+	w.BulkString("server")
+	w.BulkString("redis")
+	w.BulkString("version")
+	w.BulkString(RedisVersion)
+	w.BulkString("proto")
+	w.Int(int64(w.proto))
+	w.BulkString("id")
+	w.Int(x.C.ID)
+	w.BulkString("mode")
+	w.BulkString("standalone")
+	w.BulkString("role")
+	w.BulkString("master")
+	w.BulkString("modules")
+	w.Array(0)
+	return nil
+}
+
+var errBadClientName = Reply("ERR Client names cannot contain spaces, newlines or special characters.")
+
+func validClientName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '!' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+func parseSelect(a Args) (Runner, error) {
+	n, ok := parseInt(a.Next())
+	if !ok {
+		return nil, errNotInteger
+	}
+	if n != 0 {
+		return nil, Reply("ERR DB index is out of range")
+	}
+	return RunFunc(func(x *Ctx) error { x.W.OK(); return nil }), nil
+}
+
+func parseQuit(a Args) (Runner, error) {
+	return RunFunc(func(x *Ctx) error {
+		x.C.closeAfter = true
+		x.W.OK()
+		return nil
+	}), nil
+}
+
+func parseReset(a Args) (Runner, error) {
+	return RunFunc(func(x *Ctx) error {
+		c := x.C
+		c.inMulti, c.multi, c.multiDirty = false, nil, false
+		c.setProto(2)
+		c.mu.Lock()
+		c.name = ""
+		c.mu.Unlock()
+		c.authed = *x.Opts.Requirepass.Load() == ""
+		x.W.Simple("RESET")
+		return nil
+	}), nil
+}
+
+func subArity(sub string) error {
+	return errorf("ERR wrong number of arguments for 'client|%s' command", strings.ToLower(sub))
+}
+
+func parseClient(a Args) (Runner, error) {
+	sub := strings.ToUpper(a.NextString())
+	n := a.Remaining()
+	switch sub {
+	case "ID":
+		if n != 0 {
+			return nil, subArity(sub)
+		}
+		return RunFunc(func(x *Ctx) error { x.W.Int(x.C.ID); return nil }), nil
+	case "GETNAME":
+		if n != 0 {
+			return nil, subArity(sub)
+		}
+		return RunFunc(func(x *Ctx) error {
+			x.C.mu.Lock()
+			name := x.C.name
+			x.C.mu.Unlock()
+			if name == "" {
+				x.W.Null()
+			} else {
+				x.W.BulkString(name)
+			}
+			return nil
+		}), nil
+	case "SETNAME":
+		if n != 1 {
+			return nil, subArity(sub)
+		}
+		name := a.NextString()
+		if !validClientName(name) {
+			return nil, errBadClientName
+		}
+		return RunFunc(func(x *Ctx) error {
+			x.C.mu.Lock()
+			x.C.name = name
+			x.C.mu.Unlock()
+			x.W.OK()
+			return nil
+		}), nil
+	case "SETINFO":
+		if n != 2 {
+			return nil, subArity(sub)
+		}
+		attr, val := strings.ToUpper(a.NextString()), a.NextString()
+		if attr != "LIB-NAME" && attr != "LIB-VER" {
+			return nil, errorf("ERR Unrecognized option '%s'", attr)
+		}
+		if !validClientName(val) {
+			return nil, errorf("ERR %s cannot contain spaces, newlines or special characters.", strings.ToLower(attr))
+		}
+		return RunFunc(func(x *Ctx) error {
+			x.C.mu.Lock()
+			if attr == "LIB-NAME" {
+				x.C.libName = val
+			} else {
+				x.C.libVer = val
+			}
+			x.C.mu.Unlock()
+			x.W.OK()
+			return nil
+		}), nil
+	case "INFO":
+		if n != 0 {
+			return nil, subArity(sub)
+		}
+		return RunFunc(func(x *Ctx) error { x.W.Verbatim(x.clientInfo(x.C) + "\n"); return nil }), nil
+	case "LIST":
+		return parseClientList(a)
+	case "KILL":
+		return parseClientKill(a)
+	case "NO-EVICT", "NO-TOUCH":
+		if n != 1 {
+			return nil, subArity(sub)
+		}
+		return RunFunc(func(x *Ctx) error { x.W.OK(); return nil }), nil
+	}
+	return nil, errorf("ERR unknown subcommand '%s'. Try CLIENT HELP.", truncate(a.V[1], 128))
+}
+
+func parseClientList(a Args) (Runner, error) {
+	var ids map[int64]bool
+	for a.More() {
+		switch {
+		case a.Match("TYPE") && a.More():
+			if t := strings.ToLower(a.NextString()); t != "normal" && t != "master" && t != "replica" && t != "pubsub" {
+				return nil, errorf("ERR Unknown client type '%s'", t)
+			}
+		case a.Match("ID") && a.More():
+			ids = map[int64]bool{}
+			for a.More() {
+				id, ok := parseInt(a.Next())
+				if !ok || id <= 0 {
+					return nil, Reply("ERR Invalid client ID")
+				}
+				ids[id] = true
+			}
+		default:
+			return nil, errSyntax
+		}
+	}
+	return RunFunc(func(x *Ctx) error {
+		var b strings.Builder
+		for _, c := range x.ClientList() {
+			if ids == nil || ids[c.ID] {
+				b.WriteString(x.clientInfo(c))
+				b.WriteByte('\n')
+			}
+		}
+		x.W.Verbatim(b.String())
+		return nil
+	}), nil
+}
+
+func parseClientKill(a Args) (Runner, error) {
+	if a.Remaining() == 1 { // legacy form: CLIENT KILL addr:port
+		addr := a.NextString()
+		return RunFunc(func(x *Ctx) error {
+			for _, c := range x.ClientList() {
+				if c.Addr == addr {
+					x.killClient(c)
+					x.W.OK()
+					return nil
+				}
+			}
+			return Reply("ERR No such client")
+		}), nil
+	}
+	var id int64
+	var addr, laddr string
+	skipMe := true
+	for a.More() {
+		if a.Remaining() < 2 {
+			return nil, errSyntax
+		}
+		opt, val := strings.ToUpper(a.NextString()), a.NextString()
+		switch opt {
+		case "ID":
+			n, ok := parseInt([]byte(val))
+			if !ok || n <= 0 {
+				return nil, Reply("ERR client-id should be greater than 0")
+			}
+			id = n
+		case "ADDR":
+			addr = val
+		case "LADDR":
+			laddr = val
+		case "SKIPME":
+			switch strings.ToLower(val) {
+			case "yes":
+				skipMe = true
+			case "no":
+				skipMe = false
+			default:
+				return nil, errSyntax
+			}
+		case "TYPE", "USER", "MAXAGE":
+		default:
+			return nil, errSyntax
+		}
+	}
+	return RunFunc(func(x *Ctx) error {
+		killed := 0
+		for _, c := range x.ClientList() {
+			if (id != 0 && c.ID != id) || (addr != "" && c.Addr != addr) || (laddr != "" && c.LAddr != laddr) {
+				continue
+			}
+			if skipMe && c == x.C {
+				continue
+			}
+			x.killClient(c)
+			killed++
+		}
+		x.W.Int(int64(killed))
+		return nil
+	}), nil
+}
+
+// killClient closes c; when c is the caller, only after its reply is sent.
+func (x *Ctx) killClient(c *Client) {
+	if c == x.C {
+		c.closeAfter = true
+		return
+	}
+	c.Kill()
+}

@@ -1,0 +1,68 @@
+package commands
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/enclaveai/enclaveai/config"
+	"github.com/enclaveai/enclaveai/modelstore"
+)
+
+// Reply is an error whose text is sent as is: the exact RESP error line
+// (without the leading '-'), prefix included. Command files declare their
+// Reply values; everything else goes through errorText.
+type Reply string
+
+func (r Reply) Error() string { return string(r) }
+
+// errorf builds a Reply.
+func errorf(format string, a ...any) Reply { return Reply(fmt.Sprintf(format, a...)) }
+
+// Replies shared by several command families.
+const (
+	errSyntax      Reply = "ERR syntax error"
+	errNotInteger  Reply = "ERR value is not an integer or out of range"
+	errNoSuchKey   Reply = "ERR no such key"
+	errNoAuth      Reply = "NOAUTH Authentication required."
+	errWrongPass   Reply = "WRONGPASS invalid username-password pair or user is disabled."
+	errLoading     Reply = "LOADING EnclaveAI is loading the dataset in memory"
+	errInMulti     Reply = "ERR Cannot run RedisAI command within a transaction or a LUA script"
+	errTensorEmpty Reply = "ERR tensor key is empty or in a different shard"
+)
+
+// storeErrors maps the storage engine's sentinel errors to their RESP text.
+var storeErrors = []struct {
+	err  error
+	text string
+}{
+	{modelstore.ErrWrongType, "WRONGTYPE Operation against a key holding the wrong kind of value"},
+	{modelstore.ErrNoTensor, string(errTensorEmpty)},
+	{modelstore.ErrNoModel, "ERR model key is empty"},
+	{modelstore.ErrNoKey, string(errNoSuchKey)},
+	{modelstore.ErrDataLength, "ERR data length does not match tensor shape and type"},
+	{modelstore.ErrStringElements, "ERR Number of string elements in data blob does not match tensor length"},
+	{modelstore.ErrBoolValue, "ERR BOOL tensor elements must be 0 or 1"},
+	{modelstore.ErrInvalidValue, "ERR invalid value"},
+	{modelstore.ErrNullInString, "ERR C-string value contains null character"},
+	{modelstore.ErrOOM, "OOM command not allowed when used memory > 'maxmemory'."},
+	{config.ErrUnknown, "ERR Unknown option or number of arguments for CONFIG SET"},
+	{config.ErrImmutable, "ERR CONFIG SET failed - can't set immutable config"},
+}
+
+// errorText is the one place where an error becomes RESP error text.
+// Unexpected errors are logged with their detail and answered generically,
+// so internal paths never reach the client.
+func errorText(err error) string {
+	var r Reply
+	if errors.As(err, &r) {
+		return string(r)
+	}
+	for _, se := range storeErrors {
+		if errors.Is(err, se.err) {
+			return se.text
+		}
+	}
+	slog.Error("internal error", "err", err)
+	return "ERR internal error"
+}

@@ -1,0 +1,369 @@
+package commands
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/enclaveai/enclaveai/config"
+	"github.com/enclaveai/enclaveai/modelstore"
+)
+
+// Version is EnclaveAI's version; RedisVersion is the Redis version whose
+// protocol and replies it follows (clients read it from HELLO and INFO).
+const (
+	Version      = "0.1.0"
+	RedisVersion = "7.2.0"
+)
+
+// Server is the state every command sees: options, keyspace, clients and
+// statistics. The network front end (package server) owns the sockets and
+// calls Dispatch for each command.
+type Server struct {
+	Opts *config.Options
+	Keys *modelstore.Keyspace
+	Log  *slog.Logger
+
+	tx sync.RWMutex // transaction lock (package doc)
+
+	clientsMu sync.Mutex
+	clients   map[int64]*Client
+	nextID    atomic.Int64
+
+	started time.Time
+	clock   atomic.Int64 // unix ms, refreshed by Tick
+	loading atomic.Bool
+	stats   Stats
+
+	// Shutdown is called by SHUTDOWN; set by the front end.
+	Shutdown func(save bool) error
+}
+
+// Stats are the counters INFO stats shows.
+type Stats struct {
+	Commands, Connections, Rejected, ExpiredKeys, Errors atomic.Int64
+	NetInput, NetOutput                                  atomic.Int64
+}
+
+// NewServer builds the command layer over a fresh keyspace.
+func NewServer(opts *config.Options, log *slog.Logger) *Server {
+	s := &Server{Opts: opts, Log: log, clients: make(map[int64]*Client), started: time.Now()}
+	s.Keys = modelstore.NewKeyspace(opts.MaxMemory.Load)
+	s.clock.Store(time.Now().UnixMilli())
+	return s
+}
+
+// Release lets go of values removed from the keyspace: a model value drops
+// its reference to the shared ONNX Runtime session.
+func (s *Server) Release(vs []modelstore.Value) {
+	for _, v := range vs {
+		if r, ok := v.(interface{ Release() }); ok {
+			r.Release()
+		}
+	}
+}
+
+// Stats returns the server's counters.
+func (s *Server) Stats() *Stats { return &s.stats }
+
+// SetLoading marks the server as loading a snapshot (-LOADING replies).
+func (s *Server) SetLoading(on bool) { s.loading.Store(on) }
+
+// Tick runs periodic work: the cached clock, expiry of keys and idle
+// clients. The front end calls it about every 100 ms.
+func (s *Server) Tick() {
+	now := time.Now()
+	s.clock.Store(now.UnixMilli())
+	if n := len(s.Keys.SweepExpired()); n > 0 {
+		s.stats.ExpiredKeys.Add(int64(n))
+	}
+	if t := s.Opts.Timeout.Load(); t > 0 {
+		limit := now.UnixMilli() - t*1000
+		for _, c := range s.ClientList() {
+			if c.lastActive.Load() < limit && !c.busy.Load() {
+				c.Kill()
+			}
+		}
+	}
+}
+
+// Client is one connection's state.
+type Client struct {
+	ID      int64
+	Addr    string
+	LAddr   string
+	W       *Writer
+	created time.Time
+	closer  io.Closer
+
+	authed     bool
+	multi      []queued // commands queued by MULTI
+	inMulti    bool
+	multiDirty bool // a command failed to queue: EXEC aborts
+	closeAfter bool // QUIT: close once the reply is flushed
+
+	lastActive atomic.Int64 // unix ms
+	busy       atomic.Bool  // a command is running
+	lastCmd    atomic.Pointer[Spec]
+	killed     atomic.Bool
+	proto      atomic.Int32 // mirror of W.proto for CLIENT LIST
+
+	mu      sync.Mutex // guards the fields below, read by CLIENT LIST
+	name    string
+	libName string
+	libVer  string
+}
+
+type queued struct {
+	spec   *Spec
+	runner Runner
+	err    error
+}
+
+// NewClient registers a connection. closer is closed by CLIENT KILL.
+func (s *Server) NewClient(addr, laddr string, closer io.Closer) *Client {
+	c := &Client{ID: s.nextID.Add(1), Addr: addr, LAddr: laddr, W: NewWriter(),
+		created: time.Now(), closer: closer}
+	c.authed = *s.Opts.Requirepass.Load() == ""
+	c.proto.Store(2)
+	c.lastActive.Store(s.clock.Load())
+	s.clientsMu.Lock()
+	s.clients[c.ID] = c
+	s.clientsMu.Unlock()
+	s.stats.Connections.Add(1)
+	return c
+}
+
+// RemoveClient unregisters a closed connection.
+func (s *Server) RemoveClient(c *Client) {
+	s.clientsMu.Lock()
+	delete(s.clients, c.ID)
+	s.clientsMu.Unlock()
+}
+
+// ClientList returns the connected clients in id order.
+func (s *Server) ClientList() []*Client {
+	s.clientsMu.Lock()
+	out := make([]*Client, 0, len(s.clients))
+	for _, c := range s.clients {
+		out = append(out, c)
+	}
+	s.clientsMu.Unlock()
+	sortClients(out)
+	return out
+}
+
+// NumClients is the number of connected clients.
+func (s *Server) NumClients() int {
+	s.clientsMu.Lock()
+	defer s.clientsMu.Unlock()
+	return len(s.clients)
+}
+
+func sortClients(cs []*Client) {
+	sort.Slice(cs, func(i, j int) bool { return cs[i].ID < cs[j].ID })
+}
+
+// setProto switches the client's protocol version.
+func (c *Client) setProto(p int) {
+	c.W.proto = p
+	c.proto.Store(int32(p))
+}
+
+// Kill closes the client's connection; its goroutine then ends.
+func (c *Client) Kill() {
+	if c.killed.CompareAndSwap(false, true) && c.closer != nil {
+		c.closer.Close()
+	}
+}
+
+// Authed reports whether the client may run commands that need auth.
+func (c *Client) Authed() bool { return c.authed }
+
+// CloseAfterReply reports whether the connection should close after
+// flushing (QUIT).
+func (c *Client) CloseAfterReply() bool { return c.closeAfter }
+
+// Ctx is what a Runner sees: the server and the calling client.
+type Ctx struct {
+	*Server
+	C *Client
+	W *Writer
+	// locked is true when the command already runs under Server.tx.
+	locked bool
+}
+
+// Update runs f under the transaction lock's read side when the command
+// runs outside it (NoTxLock commands), so that keyspace updates made after
+// long work cannot interleave with a transaction.
+func (x *Ctx) Update(f func() error) error {
+	if x.locked {
+		return f()
+	}
+	x.tx.RLock()
+	defer x.tx.RUnlock()
+	return f()
+}
+
+// Limits the front end applies while reading a command, before allocating.
+type Limits struct {
+	MaxArgs, MaxBulk, MaxQuery int64
+}
+
+// Redis's limits for clients that have not authenticated (CVE-2021-32675).
+const (
+	unauthMaxArgs = 10
+	unauthMaxBulk = 16 << 10
+)
+
+// PreLimits bound a command before its name is read.
+func (s *Server) PreLimits(c *Client) Limits {
+	if !c.authed {
+		return Limits{MaxArgs: unauthMaxArgs, MaxBulk: unauthMaxBulk, MaxQuery: unauthMaxArgs * unauthMaxBulk}
+	}
+	return Limits{MaxArgs: 1 << 30, MaxBulk: s.Opts.ProtoMaxBulkLen.Load(), MaxQuery: s.Opts.ClientQueryBufferLimit.Load()}
+}
+
+// CommandLimits bound the rest of a command once its name is known: only
+// commands flagged Big may pass client-query-buffer-limit (their handlers
+// enforce their own limits, such as max-model-size).
+func (s *Server) CommandLimits(c *Client, spec *Spec) Limits {
+	l := s.PreLimits(c)
+	if c.authed && spec != nil && spec.Has(Big) {
+		l.MaxQuery = 1 << 62
+	}
+	return l
+}
+
+// Dispatch runs one command and appends its reply to c.W. It enforces, in
+// Redis's order: known command, arity, authentication, MULTI queueing,
+// loading, maxmemory, then parse and run under the right lock.
+func (s *Server) Dispatch(c *Client, argv [][]byte, owned func(int) bool) {
+	s.stats.Commands.Add(1)
+	c.lastActive.Store(s.clock.Load())
+	spec := table.Lookup(argv[0])
+	if err := s.check(c, spec, argv); err != nil {
+		if c.inMulti {
+			c.multiDirty = true
+		}
+		s.replyError(c.W, err)
+		return
+	}
+	c.lastCmd.Store(spec)
+	a := NewArgs(argv, owned)
+	if c.inMulti && !spec.Has(txControl) {
+		a = a.Detach()
+		r, err := spec.Parse(a)
+		if err != nil {
+			c.multiDirty = true
+			s.replyError(c.W, err)
+			return
+		}
+		if spec.Has(NoMulti) {
+			err, r = errInMulti, nil
+		}
+		c.multi = append(c.multi, queued{spec, r, err})
+		c.W.Simple("QUEUED")
+		return
+	}
+	r, err := spec.Parse(a)
+	if err != nil {
+		s.replyError(c.W, err)
+		return
+	}
+	s.run(&Ctx{Server: s, C: c, W: c.W}, spec, r)
+}
+
+// txControl marks MULTI, EXEC, DISCARD, QUIT, RESET: run at once inside a
+// transaction instead of being queued.
+const txControl = Flag(1 << 31)
+
+func (s *Server) check(c *Client, spec *Spec, argv [][]byte) error {
+	if spec == nil {
+		var b strings.Builder
+		for _, a := range argv[1:] {
+			if b.Len() > 128 {
+				break
+			}
+			b.WriteString("'")
+			b.Write(truncate(a, 128))
+			b.WriteString("' ")
+		}
+		return errorf("ERR unknown command '%s', with args beginning with: %s", truncate(argv[0], 128), b.String())
+	}
+	if (spec.Arity > 0 && len(argv) != spec.Arity) || (spec.Arity < 0 && len(argv) < -spec.Arity) {
+		return errorf("ERR wrong number of arguments for '%s' command", spec.Name)
+	}
+	if !c.authed && !spec.Has(NoAuth) {
+		return errNoAuth
+	}
+	if s.loading.Load() && !spec.Has(LoadingOK) {
+		return errLoading
+	}
+	if spec.Has(DenyOOM) && !c.inMulti {
+		if max := s.Opts.MaxMemory.Load(); max > 0 && s.Keys.Used() > max {
+			return modelstore.ErrOOM
+		}
+	}
+	return nil
+}
+
+func truncate(b []byte, n int) []byte {
+	if len(b) > n {
+		b = b[:n]
+	}
+	return bytes.ReplaceAll(b, []byte("'"), []byte("\\'"))
+}
+
+// run executes a parsed command under the lock its flags ask for.
+func (s *Server) run(x *Ctx, spec *Spec, r Runner) {
+	x.C.busy.Store(true)
+	defer x.C.busy.Store(false)
+	var err error
+	if spec.Has(NoTxLock) {
+		err = r.Run(x)
+	} else {
+		s.tx.RLock()
+		x.locked = true
+		err = r.Run(x)
+		s.tx.RUnlock()
+	}
+	if err != nil {
+		s.replyError(x.W, err)
+	}
+}
+
+func (s *Server) replyError(w *Writer, err error) {
+	s.stats.Errors.Add(1)
+	w.Error(errorText(err))
+}
+
+// clientInfo formats one CLIENT LIST line.
+func (s *Server) clientInfo(c *Client) string {
+	c.mu.Lock()
+	name, lib, ver := c.name, c.libName, c.libVer
+	c.mu.Unlock()
+	cmd := "NULL"
+	if sp := c.lastCmd.Load(); sp != nil {
+		cmd = sp.Name
+	}
+	now := time.Now()
+	idle := (s.clock.Load() - c.lastActive.Load()) / 1000
+	if idle < 0 {
+		idle = 0
+	}
+	return "id=" + strconv.FormatInt(c.ID, 10) + " addr=" + c.Addr + " laddr=" + c.LAddr +
+		" fd=0 name=" + name + " age=" + strconv.FormatInt(int64(now.Sub(c.created).Seconds()), 10) +
+		" idle=" + strconv.FormatInt(idle, 10) + " flags=N db=0 sub=0 psub=0 ssub=0 multi=-1" +
+		" qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=" + cmd +
+		" user=default redir=-1 resp=" + strconv.Itoa(int(c.proto.Load())) + " lib-name=" + lib + " lib-ver=" + ver
+}
+
+// ReplyError answers c with err's RESP error text.
+func (s *Server) ReplyError(c *Client, err error) { s.replyError(c.W, err) }

@@ -1,0 +1,131 @@
+// Package commands is EnclaveAI's command layer: the declarative command
+// table, the dispatcher that enforces arity, authentication, limits and
+// locking for every command, and one file per command family with a
+// side-effect-free parse step and a run step.
+//
+// Concurrency rules:
+//   - Each connection runs its commands one at a time in its own goroutine;
+//     a slow command (inference) blocks only its own connection.
+//   - Server.tx is the transaction lock: every command runs under its read
+//     side, EXEC under its write side, so a transaction is atomic. Commands
+//     flagged NoTxLock (model runs, uploads) take it only around their short
+//     keyspace updates, never around inference or compilation.
+//   - Lock order: Server.tx, then Keyspace's lock, then model-registry locks.
+//     Client.mu guards only the fields CLIENT LIST reads from other goroutines.
+package commands
+
+import (
+	"sort"
+	"strings"
+)
+
+// Flag is a command property the dispatcher acts on.
+type Flag uint32
+
+// Command flags, as in Redis's command table.
+const (
+	Write     Flag = 1 << iota // changes the keyspace
+	Readonly                   // only reads
+	DenyOOM                    // refused while memory is over maxmemory
+	Admin                      // server administration
+	NoAuth                     // allowed before AUTH
+	LoadingOK                  // allowed while a snapshot loads
+	Big                        // may carry payloads beyond client-query-buffer-limit
+	NoMulti                    // not allowed inside MULTI (RedisAI's blocking commands)
+	Fast                       // O(1) or O(log N)
+	NoTxLock                   // runs outside the transaction lock (see package doc)
+)
+
+var flagNames = []struct {
+	f    Flag
+	name string
+}{
+	{Write, "write"}, {Readonly, "readonly"}, {DenyOOM, "denyoom"}, {Admin, "admin"},
+	{NoAuth, "no_auth"}, {LoadingOK, "loading"}, {Big, "big_payload"},
+	{NoMulti, "no_multi"}, {Fast, "fast"},
+}
+
+// Runner is a parsed command, ready to run.
+type Runner interface {
+	Run(x *Ctx) error
+}
+
+// RunFunc adapts a function to Runner.
+type RunFunc func(x *Ctx) error
+
+// Run implements Runner.
+func (f RunFunc) Run(x *Ctx) error { return f(x) }
+
+// Spec is one command table entry.
+type Spec struct {
+	Name  string // lower-case, as COMMAND lists it
+	Arity int    // Redis convention: n exact argument count (name included), -n at least n
+	Flags Flag
+	// FirstKey, LastKey, Step: key positions as COMMAND reports them
+	// (LastKey -1 = the last argument).
+	FirstKey, LastKey, Step int
+	Group                   string // COMMAND DOCS group
+	Summary                 string // COMMAND DOCS summary and the README
+	Syntax                  string // arguments after the name, for the README
+	// Parse turns the raw arguments (name included) into a Runner without
+	// side effects. It may read configuration but never the keyspace.
+	Parse func(a Args) (Runner, error)
+}
+
+// Has reports whether the spec has flag f.
+func (s *Spec) Has(f Flag) bool { return s.Flags&f != 0 }
+
+// FlagNames lists the flags as COMMAND shows them.
+func (s *Spec) FlagNames() []string {
+	var out []string
+	for _, fn := range flagNames {
+		if s.Has(fn.f) {
+			out = append(out, fn.name)
+		}
+	}
+	return out
+}
+
+// Table is the command table, keyed by lower-case name.
+type Table map[string]*Spec
+
+// table is filled by each family's file through register.
+var table = Table{}
+
+func register(specs ...*Spec) {
+	for _, s := range specs {
+		if _, dup := table[s.Name]; dup || s.Name != strings.ToLower(s.Name) {
+			panic("bad command table entry " + s.Name)
+		}
+		table[s.Name] = s
+	}
+}
+
+// Lookup finds a command by name, case-insensitively, without allocating
+// for names of usual length.
+func (t Table) Lookup(name []byte) *Spec {
+	var buf [32]byte
+	if len(name) > len(buf) {
+		return t[strings.ToLower(string(name))]
+	}
+	for i, c := range name {
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf[i] = c
+	}
+	return t[string(buf[:len(name)])]
+}
+
+// Commands returns the table.
+func Commands() Table { return table }
+
+// Sorted returns the specs sorted by name.
+func (t Table) Sorted() []*Spec {
+	out := make([]*Spec, 0, len(t))
+	for _, s := range t {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

@@ -1,0 +1,240 @@
+package commands
+
+import (
+	"strconv"
+
+	"github.com/enclaveai/enclaveai/modelstore"
+)
+
+// AI.TENSORSET <key> <type> [<dim> ...] [BLOB <data> | VALUES <v> [<v> ...]]
+// AI.TENSORGET <key> [META] [BLOB | VALUES]
+func init() {
+	register(
+		&Spec{Name: "ai.tensorset", Arity: -3, Flags: Write | DenyOOM, FirstKey: 1, LastKey: 1, Step: 1, Group: "tensors",
+			Summary: "Stores a tensor from a blob, a list of values, or zeros.",
+			Syntax:  "key type [dim ...] [BLOB data | VALUES value [value ...]]", Parse: parseTensorSet},
+		&Spec{Name: "ai.tensorget", Arity: -2, Flags: Readonly | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "tensors",
+			Summary: "Returns a tensor's metadata, blob or values.",
+			Syntax:  "key [META] [BLOB | VALUES]", Parse: parseTensorGet},
+	)
+}
+
+var (
+	errInvalidDType = Reply("ERR invalid data type")
+	errBadShape     = Reply("ERR invalid or negative value found in tensor shape")
+	errBlobArgs     = Reply("ERR a single binary string should come after the BLOB argument in 'AI.TENSORSET' command")
+	errValuesCount  = Reply("ERR wrong number of values was given in 'AI.TENSORSET' command")
+	errTensorTooBig = Reply("ERR tensor size exceeds proto-max-bulk-len")
+)
+
+// tensorSpec is a parsed TENSORSET body (type, shape, data), shared with
+// the DAG's inline AI.TENSORSET.
+type tensorSpec struct {
+	dtype  modelstore.DType
+	shape  []int64
+	blob   []byte   // BLOB, retained (Keep)
+	blobAt int      // argument index of the blob
+	values [][]byte // VALUES, aliasing the arguments
+	hasVal bool
+}
+
+// parseTensorBody parses `type [dim...] [BLOB b | VALUES v...]` at the cursor.
+func parseTensorBody(a *Args) (*tensorSpec, error) {
+	dt, ok := modelstore.ParseDType(a.Next())
+	if !ok {
+		return nil, errInvalidDType
+	}
+	t := &tensorSpec{dtype: dt}
+	for a.More() {
+		if a.Match("BLOB") {
+			if a.Remaining() != 1 {
+				return nil, errBlobArgs
+			}
+			t.blobAt = a.Pos()
+			t.blob = a.Next()
+			return t, nil
+		}
+		if a.Match("VALUES") {
+			t.values, t.hasVal = a.Rest(), true
+			n := modelstore.ShapeLen(t.shape)
+			if n < 0 || int64(len(t.values)) != n {
+				return nil, errValuesCount
+			}
+			return t, nil
+		}
+		d, ok := parseInt(a.Next())
+		if !ok || d < 0 {
+			return nil, errBadShape
+		}
+		t.shape = append(t.shape, d)
+	}
+	return t, nil
+}
+
+// build makes the tensor; maxBytes bounds a zero tensor before allocation.
+func (t *tensorSpec) build(maxBytes int64) (*modelstore.Tensor, error) {
+	shape := t.shape
+	if shape == nil {
+		shape = []int64{}
+	}
+	switch {
+	case t.blob != nil:
+		return modelstore.NewTensorFromBlob(t.dtype, shape, t.blob)
+	case t.hasVal:
+		return modelstore.NewTensorFromValues(t.dtype, shape, t.values)
+	}
+	size := modelstore.ByteSize(t.dtype, shape)
+	if t.dtype == modelstore.String {
+		size = modelstore.ShapeLen(shape)
+	}
+	if size < 0 || size > maxBytes {
+		return nil, errTensorTooBig
+	}
+	return modelstore.NewZeroTensor(t.dtype, shape), nil
+}
+
+type tensorSetCmd struct {
+	key string
+	t   *tensorSpec
+}
+
+func parseTensorSet(a Args) (Runner, error) {
+	key := a.NextString()
+	t, err := parseTensorBody(&a)
+	if err != nil {
+		return nil, err
+	}
+	if t.blob != nil {
+		t.blob = a.Keep(t.blobAt)
+	}
+	return &tensorSetCmd{key, t}, nil
+}
+
+// Run implements Runner.
+func (c *tensorSetCmd) Run(x *Ctx) error {
+	t, err := c.t.build(x.Opts.ProtoMaxBulkLen.Load())
+	if err != nil {
+		return err
+	}
+	if _, err := x.Keys.Set(c.key, t, true); err != nil {
+		return err
+	}
+	x.W.OK()
+	return nil
+}
+
+// tensorGetFormat is what AI.TENSORGET returns.
+type tensorGetFormat struct{ meta, blob, values bool }
+
+var (
+	errDataFormat = Reply("ERR unsupported data format")
+	errBlobValues = Reply("ERR both BLOB and VALUES specified")
+)
+
+func parseTensorFormat(opts [][]byte) (tensorGetFormat, error) {
+	var f tensorGetFormat
+	for _, o := range opts {
+		switch {
+		case isWord(o, "META"):
+			f.meta = true
+		case isWord(o, "BLOB"):
+			f.blob = true
+		case isWord(o, "VALUES"):
+			f.values = true
+		default:
+			return f, errDataFormat
+		}
+	}
+	if f.blob && f.values {
+		return f, errBlobValues
+	}
+	if !f.meta && !f.blob && !f.values {
+		f.meta, f.blob = true, true
+	}
+	return f, nil
+}
+
+type tensorGetCmd struct {
+	key string
+	f   tensorGetFormat
+}
+
+func parseTensorGet(a Args) (Runner, error) {
+	if a.Len() > 3 {
+		return nil, errorf("ERR wrong number of arguments for 'ai.tensorget' command")
+	}
+	key := a.NextString()
+	f, err := parseTensorFormat(a.Rest())
+	if err != nil {
+		return nil, err
+	}
+	return &tensorGetCmd{key, f}, nil
+}
+
+// Run implements Runner.
+func (c *tensorGetCmd) Run(x *Ctx) error {
+	t, err := x.Keys.GetTensor(c.key)
+	if err != nil {
+		return err
+	}
+	writeTensor(x.W, t, c.f)
+	return nil
+}
+
+// writeTensor writes a tensor in RedisAI's reply shapes.
+func writeTensor(w *Writer, t *modelstore.Tensor, f tensorGetFormat) {
+	if f.meta {
+		n := 4
+		if f.blob || f.values {
+			n = 6
+		}
+		w.Array(n)
+		w.BulkString("dtype")
+		w.BulkString(t.DType.String())
+		w.BulkString("shape")
+		w.Array(len(t.Shape))
+		for _, d := range t.Shape {
+			w.Int(d)
+		}
+	}
+	switch {
+	case f.blob:
+		if f.meta {
+			w.BulkString("blob")
+		}
+		w.Bulk(t.Data)
+	case f.values:
+		if f.meta {
+			w.BulkString("values")
+		}
+		writeValues(w, t)
+	}
+}
+
+func writeValues(w *Writer, t *modelstore.Tensor) {
+	if t.DType == modelstore.String {
+		w.StringList(keyStrings(t.Strings()))
+		return
+	}
+	n := int(t.Len())
+	w.Array(n)
+	for i := 0; i < n; i++ {
+		switch {
+		case t.DType.IsFloat():
+			if w.proto == 3 {
+				w.Double(t.Float(i))
+			} else {
+				w.BulkString(t.FloatText(i))
+			}
+		case t.DType == modelstore.Uint64 && t.Int(i) < 0:
+			// Beyond int64: RESP integers are signed, so send the exact text.
+			w.BulkString(uintText(t, i))
+		default:
+			w.Int(t.Int(i))
+		}
+	}
+}
+
+func uintText(t *modelstore.Tensor, i int) string {
+	return strconv.FormatUint(uint64(t.Int(i)), 10)
+}

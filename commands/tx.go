@@ -1,0 +1,64 @@
+package commands
+
+func init() {
+	register(
+		&Spec{Name: "multi", Arity: 1, Flags: Fast | LoadingOK | txControl, Group: "transactions",
+			Summary: "Starts a transaction.", Parse: parseMulti},
+		&Spec{Name: "exec", Arity: 1, Flags: LoadingOK | NoTxLock | txControl, Group: "transactions",
+			Summary: "Executes all commands in a transaction, atomically.", Parse: parseExec},
+		&Spec{Name: "discard", Arity: 1, Flags: Fast | LoadingOK | txControl, Group: "transactions",
+			Summary: "Discards a transaction.", Parse: parseDiscard},
+	)
+}
+
+func parseMulti(a Args) (Runner, error) {
+	return RunFunc(func(x *Ctx) error {
+		if x.C.inMulti {
+			return Reply("ERR MULTI calls can not be nested")
+		}
+		x.C.inMulti, x.C.multi, x.C.multiDirty = true, nil, false
+		x.W.OK()
+		return nil
+	}), nil
+}
+
+func parseDiscard(a Args) (Runner, error) {
+	return RunFunc(func(x *Ctx) error {
+		if !x.C.inMulti {
+			return Reply("ERR DISCARD without MULTI")
+		}
+		x.C.inMulti, x.C.multi, x.C.multiDirty = false, nil, false
+		x.W.OK()
+		return nil
+	}), nil
+}
+
+// parseExec: EXEC runs the queued commands under the write side of the
+// transaction lock, so no other command interleaves with them.
+func parseExec(a Args) (Runner, error) {
+	return RunFunc(func(x *Ctx) error {
+		c := x.C
+		if !c.inMulti {
+			return Reply("ERR EXEC without MULTI")
+		}
+		q, dirty := c.multi, c.multiDirty
+		c.inMulti, c.multi, c.multiDirty = false, nil, false
+		if dirty {
+			return Reply("EXECABORT Transaction discarded because of previous errors.")
+		}
+		x.tx.Lock()
+		defer x.tx.Unlock()
+		x.W.Array(len(q))
+		inner := &Ctx{Server: x.Server, C: c, W: x.W, locked: true}
+		for _, cmd := range q {
+			err := cmd.err
+			if err == nil {
+				err = cmd.runner.Run(inner)
+			}
+			if err != nil {
+				x.replyError(x.W, err)
+			}
+		}
+		return nil
+	}), nil
+}

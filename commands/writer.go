@@ -1,0 +1,150 @@
+package commands
+
+import (
+	"math"
+	"strconv"
+
+	"github.com/tidwall/redcon"
+)
+
+// Writer builds replies in the client's protocol (RESP2 or RESP3). It
+// appends to a buffer that the connection flushes; RESP3-only types fall
+// back to their RESP2 equivalents when the client speaks RESP2.
+type Writer struct {
+	buf   []byte
+	proto int
+}
+
+// NewWriter returns a RESP2 writer.
+func NewWriter() *Writer { return &Writer{proto: 2} }
+
+// Bytes returns the pending reply bytes.
+func (w *Writer) Bytes() []byte { return w.buf }
+
+// Reset drops the pending bytes, keeping the buffer if it is small.
+func (w *Writer) Reset() {
+	if cap(w.buf) > 1<<20 {
+		w.buf = nil
+	}
+	w.buf = w.buf[:0]
+}
+
+// Len is the number of pending bytes.
+func (w *Writer) Len() int { return len(w.buf) }
+
+// Proto is the protocol version in use (2 or 3).
+func (w *Writer) Proto() int { return w.proto }
+
+// OK writes +OK.
+func (w *Writer) OK() { w.buf = redcon.AppendOK(w.buf) }
+
+// Simple writes a simple string.
+func (w *Writer) Simple(s string) { w.buf = redcon.AppendString(w.buf, s) }
+
+// Error writes an error reply; the text must carry its own prefix (ERR,
+// WRONGTYPE, ...) when it needs one. Newlines are flattened to spaces.
+func (w *Writer) Error(s string) {
+	w.buf = append(w.buf, '-')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '\r' || c == '\n' {
+			c = ' '
+		}
+		w.buf = append(w.buf, c)
+	}
+	w.buf = append(w.buf, '\r', '\n')
+}
+
+// Int writes an integer.
+func (w *Writer) Int(n int64) { w.buf = redcon.AppendInt(w.buf, n) }
+
+// Bulk writes a bulk string.
+func (w *Writer) Bulk(b []byte) { w.buf = redcon.AppendBulk(w.buf, b) }
+
+// BulkString writes a bulk string.
+func (w *Writer) BulkString(s string) { w.buf = redcon.AppendBulkString(w.buf, s) }
+
+// Null writes the null reply ($-1 in RESP2, _ in RESP3).
+func (w *Writer) Null() {
+	if w.proto == 3 {
+		w.buf = append(w.buf, "_\r\n"...)
+		return
+	}
+	w.buf = redcon.AppendNull(w.buf)
+}
+
+// NullArray writes a null array (*-1 in RESP2, _ in RESP3).
+func (w *Writer) NullArray() {
+	if w.proto == 3 {
+		w.buf = append(w.buf, "_\r\n"...)
+		return
+	}
+	w.buf = append(w.buf, "*-1\r\n"...)
+}
+
+// Array writes an array header of n elements.
+func (w *Writer) Array(n int) { w.buf = redcon.AppendArray(w.buf, n) }
+
+// Map writes a map header of n pairs (RESP2: an array of 2n elements).
+func (w *Writer) Map(n int) {
+	if w.proto == 3 {
+		w.buf = append(w.buf, '%')
+		w.buf = strconv.AppendInt(w.buf, int64(n), 10)
+		w.buf = append(w.buf, '\r', '\n')
+		return
+	}
+	w.Array(2 * n)
+}
+
+// Set writes a set header (RESP2: an array).
+func (w *Writer) Set(n int) {
+	if w.proto == 3 {
+		w.buf = append(w.buf, '~')
+		w.buf = strconv.AppendInt(w.buf, int64(n), 10)
+		w.buf = append(w.buf, '\r', '\n')
+		return
+	}
+	w.Array(n)
+}
+
+// Double writes a RESP3 double, or in RESP2 the bulk string text that
+// parses back to the same value (RedisAI's float VALUES).
+func (w *Writer) Double(f float64) {
+	if w.proto == 3 {
+		w.buf = append(w.buf, ',')
+		switch {
+		case math.IsInf(f, 1):
+			w.buf = append(w.buf, "inf"...)
+		case math.IsInf(f, -1):
+			w.buf = append(w.buf, "-inf"...)
+		case math.IsNaN(f):
+			w.buf = append(w.buf, "nan"...)
+		default:
+			w.buf = strconv.AppendFloat(w.buf, f, 'g', -1, 64)
+		}
+		w.buf = append(w.buf, '\r', '\n')
+		return
+	}
+	w.BulkString(strconv.FormatFloat(f, 'g', -1, 64))
+}
+
+// Verbatim writes a verbatim text (RESP3 `=`, e.g. INFO), a bulk string in RESP2.
+func (w *Writer) Verbatim(s string) {
+	if w.proto == 3 {
+		w.buf = append(w.buf, '=')
+		w.buf = strconv.AppendInt(w.buf, int64(len(s)+4), 10)
+		w.buf = append(w.buf, "\r\ntxt:"...)
+		w.buf = append(w.buf, s...)
+		w.buf = append(w.buf, '\r', '\n')
+		return
+	}
+	w.BulkString(s)
+}
+
+// StringList writes an array of bulk strings.
+func (w *Writer) StringList(items []string) {
+	w.Array(len(items))
+	for _, s := range items {
+		w.BulkString(s)
+	}
+}

@@ -1,0 +1,405 @@
+// Package config holds the server's Options: every directive with its
+// default, its parser and whether CONFIG SET may change it at run time.
+// Directives are read like redis-server reads them: a file of
+// `directive value` lines, then `--directive value` flags that override it.
+//
+// Concurrency: Options is read by every connection. Mutable directives are
+// stored in atomics so that CONFIG SET never races with a reader; immutable
+// ones are written only before the server starts.
+package config
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Options is the complete server configuration.
+type Options struct {
+	Port                   atomic.Int64
+	Bind                   string
+	Dir                    string
+	DBFilename             string
+	Requirepass            atomic.Pointer[string]
+	MaxClients             atomic.Int64
+	Timeout                atomic.Int64 // seconds; 0 = never close idle clients
+	ProtoMaxBulkLen        atomic.Int64
+	ClientQueryBufferLimit atomic.Int64
+	MaxMemory              atomic.Int64 // bytes; 0 = unlimited
+	LogLevel               atomic.Pointer[string]
+	LogFile                string
+	ONNXRuntimeLibrary     string
+	MaxModels              atomic.Int64 // 0 = unlimited
+	MaxModelSize           atomic.Int64
+	ModelDir               string
+	SealKeyFile            string
+	// LoadModels are the `loadmodel` lines: each the arguments after the directive.
+	LoadModels [][]string
+
+	mu sync.Mutex // serialises CONFIG SET
+}
+
+// Default returns Options with redis-server's defaults where a directive
+// exists in Redis, and EnclaveAI's own otherwise.
+func Default() *Options {
+	o := &Options{Bind: "127.0.0.1", Dir: ".", DBFilename: "dump.aidb", SealKeyFile: "seal.key"}
+	o.Port.Store(6379)
+	empty, info := "", "notice"
+	o.Requirepass.Store(&empty)
+	o.LogLevel.Store(&info)
+	o.MaxClients.Store(10000)
+	o.ProtoMaxBulkLen.Store(512 << 20)
+	o.ClientQueryBufferLimit.Store(1 << 30)
+	o.MaxModelSize.Store(4 << 30)
+	return o
+}
+
+// directive describes one configuration directive.
+type directive struct {
+	name    string
+	mutable bool
+	get     func(o *Options) string
+	set     func(o *Options, args []string) error
+	multi   bool // may repeat, takes all the line's arguments (loadmodel)
+}
+
+func str(p func(o *Options) *string) (func(*Options) string, func(*Options, []string) error) {
+	return func(o *Options) string { return *p(o) },
+		func(o *Options, a []string) error { *p(o) = a[0]; return nil }
+}
+
+func atomicStr(p func(o *Options) *atomic.Pointer[string]) (func(*Options) string, func(*Options, []string) error) {
+	return func(o *Options) string { return *p(o).Load() },
+		func(o *Options, a []string) error { v := a[0]; p(o).Store(&v); return nil }
+}
+
+func num(p func(o *Options) *atomic.Int64, min, max int64, memory bool) (func(*Options) string, func(*Options, []string) error) {
+	return func(o *Options) string { return strconv.FormatInt(p(o).Load(), 10) },
+		func(o *Options, a []string) error {
+			var n int64
+			var err error
+			if memory {
+				n, err = ParseMemory(a[0])
+			} else {
+				n, err = strconv.ParseInt(a[0], 10, 64)
+			}
+			if err != nil {
+				return fmt.Errorf("argument couldn't be parsed into an integer")
+			}
+			if n < min || n > max {
+				return fmt.Errorf("argument must be between %d and %d inclusive", min, max)
+			}
+			p(o).Store(n)
+			return nil
+		}
+}
+
+var directives = func() map[string]*directive {
+	ds := []*directive{}
+	add := func(name string, mutable bool, get func(*Options) string, set func(*Options, []string) error) {
+		ds = append(ds, &directive{name: name, mutable: mutable, get: get, set: set})
+	}
+	g, s := num(func(o *Options) *atomic.Int64 { return &o.Port }, 0, 65535, false)
+	add("port", false, g, s)
+	g, s = str(func(o *Options) *string { return &o.Bind })
+	add("bind", false, g, s)
+	g, s = str(func(o *Options) *string { return &o.Dir })
+	add("dir", false, g, s)
+	g, s = str(func(o *Options) *string { return &o.DBFilename })
+	add("dbfilename", false, g, s)
+	g, s = atomicStr(func(o *Options) *atomic.Pointer[string] { return &o.Requirepass })
+	add("requirepass", true, g, s)
+	g, s = num(func(o *Options) *atomic.Int64 { return &o.MaxClients }, 1, 1<<31-1, false)
+	add("maxclients", true, g, s)
+	g, s = num(func(o *Options) *atomic.Int64 { return &o.Timeout }, 0, 1<<31-1, false)
+	add("timeout", true, g, s)
+	g, s = num(func(o *Options) *atomic.Int64 { return &o.ProtoMaxBulkLen }, 1<<20, 1<<62, true)
+	add("proto-max-bulk-len", true, g, s)
+	g, s = num(func(o *Options) *atomic.Int64 { return &o.ClientQueryBufferLimit }, 1<<20, 1<<62, true)
+	add("client-query-buffer-limit", true, g, s)
+	g, s = num(func(o *Options) *atomic.Int64 { return &o.MaxMemory }, 0, 1<<62, true)
+	add("maxmemory", true, g, s)
+	g, s = atomicStr(func(o *Options) *atomic.Pointer[string] { return &o.LogLevel })
+	add("loglevel", true, g, func(o *Options, a []string) error {
+		switch strings.ToLower(a[0]) {
+		case "debug", "verbose", "notice", "warning":
+			return s(o, []string{strings.ToLower(a[0])})
+		}
+		return errors.New("argument(s) must be one of the following: debug, verbose, notice, warning")
+	})
+	g, s = str(func(o *Options) *string { return &o.LogFile })
+	add("logfile", false, g, s)
+	g, s = str(func(o *Options) *string { return &o.ONNXRuntimeLibrary })
+	add("onnxruntime-library", false, g, s)
+	g, s = num(func(o *Options) *atomic.Int64 { return &o.MaxModels }, 0, 1<<31-1, false)
+	add("max-models", true, g, s)
+	g, s = num(func(o *Options) *atomic.Int64 { return &o.MaxModelSize }, 1, 1<<62, true)
+	add("max-model-size", true, g, s)
+	g, s = str(func(o *Options) *string { return &o.ModelDir })
+	add("model-dir", false, g, s)
+	g, s = str(func(o *Options) *string { return &o.SealKeyFile })
+	add("seal-key-file", false, g, s)
+	ds = append(ds, &directive{name: "loadmodel", multi: true,
+		get: func(o *Options) string {
+			lines := make([]string, len(o.LoadModels))
+			for i, l := range o.LoadModels {
+				lines[i] = strings.Join(l, " ")
+			}
+			return strings.Join(lines, "; ")
+		},
+		set: func(o *Options, a []string) error {
+			if len(a) < 4 {
+				return errors.New("loadmodel needs: key backend device path [options]")
+			}
+			o.LoadModels = append(o.LoadModels, append([]string(nil), a...))
+			return nil
+		}})
+	m := make(map[string]*directive, len(ds))
+	for _, d := range ds {
+		m[d.name] = d
+	}
+	return m
+}()
+
+// Names lists every directive, sorted.
+func Names() []string {
+	names := make([]string, 0, len(directives))
+	for n := range directives {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Get returns a directive's current value as CONFIG GET shows it.
+func (o *Options) Get(name string) (string, bool) {
+	d, ok := directives[strings.ToLower(name)]
+	if !ok {
+		return "", false
+	}
+	return d.get(o), true
+}
+
+// ErrUnknown and ErrImmutable are returned by Set.
+var (
+	ErrUnknown   = errors.New("unknown option")
+	ErrImmutable = errors.New("can't set immutable config")
+)
+
+// Set changes a directive at run time (CONFIG SET), refusing immutable ones.
+func (o *Options) Set(name, value string) error {
+	d, ok := directives[strings.ToLower(name)]
+	if !ok || d.multi {
+		return ErrUnknown
+	}
+	if !d.mutable {
+		return ErrImmutable
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return d.set(o, []string{value})
+}
+
+// apply sets a directive while loading (file or flags); immutable ones too.
+func (o *Options) apply(name string, args []string) error {
+	d, ok := directives[strings.ToLower(name)]
+	if !ok {
+		return fmt.Errorf("unknown directive %q", name)
+	}
+	if !d.multi && len(args) != 1 {
+		return fmt.Errorf("directive %q takes one argument", name)
+	}
+	if err := d.set(o, args); err != nil {
+		return fmt.Errorf("directive %q: %v", name, err)
+	}
+	return nil
+}
+
+// Load builds Options the way redis-server does: an optional config file
+// as the first argument, then `--directive value...` flags.
+func Load(args []string) (*Options, error) {
+	o := Default()
+	if len(args) > 0 && !strings.HasPrefix(args[0], "--") {
+		f, err := os.Open(args[0])
+		if err != nil {
+			return nil, err
+		}
+		err = o.ReadFile(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", args[0], err)
+		}
+		args = args[1:]
+	}
+	for len(args) > 0 {
+		name, ok := strings.CutPrefix(args[0], "--")
+		if !ok {
+			return nil, fmt.Errorf("expected --directive, got %q", args[0])
+		}
+		j := 1
+		for j < len(args) && !strings.HasPrefix(args[j], "--") {
+			j++
+		}
+		if err := o.apply(name, args[1:j]); err != nil {
+			return nil, err
+		}
+		args = args[j:]
+	}
+	return o, o.Validate()
+}
+
+// ReadFile reads `directive value` lines; `#` starts a comment line.
+func (o *Options) ReadFile(r io.Reader) error {
+	sc := bufio.NewScanner(r)
+	line := 0
+	for sc.Scan() {
+		line++
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || text[0] == '#' {
+			continue
+		}
+		fields, err := SplitArgs(text)
+		if err != nil {
+			return fmt.Errorf("line %d: %v", line, err)
+		}
+		if err := o.apply(fields[0], fields[1:]); err != nil {
+			return fmt.Errorf("line %d: %v", line, err)
+		}
+	}
+	return sc.Err()
+}
+
+// Validate checks relations between directives.
+func (o *Options) Validate() error {
+	if o.Dir == "" {
+		return errors.New("dir must not be empty")
+	}
+	if o.DBFilename == "" || strings.ContainsRune(o.DBFilename, '/') {
+		return errors.New("dbfilename must be a plain file name")
+	}
+	return nil
+}
+
+// ParseMemory parses a size with Redis units: 1k=1000, 1kb=1024, m/mb, g/gb.
+func ParseMemory(s string) (int64, error) {
+	l := strings.ToLower(s)
+	mul := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mul    int64
+	}{{"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30}, {"k", 1000}, {"m", 1000 * 1000}, {"g", 1000 * 1000 * 1000}, {"b", 1}} {
+		if strings.HasSuffix(l, u.suffix) {
+			l, mul = strings.TrimSuffix(l, u.suffix), u.mul
+			break
+		}
+	}
+	n, err := strconv.ParseInt(l, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("invalid memory value %q", s)
+	}
+	if n > (1<<63-1)/mul {
+		return 0, fmt.Errorf("memory value %q overflows", s)
+	}
+	return n * mul, nil
+}
+
+// SplitArgs splits a line into arguments like Redis's sdssplitargs: spaces
+// separate, "double quotes" take \n \r \t \" \\ and \xHH escapes, 'single
+// quotes' take \' only. A closing quote must be followed by a space or the end.
+func SplitArgs(line string) ([]string, error) {
+	var out []string
+	i := 0
+	for {
+		for i < len(line) && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r' || line[i] == '\n') {
+			i++
+		}
+		if i >= len(line) {
+			return out, nil
+		}
+		var cur []byte
+		switch line[i] {
+		case '"':
+			i++
+			for {
+				if i >= len(line) {
+					return nil, errors.New("unbalanced quotes")
+				}
+				c := line[i]
+				if c == '\\' && i+3 < len(line) && line[i+1] == 'x' && isHex(line[i+2]) && isHex(line[i+3]) {
+					v, _ := strconv.ParseUint(line[i+2:i+4], 16, 8)
+					cur = append(cur, byte(v))
+					i += 4
+					continue
+				}
+				if c == '\\' && i+1 < len(line) {
+					i++
+					switch line[i] {
+					case 'n':
+						c = '\n'
+					case 'r':
+						c = '\r'
+					case 't':
+						c = '\t'
+					case 'b':
+						c = '\b'
+					case 'a':
+						c = '\a'
+					default:
+						c = line[i]
+					}
+					cur = append(cur, c)
+					i++
+					continue
+				}
+				if c == '"' {
+					i++
+					if i < len(line) && line[i] != ' ' && line[i] != '\t' {
+						return nil, errors.New("unbalanced quotes")
+					}
+					break
+				}
+				cur = append(cur, c)
+				i++
+			}
+		case '\'':
+			i++
+			for {
+				if i >= len(line) {
+					return nil, errors.New("unbalanced quotes")
+				}
+				c := line[i]
+				if c == '\\' && i+1 < len(line) && line[i+1] == '\'' {
+					cur = append(cur, '\'')
+					i += 2
+					continue
+				}
+				if c == '\'' {
+					i++
+					if i < len(line) && line[i] != ' ' && line[i] != '\t' {
+						return nil, errors.New("unbalanced quotes")
+					}
+					break
+				}
+				cur = append(cur, c)
+				i++
+			}
+		default:
+			for i < len(line) && line[i] != ' ' && line[i] != '\t' && line[i] != '\r' && line[i] != '\n' {
+				cur = append(cur, line[i])
+				i++
+			}
+		}
+		out = append(out, string(cur))
+	}
+}
+
+func isHex(c byte) bool {
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
+}

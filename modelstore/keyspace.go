@@ -1,0 +1,434 @@
+// Package modelstore is EnclaveAI's storage engine: the keyspace of
+// immutable tensors and models, and model inference through ONNX Runtime.
+// It knows nothing of RESP.
+//
+// Concurrency rules:
+//   - Keyspace.mu guards the key maps only. It is held for map operations,
+//     never for inference, model compilation or I/O.
+//   - Values (Tensor, Model) are immutable once stored: a write replaces the
+//     value, so a reader may keep using a value it fetched after the lock is
+//     released.
+//   - Lock order: callers' locks (the dispatcher's transaction lock) before
+//     Keyspace.mu; nothing is locked while Keyspace.mu is held.
+package modelstore
+
+import (
+	"hash/maphash"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Value is anything stored under a key.
+type Value interface {
+	// TypeName is what TYPE replies: AI_TENSOR or AI__MODEL.
+	TypeName() string
+	// MemSize is the memory the value accounts for, in bytes.
+	MemSize() int64
+}
+
+// TypeName implements Value.
+func (t *Tensor) TypeName() string { return "AI_TENSOR" }
+
+// MemSize implements Value.
+func (t *Tensor) MemSize() int64 { return int64(len(t.Data)) + int64(len(t.Shape))*8 + 64 }
+
+type entry struct {
+	v        Value
+	expireAt int64 // unix milliseconds; 0 = persistent
+}
+
+// Keyspace is the single database of keys.
+type Keyspace struct {
+	mu      sync.RWMutex
+	m       map[string]entry
+	expires int // number of keys with a TTL
+
+	used      atomic.Int64 // bytes accounted for values and keys
+	dirty     atomic.Int64 // writes since the last snapshot
+	expired   atomic.Int64 // keys removed by expiry
+	maxmemory func() int64
+	now       func() int64 // unix ms; replaceable in tests
+	seed      maphash.Seed
+}
+
+// NewKeyspace returns an empty keyspace; maxmemory (may be nil) is consulted
+// on every write that grows memory.
+func NewKeyspace(maxmemory func() int64) *Keyspace {
+	if maxmemory == nil {
+		maxmemory = func() int64 { return 0 }
+	}
+	return &Keyspace{m: make(map[string]entry), maxmemory: maxmemory,
+		now: func() int64 { return time.Now().UnixMilli() }, seed: maphash.MakeSeed()}
+}
+
+func (e entry) live(now int64) bool { return e.v != nil && (e.expireAt == 0 || e.expireAt > now) }
+
+func entrySize(key string, v Value) int64 { return int64(len(key)) + v.MemSize() + 48 }
+
+// Get returns the live value at key.
+func (k *Keyspace) Get(key string) (Value, bool) {
+	now := k.now()
+	k.mu.RLock()
+	e, ok := k.m[key]
+	k.mu.RUnlock()
+	if !ok || !e.live(now) {
+		return nil, false
+	}
+	return e.v, true
+}
+
+// GetTensor returns the tensor at key, ErrNoTensor or ErrWrongType.
+func (k *Keyspace) GetTensor(key string) (*Tensor, error) {
+	v, ok := k.Get(key)
+	if !ok {
+		return nil, ErrNoTensor
+	}
+	t, ok := v.(*Tensor)
+	if !ok {
+		return nil, ErrWrongType
+	}
+	return t, nil
+}
+
+// Write is one key's part of an atomic multi-key update.
+type Write struct {
+	Key string
+	// Value replaces the key's value; its TTL is cleared, as Redis's SET does.
+	Value Value
+	// SameType, when true, refuses to replace a value of another type
+	// (ErrWrongType); otherwise any value is replaced.
+	SameType bool
+}
+
+// Set stores v at key, replacing a value of the same type (or any type
+// when sameType is false). It returns the value it replaced, if any.
+func (k *Keyspace) Set(key string, v Value, sameType bool) (Value, error) {
+	old, err := k.SetMany([]Write{{Key: key, Value: v, SameType: sameType}})
+	if err != nil {
+		return nil, err
+	}
+	return old[0], nil
+}
+
+// SetMany applies all writes or none: every type and memory check passes
+// before the first key changes. It returns the replaced values.
+func (k *Keyspace) SetMany(ws []Write) ([]Value, error) {
+	now := k.now()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var grow int64
+	old := make([]Value, len(ws))
+	for i, w := range ws {
+		e, ok := k.m[w.Key]
+		if ok && e.live(now) {
+			if w.SameType && e.v.TypeName() != w.Value.TypeName() {
+				return nil, ErrWrongType
+			}
+			old[i] = e.v
+			grow -= entrySize(w.Key, e.v)
+		}
+		grow += entrySize(w.Key, w.Value)
+	}
+	if max := k.maxmemory(); max > 0 && grow > 0 && k.used.Load()+grow > max {
+		return nil, ErrOOM
+	}
+	for _, w := range ws {
+		k.setLocked(w.Key, entry{v: w.Value})
+	}
+	k.dirty.Add(int64(len(ws)))
+	return old, nil
+}
+
+// CheckMemory reports ErrOOM if adding n bytes would pass maxmemory. It is
+// an early check before expensive work; Set checks again atomically.
+func (k *Keyspace) CheckMemory(n int64) error {
+	if max := k.maxmemory(); max > 0 && k.used.Load()+n > max {
+		return ErrOOM
+	}
+	return nil
+}
+
+// setLocked replaces key's entry, keeping used and expires in step.
+func (k *Keyspace) setLocked(key string, e entry) {
+	if prev, ok := k.m[key]; ok {
+		k.used.Add(-entrySize(key, prev.v))
+		if prev.expireAt != 0 {
+			k.expires--
+		}
+	}
+	k.m[key] = e
+	k.used.Add(entrySize(key, e.v))
+	if e.expireAt != 0 {
+		k.expires++
+	}
+}
+
+func (k *Keyspace) deleteLocked(key string) (Value, bool) {
+	e, ok := k.m[key]
+	if !ok {
+		return nil, false
+	}
+	delete(k.m, key)
+	k.used.Add(-entrySize(key, e.v))
+	if e.expireAt != 0 {
+		k.expires--
+	}
+	return e.v, true
+}
+
+// Delete removes keys and returns the live values removed.
+func (k *Keyspace) Delete(keys ...string) []Value {
+	now := k.now()
+	var out []Value
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, key := range keys {
+		if e, ok := k.m[key]; ok {
+			k.deleteLocked(key)
+			if e.live(now) {
+				out = append(out, e.v)
+				k.dirty.Add(1)
+			}
+		}
+	}
+	return out
+}
+
+// DeleteIf removes key only while it still holds v (compare-and-delete).
+func (k *Keyspace) DeleteIf(key string, v Value) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if e, ok := k.m[key]; ok && e.v == v {
+		k.deleteLocked(key)
+		k.dirty.Add(1)
+		return true
+	}
+	return false
+}
+
+// Rename moves src's value and TTL to dst, replacing dst. It returns the
+// value dst held before, if any.
+func (k *Keyspace) Rename(src, dst string) (Value, error) {
+	now := k.now()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e, ok := k.m[src]
+	if !ok || !e.live(now) {
+		return nil, ErrNoKey
+	}
+	if src == dst {
+		return nil, nil
+	}
+	var replaced Value
+	if d, ok := k.m[dst]; ok && d.live(now) {
+		replaced = d.v
+	}
+	k.deleteLocked(src)
+	k.setLocked(dst, e)
+	k.dirty.Add(1)
+	return replaced, nil
+}
+
+// SetExpire sets key's absolute expiry in unix ms (0 removes it). It
+// returns false if the key does not exist. An expiry in the past deletes
+// the key and returns the value removed.
+func (k *Keyspace) SetExpire(key string, at int64) (bool, Value) {
+	now := k.now()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e, ok := k.m[key]
+	if !ok || !e.live(now) {
+		return false, nil
+	}
+	k.dirty.Add(1)
+	if at != 0 && at <= now {
+		k.deleteLocked(key)
+		return true, e.v
+	}
+	if (e.expireAt == 0) != (at == 0) {
+		if at == 0 {
+			k.expires--
+		} else {
+			k.expires++
+		}
+	}
+	e.expireAt = at
+	k.m[key] = e
+	return true, nil
+}
+
+// Expiry returns key's expiry in unix ms (0 = none) and whether it exists.
+func (k *Keyspace) Expiry(key string) (int64, bool) {
+	now := k.now()
+	k.mu.RLock()
+	e, ok := k.m[key]
+	k.mu.RUnlock()
+	if !ok || !e.live(now) {
+		return 0, false
+	}
+	return e.expireAt, true
+}
+
+// Now is the keyspace clock in unix milliseconds.
+func (k *Keyspace) Now() int64 { return k.now() }
+
+// Len returns the number of keys and of keys with a TTL (expired keys not
+// yet swept may be counted, as Redis counts them).
+func (k *Keyspace) Len() (keys, expires int) {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return len(k.m), k.expires
+}
+
+// Used is the memory accounted to keys and values.
+func (k *Keyspace) Used() int64 { return k.used.Load() }
+
+// Dirty is the number of changes since ResetDirty.
+func (k *Keyspace) Dirty() int64 { return k.dirty.Load() }
+
+// ResetDirty subtracts n changes (those a snapshot has covered).
+func (k *Keyspace) ResetDirty(n int64) { k.dirty.Add(-n) }
+
+// ExpiredKeys counts keys removed by expiry.
+func (k *Keyspace) ExpiredKeys() int64 { return k.expired.Load() }
+
+// Flush removes every key and returns the values removed.
+func (k *Keyspace) Flush() []Value {
+	k.mu.Lock()
+	old := k.m
+	k.m = make(map[string]entry)
+	k.expires = 0
+	k.used.Store(0)
+	k.dirty.Add(int64(len(old)))
+	k.mu.Unlock()
+	out := make([]Value, 0, len(old))
+	for _, e := range old {
+		out = append(out, e.v)
+	}
+	return out
+}
+
+// SweepExpired deletes expired keys and returns the values removed.
+func (k *Keyspace) SweepExpired() []Value {
+	now := k.now()
+	var out []Value
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.expires == 0 {
+		return nil
+	}
+	for key, e := range k.m {
+		if e.expireAt != 0 && e.expireAt <= now {
+			k.deleteLocked(key)
+			out = append(out, e.v)
+			k.expired.Add(1)
+		}
+	}
+	return out
+}
+
+// Item is one key as seen by Items and Scan.
+type Item struct {
+	Key      string
+	Value    Value
+	ExpireAt int64
+}
+
+// Items copies the key→value map (not the values): a consistent view of
+// the whole keyspace at one instant, used by snapshots and KEYS.
+func (k *Keyspace) Items() []Item {
+	now := k.now()
+	k.mu.RLock()
+	out := make([]Item, 0, len(k.m))
+	for key, e := range k.m {
+		if e.live(now) {
+			out = append(out, Item{key, e.v, e.expireAt})
+		}
+	}
+	k.mu.RUnlock()
+	return out
+}
+
+// Replace swaps in a whole new set of keys (a loaded snapshot) and returns
+// the values it replaced.
+func (k *Keyspace) Replace(items []Item) []Value {
+	m := make(map[string]entry, len(items))
+	var used int64
+	expires := 0
+	for _, it := range items {
+		m[it.Key] = entry{v: it.Value, expireAt: it.ExpireAt}
+		used += entrySize(it.Key, it.Value)
+		if it.ExpireAt != 0 {
+			expires++
+		}
+	}
+	k.mu.Lock()
+	old := k.m
+	k.m, k.expires = m, expires
+	k.used.Store(used)
+	k.dirty.Store(0)
+	k.mu.Unlock()
+	out := make([]Value, 0, len(old))
+	for _, e := range old {
+		out = append(out, e.v)
+	}
+	return out
+}
+
+// Scan returns up to about count keys whose hash is at or after cursor,
+// and the cursor to continue from (0 when done). Like Redis's SCAN, every
+// key present for the whole iteration is returned at least once; keys
+// added or removed meanwhile may or may not be. accept filters keys
+// (MATCH, TYPE) after they are counted, as Redis does.
+func (k *Keyspace) Scan(cursor uint64, count int, accept func(Item) bool) ([]string, uint64) {
+	type hk struct {
+		h  uint64
+		it Item
+	}
+	now := k.now()
+	k.mu.RLock()
+	all := make([]hk, 0, len(k.m))
+	for key, e := range k.m {
+		// Hashes live in [1, 2^62) so that a cursor is a positive int64 and
+		// 0 can mean "start" and "done".
+		h := maphash.String(k.seed, key)>>2 | 1
+		if h >= cursor && e.live(now) {
+			all = append(all, hk{h, Item{key, e.v, e.expireAt}})
+		}
+	}
+	k.mu.RUnlock()
+	sort.Slice(all, func(i, j int) bool { return all[i].h < all[j].h })
+	var keys []string
+	i := 0
+	for ; i < len(all) && i < count; i++ {
+		if accept(all[i].it) {
+			keys = append(keys, all[i].it.Key)
+		}
+	}
+	// Never split keys of equal hash across two replies.
+	for i > 0 && i < len(all) && all[i].h == all[i-1].h {
+		if accept(all[i].it) {
+			keys = append(keys, all[i].it.Key)
+		}
+		i++
+	}
+	if i >= len(all) {
+		return keys, 0
+	}
+	return keys, all[i].h
+}
+
+// SortedKeys returns the live keys that accept admits, sorted.
+func (k *Keyspace) SortedKeys(accept func(Item) bool) []string {
+	var out []string
+	for _, it := range k.Items() {
+		if accept(it) {
+			out = append(out, it.Key)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

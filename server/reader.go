@@ -1,0 +1,250 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"slices"
+	"strconv"
+
+	"github.com/enclaveai/enclaveai/config"
+)
+
+// Limits bound what one command may make the server allocate. They are
+// checked against each RESP length header before the bytes it announces
+// are read, so a refused command costs no memory.
+type Limits struct {
+	MaxArgs  int64 // multibulk length
+	MaxBulk  int64 // one argument (proto-max-bulk-len)
+	MaxQuery int64 // all arguments of one command (client-query-buffer-limit)
+	// Sink, when set, gives the destination of argument i of n bytes: the
+	// reader fills it directly from the socket (no intermediate copy). It
+	// returns nil to let the reader allocate as usual. An error refuses the
+	// command; the rest of it is then skipped without being stored.
+	Sink func(i int, n int64) ([]byte, error)
+}
+
+// ProtocolError is a malformed or refused request. The connection replies
+// `-ERR Protocol error: <msg>` and closes, as Redis does.
+type ProtocolError struct{ Msg string }
+
+func (e *ProtocolError) Error() string { return "Protocol error: " + e.Msg }
+
+// RefusedError is a well-formed command refused while it was read (by a
+// Sink). The reader has skipped the rest of the command; the connection
+// replies with the error and keeps serving.
+type RefusedError struct{ Err error }
+
+func (e *RefusedError) Error() string { return e.Err.Error() }
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+const (
+	inlineMax = 64 << 10 // longest inline command or header line
+	// smallArg: arguments up to this size are copied into a per-connection
+	// arena reused by every command; larger ones get their own allocation
+	// of exactly their size, which a handler may keep without copying.
+	smallArg = 64 << 10
+)
+
+// Command is one parsed request. Args alias reader memory that is reused by
+// the next command, except those for which Owned reports true.
+type Command struct {
+	Args  [][]byte
+	owned []bool
+}
+
+// Owned reports whether Args[i] has its own allocation that the handler may
+// keep after the command returns.
+func (c *Command) Owned(i int) bool { return i < len(c.owned) && c.owned[i] }
+
+// Reader reads RESP2 multibulk and inline commands with limits.
+type Reader struct {
+	br    *bufio.Reader
+	arena []byte
+	cmd   Command
+}
+
+// NewReader wraps r.
+func NewReader(r io.Reader) *Reader {
+	return &Reader{br: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// Buffered reports how many bytes are already read and not yet parsed; the
+// connection flushes replies when it is 0 (pipelining).
+func (r *Reader) Buffered() int { return r.br.Buffered() }
+
+// readLine returns one CRLF- or LF-terminated line without its terminator.
+// The slice is valid until the next read.
+func (r *Reader) readLine() ([]byte, error) {
+	line, err := r.br.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		return nil, &ProtocolError{"too big inline request"}
+	}
+	if err != nil {
+		return nil, err
+	}
+	line = line[:len(line)-1]
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	return line, nil
+}
+
+// ReadCommand reads the next command. pre bounds the command before its
+// name is known; classify, given the name, returns the limits for the rest.
+// Empty commands (blank inline lines, *0) are skipped.
+func (r *Reader) ReadCommand(pre Limits, classify func(name []byte) Limits) (*Command, error) {
+	for {
+		if len(r.arena) > 4<<20 {
+			r.arena = nil // do not keep a big arena alive after one large command
+		}
+		r.arena = r.arena[:0]
+		r.cmd.Args = r.cmd.Args[:0]
+		r.cmd.owned = r.cmd.owned[:0]
+		b, err := r.br.Peek(1)
+		if err != nil {
+			return nil, err
+		}
+		if b[0] != '*' {
+			if err := r.readInline(); err != nil {
+				return nil, err
+			}
+		} else if err := r.readMultibulk(pre, classify); err != nil {
+			return nil, err
+		}
+		if len(r.cmd.Args) > 0 {
+			return &r.cmd, nil
+		}
+	}
+}
+
+func (r *Reader) readInline() error {
+	line, err := r.readLine()
+	if err != nil {
+		return err
+	}
+	fields, err := config.SplitArgs(string(line))
+	if err != nil {
+		return &ProtocolError{"unbalanced quotes in request"}
+	}
+	for _, f := range fields {
+		start := len(r.arena)
+		r.arena = append(r.arena, f...)
+		r.cmd.Args = append(r.cmd.Args, r.arena[start:len(r.arena):len(r.arena)])
+		r.cmd.owned = append(r.cmd.owned, false)
+	}
+	return nil
+}
+
+func parseLen(line []byte) (int64, bool) {
+	if len(line) == 0 || len(line) > 19 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(line), 10, 64)
+	return n, err == nil
+}
+
+func (r *Reader) readMultibulk(lim Limits, classify func([]byte) Limits) error {
+	line, err := r.readLine()
+	if err != nil {
+		return err
+	}
+	n, ok := parseLen(line[1:])
+	if !ok || n > 1<<30 {
+		return &ProtocolError{"invalid multibulk length"}
+	}
+	if n <= 0 {
+		return nil
+	}
+	if n > lim.MaxArgs {
+		return &ProtocolError{"invalid multibulk length"}
+	}
+	var total int64
+	var refused error
+	for i := 0; int64(i) < n; i++ {
+		line, err := r.readLine()
+		if err != nil {
+			return err
+		}
+		if len(line) == 0 || line[0] != '$' {
+			got := byte(' ')
+			if len(line) > 0 {
+				got = line[0]
+			}
+			return &ProtocolError{"expected '$', got '" + string(got) + "'"}
+		}
+		size, ok := parseLen(line[1:])
+		if !ok || size < 0 || size > lim.MaxBulk {
+			return &ProtocolError{"invalid bulk length"}
+		}
+		total += size
+		if total > lim.MaxQuery {
+			return &ProtocolError{"command exceeds client-query-buffer-limit"}
+		}
+		var dst []byte
+		if lim.Sink != nil && refused == nil {
+			if dst, err = lim.Sink(i, size); err != nil {
+				refused = err
+			}
+		}
+		switch {
+		case refused != nil:
+			if _, err := r.br.Discard(int(size)); err != nil {
+				return err
+			}
+			r.cmd.Args = append(r.cmd.Args, nil)
+			r.cmd.owned = append(r.cmd.owned, false)
+		case dst != nil || size >= smallArg:
+			if dst == nil {
+				dst = make([]byte, size)
+			}
+			if _, err := io.ReadFull(r.br, dst[:size]); err != nil {
+				return err
+			}
+			r.cmd.Args = append(r.cmd.Args, dst[:size:size])
+			r.cmd.owned = append(r.cmd.owned, true)
+		default:
+			start := len(r.arena)
+			r.arena = slices.Grow(r.arena, int(size))[:start+int(size)]
+			if _, err := io.ReadFull(r.br, r.arena[start:]); err != nil {
+				return err
+			}
+			r.cmd.Args = append(r.cmd.Args, r.arena[start:len(r.arena):len(r.arena)])
+			r.cmd.owned = append(r.cmd.owned, false)
+		}
+		if err := r.readCRLF(); err != nil {
+			return err
+		}
+		if i == 0 && classify != nil {
+			lim = classify(r.cmd.Args[0])
+			if n > lim.MaxArgs {
+				return &ProtocolError{"invalid multibulk length"}
+			}
+		}
+	}
+	if refused != nil {
+		return &RefusedError{refused}
+	}
+	return nil
+}
+
+var crlf = []byte("\r\n")
+
+func (r *Reader) readCRLF() error {
+	b, err := r.br.Peek(2)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(b, crlf) {
+		return &ProtocolError{"invalid bulk terminator"}
+	}
+	_, err = r.br.Discard(2)
+	return err
+}
+
+// IsProtocol reports whether err is a ProtocolError.
+func IsProtocol(err error) bool {
+	var pe *ProtocolError
+	return errors.As(err, &pe)
+}

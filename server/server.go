@@ -1,0 +1,209 @@
+// Package server is EnclaveAI's network front end: it accepts RESP
+// connections, reads commands with limits enforced before allocation, hands
+// each to the command layer and writes the replies back, batching the
+// replies of pipelined commands into one write.
+//
+// Concurrency: one goroutine per connection runs that connection's commands
+// in order; a ticker goroutine drives periodic work (expiry, idle clients).
+package server
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/enclaveai/enclaveai/commands"
+	"github.com/enclaveai/enclaveai/config"
+)
+
+// Server listens for clients and serves them.
+type Server struct {
+	Cmds *commands.Server
+	opts *config.Options
+	log  *slog.Logger
+
+	ln       net.Listener
+	wg       sync.WaitGroup
+	done     chan struct{}
+	stopOnce sync.Once
+}
+
+// New creates a server over a fresh command layer.
+func New(opts *config.Options, log *slog.Logger) *Server {
+	s := &Server{opts: opts, log: log, done: make(chan struct{})}
+	s.Cmds = commands.NewServer(opts, log)
+	return s
+}
+
+// Listen binds the configured address.
+func (s *Server) Listen() error {
+	addr := net.JoinHostPort(s.opts.Bind, strconv.FormatInt(s.opts.Port.Load(), 10))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	s.ln = ln
+	return nil
+}
+
+// Addr is the bound address.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Done is closed when the server stops.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Serve accepts connections until Stop.
+func (s *Server) Serve() error {
+	go s.tick()
+	for {
+		conn, err := s.ln.Accept()
+		if err != nil {
+			select {
+			case <-s.done:
+				return nil
+			default:
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return err
+		}
+		s.wg.Add(1)
+		go s.handle(conn)
+	}
+}
+
+// Stop closes the listener and every connection, and waits for their
+// goroutines to finish.
+func (s *Server) Stop() {
+	s.stopOnce.Do(func() {
+		close(s.done)
+		if s.ln != nil {
+			s.ln.Close()
+		}
+		for _, c := range s.Cmds.ClientList() {
+			c.Kill()
+		}
+	})
+	s.wg.Wait()
+}
+
+func (s *Server) tick() {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+			s.Cmds.Tick()
+		}
+	}
+}
+
+// countingConn counts bytes for INFO stats.
+type countingConn struct {
+	net.Conn
+	st *commands.Stats
+}
+
+func (c countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.st.NetInput.Add(int64(n))
+	return n, err
+}
+
+func (s *Server) handle(conn net.Conn) {
+	defer s.wg.Done()
+	defer conn.Close()
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	c := s.Cmds.NewClient(conn.RemoteAddr().String(), conn.LocalAddr().String(), conn)
+	defer s.Cmds.RemoveClient(c)
+	if int64(s.Cmds.NumClients()) > s.opts.MaxClients.Load() {
+		s.Cmds.Stats().Rejected.Add(1)
+		io.WriteString(conn, "-ERR max number of clients reached\r\n")
+		return
+	}
+	st := s.Cmds.Stats()
+	rd := NewReader(countingConn{conn, st})
+	classify := func(name []byte) Limits {
+		return toLimits(s.Cmds.CommandLimits(c, commands.Commands().Lookup(name)))
+	}
+	flush := func() bool {
+		if c.W.Len() == 0 {
+			return true
+		}
+		n, err := conn.Write(c.W.Bytes())
+		st.NetOutput.Add(int64(n))
+		c.W.Reset()
+		return err == nil
+	}
+	for {
+		cmd, err := rd.ReadCommand(toLimits(s.Cmds.PreLimits(c)), classify)
+		if err != nil {
+			var pe *ProtocolError
+			var re *RefusedError
+			switch {
+			case errors.As(err, &pe):
+				s.log.Debug("protocol error, closing client", "addr", c.Addr, "err", pe.Msg)
+				c.W.Error("ERR " + pe.Error())
+				flush()
+				return
+			case errors.As(err, &re):
+				s.Cmds.ReplyError(c, re.Err)
+				if rd.Buffered() == 0 && !flush() {
+					return
+				}
+				continue
+			}
+			flush() // EOF or a dead connection: nothing more to read
+			return
+		}
+		s.Cmds.Dispatch(c, cmd.Args, cmd.Owned)
+		if rd.Buffered() == 0 || c.W.Len() > 64<<10 || c.CloseAfterReply() {
+			if !flush() {
+				return
+			}
+		}
+		if c.CloseAfterReply() {
+			return
+		}
+	}
+}
+
+func toLimits(l commands.Limits) Limits {
+	return Limits{MaxArgs: l.MaxArgs, MaxBulk: l.MaxBulk, MaxQuery: l.MaxQuery}
+}
+
+// Start binds the configured address and serves in the background.
+func (s *Server) Start() error {
+	if err := s.Listen(); err != nil {
+		return err
+	}
+	s.Cmds.Shutdown = func(save bool) error {
+		// The calling connection is one of those Stop waits for: stop from
+		// another goroutine once its reply is out.
+		go s.Stop()
+		return nil
+	}
+	go func() {
+		if err := s.Serve(); err != nil {
+			s.log.Error("accept loop ended", "err", err)
+		}
+	}()
+	return nil
+}
+
+// Shutdown stops the server.
+func (s *Server) Shutdown(save bool) error {
+	s.Stop()
+	return nil
+}
