@@ -1,0 +1,123 @@
+package persistence
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// saveStep names a point in SaveFile at which saveHook runs.
+type saveStep string
+
+const (
+	stepWritten saveStep = "written" // snapshot written, not yet fsynced
+	stepSynced  saveStep = "synced"  // temporary file fsynced, not yet renamed
+	stepRenamed saveStep = "renamed" // renamed, directory not yet fsynced
+)
+
+// saveHook, when set by a test, runs at each step of SaveFile. An error it
+// returns fails that step; a panic stands for a crash of the process, which
+// leaves the temporary file behind.
+var saveHook func(saveStep) error
+
+// SaveFile writes a snapshot of src to dir/name atomically: into a temporary
+// file in dir, fsynced, closed, renamed over dir/name, and the directory
+// fsynced. On any error the temporary file is removed and the previous
+// snapshot, if any, is left as it was. Temporary files left behind by a crash
+// are removed first, so calls for the same dir and name must not overlap.
+func SaveFile(dir, name string, sealKey []byte, src Source) (err error) {
+	if err := checkSealKey(sealKey); err != nil {
+		return err
+	}
+	final := filepath.Join(dir, name)
+	pattern := "." + name + ".tmp-*"
+	stale, err := filepath.Glob(filepath.Join(dir, pattern))
+	if err != nil {
+		return err
+	}
+	for _, s := range stale {
+		if err := os.Remove(s); err != nil {
+			return fmt.Errorf("persistence: removing stale temporary file: %w", err)
+		}
+	}
+	f, err := os.CreateTemp(dir, pattern)
+	if err != nil {
+		return fmt.Errorf("persistence: save %s: %w", final, err)
+	}
+	tmp := f.Name()
+	renamed := false
+	defer func() {
+		if err != nil {
+			if !renamed {
+				f.Close()
+				os.Remove(tmp)
+			}
+			err = fmt.Errorf("persistence: save %s: %w", final, err)
+		}
+	}()
+	if err := Write(f, sealKey, src); err != nil {
+		return err
+	}
+	if err := step(stepWritten); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := step(stepSynced); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return err
+	}
+	renamed = true
+	if err := step(stepRenamed); err != nil {
+		return err
+	}
+	// Without this the rename itself may not survive a power cut.
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("snapshot in place, but fsync of its directory failed: %w", err)
+	}
+	return nil
+}
+
+func step(s saveStep) error {
+	if saveHook == nil {
+		return nil
+	}
+	return saveHook(s)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	if err := d.Sync(); err != nil {
+		d.Close()
+		return err
+	}
+	return d.Close()
+}
+
+// LoadFile verifies the snapshot at path and hands its records to sink, as
+// Read does; a sink that implements ProgressSink also learns the file size.
+// Errors name the file and wrap the sentinel errors of Read.
+func LoadFile(path string, sealKey []byte, maxBlob int64, sink Sink) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("persistence: load: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("persistence: load: %w", err)
+	}
+	if err := read(f, sealKey, maxBlob, sink, st.Size()); err != nil {
+		return fmt.Errorf("persistence: load %s: %w", path, err)
+	}
+	return nil
+}
