@@ -13,14 +13,11 @@ export ENCLAVEAI_ONNXRUNTIME_LIB := $(ORT_LIB)
 
 .PHONY: build run test test-go test-redis deps ort models bench fuzz clean
 
-build: bin/enclaveai-server bin/enclaveai-cli
+build: bin/enclaveai-server
 
 bin/enclaveai-server: $(ORT_LIB) FORCE
 	$(GO) build -o $@ ./cmd/enclaveai-server
 	cp -f $(ORT_LIB) bin/libonnxruntime.so.1
-
-bin/enclaveai-cli: FORCE
-	$(GO) build -o $@ ./cmd/enclaveai-cli
 
 FORCE:
 

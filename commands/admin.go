@@ -190,7 +190,7 @@ func (s *Server) Info(sections []string) string {
 	runtime.ReadMemStats(&ms)
 	rss := processRSS()
 	emit("Memory", [][2]string{
-		{"used_memory", itoa(s.Keys.Used())}, {"used_memory_human", humanBytes(s.Keys.Used())},
+		{"used_memory", itoa(s.UsedMemory())}, {"used_memory_human", humanBytes(s.UsedMemory())},
 		{"used_memory_rss", itoa(rss)}, {"used_memory_rss_human", humanBytes(rss)},
 		{"used_memory_peak", itoa(peakRSS())},
 		{"used_memory_go_heap", itoa(int64(ms.HeapInuse))},

@@ -45,9 +45,17 @@ var storeErrors = []struct {
 	{modelstore.ErrBoolValue, "ERR BOOL tensor elements must be 0 or 1"},
 	{modelstore.ErrInvalidValue, "ERR invalid value"},
 	{modelstore.ErrNullInString, "ERR C-string value contains null character"},
+	{modelstore.ErrBatchSize, "ERR Model did not generate the expected batch size"},
 	{modelstore.ErrOOM, "OOM command not allowed when used memory > 'maxmemory'."},
 	{config.ErrUnknown, "ERR Unknown option or number of arguments for CONFIG SET"},
 	{config.ErrImmutable, "ERR CONFIG SET failed - can't set immutable config"},
+}
+
+// modelErrors are refusals of a hostile or broken model blob, found before
+// ONNX Runtime sees it; their text (with detail) goes to the client.
+var modelErrors = []error{
+	modelstore.ErrModelEmpty, modelstore.ErrModelMalformed, modelstore.ErrModelTooDeep,
+	modelstore.ErrModelExternalData, modelstore.ErrModelTensorSize,
 }
 
 // errorText is the one place where an error becomes RESP error text.
@@ -62,6 +70,15 @@ func errorText(err error) string {
 		if errors.Is(err, se.err) {
 			return se.text
 		}
+	}
+	for _, me := range modelErrors {
+		if errors.Is(err, me) {
+			return "ERR " + err.Error()
+		}
+	}
+	var ort *modelstore.ORTError
+	if errors.As(err, &ort) {
+		return "ERR " + ort.Msg
 	}
 	slog.Error("internal error", "err", err)
 	return "ERR internal error"

@@ -26,9 +26,13 @@ const (
 // statistics. The network front end (package server) owns the sockets and
 // calls Dispatch for each command.
 type Server struct {
-	Opts *config.Options
-	Keys *modelstore.Keyspace
-	Log  *slog.Logger
+	Opts   *config.Options
+	Keys   *modelstore.Keyspace
+	Models *modelstore.Registry // model blobs and sessions, shared by keys
+	AI     *AISettings
+	Log    *slog.Logger
+
+	runners atomic.Pointer[modelstore.Runner] // THREADS_PER_QUEUE limiter
 
 	tx sync.RWMutex // transaction lock (package doc)
 
@@ -54,7 +58,18 @@ type Stats struct {
 // NewServer builds the command layer over a fresh keyspace.
 func NewServer(opts *config.Options, log *slog.Logger) *Server {
 	s := &Server{Opts: opts, Log: log, clients: make(map[int64]*Client), started: time.Now()}
-	s.Keys = modelstore.NewKeyspace(opts.MaxMemory.Load)
+	s.Models = modelstore.NewRegistry()
+	s.AI = newAISettings()
+	s.runners.Store(modelstore.NewRunner(int(s.AI.ThreadsPerQueue.Load())))
+	// Model blobs are accounted once by the registry, however many keys
+	// share them: the keyspace's budget is what they leave.
+	s.Keys = modelstore.NewKeyspace(func() int64 {
+		limit := opts.MaxMemory.Load()
+		if limit == 0 {
+			return 0
+		}
+		return max(1, limit-s.Models.Bytes())
+	})
 	s.clock.Store(time.Now().UnixMilli())
 	return s
 }
@@ -80,8 +95,9 @@ func (s *Server) SetLoading(on bool) { s.loading.Store(on) }
 func (s *Server) Tick() {
 	now := time.Now()
 	s.clock.Store(now.UnixMilli())
-	if n := len(s.Keys.SweepExpired()); n > 0 {
-		s.stats.ExpiredKeys.Add(int64(n))
+	if expired := s.Keys.SweepExpired(); len(expired) > 0 {
+		s.stats.ExpiredKeys.Add(int64(len(expired)))
+		s.Release(expired)
 	}
 	if t := s.Opts.Timeout.Load(); t > 0 {
 		limit := now.UnixMilli() - t*1000
@@ -307,7 +323,7 @@ func (s *Server) check(c *Client, spec *Spec, argv [][]byte) error {
 		return errLoading
 	}
 	if spec.Has(DenyOOM) && !c.inMulti {
-		if max := s.Opts.MaxMemory.Load(); max > 0 && s.Keys.Used() > max {
+		if max := s.Opts.MaxMemory.Load(); max > 0 && s.UsedMemory() > max {
 			return modelstore.ErrOOM
 		}
 	}
@@ -364,6 +380,9 @@ func (s *Server) clientInfo(c *Client) string {
 		" qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=" + cmd +
 		" user=default redir=-1 resp=" + strconv.Itoa(int(c.proto.Load())) + " lib-name=" + lib + " lib-ver=" + ver
 }
+
+// UsedMemory is the memory accounted to keys, values and model blobs.
+func (s *Server) UsedMemory() int64 { return s.Keys.Used() + s.Models.Bytes() }
 
 // ReplyError answers c with err's RESP error text.
 func (s *Server) ReplyError(c *Client, err error) { s.replyError(c.W, err) }

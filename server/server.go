@@ -9,6 +9,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/enclaveai/enclaveai/commands"
 	"github.com/enclaveai/enclaveai/config"
+	"github.com/enclaveai/enclaveai/modelstore"
 )
 
 // Server listens for clients and serves them.
@@ -183,8 +185,20 @@ func toLimits(l commands.Limits) Limits {
 	return Limits{MaxArgs: l.MaxArgs, MaxBulk: l.MaxBulk, MaxQuery: l.MaxQuery}
 }
 
-// Start binds the configured address and serves in the background.
+// Start loads ONNX Runtime and the startup models, binds the configured
+// address and serves in the background.
 func (s *Server) Start() error {
+	lib, err := modelstore.FindRuntimeLibrary(s.opts.ONNXRuntimeLibrary)
+	if err != nil {
+		return err
+	}
+	if err := modelstore.InitRuntime(lib); err != nil {
+		return fmt.Errorf("loading ONNX Runtime from %s: %w", lib, err)
+	}
+	s.log.Info("ONNX Runtime loaded", "library", lib, "version", modelstore.RuntimeVersion())
+	if err := s.Cmds.LoadStartupModels(); err != nil {
+		return err
+	}
 	if err := s.Listen(); err != nil {
 		return err
 	}
