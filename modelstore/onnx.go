@@ -1,0 +1,745 @@
+package modelstore
+
+// The ONNX Runtime layer: loading the shared library, compiling a model into
+// a Session and running it on Tensors. It wraps github.com/yalue/onnxruntime_go
+// (which dlopens the library and calls its C API through cgo) and hides its
+// quirks from the command handlers:
+//
+//   - Inputs and outputs are matched by position, as RedisAI does; a model's
+//     inputs are its graph inputs that are not initializers, in graph order.
+//     They are read from the model's protobuf (readGraphIO) instead of from a
+//     second, throw-away ORT session, which would double the load time and
+//     memory of every AI.MODELSTORE; TestIOInfoMatchesRuntime checks that
+//     both views agree.
+//   - Numeric inputs are handed to ORT without a copy (see newInputValue).
+//   - Outputs are allocated by ORT; the binding copies each into Go memory,
+//     which becomes the output Tensor's Data without a second copy.
+//   - Errors that come from ORT are returned as *ORTError carrying ORT's
+//     own message, without the binding's prefixes.
+//   - A Session may be Run from many goroutines at once and closed while
+//     runs are in flight (it is freed when the last one ends).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	ort "github.com/yalue/onnxruntime_go"
+)
+
+// ONNX Runtime version the build fetches (Makefile ORT_VERSION) and whose
+// C API (version 24) the binding is compiled against.
+const (
+	RuntimeVersionWanted = "1.24.1"
+	// RuntimeLibraryEnv names the environment variable that points at the
+	// library; the Makefile exports it.
+	RuntimeLibraryEnv = "ENCLAVEAI_ONNXRUNTIME_LIB"
+	runtimeLibName    = "libonnxruntime.so.1"
+)
+
+// FindRuntimeLibrary returns the path of the ONNX Runtime shared library:
+// explicit when it is not empty; else $ENCLAVEAI_ONNXRUNTIME_LIB when set;
+// else the first existing one of libonnxruntime.so.1 beside the running
+// executable (where `make build` copies it), .cache/onnxruntime/1.24.1/
+// under the working directory, and the same under the executable's parent
+// directory's parent (bin/enclaveai-server run from elsewhere). An explicit
+// path or the variable is used alone: if that file is missing, it is an
+// error rather than a silent fallback. The error lists every path tried.
+func FindRuntimeLibrary(explicit string) (string, error) {
+	if explicit != "" {
+		return checkLibrary(explicit, "the configured path")
+	}
+	if p := os.Getenv(RuntimeLibraryEnv); p != "" {
+		return checkLibrary(p, "$"+RuntimeLibraryEnv)
+	}
+	cache := filepath.Join(".cache", "onnxruntime", RuntimeVersionWanted, runtimeLibName)
+	var candidates []string
+	exeDir := ""
+	if exe, err := os.Executable(); err == nil {
+		if real, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = real
+		}
+		exeDir = filepath.Dir(exe)
+		candidates = append(candidates, filepath.Join(exeDir, runtimeLibName))
+	}
+	if wd, err := os.Getwd(); err == nil {
+		candidates = append(candidates, filepath.Join(wd, cache))
+	}
+	if exeDir != "" {
+		candidates = append(candidates, filepath.Join(filepath.Dir(exeDir), cache))
+	}
+	for _, c := range candidates {
+		if isRegularFile(c) {
+			return c, nil
+		}
+	}
+	return "", fmt.Errorf("%w (set %s or run `make ort`); tried: %s",
+		ErrRuntimeNotFound, RuntimeLibraryEnv, strings.Join(candidates, ", "))
+}
+
+func checkLibrary(path, source string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	if !isRegularFile(abs) {
+		return "", fmt.Errorf("%w: %s (from %s) is not a file", ErrRuntimeNotFound, abs, source)
+	}
+	return abs, nil
+}
+
+func isRegularFile(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular()
+}
+
+// The runtime is process-wide state of the binding.
+var runtimeState struct {
+	mu      sync.Mutex
+	libPath string // non-empty once initialized
+	ready   atomic.Bool
+}
+
+// InitRuntime loads the ONNX Runtime library at libPath (FindRuntimeLibrary("")
+// when empty) and creates the process's ORT environment. It may be called
+// any number of times from any goroutine: once it has succeeded, further
+// calls return nil, unless they name a different library, which is an error.
+// A failed attempt is not remembered, so a later call may retry (with a
+// corrected path, say).
+func InitRuntime(libPath string) error {
+	runtimeState.mu.Lock()
+	defer runtimeState.mu.Unlock()
+	if runtimeState.libPath != "" {
+		if libPath == "" || sameFile(libPath, runtimeState.libPath) {
+			return nil
+		}
+		return fmt.Errorf("ONNX Runtime is already initialized from %s; cannot load %s", runtimeState.libPath, libPath)
+	}
+	if libPath == "" {
+		p, err := FindRuntimeLibrary("")
+		if err != nil {
+			return err
+		}
+		libPath = p
+	}
+	ort.SetSharedLibraryPath(libPath)
+	// ORT would also print every failed load or run to stderr (in colour);
+	// each of those is returned to the caller, who decides what to log.
+	if err := ort.InitializeEnvironment(ort.WithLogLevelFatal()); err != nil {
+		return fmt.Errorf("initializing ONNX Runtime from %s: %w", libPath, err)
+	}
+	runtimeState.libPath = libPath
+	runtimeState.ready.Store(true)
+	return nil
+}
+
+func sameFile(a, b string) bool {
+	sa, err1 := os.Stat(a)
+	sb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
+}
+
+// RuntimeVersion is the loaded ONNX Runtime's version ("1.24.1"), or ""
+// before InitRuntime has succeeded.
+func RuntimeVersion() string {
+	if !runtimeState.ready.Load() {
+		return ""
+	}
+	return ort.GetVersion()
+}
+
+// SessionOptions tune how a model is compiled. The zero value is valid:
+// no graph optimization, ORT's default thread counts.
+type SessionOptions struct {
+	// Optimize enables all of ORT's graph optimizations (its default);
+	// false disables them, which loads faster and keeps the graph as written.
+	Optimize bool
+	// IntraOpThreads is the size of the session's thread pool for work
+	// within an operator; 0 means ORT's default (one per physical core).
+	IntraOpThreads int
+	// InterOpThreads > 1 runs independent operators in parallel (ORT's
+	// parallel execution mode) on that many threads; 0 or 1 runs them one
+	// after the other.
+	InterOpThreads int
+}
+
+// IOInfo describes a model input or output.
+type IOInfo struct {
+	Name string
+	// DType is the element type, or DTypeInvalid for a type a Tensor cannot
+	// hold (float16, say) and for non-tensor values (sequences, maps).
+	DType DType
+	// ElemType is ONNX Runtime's name of the type: "tensor(float)",
+	// "tensor(string)", "seq(tensor(float))", "map(int64,tensor(float))".
+	ElemType string
+	// Shape of a tensor: -1 for a symbolic or unknown dimension; nil when
+	// the model does not declare the rank; empty for a scalar.
+	Shape []int64
+}
+
+// IsTensor reports whether the value is a dense tensor (of any type).
+func (i IOInfo) IsTensor() bool { return strings.HasPrefix(i.ElemType, "tensor(") }
+
+// ORTError is an error reported by ONNX Runtime itself, with its message
+// as ORT wrote it (surrounding space trimmed, line breaks folded into
+// spaces so it fits a RESP error line), e.g. "Got invalid dimensions for
+// input: x for the following indices index: 1 Got: 5 Expected: 4 Please
+// fix either the inputs/outputs or the model.". RedisAI replies with such
+// messages verbatim, without an ERR prefix.
+type ORTError struct{ Msg string }
+
+func (e *ORTError) Error() string { return e.Msg }
+
+// newORTError digs ORT's message out of an error of the binding, which
+// wraps it as "Error running network: <msg>" and the like.
+func newORTError(err error) *ORTError {
+	for {
+		inner := errors.Unwrap(err)
+		if inner == nil {
+			break
+		}
+		err = inner
+	}
+	return &ORTError{Msg: stripSourceLocation(cleanMessage(err.Error()))}
+}
+
+// stripSourceLocation drops the C++ source location ORT puts before the
+// messages of its exceptions ("/onnxruntime_src/onnxruntime/core/graph/
+// graph.cc:1494 void onnxruntime::Graph::InitializeStateFromModelFileGraphProto()
+// This is an invalid model. ..."): ORT's build paths and function
+// signatures mean nothing to a client. Anything it does not recognise is
+// left as is.
+func stripSourceLocation(msg string) string {
+	// "<file>.<ext>:<line> "
+	sp := strings.IndexByte(msg, ' ')
+	if sp < 0 {
+		return msg
+	}
+	loc := msg[:sp]
+	colon := strings.LastIndexByte(loc, ':')
+	if colon < 0 || colon == len(loc)-1 || strings.Trim(loc[colon+1:], "0123456789") != "" {
+		return msg
+	}
+	switch filepath.Ext(loc[:colon]) {
+	case ".cc", ".cpp", ".h", ".hpp", ".cu":
+	default:
+		return msg
+	}
+	// Then __PRETTY_FUNCTION__: up to its balanced argument list, optional
+	// qualifiers, and an optional "[with T = ...]".
+	rest := msg[sp+1:]
+	open := strings.IndexByte(rest, '(')
+	if open < 0 {
+		return msg
+	}
+	end := matchBracket(rest, open, '(', ')')
+	if end < 0 {
+		return msg
+	}
+	rest = rest[end+1:]
+	rest = strings.TrimPrefix(rest, " const")
+	rest = strings.TrimPrefix(rest, " noexcept")
+	if strings.HasPrefix(rest, " [") {
+		end := matchBracket(rest, 1, '[', ']')
+		if end < 0 {
+			return msg
+		}
+		rest = rest[end+1:]
+	}
+	if rest = strings.TrimLeft(rest, " "); rest == "" {
+		return msg
+	}
+	return rest
+}
+
+// matchBracket returns the index of the bracket closing s[open], or -1.
+func matchBracket(s string, open int, o, c byte) int {
+	depth := 0
+	for i := open; i < len(s); i++ {
+		switch s[i] {
+		case o:
+			depth++
+		case c:
+			depth--
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// cleanMessage trims s and folds each run of white space that contains a
+// line break into one space (RESP error lines cannot contain line breaks).
+func cleanMessage(s string) string {
+	s = strings.TrimSpace(s)
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		if c := s[i]; c == ' ' || c == '\t' || c == '\r' || c == '\n' {
+			j, lineBreak := i, false
+			for ; j < len(s) && (s[j] == ' ' || s[j] == '\t' || s[j] == '\r' || s[j] == '\n'); j++ {
+				lineBreak = lineBreak || s[j] == '\r' || s[j] == '\n'
+			}
+			if lineBreak {
+				b.WriteByte(' ')
+			} else {
+				b.WriteString(s[i:j])
+			}
+			i = j
+			continue
+		}
+		b.WriteByte(s[i])
+		i++
+	}
+	return b.String()
+}
+
+// Session is a compiled model. Its methods are safe for concurrent use:
+// ONNX Runtime sessions allow concurrent Run calls, and the binding's
+// DynamicAdvancedSession.RunWithOptions only reads the session's fixed name
+// tables and builds its per-call arrays locally, so Run needs no lock
+// around the inference itself.
+type Session struct {
+	inputs, outputs []IOInfo
+	// requested[k] is the index in outputs of the k-th output asked of ORT:
+	// every tensor output. Non-tensor outputs (sequences, maps) are never
+	// asked for, so ORT does not build them and Run leaves their slots nil.
+	requested []int
+
+	mu     sync.Mutex
+	active int  // Runs in flight
+	closed bool // Close was called; sess is freed when active drops to 0
+	sess   *ort.DynamicAdvancedSession
+}
+
+// NewSession checks (CheckModelBlob) and compiles an ONNX model. ORT's
+// own load errors come back as *ORTError ("No graph was found in the
+// protobuf.", "Fatal error: NoSuchOperator is not a registered function/op").
+// The model bytes are not retained.
+func NewSession(model []byte, opts SessionOptions) (*Session, error) {
+	if !runtimeState.ready.Load() {
+		return nil, ErrRuntimeNotInitialized
+	}
+	if err := CheckModelBlob(model); err != nil {
+		return nil, err
+	}
+	if opts.IntraOpThreads < 0 || opts.InterOpThreads < 0 {
+		return nil, fmt.Errorf("thread counts must not be negative (intra-op %d, inter-op %d)", opts.IntraOpThreads, opts.InterOpThreads)
+	}
+	inputs, outputs, err := readGraphIO(model)
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{inputs: inputs, outputs: outputs}
+	inNames := make([]string, len(inputs))
+	for i, in := range inputs {
+		inNames[i] = in.Name
+	}
+	var outNames []string
+	for i, out := range outputs {
+		if out.IsTensor() {
+			s.requested = append(s.requested, i)
+			outNames = append(outNames, out.Name)
+		}
+	}
+
+	o, err := ort.NewSessionOptions()
+	if err != nil {
+		return nil, fmt.Errorf("creating ONNX Runtime session options: %w", err)
+	}
+	defer o.Destroy()
+	level := ort.GraphOptimizationLevel(ort.GraphOptimizationLevelDisableAll)
+	if opts.Optimize {
+		level = ort.GraphOptimizationLevelEnableAll
+	}
+	if err := o.SetGraphOptimizationLevel(level); err != nil {
+		return nil, newORTError(err)
+	}
+	if err := o.SetIntraOpNumThreads(opts.IntraOpThreads); err != nil {
+		return nil, newORTError(err)
+	}
+	if opts.InterOpThreads > 1 {
+		if err := o.SetExecutionMode(ort.ExecutionModeParallel); err != nil {
+			return nil, newORTError(err)
+		}
+		if err := o.SetInterOpNumThreads(opts.InterOpThreads); err != nil {
+			return nil, newORTError(err)
+		}
+	}
+	// The binding only fails here when ORT does: it was initialized and
+	// the model is not empty (both checked above).
+	s.sess, err = ort.NewDynamicAdvancedSessionWithONNXData(model, inNames, outNames, o)
+	if err != nil {
+		return nil, newORTError(err)
+	}
+	return s, nil
+}
+
+// Inputs describes the model's inputs, in the order Run takes them.
+// The slice must not be modified.
+func (s *Session) Inputs() []IOInfo { return s.inputs }
+
+// Outputs describes the model's outputs, in the order Run returns them.
+// The slice must not be modified.
+func (s *Session) Outputs() []IOInfo { return s.outputs }
+
+// Close releases the session. It does not wait for Runs in flight: the
+// session is freed when the last of them returns, and later Runs fail with
+// ErrSessionClosed. Close never fails and may be called more than once.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		s.freeLocked()
+	}
+	return nil
+}
+
+func (s *Session) acquire() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.active++
+	return true
+}
+
+func (s *Session) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.active--
+	s.freeLocked()
+}
+
+func (s *Session) freeLocked() {
+	if s.closed && s.active == 0 && s.sess != nil {
+		s.sess.Destroy()
+		s.sess = nil
+	}
+}
+
+// Run feeds inputs to the model by position and returns its outputs in
+// model order: a new Tensor per tensor output, nil for an output that is
+// not a tensor (a sequence or map, which RedisAI skips too).
+//
+// A model input of the wrong type or shape is refused by ORT ("Unexpected
+// input data type. Actual: (tensor(int32)) , expected: (tensor(float))",
+// "Got invalid dimensions for input: ..."), returned as *ORTError. If ctx
+// is done before the run starts, Run returns ctx.Err() without running;
+// if it becomes done during the run, Run sets ORT's terminate flag and
+// returns ORT's error "Exiting due to terminate flag being set to true."
+// (callers that want to know why can check ctx.Err()). A run that
+// completes anyway returns its results.
+func (s *Session) Run(ctx context.Context, inputs []*Tensor) ([]*Tensor, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(inputs) != len(s.inputs) {
+		return nil, fmt.Errorf("%w: expected %d inputs but got %d", ErrInputCount, len(s.inputs), len(inputs))
+	}
+	if len(s.inputs) == 0 {
+		// The binding cannot call ORT without inputs; RedisAI cannot run
+		// such a model either (INPUTS needs a positive count).
+		return nil, fmt.Errorf("%w: the model has no inputs", ErrInputCount)
+	}
+	if !s.acquire() {
+		return nil, ErrSessionClosed
+	}
+	defer s.release()
+
+	// Inputs point at pinned Go memory until their ORT values are gone:
+	// the Unpin is deferred first so that it runs last.
+	var pins runtime.Pinner
+	defer pins.Unpin()
+	in := make([]ort.Value, len(inputs))
+	defer destroyValues(in)
+	for i, t := range inputs {
+		v, err := newInputValue(t, &pins)
+		if err != nil {
+			return nil, fmt.Errorf("input %d (%s): %w", i, s.inputs[i].Name, err)
+		}
+		in[i] = v
+	}
+
+	results := make([]*Tensor, len(s.outputs))
+	if len(s.requested) == 0 {
+		return results, nil // nothing ORT could return as a tensor
+	}
+	out := make([]ort.Value, len(s.requested))
+	defer destroyValues(out)
+	for k, i := range s.requested {
+		// The binding cannot turn an ORT-allocated rank-0 numeric tensor
+		// into a Go value, so outputs declared as scalars are preallocated.
+		info := s.outputs[i]
+		if info.Shape != nil && len(info.Shape) == 0 && info.DType != String {
+			if kind := elemKinds[dtypeToONNX(info.DType)]; kind != nil {
+				v, err := kind.newScalar(nil)
+				if err != nil {
+					return nil, fmt.Errorf("output %s: %w", info.Name, err)
+				}
+				out[k] = v
+			}
+		}
+	}
+
+	var runOpts *ort.RunOptions
+	if ctx.Done() != nil {
+		ro, err := ort.NewRunOptions()
+		if err != nil {
+			return nil, newORTError(err)
+		}
+		defer ro.Destroy() // after stop (deferred below, so it runs first)
+		stop := terminateWhenDone(ctx, ro)
+		defer stop()
+		runOpts = ro
+	}
+	err := s.sess.RunWithOptions(in, out, runOpts)
+	if err != nil {
+		if strings.HasPrefix(err.Error(), "Error running network: ") {
+			return nil, newORTError(err)
+		}
+		// Converting ORT's outputs failed (an ORT-allocated rank-0 output
+		// the model did not declare as one, say).
+		return nil, fmt.Errorf("%w: reading the model's outputs: %v", ErrUnsupportedShape, err)
+	}
+	for k, i := range s.requested {
+		t, err := tensorFromValue(out[k])
+		if err != nil {
+			return nil, fmt.Errorf("output %d (%s): %w", i, s.outputs[i].Name, err)
+		}
+		results[i] = t
+	}
+	return results, nil
+}
+
+// terminateWhenDone sets ro's terminate flag when ctx is done. The returned
+// stop must be called before ro is destroyed; after it returns, Terminate
+// is not running and will not run.
+func terminateWhenDone(ctx context.Context, ro *ort.RunOptions) (stop func()) {
+	var mu sync.Mutex
+	finished := false
+	unregister := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !finished {
+			ro.Terminate()
+		}
+	})
+	return func() {
+		unregister()
+		mu.Lock()
+		finished = true
+		mu.Unlock()
+	}
+}
+
+func destroyValues(vs []ort.Value) {
+	for i, v := range vs {
+		if v != nil {
+			v.Destroy()
+			vs[i] = nil
+		}
+	}
+}
+
+// newInputValue wraps t as an ORT value.
+//
+// Numeric data is not copied: ORT reads t.Data in place (a Tensor is
+// immutable, and ORT never writes to inputs). ORT keeps that pointer in C
+// memory for the value's lifetime, which the cgo rules allow only for
+// pinned memory, so the caller's Pinner pins it until the value is
+// destroyed. Data that is not aligned to its element size (a slice of a
+// larger buffer) is copied into a fresh, aligned allocation first.
+//
+// The binding refuses rank-0 and zero-element tensors in NewCustomDataTensor,
+// so those (small by definition) take a copying path. STRING elements are
+// always copied: ORT stores strings as std::string.
+func newInputValue(t *Tensor, pins *runtime.Pinner) (ort.Value, error) {
+	if t == nil {
+		return nil, errors.New("missing tensor")
+	}
+	n := ShapeLen(t.Shape)
+	if n < 0 {
+		return nil, ErrDataLength
+	}
+	shape := ort.NewShape(t.Shape...)
+	if t.DType == String {
+		if len(t.Shape) == 0 {
+			return nil, fmt.Errorf("%w: ONNX Runtime binding cannot pass a rank-0 STRING tensor", ErrUnsupportedShape)
+		}
+		elems := t.Strings()
+		if int64(len(elems)) != n || (n > 0 && t.Data[len(t.Data)-1] != 0) {
+			return nil, ErrStringElements
+		}
+		strs := make([]string, len(elems))
+		for i, e := range elems {
+			strs[i] = string(e)
+		}
+		st, err := ort.NewStringTensor(shape)
+		if err != nil {
+			return nil, newORTError(err)
+		}
+		if err := st.SetContents(strs); err != nil {
+			st.Destroy()
+			return nil, newORTError(err)
+		}
+		return st, nil
+	}
+	kind := elemKinds[dtypeToONNX(t.DType)]
+	if kind == nil {
+		return nil, fmt.Errorf("%w: %s", ErrUnsupportedDType, t.DType)
+	}
+	if int64(len(t.Data)) != n*int64(kind.size) {
+		return nil, ErrDataLength
+	}
+	switch {
+	case len(t.Shape) == 0:
+		return kind.newScalar(t.Data)
+	case n == 0:
+		return kind.newEmpty(shape)
+	}
+	data := t.Data
+	if uintptr(unsafe.Pointer(&data[0]))%uintptr(kind.size) != 0 {
+		data = append([]byte(nil), data...) // Go aligns fresh allocations to their element size
+	}
+	pins.Pin(&data[0])
+	v, err := ort.NewCustomDataTensor(shape, data, ort.TensorElementDataType(kind.onnx))
+	if err != nil {
+		return nil, newORTError(err)
+	}
+	return v, nil
+}
+
+// tensorFromValue converts an ORT output value into a new Tensor.
+func tensorFromValue(v ort.Value) (*Tensor, error) {
+	if st, ok := v.(*ort.StringTensor); ok {
+		return stringTensorFromValue(st)
+	}
+	if kind := elemKinds[uint64(v.DataType())]; kind != nil {
+		if t, ok := kind.toTensor(v); ok {
+			return t, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: the model returned a tensor of type %s, which cannot be stored",
+		ErrUnsupportedDType, onnxTypeName(uint64(v.DataType())))
+}
+
+func stringTensorFromValue(st *ort.StringTensor) (*Tensor, error) {
+	shape := []int64(st.GetShape())
+	var elems []string
+	if len(shape) == 0 {
+		// GetContents sizes its result by the shape's FlattenedSize, which
+		// the binding defines as 0 for rank 0.
+		e, err := st.GetElement(0)
+		if err != nil {
+			return nil, newORTError(err)
+		}
+		elems = []string{e}
+	} else {
+		var err error
+		if elems, err = st.GetContents(); err != nil {
+			return nil, newORTError(err)
+		}
+	}
+	size := 0
+	for _, e := range elems {
+		if strings.IndexByte(e, 0) >= 0 {
+			return nil, fmt.Errorf("%w (in a STRING output)", ErrNullInString)
+		}
+		size += len(e) + 1
+	}
+	data := make([]byte, 0, size)
+	for _, e := range elems {
+		data = append(data, e...)
+		data = append(data, 0)
+	}
+	return &Tensor{DType: String, Shape: shape, Data: data}, nil
+}
+
+// elemKind holds what the numeric element types need, per ONNX type.
+type elemKind struct {
+	onnx  uint64
+	dtype DType
+	size  int
+	// newScalar makes a rank-0 value from one element's bytes (nil: zero).
+	newScalar func(b []byte) (ort.Value, error)
+	// newEmpty makes a zero-element value of the given shape.
+	newEmpty func(shape ort.Shape) (ort.Value, error)
+	// toTensor converts an output value of this type.
+	toTensor func(v ort.Value) (*Tensor, bool)
+}
+
+var elemKinds = map[uint64]*elemKind{
+	onnxFloat:  kindOf[float32](Float),
+	onnxDouble: kindOf[float64](Double),
+	onnxInt8:   kindOf[int8](Int8),
+	onnxInt16:  kindOf[int16](Int16),
+	onnxInt32:  kindOf[int32](Int32),
+	onnxInt64:  kindOf[int64](Int64),
+	onnxUint8:  kindOf[uint8](Uint8),
+	onnxUint16: kindOf[uint16](Uint16),
+	onnxBool:   kindOf[bool](Bool),
+	onnxUint32: kindOf[uint32](Uint32),
+	onnxUint64: kindOf[uint64](Uint64),
+}
+
+func kindOf[T ort.TensorData](dt DType) *elemKind {
+	var zero T
+	return &elemKind{
+		onnx:  dtypeToONNX(dt),
+		dtype: dt,
+		size:  int(unsafe.Sizeof(zero)),
+		newScalar: func(b []byte) (ort.Value, error) {
+			var v T
+			if b != nil {
+				copy(unsafe.Slice((*byte)(unsafe.Pointer(&v)), unsafe.Sizeof(v)), b)
+			}
+			return orNil(ort.NewScalar(v))
+		},
+		newEmpty: func(shape ort.Shape) (ort.Value, error) {
+			return orNil(ort.NewTensor[T](shape, nil))
+		},
+		toTensor: func(v ort.Value) (*Tensor, bool) {
+			switch x := v.(type) {
+			case *ort.Tensor[T]:
+				// The binding copied ORT's buffer into this Go slice; it
+				// outlives the ORT value, so it becomes Data as is.
+				return &Tensor{DType: dt, Shape: []int64(x.GetShape()), Data: sliceBytes(x.GetData())}, true
+			case *ort.Scalar[T]:
+				e := x.GetData()
+				data := append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(&e)), unsafe.Sizeof(e))...)
+				return &Tensor{DType: dt, Shape: []int64{}, Data: data}, true
+			}
+			return nil, false
+		},
+	}
+}
+
+// orNil turns a typed nil value with an error into a nil ort.Value.
+func orNil[V ort.Value](v V, err error) (ort.Value, error) {
+	if err != nil {
+		return nil, newORTError(err)
+	}
+	return v, nil
+}
+
+// sliceBytes views a slice of fixed-size elements as its bytes (the host
+// is little-endian, as the Tensor layout requires).
+func sliceBytes[T ort.TensorData](s []T) []byte {
+	if len(s) == 0 {
+		return []byte{}
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(s[0])))
+}

@@ -1,0 +1,553 @@
+#!/usr/bin/python3
+"""Generate the ONNX models (and reference results) the tests use.
+
+    /usr/bin/python3 redis_tests/models/gen_models.py redis_tests/models
+    /usr/bin/python3 redis_tests/models/gen_models.py --testdata modelstore/testdata
+
+The first form writes the models of the black-box tests (git-ignored); the
+second writes the small set the Go tests of package modelstore load (committed,
+each file well under 50 KB). Output is deterministic: weights come from fixed
+seeds or closed formulas, so rerunning the script rewrites identical files.
+
+Models use opset 13 and IR version 8 (ONNX Runtime 1.24 loads them; RedisAI's
+ORT 1.11 needed IR <= 8). Only onnx.helper and numpy are needed; cnn.onnx is
+exported with PyTorch when it is installed and skipped (with a note) when not.
+
+Redis-test models (OUTDIR):
+  linear.onnx           x FLOAT [N,4] -> y = x @ W + b, FLOAT [N,3]
+                        (W = 0.1*arange(12).reshape(4,3), b = [1,2,3]: the model
+                        behind REDISAI.md section 10, so x=[1,2,3,4] -> [7,9,11])
+  mlp.onnx              x FLOAT [N,784] -> 512 -> 512 -> 10 (Relu), output y
+  add_int.onnx          a, b INT32 [N] -> c = a + b, INT32 [N]
+  string_identity.onnx  s STRING [N] -> out STRING [N]
+  slow.onnx             x FLOAT [1,1] -> y FLOAT [1,1]; a Loop of 512x512 MatMuls
+                        that runs for several seconds on two cores
+  unknown_op.onnx       uses an operator no runtime has
+  external_data.onnx    linear with W stored as external data
+  no_nodes.onnx         a graph without nodes (its output is never produced)
+  bad_size.onnx         linear with a W whose raw_data is 40 bytes, not 48
+  deep.onnx             100k nested length-delimited fields (protobuf bomb)
+  html.onnx             an HTML error page
+  truncated.onnx        the first half of linear.onnx
+  cnn.onnx              (with PyTorch) x FLOAT [N,1,28,28] -> y FLOAT [N,10]
+  <name>_ref.npz        reference inputs/outputs for linear, mlp (and cnn),
+                        arrays named after the model's inputs and outputs
+  reference.json        the same, as {model: {"inputs": {name: {"dtype",
+                        "shape", "data"}}, "outputs": {...}}}
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 13
+IR_VERSION = 8
+
+# Iterations of slow.onnx's loop. Each is one 512x512x512 MatMul (~0.27
+# GFLOP); 1200 of them take about 4-5 s on two cores with ONNX Runtime 1.24.
+SLOW_ITERATIONS = 1200
+SLOW_SIZE = 512
+
+DEEP_LEVELS = 100_000
+
+
+def make_model(graph, ir_version=IR_VERSION, opset=OPSET):
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", opset)],
+        producer_name="enclaveai-gen_models",
+    )
+    model.ir_version = ir_version
+    return model
+
+
+def save(model, outdir, name, check=True):
+    if check:
+        onnx.checker.check_model(model)
+    write_bytes(outdir, name, model.SerializeToString())
+
+
+def write_bytes(outdir, name, data):
+    path = os.path.join(outdir, name)
+    with open(path + ".tmp", "wb") as f:
+        f.write(data)
+    os.replace(path + ".tmp", path)
+
+
+# --- reference results -------------------------------------------------------
+
+
+def ref_entry(arrays_in, arrays_out):
+    def enc(a):
+        return {
+            "dtype": {np.dtype("float32"): "FLOAT", np.dtype("int32"): "INT32"}[a.dtype],
+            "shape": list(a.shape),
+            # float32 -> Python float is exact, and JSON keeps 17 digits.
+            "data": [float(v) if a.dtype.kind == "f" else int(v) for v in a.ravel()],
+        }
+
+    return {
+        "inputs": {k: enc(v) for k, v in arrays_in.items()},
+        "outputs": {k: enc(v) for k, v in arrays_out.items()},
+    }
+
+
+def save_refs(outdir, refs):
+    for name, (ins, outs) in refs.items():
+        path = os.path.join(outdir, name + "_ref.npz")
+        # np.savez stores a zip with timestamps; write via a fixed-order dict
+        # to a temp name. (Content, not the zip's date, is what tests compare.)
+        np.savez(path + ".tmp.npz", **ins, **outs)
+        os.replace(path + ".tmp.npz", path)
+    doc = {name: ref_entry(ins, outs) for name, (ins, outs) in refs.items()}
+    write_bytes(outdir, "reference.json", (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
+
+
+# --- the models --------------------------------------------------------------
+
+
+def linear_weights():
+    w = (0.1 * np.arange(12, dtype=np.float64)).reshape(4, 3).astype(np.float32)
+    b = np.array([1, 2, 3], dtype=np.float32)
+    return w, b
+
+
+def linear_model(w_tensor=None):
+    w, b = linear_weights()
+    if w_tensor is None:
+        w_tensor = numpy_helper.from_array(w, "W")
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "W"], ["xw"], name="matmul"),
+            helper.make_node("Add", ["xw", "b"], ["y"], name="add"),
+        ],
+        "linear",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])],
+        initializer=[w_tensor, numpy_helper.from_array(b, "b")],
+    )
+    return make_model(graph)
+
+
+def linear_reference():
+    w, b = linear_weights()
+    x = np.array([[1, 2, 3, 4], [5, 6, 7, 8], [1, 1, 1, 1]], dtype=np.float32)
+    y = (x @ w + b).astype(np.float32)
+    return {"x": x}, {"y": y}
+
+
+def mlp_weights():
+    rng = np.random.default_rng(20240601)
+    sizes = [784, 512, 512, 10]
+    params = []
+    for i in range(3):
+        fan_in, fan_out = sizes[i], sizes[i + 1]
+        w = (rng.standard_normal((fan_in, fan_out)) * np.sqrt(2.0 / fan_in)).astype(np.float32)
+        b = (rng.standard_normal(fan_out) * 0.01).astype(np.float32)
+        params.append((w, b))
+    return params
+
+
+def mlp_model():
+    params = mlp_weights()
+    nodes, inits = [], []
+    cur = "x"
+    for i, (w, b) in enumerate(params):
+        inits += [numpy_helper.from_array(w, f"W{i}"), numpy_helper.from_array(b, f"b{i}")]
+        nodes.append(helper.make_node("MatMul", [cur, f"W{i}"], [f"mm{i}"]))
+        if i == 2:
+            nodes.append(helper.make_node("Add", [f"mm{i}", f"b{i}"], ["y"]))
+        else:
+            nodes.append(helper.make_node("Add", [f"mm{i}", f"b{i}"], [f"pre{i}"]))
+            nodes.append(helper.make_node("Relu", [f"pre{i}"], [f"h{i}"]))
+            cur = f"h{i}"
+    graph = helper.make_graph(
+        nodes,
+        "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 784])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])],
+        initializer=inits,
+    )
+    return make_model(graph)
+
+
+def mlp_reference():
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((3, 784)).astype(np.float32)
+    h = x
+    for i, (w, b) in enumerate(mlp_weights()):
+        h = (h @ w + b).astype(np.float32)
+        if i < 2:
+            h = np.maximum(h, 0)
+    return {"x": x}, {"y": h.astype(np.float32)}
+
+
+def add_int_model():
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["c"])],
+        "add_int",
+        [
+            helper.make_tensor_value_info("a", TensorProto.INT32, ["N"]),
+            helper.make_tensor_value_info("b", TensorProto.INT32, ["N"]),
+        ],
+        [helper.make_tensor_value_info("c", TensorProto.INT32, ["N"])],
+    )
+    return make_model(graph)
+
+
+def string_identity_model():
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["s"], ["out"])],
+        "string_identity",
+        [helper.make_tensor_value_info("s", TensorProto.STRING, ["N"])],
+        [helper.make_tensor_value_info("out", TensorProto.STRING, ["N"])],
+    )
+    return make_model(graph)
+
+
+def slow_model(iterations=SLOW_ITERATIONS, size=SLOW_SIZE):
+    """A Loop whose body multiplies a size x size state by a constant matrix.
+
+    W is built at run time (ConstantOfShape), so the file stays tiny. The
+    state is squashed with Tanh so values stay finite; y = sum of the state.
+    """
+    body = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["s_in", "W"], ["prod"]),
+            helper.make_node("Tanh", ["prod"], ["s_out"]),
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+        ],
+        "slow_body",
+        [
+            helper.make_tensor_value_info("iter", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("s_in", TensorProto.FLOAT, [size, size]),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("s_out", TensorProto.FLOAT, [size, size]),
+        ],
+    )
+    nodes = [
+        helper.make_node(
+            "ConstantOfShape",
+            ["wshape"],
+            ["W"],
+            value=helper.make_tensor("v", TensorProto.FLOAT, [1], [1.0 / size]),
+        ),
+        helper.make_node("Expand", ["x", "wshape"], ["s0"]),
+        helper.make_node("Loop", ["trips", "cond", "s0"], ["s_final"], body=body),
+        helper.make_node("ReduceSum", ["s_final"], ["y"], keepdims=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "slow",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1])],
+        initializer=[
+            numpy_helper.from_array(np.array([size, size], dtype=np.int64), "wshape"),
+            numpy_helper.from_array(np.array(iterations, dtype=np.int64), "trips"),
+            numpy_helper.from_array(np.array(True), "cond"),
+        ],
+    )
+    return make_model(graph)
+
+
+def unknown_op_model():
+    graph = helper.make_graph(
+        [helper.make_node("NoSuchOperator", ["x"], ["y"])],
+        "unknown_op",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
+    )
+    return make_model(graph)
+
+
+def external_data_model():
+    w, _ = linear_weights()
+    t = TensorProto(name="W", data_type=TensorProto.FLOAT, dims=[4, 3])
+    t.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", "weights.bin"), ("offset", "0"), ("length", str(w.nbytes))):
+        e = t.external_data.add()
+        e.key, e.value = k, v
+    return linear_model(t)
+
+
+def no_nodes_model():
+    graph = helper.make_graph(
+        [],
+        "no_nodes",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])],
+    )
+    return make_model(graph)
+
+
+def bad_size_model():
+    w, _ = linear_weights()
+    t = numpy_helper.from_array(w, "W")
+    t.raw_data = t.raw_data[:40]  # dims say 4x3 floats = 48 bytes
+    return linear_model(t)
+
+
+def varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def deep_bytes(levels=DEEP_LEVELS):
+    """ModelProto.graph -> GraphProto.node -> NodeProto.attribute ->
+    AttributeProto.g -> GraphProto.node -> ... nested `levels` deep.
+    Built inside out; every level is a valid length-delimited field."""
+    tags = [
+        (1 << 3) | 2,  # GraphProto.node
+        (5 << 3) | 2,  # NodeProto.attribute
+        (6 << 3) | 2,  # AttributeProto.g
+    ]
+    inner = b""
+    for i in range(levels - 1, 0, -1):
+        inner = bytes([tags[(i - 1) % 3]]) + varint(len(inner)) + inner
+    graph = bytes([(7 << 3) | 2]) + varint(len(inner)) + inner
+    head = bytes([(1 << 3) | 0]) + varint(IR_VERSION)  # ir_version
+    return head + graph
+
+
+HTML = b"""<!DOCTYPE html>
+<html lang="en">
+<head><meta charset="utf-8"><title>404 Not Found</title></head>
+<body>
+<h1>Not Found</h1>
+<p>The requested URL /models/linear.onnx was not found on this server.</p>
+<hr><address>nginx</address>
+</body>
+</html>
+"""
+
+
+def cnn_model_and_reference():
+    """A small CNN exported with PyTorch, or None when torch is missing."""
+    try:
+        import torch
+        from torch import nn
+    except ImportError:
+        return None
+    import io
+
+    torch.manual_seed(0)
+
+    class CNN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(1, 8, 3, padding=1)
+            self.conv2 = nn.Conv2d(8, 16, 3, padding=1)
+            self.pool = nn.MaxPool2d(2)
+            self.fc = nn.Linear(16 * 7 * 7, 10)
+
+        def forward(self, x):
+            x = self.pool(torch.relu(self.conv1(x)))
+            x = self.pool(torch.relu(self.conv2(x)))
+            return self.fc(torch.flatten(x, 1))
+
+    net = CNN().eval()
+    x = np.random.default_rng(11).standard_normal((2, 1, 28, 28)).astype(np.float32)
+    buf = io.BytesIO()
+    with torch.no_grad():
+        y = net(torch.from_numpy(x)).numpy().astype(np.float32)
+        torch.onnx.export(
+            net,
+            torch.from_numpy(x),
+            buf,
+            input_names=["x"],
+            output_names=["y"],
+            dynamic_axes={"x": {0: "N"}, "y": {0: "N"}},
+            opset_version=OPSET,
+        )
+    model = onnx.load_from_string(buf.getvalue())
+    model.producer_name = "enclaveai-gen_models (pytorch %s)" % torch.__version__
+    return model, ({"x": x}, {"y": y})
+
+
+# --- the two output sets -----------------------------------------------------
+
+
+def write_redis_models(outdir):
+    save(linear_model(), outdir, "linear.onnx")
+    save(mlp_model(), outdir, "mlp.onnx")
+    save(add_int_model(), outdir, "add_int.onnx")
+    save(string_identity_model(), outdir, "string_identity.onnx")
+    save(slow_model(), outdir, "slow.onnx")
+    save(unknown_op_model(), outdir, "unknown_op.onnx", check=False)
+    save(external_data_model(), outdir, "external_data.onnx", check=False)
+    save(no_nodes_model(), outdir, "no_nodes.onnx", check=False)
+    save(bad_size_model(), outdir, "bad_size.onnx", check=False)
+    write_bytes(outdir, "deep.onnx", deep_bytes())
+    write_bytes(outdir, "html.onnx", HTML)
+    lin = linear_model().SerializeToString()
+    write_bytes(outdir, "truncated.onnx", lin[: len(lin) // 2])
+
+    refs = {"linear": linear_reference(), "mlp": mlp_reference()}
+    cnn = cnn_model_and_reference()
+    if cnn is None:
+        print("gen_models: PyTorch is not installed; cnn.onnx not written", file=sys.stderr)
+    else:
+        save(cnn[0], outdir, "cnn.onnx")
+        refs["cnn"] = cnn[1]
+    save_refs(outdir, refs)
+
+
+# Extra models only the Go tests use.
+
+
+def identity_all_model():
+    """One Identity per element type RedisAI knows (plus UINT32/UINT64).
+    The inputs and outputs declare no shape (any rank), which the checker of
+    onnx 1.12 refuses but ONNX and ORT allow."""
+    types = [
+        ("f32", TensorProto.FLOAT),
+        ("f64", TensorProto.DOUBLE),
+        ("i8", TensorProto.INT8),
+        ("i16", TensorProto.INT16),
+        ("i32", TensorProto.INT32),
+        ("i64", TensorProto.INT64),
+        ("u8", TensorProto.UINT8),
+        ("u16", TensorProto.UINT16),
+        ("b", TensorProto.BOOL),
+        ("s", TensorProto.STRING),
+        ("u32", TensorProto.UINT32),
+        ("u64", TensorProto.UINT64),
+    ]
+    graph = helper.make_graph(
+        [helper.make_node("Identity", [n + "_in"], [n + "_out"]) for n, _ in types],
+        "identity_all",
+        [helper.make_tensor_value_info(n + "_in", t, None) for n, t in types],
+        [helper.make_tensor_value_info(n + "_out", t, None) for n, t in types],
+    )
+    return make_model(graph)
+
+
+def mixed_outputs_model():
+    """Outputs: a tensor, a sequence (not a tensor), a scalar (rank 0) and a
+    second tensor."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("Relu", ["x"], ["r"]),
+            helper.make_node("SequenceConstruct", ["x", "x"], ["seq"]),
+            helper.make_node("ReduceSum", ["x"], ["total"], keepdims=0),
+            helper.make_node("Neg", ["x"], ["neg"]),
+        ],
+        "mixed_outputs",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2])],
+        [
+            helper.make_tensor_value_info("r", TensorProto.FLOAT, ["N", 2]),
+            helper.make_tensor_sequence_value_info("seq", TensorProto.FLOAT, ["N", 2]),
+            helper.make_tensor_value_info("total", TensorProto.FLOAT, []),
+            helper.make_tensor_value_info("neg", TensorProto.FLOAT, ["N", 2]),
+        ],
+    )
+    return make_model(graph)
+
+
+def half_output_model():
+    """x FLOAT [N] -> h FLOAT16 [N]: an output type a Tensor cannot hold."""
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["x"], ["h"], to=TensorProto.FLOAT16)],
+        "half_output",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N"])],
+        [helper.make_tensor_value_info("h", TensorProto.FLOAT16, ["N"])],
+    )
+    return make_model(graph)
+
+
+def scalar_io_model():
+    """x FLOAT [] (rank 0) -> y = x + x, FLOAT []; s STRING [1] -> t =
+    Squeeze(s), STRING []."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("Add", ["x", "x"], ["y"]),
+            helper.make_node("Squeeze", ["s", "axes"], ["t"]),
+        ],
+        "scalar_io",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, []),
+            helper.make_tensor_value_info("s", TensorProto.STRING, [1]),
+        ],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, []),
+            helper.make_tensor_value_info("t", TensorProto.STRING, []),
+        ],
+        initializer=[numpy_helper.from_array(np.array([0], dtype=np.int64), "axes")],
+    )
+    return make_model(graph)
+
+
+def init_as_input_model():
+    """IR 3 style: the initializers W and b are also listed as graph inputs,
+    after x. ORT reports only x as an input."""
+    m = linear_model()
+    m.graph.input.extend(
+        [
+            helper.make_tensor_value_info("W", TensorProto.FLOAT, [4, 3]),
+            helper.make_tensor_value_info("b", TensorProto.FLOAT, [3]),
+        ]
+    )
+    m.ir_version = 3
+    m.opset_import[0].version = 9
+    return m
+
+
+def no_inputs_model():
+    graph = helper.make_graph(
+        [helper.make_node("Constant", [], ["y"], value=helper.make_tensor("c", TensorProto.FLOAT, [2], [1.5, 2.5]))],
+        "no_inputs",
+        [],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    return make_model(graph)
+
+
+def write_testdata(outdir):
+    save(linear_model(), outdir, "linear.onnx")
+    save(add_int_model(), outdir, "add_int.onnx")
+    save(string_identity_model(), outdir, "string_identity.onnx")
+    save(slow_model(), outdir, "slow.onnx")
+    save(unknown_op_model(), outdir, "unknown_op.onnx", check=False)
+    save(external_data_model(), outdir, "external_data.onnx", check=False)
+    save(no_nodes_model(), outdir, "no_nodes.onnx", check=False)
+    save(bad_size_model(), outdir, "bad_size.onnx", check=False)
+    save(identity_all_model(), outdir, "identity_all.onnx", check=False)
+    save(mixed_outputs_model(), outdir, "mixed_outputs.onnx")
+    save(half_output_model(), outdir, "half_output.onnx")
+    save(scalar_io_model(), outdir, "scalar_io.onnx")
+    save(init_as_input_model(), outdir, "init_as_input.onnx")
+    save(no_inputs_model(), outdir, "no_inputs.onnx")
+    ins, outs = linear_reference()
+    doc = {"linear": ref_entry(ins, outs)}
+    write_bytes(outdir, "reference.json", (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("outdir")
+    p.add_argument("--testdata", action="store_true", help="write the Go test models of package modelstore")
+    args = p.parse_args()
+    os.makedirs(args.outdir, exist_ok=True)
+    if args.testdata:
+        write_testdata(args.outdir)
+    else:
+        write_redis_models(args.outdir)
+
+
+if __name__ == "__main__":
+    main()
