@@ -53,7 +53,7 @@ func parseShutdown(a Args) (Runner, error) {
 		if x.Shutdown == nil {
 			return Reply("ERR shutdown is not available")
 		}
-		if err := x.Shutdown(save == 1); err != nil {
+		if err := x.Shutdown(save == 1 || (save == -1 && x.SaveRulesConfigured())); err != nil {
 			return errorf("ERR Errors trying to SHUTDOWN. Check logs.")
 		}
 		x.C.closeAfter = true
@@ -88,8 +88,11 @@ func parseConfig(a Args) (Runner, error) {
 			return nil
 		}), nil
 	case "SET":
-		if a.Remaining() < 2 || a.Remaining()%2 != 0 {
+		if a.Remaining() < 2 {
 			return nil, errorf("ERR wrong number of arguments for 'config|set' command")
+		}
+		if a.Remaining()%2 != 0 {
+			return nil, errSyntax // as Redis: pairs only
 		}
 		rest := keyStrings(a.Rest())
 		return RunFunc(func(x *Ctx) error {

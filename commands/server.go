@@ -34,6 +34,9 @@ type Server struct {
 
 	runners atomic.Pointer[modelstore.Runner] // THREADS_PER_QUEUE limiter
 
+	// Snapshot is the sealed snapshot's state; the front end sets SealKey.
+	Snapshot Snapshotter
+
 	tx sync.RWMutex // transaction lock (package doc)
 
 	clientsMu sync.Mutex
@@ -71,6 +74,7 @@ func NewServer(opts *config.Options, log *slog.Logger) *Server {
 		return max(1, limit-s.Models.Bytes())
 	})
 	s.clock.Store(time.Now().UnixMilli())
+	s.Snapshot.lastStatus.Store(true)
 	return s
 }
 
@@ -98,6 +102,9 @@ func (s *Server) Tick() {
 	if expired := s.Keys.SweepExpired(); len(expired) > 0 {
 		s.stats.ExpiredKeys.Add(int64(len(expired)))
 		s.Release(expired)
+	}
+	if !s.loading.Load() && !s.Snapshot.inProgress.Load() && s.saveRulesDue(now.Unix()) {
+		s.BackgroundSave()
 	}
 	if t := s.Opts.Timeout.Load(); t > 0 {
 		limit := now.UnixMilli() - t*1000
@@ -230,6 +237,7 @@ func (x *Ctx) Update(f func() error) error {
 // Limits the front end applies while reading a command, before allocating.
 type Limits struct {
 	MaxArgs, MaxBulk, MaxQuery int64
+	Unauth                     bool // the client has not authenticated
 }
 
 // Redis's limits for clients that have not authenticated (CVE-2021-32675).
@@ -241,7 +249,7 @@ const (
 // PreLimits bound a command before its name is read.
 func (s *Server) PreLimits(c *Client) Limits {
 	if !c.authed {
-		return Limits{MaxArgs: unauthMaxArgs, MaxBulk: unauthMaxBulk, MaxQuery: unauthMaxArgs * unauthMaxBulk}
+		return Limits{MaxArgs: unauthMaxArgs, MaxBulk: unauthMaxBulk, MaxQuery: unauthMaxArgs * unauthMaxBulk, Unauth: true}
 	}
 	return Limits{MaxArgs: 1 << 30, MaxBulk: s.Opts.ProtoMaxBulkLen.Load(), MaxQuery: s.Opts.ClientQueryBufferLimit.Load()}
 }
@@ -274,15 +282,16 @@ func (s *Server) Dispatch(c *Client, argv [][]byte, owned func(int) bool) {
 	c.lastCmd.Store(spec)
 	a := NewArgs(argv, owned)
 	if c.inMulti && !spec.Has(txControl) {
+		// As in Redis, only an unknown command or a wrong arity (checked
+		// above) aborts the transaction; any other error is queued and
+		// becomes that command's reply inside EXEC's array.
 		a = a.Detach()
 		r, err := spec.Parse(a)
-		if err != nil {
-			c.multiDirty = true
-			s.replyError(c.W, err)
-			return
+		if err == nil && spec.Has(NoMulti) {
+			err = errInMulti
 		}
-		if spec.Has(NoMulti) {
-			err, r = errInMulti, nil
+		if err != nil {
+			r = nil
 		}
 		c.multi = append(c.multi, queued{spec, r, err})
 		c.W.Simple("QUEUED")

@@ -40,6 +40,11 @@ type Options struct {
 	MaxModelSize           atomic.Int64
 	ModelDir               string
 	SealKeyFile            string
+	// Save holds the `save <seconds> <changes> ...` snapshot rules, "" for none.
+	Save atomic.Pointer[string]
+	// LoadBadSnapshot, when true, starts with an empty keyspace if the
+	// snapshot cannot be loaded (the bad file is moved aside, never overwritten).
+	LoadBadSnapshot bool
 	// LoadModels are the `loadmodel` lines: each the arguments after the directive.
 	LoadModels [][]string
 
@@ -51,8 +56,9 @@ type Options struct {
 func Default() *Options {
 	o := &Options{Bind: "127.0.0.1", Dir: ".", DBFilename: "dump.aidb", SealKeyFile: "seal.key"}
 	o.Port.Store(6379)
-	empty, info := "", "notice"
+	empty, info, save := "", "notice", "3600 1 300 100 60 10000"
 	o.Requirepass.Store(&empty)
+	o.Save.Store(&save)
 	o.LogLevel.Store(&info)
 	o.MaxClients.Store(10000)
 	o.ProtoMaxBulkLen.Store(512 << 20)
@@ -68,6 +74,7 @@ type directive struct {
 	get     func(o *Options) string
 	set     func(o *Options, args []string) error
 	multi   bool // may repeat, takes all the line's arguments (loadmodel)
+	joined  bool // takes all the line's arguments joined by spaces (save)
 }
 
 func str(p func(o *Options) *string) (func(*Options) string, func(*Options, []string) error) {
@@ -146,6 +153,26 @@ var directives = func() map[string]*directive {
 	add("model-dir", false, g, s)
 	g, s = str(func(o *Options) *string { return &o.SealKeyFile })
 	add("seal-key-file", false, g, s)
+	g, s = atomicStr(func(o *Options) *atomic.Pointer[string] { return &o.Save })
+	add("save", true, g, func(o *Options, a []string) error {
+		if _, err := ParseSaveRules(a[0]); err != nil {
+			return err
+		}
+		return s(o, a)
+	})
+	ds[len(ds)-1].joined = true
+	add("appendonly", false, func(*Options) string { return "no" }, func(_ *Options, a []string) error {
+		if strings.ToLower(a[0]) != "no" {
+			return errors.New("the append-only file is not supported: snapshots only")
+		}
+		return nil
+	})
+	add("load-bad-snapshot", false, func(o *Options) string { return yesNo(o.LoadBadSnapshot) },
+		func(o *Options, a []string) error {
+			v, err := parseYesNo(a[0])
+			o.LoadBadSnapshot = v
+			return err
+		})
 	ds = append(ds, &directive{name: "loadmodel", multi: true,
 		get: func(o *Options) string {
 			lines := make([]string, len(o.LoadModels))
@@ -212,6 +239,9 @@ func (o *Options) apply(name string, args []string) error {
 	d, ok := directives[strings.ToLower(name)]
 	if !ok {
 		return fmt.Errorf("unknown directive %q", name)
+	}
+	if d.joined && len(args) > 0 {
+		args = []string{strings.Join(args, " ")}
 	}
 	if !d.multi && len(args) != 1 {
 		return fmt.Errorf("directive %q takes one argument", name)
@@ -285,6 +315,44 @@ func (o *Options) Validate() error {
 		return errors.New("dbfilename must be a plain file name")
 	}
 	return nil
+}
+
+// SaveRule is one `save <seconds> <changes>` pair.
+type SaveRule struct{ Seconds, Changes int64 }
+
+// ParseSaveRules parses "3600 1 300 100"; "" means no automatic snapshots.
+func ParseSaveRules(s string) ([]SaveRule, error) {
+	f := strings.Fields(s)
+	if len(f)%2 != 0 {
+		return nil, errors.New("save needs pairs of <seconds> <changes>")
+	}
+	rules := make([]SaveRule, 0, len(f)/2)
+	for i := 0; i < len(f); i += 2 {
+		sec, err1 := strconv.ParseInt(f[i], 10, 64)
+		ch, err2 := strconv.ParseInt(f[i+1], 10, 64)
+		if err1 != nil || err2 != nil || sec < 1 || ch < 1 {
+			return nil, fmt.Errorf("invalid save rule %q %q", f[i], f[i+1])
+		}
+		rules = append(rules, SaveRule{sec, ch})
+	}
+	return rules, nil
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func parseYesNo(s string) (bool, error) {
+	switch strings.ToLower(s) {
+	case "yes":
+		return true, nil
+	case "no":
+		return false, nil
+	}
+	return false, errors.New("argument must be 'yes' or 'no'")
 }
 
 // ParseMemory parses a size with Redis units: 1k=1000, 1kb=1024, m/mb, g/gb.

@@ -18,6 +18,9 @@ type Limits struct {
 	MaxArgs  int64 // multibulk length
 	MaxBulk  int64 // one argument (proto-max-bulk-len)
 	MaxQuery int64 // all arguments of one command (client-query-buffer-limit)
+	// Unauth marks the limits of a client that has not authenticated:
+	// refusals then say so, in Redis's words.
+	Unauth bool
 	// Sink, when set, gives the destination of argument i of n bytes: the
 	// reader fills it directly from the socket (no intermediate copy). It
 	// returns nil to let the reader allocate as usual. An error refuses the
@@ -41,10 +44,11 @@ func (e *RefusedError) Unwrap() error { return e.Err }
 
 const (
 	inlineMax = 64 << 10 // longest inline command or header line
-	// smallArg: arguments up to this size are copied into a per-connection
-	// arena reused by every command; larger ones get their own allocation
-	// of exactly their size, which a handler may keep without copying.
-	smallArg = 64 << 10
+	// smallArg: arguments below this size are copied into a per-connection
+	// arena reused by every command; larger ones are read straight into an
+	// allocation of exactly their size, which a handler (a tensor blob) may
+	// keep without copying it again.
+	smallArg = 512
 )
 
 // Command is one parsed request. Args alias reader memory that is reused by
@@ -158,7 +162,7 @@ func (r *Reader) readMultibulk(lim Limits, classify func([]byte) Limits) error {
 		return nil
 	}
 	if n > lim.MaxArgs {
-		return &ProtocolError{"invalid multibulk length"}
+		return lim.refused("multibulk length")
 	}
 	var total int64
 	var refused error
@@ -175,8 +179,11 @@ func (r *Reader) readMultibulk(lim Limits, classify func([]byte) Limits) error {
 			return &ProtocolError{"expected '$', got '" + string(got) + "'"}
 		}
 		size, ok := parseLen(line[1:])
-		if !ok || size < 0 || size > lim.MaxBulk {
+		if !ok || size < 0 {
 			return &ProtocolError{"invalid bulk length"}
+		}
+		if size > lim.MaxBulk {
+			return lim.refused("bulk length")
 		}
 		total += size
 		if total > lim.MaxQuery {
@@ -219,7 +226,7 @@ func (r *Reader) readMultibulk(lim Limits, classify func([]byte) Limits) error {
 		if i == 0 && classify != nil {
 			lim = classify(r.cmd.Args[0])
 			if n > lim.MaxArgs {
-				return &ProtocolError{"invalid multibulk length"}
+				return lim.refused("multibulk length")
 			}
 		}
 	}
@@ -227,6 +234,14 @@ func (r *Reader) readMultibulk(lim Limits, classify func([]byte) Limits) error {
 		return &RefusedError{refused}
 	}
 	return nil
+}
+
+// refused is the protocol error for a length over a limit.
+func (l *Limits) refused(what string) error {
+	if l.Unauth {
+		return &ProtocolError{"unauthenticated " + what}
+	}
+	return &ProtocolError{"invalid " + what}
 }
 
 var crlf = []byte("\r\n")

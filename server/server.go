@@ -182,7 +182,7 @@ func (s *Server) handle(conn net.Conn) {
 }
 
 func toLimits(l commands.Limits) Limits {
-	return Limits{MaxArgs: l.MaxArgs, MaxBulk: l.MaxBulk, MaxQuery: l.MaxQuery}
+	return Limits{MaxArgs: l.MaxArgs, MaxBulk: l.MaxBulk, MaxQuery: l.MaxQuery, Unauth: l.Unauth}
 }
 
 // Start loads ONNX Runtime and the startup models, binds the configured
@@ -196,28 +196,47 @@ func (s *Server) Start() error {
 		return fmt.Errorf("loading ONNX Runtime from %s: %w", lib, err)
 	}
 	s.log.Info("ONNX Runtime loaded", "library", lib, "version", modelstore.RuntimeVersion())
-	if err := s.Cmds.LoadStartupModels(); err != nil {
-		return err
-	}
 	if err := s.Listen(); err != nil {
 		return err
 	}
 	s.Cmds.Shutdown = func(save bool) error {
+		if save {
+			if err := s.Cmds.Save(); err != nil {
+				return err
+			}
+		}
 		// The calling connection is one of those Stop waits for: stop from
 		// another goroutine once its reply is out.
 		go s.Stop()
 		return nil
 	}
+	// Clients may connect at once; until the snapshot is loaded they are
+	// answered -LOADING.
+	s.Cmds.SetLoading(true)
 	go func() {
 		if err := s.Serve(); err != nil {
 			s.log.Error("accept loop ended", "err", err)
 		}
 	}()
+	if err := s.Cmds.LoadSnapshot(); err != nil {
+		s.Stop()
+		return err
+	}
+	if err := s.Cmds.LoadStartupModels(); err != nil {
+		s.Stop()
+		return err
+	}
+	s.Cmds.SetLoading(false)
 	return nil
 }
 
-// Shutdown stops the server.
+// Shutdown stops the server, saving first when asked: SIGTERM saves when
+// `save` rules are configured, as Redis does.
 func (s *Server) Shutdown(save bool) error {
+	var err error
+	if save {
+		err = s.Cmds.Save()
+	}
 	s.Stop()
-	return nil
+	return err
 }

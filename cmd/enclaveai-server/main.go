@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/enclaveai/enclaveai/config"
@@ -28,8 +29,16 @@ func main() {
 		os.Exit(1)
 	}
 	slog.SetDefault(log)
+	// ENCLAVEAI_CPUPROFILE=file writes a CPU profile until shutdown (make bench).
+	if path := os.Getenv("ENCLAVEAI_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err == nil && pprof.StartCPUProfile(f) == nil {
+			defer pprof.StopCPUProfile()
+		}
+	}
 	if err := run(opts, log); err != nil {
 		log.Error("fatal", "err", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
@@ -45,7 +54,7 @@ func run(opts *config.Options, log *slog.Logger) error {
 	select {
 	case s := <-sig:
 		log.Info("received signal, shutting down", "signal", s.String())
-		return srv.Shutdown(false)
+		return srv.Shutdown(srv.Cmds.SaveRulesConfigured())
 	case <-srv.Done():
 		return nil
 	}

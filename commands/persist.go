@@ -1,0 +1,304 @@
+package commands
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/enclaveai/enclaveai/config"
+	"github.com/enclaveai/enclaveai/modelstore"
+	"github.com/enclaveai/enclaveai/persistence"
+)
+
+// SAVE, BGSAVE, LASTSAVE; `save` rules run from Tick; SHUTDOWN saves
+// through Snapshotter.Save. The snapshot is the sealed file of package
+// persistence at <dir>/<dbfilename>.
+func init() {
+	p := func(s *Spec) *Spec { s.Group = "server"; return s }
+	register(
+		p(&Spec{Name: "save", Arity: 1, Flags: Admin | NoTxLock,
+			Summary: "Writes the sealed snapshot synchronously.", Parse: parseSave}),
+		p(&Spec{Name: "bgsave", Arity: -1, Flags: Admin | NoTxLock,
+			Summary: "Writes the sealed snapshot in the background.", Syntax: "[SCHEDULE]", Parse: parseBgsave}),
+		p(&Spec{Name: "lastsave", Arity: 1, Flags: Fast | LoadingOK,
+			Summary: "Returns the unix time of the last successful snapshot.", Parse: parseLastsave}),
+	)
+	RegisterInfoSection(InfoSection{Name: "Persistence", Fields: persistenceInfo})
+}
+
+// Snapshotter writes and loads the sealed snapshot. A save copies the
+// key→value map under the keyspace lock (values are immutable, so no bytes
+// are copied) and streams it to disk with no lock held: the snapshot is
+// consistent as of that instant while the server keeps serving.
+type Snapshotter struct {
+	SealKey []byte // 32 bytes from the enclave layer
+
+	mu         sync.Mutex // one save at a time
+	inProgress atomic.Bool
+	lastSave   atomic.Int64 // unix seconds of the last success
+	lastStatus atomic.Bool  // true = ok
+	lastSecs   atomic.Int64 // duration of the last save
+	saves      atomic.Int64
+}
+
+// ErrSaveInProgress is returned when a save is already running.
+var ErrSaveInProgress = Reply("ERR Background save already in progress")
+
+// Path is the snapshot's file path.
+func (s *Server) snapshotPath() string { return filepath.Join(s.Opts.Dir, s.Opts.DBFilename) }
+
+// snapshotSource adapts keyspace items to persistence.Source.
+type snapshotSource []modelstore.Item
+
+func (src snapshotSource) Tensors(yield func(persistence.TensorRecord) error) error {
+	for _, it := range src {
+		if t, ok := it.Value.(*modelstore.Tensor); ok {
+			if err := yield(persistence.TensorRecord{Key: it.Key, ExpireAtUnixMs: it.ExpireAt,
+				DType: uint8(t.DType), Shape: t.Shape, Data: t.Data}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (src snapshotSource) Models(yield func(persistence.ModelRecord, []byte) error) error {
+	for _, it := range src {
+		m, ok := it.Value.(*modelstore.Model)
+		if !ok || m.NoPersist {
+			continue
+		}
+		rec := persistence.ModelRecord{Key: it.Key, ExpireAtUnixMs: it.ExpireAt, Backend: m.Backend,
+			Device: m.Device, Tag: m.Tag, BatchSize: uint32(m.BatchSize), MinBatchSize: uint32(m.MinBatchSize),
+			MinBatchTimeoutMs: uint64(m.MinBatchTimeout), Optimize: m.Blob.Opts.Optimize, ID: m.ID,
+			CreatedUnixMs: m.Created.UnixMilli()}
+		if err := yield(rec, m.Blob.Data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Save writes the snapshot now. The blobs it streams stay referenced by
+// the items until it returns, so a model deleted meanwhile is still saved
+// as it was at the snapshot instant.
+func (s *Server) Save() error {
+	sn := &s.Snapshot
+	if len(sn.SealKey) == 0 {
+		return errors.New("no seal key: snapshots are disabled")
+	}
+	if !sn.inProgress.CompareAndSwap(false, true) {
+		return ErrSaveInProgress
+	}
+	defer sn.inProgress.Store(false)
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	start := time.Now()
+	dirty := s.Keys.Dirty()
+	items := s.retainItems()
+	defer s.releaseItems(items)
+	err := persistence.SaveFile(s.Opts.Dir, s.Opts.DBFilename, sn.SealKey, snapshotSource(items))
+	sn.lastSecs.Store(int64(time.Since(start).Seconds()))
+	sn.lastStatus.Store(err == nil)
+	if err != nil {
+		s.Log.Error("snapshot failed", "file", s.snapshotPath(), "err", err)
+		return err
+	}
+	s.Keys.ResetDirty(dirty)
+	sn.lastSave.Store(time.Now().Unix())
+	sn.saves.Add(1)
+	s.Log.Info("snapshot saved", "file", s.snapshotPath(), "keys", len(items), "seconds", time.Since(start).Seconds())
+	return nil
+}
+
+// retainItems copies the keyspace map and pins each model blob so that a
+// concurrent delete cannot close what the save still reads.
+func (s *Server) retainItems() []modelstore.Item {
+	items := s.Keys.Items()
+	for _, it := range items {
+		if m, ok := it.Value.(*modelstore.Model); ok {
+			m.Blob.Retain()
+		}
+	}
+	return items
+}
+
+func (s *Server) releaseItems(items []modelstore.Item) {
+	for _, it := range items {
+		if m, ok := it.Value.(*modelstore.Model); ok {
+			m.Blob.Release()
+		}
+	}
+}
+
+// BackgroundSave starts a save in a goroutine.
+func (s *Server) BackgroundSave() error {
+	if s.Snapshot.inProgress.Load() {
+		return ErrSaveInProgress
+	}
+	go func() {
+		if err := s.Save(); err != nil && err != ErrSaveInProgress {
+			s.Log.Error("background save failed", "err", err)
+		}
+	}()
+	return nil
+}
+
+func parseSave(a Args) (Runner, error) {
+	return RunFunc(func(x *Ctx) error {
+		if err := x.Save(); err != nil {
+			if err == ErrSaveInProgress {
+				return err
+			}
+			return Reply("ERR snapshot failed: see the server log")
+		}
+		x.W.OK()
+		return nil
+	}), nil
+}
+
+func parseBgsave(a Args) (Runner, error) {
+	if a.More() && !a.Match("SCHEDULE") || a.More() {
+		return nil, errSyntax
+	}
+	return RunFunc(func(x *Ctx) error {
+		if err := x.BackgroundSave(); err != nil {
+			return err
+		}
+		x.W.Simple("Background saving started")
+		return nil
+	}), nil
+}
+
+func parseLastsave(a Args) (Runner, error) {
+	return RunFunc(func(x *Ctx) error { x.W.Int(x.Snapshot.lastSave.Load()); return nil }), nil
+}
+
+// saveRulesDue reports whether a `save` rule asks for a snapshot now.
+func (s *Server) saveRulesDue(now int64) bool {
+	rules, err := config.ParseSaveRules(*s.Opts.Save.Load())
+	if err != nil || len(rules) == 0 || len(s.Snapshot.SealKey) == 0 {
+		return false
+	}
+	dirty := s.Keys.Dirty()
+	last := s.Snapshot.lastSave.Load()
+	if last == 0 {
+		last = s.started.Unix()
+	}
+	for _, r := range rules {
+		if dirty >= r.Changes && now-last >= r.Seconds {
+			return true
+		}
+	}
+	return false
+}
+
+func persistenceInfo(s *Server) [][2]string {
+	sn := &s.Snapshot
+	status := "ok"
+	if !sn.lastStatus.Load() {
+		status = "err"
+	}
+	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
+	return [][2]string{
+		{"loading", itoa(b2i(s.loading.Load()))},
+		{"rdb_changes_since_last_save", itoa(s.Keys.Dirty())},
+		{"rdb_bgsave_in_progress", itoa(b2i(sn.inProgress.Load()))},
+		{"rdb_last_save_time", itoa(sn.lastSave.Load())},
+		{"rdb_last_bgsave_status", status},
+		{"rdb_last_bgsave_time_sec", itoa(sn.lastSecs.Load())},
+		{"rdb_saves", itoa(sn.saves.Load())},
+		{"rdb_filename", s.snapshotPath()},
+		{"aof_enabled", "0"},
+	}
+}
+
+// snapshotLoader builds a fresh keyspace from a snapshot; models are
+// compiled as they arrive. Nothing is swapped in unless the whole file
+// verifies.
+type snapshotLoader struct {
+	s     *Server
+	items []modelstore.Item
+	log   func(done, total int64)
+}
+
+func (l *snapshotLoader) Tensor(r persistence.TensorRecord) error {
+	t, err := modelstore.NewTensorFromBlob(modelstore.DType(r.DType), r.Shape, r.Data)
+	if err != nil {
+		return fmt.Errorf("tensor %q: %w", r.Key, err)
+	}
+	l.items = append(l.items, modelstore.Item{Key: r.Key, Value: t, ExpireAt: r.ExpireAtUnixMs})
+	return nil
+}
+
+func (l *snapshotLoader) Model(r persistence.ModelRecord, blob []byte) error {
+	opts := modelstore.SessionOptions{Optimize: r.Optimize,
+		IntraOpThreads: int(l.s.AI.IntraOpParallelism.Load()), InterOpThreads: int(l.s.AI.InterOpParallelism.Load())}
+	b, err := l.s.Models.Acquire(blob, opts)
+	if err != nil {
+		return fmt.Errorf("model %q: %w", r.Key, err)
+	}
+	m := modelstore.NewModel(modelstore.ModelMeta{Backend: r.Backend, Device: r.Device, Tag: r.Tag,
+		BatchSize: int64(r.BatchSize), MinBatchSize: int64(r.MinBatchSize), MinBatchTimeout: int64(r.MinBatchTimeoutMs),
+		ID: r.ID, Created: time.UnixMilli(r.CreatedUnixMs)}, b)
+	l.items = append(l.items, modelstore.Item{Key: r.Key, Value: m, ExpireAt: r.ExpireAtUnixMs})
+	return nil
+}
+
+func (l *snapshotLoader) Progress(done, total int64) { l.log(done, total) }
+
+// SaveRulesConfigured reports whether `save` rules exist; SHUTDOWN and
+// SIGTERM then save by default, as Redis does.
+func (s *Server) SaveRulesConfigured() bool {
+	rules, err := config.ParseSaveRules(*s.Opts.Save.Load())
+	return err == nil && len(rules) > 0 && len(s.Snapshot.SealKey) > 0
+}
+
+// LoadSnapshot loads <dir>/<dbfilename> if it exists. A bad snapshot stops
+// the start with an error naming the file and the reason, unless
+// load-bad-snapshot is set: then the file is moved aside (never
+// overwritten) and the server starts empty.
+func (s *Server) LoadSnapshot() error {
+	path := s.snapshotPath()
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	start := time.Now()
+	lastLog := start
+	l := &snapshotLoader{s: s, log: func(done, total int64) {
+		if time.Since(lastLog) > time.Second {
+			lastLog = time.Now()
+			s.Log.Info("loading snapshot", "file", path, "done_bytes", done, "total_bytes", total)
+		}
+	}}
+	err := persistence.LoadFile(path, s.Snapshot.SealKey, s.Opts.MaxModelSize.Load(), l)
+	if err != nil {
+		s.Release(itemValues(l.items))
+		if !s.Opts.LoadBadSnapshot {
+			return fmt.Errorf("snapshot %s cannot be loaded: %w (start with --load-bad-snapshot yes to move it aside and start empty)", path, err)
+		}
+		aside := fmt.Sprintf("%s.bad-%d", path, time.Now().Unix())
+		if rerr := os.Rename(path, aside); rerr != nil {
+			return fmt.Errorf("snapshot %s cannot be loaded (%v) nor moved aside: %w", path, err, rerr)
+		}
+		s.Log.Warn("snapshot could not be loaded: moved aside, starting empty", "file", path, "moved_to", aside, "err", err)
+		return nil
+	}
+	s.Release(s.Keys.Replace(l.items))
+	s.Snapshot.lastSave.Store(time.Now().Unix())
+	s.Log.Info("snapshot loaded", "file", path, "keys", len(l.items), "seconds", time.Since(start).Seconds())
+	return nil
+}
+
+func itemValues(items []modelstore.Item) []modelstore.Value {
+	out := make([]modelstore.Value, len(items))
+	for i, it := range items {
+		out[i] = it.Value
+	}
+	return out
+}
