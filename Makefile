@@ -37,7 +37,7 @@ run: build
 	bin/enclaveai-server --dir ./data
 
 # Debian packages the black-box tests use, installed only when missing.
-TEST_DEBS := redis-tools python3-redis python3-numpy python3-onnx
+TEST_DEBS := redis-tools redis-server python3-redis python3-numpy python3-onnx python3-torch
 deps:
 	@missing=""; for p in $(TEST_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
