@@ -36,6 +36,8 @@ type Server struct {
 
 	// Snapshot is the sealed snapshot's state; the front end sets SealKey.
 	Snapshot Snapshotter
+	// Enclave is set by the front end at start.
+	Enclave EnclaveInfo
 
 	tx sync.RWMutex // transaction lock (package doc)
 
@@ -155,7 +157,7 @@ func (s *Server) NewClient(addr, laddr string, closer io.Closer) *Client {
 		created: time.Now(), closer: closer}
 	c.authed = *s.Opts.Requirepass.Load() == ""
 	c.proto.Store(2)
-	c.lastActive.Store(s.clock.Load())
+	c.lastActive.Store(time.Now().UnixMilli())
 	s.clientsMu.Lock()
 	s.clients[c.ID] = c
 	s.clientsMu.Unlock()
@@ -270,7 +272,9 @@ func (s *Server) CommandLimits(c *Client, spec *Spec) Limits {
 // loading, maxmemory, then parse and run under the right lock.
 func (s *Server) Dispatch(c *Client, argv [][]byte, owned func(int) bool) {
 	s.stats.Commands.Add(1)
-	c.lastActive.Store(s.clock.Load())
+	// Not the cached clock: it may lag by a tick, and Tick would then close
+	// a client before it has been idle for the whole timeout.
+	c.lastActive.Store(time.Now().UnixMilli())
 	spec := table.Lookup(argv[0])
 	if err := s.check(c, spec, argv); err != nil {
 		if c.inMulti {

@@ -40,6 +40,15 @@ type Options struct {
 	MaxModelSize           atomic.Int64
 	ModelDir               string
 	SealKeyFile            string
+	// TLS: a second listener on TLSPort (0 = none). Without cert and key
+	// files the server generates its key pair in memory at start (inside an
+	// enclave the private key then never leaves it).
+	TLSPort     int64
+	TLSCertFile string
+	TLSKeyFile  string
+	// SealPolicy is "product" (default: snapshots survive signed upgrades)
+	// or "unique" (only the exact build can read them); SGX mode only.
+	SealPolicy string
 	// Save holds the `save <seconds> <changes> ...` snapshot rules, "" for none.
 	Save atomic.Pointer[string]
 	// LoadBadSnapshot, when true, starts with an empty keyspace if the
@@ -54,7 +63,7 @@ type Options struct {
 // Default returns Options with redis-server's defaults where a directive
 // exists in Redis, and EnclaveAI's own otherwise.
 func Default() *Options {
-	o := &Options{Bind: "127.0.0.1", Dir: ".", DBFilename: "dump.aidb", SealKeyFile: "seal.key"}
+	o := &Options{Bind: "127.0.0.1", Dir: ".", DBFilename: "dump.aidb", SealKeyFile: "seal.key", SealPolicy: "product"}
 	o.Port.Store(6379)
 	empty, info, save := "", "notice", "3600 1 300 100 60 10000"
 	o.Requirepass.Store(&empty)
@@ -153,6 +162,27 @@ var directives = func() map[string]*directive {
 	add("model-dir", false, g, s)
 	g, s = str(func(o *Options) *string { return &o.SealKeyFile })
 	add("seal-key-file", false, g, s)
+	add("tls-port", false, func(o *Options) string { return strconv.FormatInt(o.TLSPort, 10) },
+		func(o *Options, a []string) error {
+			n, err := strconv.ParseInt(a[0], 10, 64)
+			if err != nil || n < 0 || n > 65535 {
+				return errors.New("argument must be a port number")
+			}
+			o.TLSPort = n
+			return nil
+		})
+	g, s = str(func(o *Options) *string { return &o.TLSCertFile })
+	add("tls-cert-file", false, g, s)
+	g, s = str(func(o *Options) *string { return &o.TLSKeyFile })
+	add("tls-key-file", false, g, s)
+	add("seal-policy", false, func(o *Options) string { return o.SealPolicy }, func(o *Options, a []string) error {
+		switch strings.ToLower(a[0]) {
+		case "product", "unique":
+			o.SealPolicy = strings.ToLower(a[0])
+			return nil
+		}
+		return errors.New("argument must be 'product' or 'unique'")
+	})
 	g, s = atomicStr(func(o *Options) *atomic.Pointer[string] { return &o.Save })
 	add("save", true, g, func(o *Options, a []string) error {
 		if _, err := ParseSaveRules(a[0]); err != nil {
@@ -313,6 +343,9 @@ func (o *Options) Validate() error {
 	}
 	if o.DBFilename == "" || strings.ContainsRune(o.DBFilename, '/') {
 		return errors.New("dbfilename must be a plain file name")
+	}
+	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
+		return errors.New("tls-cert-file and tls-key-file go together")
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -29,6 +30,7 @@ type Server struct {
 	log  *slog.Logger
 
 	ln       net.Listener
+	tlsLn    net.Listener // nil without tls-port
 	wg       sync.WaitGroup
 	done     chan struct{}
 	stopOnce sync.Once
@@ -58,11 +60,22 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 // Done is closed when the server stops.
 func (s *Server) Done() <-chan struct{} { return s.done }
 
-// Serve accepts connections until Stop.
+// Serve accepts connections on every listener until Stop.
 func (s *Server) Serve() error {
 	go s.tick()
+	if s.tlsLn != nil {
+		go func() {
+			if err := s.accept(s.tlsLn); err != nil {
+				s.log.Error("TLS accept loop ended", "err", err)
+			}
+		}()
+	}
+	return s.accept(s.ln)
+}
+
+func (s *Server) accept(ln net.Listener) error {
 	for {
-		conn, err := s.ln.Accept()
+		conn, err := ln.Accept()
 		if err != nil {
 			select {
 			case <-s.done:
@@ -88,6 +101,9 @@ func (s *Server) Stop() {
 		close(s.done)
 		if s.ln != nil {
 			s.ln.Close()
+		}
+		if s.tlsLn != nil {
+			s.tlsLn.Close()
 		}
 		for _, c := range s.Cmds.ClientList() {
 			c.Kill()
@@ -196,7 +212,17 @@ func (s *Server) Start() error {
 		return fmt.Errorf("loading ONNX Runtime from %s: %w", lib, err)
 	}
 	s.log.Info("ONNX Runtime loaded", "library", lib, "version", modelstore.RuntimeVersion())
+	if err := os.MkdirAll(s.opts.Dir, 0o700); err != nil {
+		return fmt.Errorf("dir: %w", err)
+	}
+	if err := s.setupEnclave(); err != nil {
+		return err
+	}
 	if err := s.Listen(); err != nil {
+		return err
+	}
+	if err := s.listenTLS(); err != nil {
+		s.ln.Close()
 		return err
 	}
 	s.Cmds.Shutdown = func(save bool) error {

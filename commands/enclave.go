@@ -1,0 +1,68 @@
+package commands
+
+import (
+	"github.com/enclaveai/enclaveai/enclave"
+)
+
+// AI.ATTEST <nonce>: evidence, from the enclave layer, that this server runs
+// inside an enclave, bound to the caller's nonce and to the server's TLS
+// public key. In simulation mode the evidence is marked as simulated and a
+// verifier refuses it unless told otherwise.
+func init() {
+	register(&Spec{Name: "ai.attest", Arity: 2, Flags: Readonly | LoadingOK, Group: "server",
+		Summary: "Returns attestation evidence bound to the nonce and to the server's TLS public key.",
+		Syntax:  "nonce", Parse: parseAttest})
+	RegisterInfoSection(InfoSection{Name: "Enclave", Fields: enclaveInfo})
+}
+
+// EnclaveInfo is what the front end learned from the enclave layer at start.
+type EnclaveInfo struct {
+	Mode          string // "sgx" or "simulation"
+	SealKeySource string
+	SealPolicy    string
+	Warning       string // shown in INFO; empty for an SGX production key
+	TLSPublicKey  []byte // DER SubjectPublicKeyInfo of the TLS key; nil without TLS
+}
+
+func parseAttest(a Args) (Runner, error) {
+	nonce := a.Keep(1)
+	if len(nonce) < enclave.MinNonceSize || len(nonce) > enclave.MaxNonceSize {
+		return nil, errorf("ERR %v", enclave.ErrNonce)
+	}
+	return RunFunc(func(x *Ctx) error {
+		ev, err := enclave.Attest(nonce, x.Enclave.TLSPublicKey)
+		if err != nil {
+			x.Log.Error("attestation failed", "err", err)
+			return Reply("ERR attestation failed: see the server log")
+		}
+		b, err := ev.MarshalBinary()
+		if err != nil {
+			return err
+		}
+		x.W.Map(3)
+		x.W.BulkString("mode")
+		x.W.BulkString(x.Enclave.Mode)
+		x.W.BulkString("evidence")
+		x.W.Bulk(b)
+		x.W.BulkString("tls_public_key")
+		x.W.Bulk(x.Enclave.TLSPublicKey)
+		return nil
+	}), nil
+}
+
+func enclaveInfo(s *Server) [][2]string {
+	e := &s.Enclave
+	f := [][2]string{{"enclave_mode", e.Mode}, {"seal_key_source", e.SealKeySource}, {"seal_policy", e.SealPolicy},
+		{"tls", yesNo(e.TLSPublicKey != nil)}}
+	if e.Warning != "" {
+		f = append(f, [2]string{"enclave_warning", e.Warning})
+	}
+	return f
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

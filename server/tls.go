@@ -1,0 +1,108 @@
+package server
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"fmt"
+	"math/big"
+	"net"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/enclaveai/enclaveai/enclave"
+)
+
+// setupEnclave loads the seal key and records the enclave mode. Outside an
+// enclave the key comes from a file (or $ENCLAVEAI_SEAL_KEY) and the data
+// is only as safe as that file: that is logged loudly and shown in INFO.
+func (s *Server) setupEnclave() error {
+	keyFile := s.opts.SealKeyFile
+	if keyFile != "" && !filepath.IsAbs(keyFile) {
+		keyFile = filepath.Join(s.opts.Dir, keyFile)
+	}
+	policy := enclave.ProductKey
+	if s.opts.SealPolicy == "unique" {
+		policy = enclave.UniqueKey
+	}
+	sk, err := enclave.LoadSealKey(enclave.SealKeyOptions{Policy: policy, KeyFile: keyFile})
+	if err != nil {
+		return fmt.Errorf("seal key: %w", err)
+	}
+	if sk.Warning != "" {
+		s.log.Warn("!!! " + sk.Warning + " !!!")
+	}
+	s.Cmds.Snapshot.SealKey = sk.Key
+	s.Cmds.Enclave.Mode = sk.Mode.String()
+	s.Cmds.Enclave.SealKeySource = sk.Source
+	s.Cmds.Enclave.SealPolicy = policy.String()
+	s.Cmds.Enclave.Warning = sk.Warning
+	s.log.Info("enclave layer ready", "mode", sk.Mode.String(), "seal_key", sk.Source)
+	return nil
+}
+
+// listenTLS opens the TLS listener when tls-port is set. With no cert and
+// key files, a self-signed key pair is generated in memory, so inside an
+// enclave the private key never leaves it; clients bind to it through the
+// attestation report (AI.ATTEST), not through a CA.
+func (s *Server) listenTLS() error {
+	if s.opts.TLSPort == 0 {
+		return nil
+	}
+	var cert tls.Certificate
+	var err error
+	if s.opts.TLSCertFile != "" {
+		cert, err = tls.LoadX509KeyPair(s.opts.TLSCertFile, s.opts.TLSKeyFile)
+	} else {
+		cert, err = selfSignedCert()
+	}
+	if err != nil {
+		return fmt.Errorf("TLS key pair: %w", err)
+	}
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		return err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(leaf.PublicKey)
+	if err != nil {
+		return err
+	}
+	s.Cmds.Enclave.TLSPublicKey = pub
+	addr := net.JoinHostPort(s.opts.Bind, strconv.FormatInt(s.opts.TLSPort, 10))
+	ln, err := tls.Listen("tcp", addr, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		return err
+	}
+	s.tlsLn = ln
+	return nil
+}
+
+func selfSignedCert() (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: "enclaveai"},
+		DNSNames:     []string{"localhost", "enclaveai"},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(365 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+}
