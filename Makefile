@@ -13,11 +13,14 @@ export ENCLAVEAI_ONNXRUNTIME_LIB := $(ORT_LIB)
 
 .PHONY: build run test test-go test-redis deps ort models bench fuzz clean
 
-build: bin/enclaveai-server
+build: bin/enclaveai-server bin/enclaveai-cli
 
 bin/enclaveai-server: $(ORT_LIB) FORCE
 	$(GO) build -o $@ ./cmd/enclaveai-server
 	cp -f $(ORT_LIB) bin/libonnxruntime.so.1
+
+bin/enclaveai-cli: FORCE
+	$(GO) build -o $@ ./cmd/enclaveai-cli
 
 FORCE:
 
