@@ -225,19 +225,32 @@ func (d *decoder) blob() error {
 	if int(id) != len(d.blobs)+1 {
 		return d.corrupt("blob id %d, expected %d", id, len(d.blobs)+1)
 	}
-	// Hash while reading, a chunk at a time, rather than in a second pass
-	// over a blob that may no longer be in cache.
+	// Hash each chunk on another core while the next one is decrypted and
+	// decompressed, rather than in a second pass over a blob that may no
+	// longer be in cache.
 	blob := make([]byte, n)
-	h := sha256.New()
-	for off := 0; off < len(blob); {
-		chunk := blob[off:min(off+1<<20, len(blob))]
-		if _, err := io.ReadFull(d.r, chunk); err != nil {
-			return d.eof(err)
+	chunks := make(chan []byte, 4)
+	hashed := make(chan []byte)
+	go func() {
+		h := sha256.New()
+		for c := range chunks {
+			h.Write(c)
 		}
-		h.Write(chunk)
+		hashed <- h.Sum(nil)
+	}()
+	var err error
+	for off := 0; off < len(blob) && err == nil; {
+		chunk := blob[off:min(off+1<<20, len(blob))]
+		_, err = io.ReadFull(d.r, chunk)
+		chunks <- chunk
 		off += len(chunk)
 	}
-	if !bytes.Equal(h.Sum(nil), sum[:]) {
+	close(chunks)
+	got := <-hashed
+	if err != nil {
+		return d.eof(err)
+	}
+	if !bytes.Equal(got, sum[:]) {
 		return d.corrupt("blob %d does not match its SHA-256", id)
 	}
 	d.blobs = append(d.blobs, blob)
