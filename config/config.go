@@ -106,6 +106,9 @@ func num(p func(o *Options) *atomic.Int64, min, max int64, memory bool) (func(*O
 			} else {
 				n, err = strconv.ParseInt(a[0], 10, 64)
 			}
+			if err != nil && memory {
+				return fmt.Errorf("argument must be a memory value")
+			}
 			if err != nil {
 				return fmt.Errorf("argument couldn't be parsed into an integer")
 			}
@@ -412,36 +415,41 @@ func ParseMemory(s string) (int64, error) {
 }
 
 // SplitArgs splits a line into arguments like Redis's sdssplitargs: spaces
-// separate, "double quotes" take \n \r \t \" \\ and \xHH escapes, 'single
-// quotes' take \' only. A closing quote must be followed by a space or the end.
+// separate, "double quotes" take \n \r \t \b \a \" \\ and \xHH escapes,
+// 'single quotes' take \' only. A quote may open in the middle of an
+// argument (a"b c" is one argument, ab c); a closing quote must be followed
+// by white space or the end. As in C, a NUL byte ends the line.
 func SplitArgs(line string) ([]string, error) {
+	if j := strings.IndexByte(line, 0); j >= 0 {
+		line = line[:j]
+	}
+	errUnbalanced := errors.New("unbalanced quotes")
 	var out []string
 	i := 0
 	for {
-		for i < len(line) && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r' || line[i] == '\n') {
+		for i < len(line) && isSpace(line[i]) {
 			i++
 		}
 		if i >= len(line) {
 			return out, nil
 		}
-		var cur []byte
-		switch line[i] {
-		case '"':
-			i++
-			for {
+		cur := []byte{}
+		inq, insq := false, false
+		for done := false; !done; i++ {
+			switch {
+			case inq:
 				if i >= len(line) {
-					return nil, errors.New("unbalanced quotes")
+					return nil, errUnbalanced
 				}
 				c := line[i]
-				if c == '\\' && i+3 < len(line) && line[i+1] == 'x' && isHex(line[i+2]) && isHex(line[i+3]) {
+				switch {
+				case c == '\\' && i+3 < len(line) && line[i+1] == 'x' && isHex(line[i+2]) && isHex(line[i+3]):
 					v, _ := strconv.ParseUint(line[i+2:i+4], 16, 8)
 					cur = append(cur, byte(v))
-					i += 4
-					continue
-				}
-				if c == '\\' && i+1 < len(line) {
+					i += 3
+				case c == '\\' && i+1 < len(line):
 					i++
-					switch line[i] {
+					switch c = line[i]; c {
 					case 'n':
 						c = '\n'
 					case 'r':
@@ -452,53 +460,55 @@ func SplitArgs(line string) ([]string, error) {
 						c = '\b'
 					case 'a':
 						c = '\a'
-					default:
-						c = line[i]
 					}
 					cur = append(cur, c)
-					i++
-					continue
-				}
-				if c == '"' {
-					i++
-					if i < len(line) && line[i] != ' ' && line[i] != '\t' {
-						return nil, errors.New("unbalanced quotes")
+				case c == '"':
+					if i+1 < len(line) && !isSpace(line[i+1]) {
+						return nil, errUnbalanced
 					}
-					break
+					done = true
+				default:
+					cur = append(cur, c)
 				}
-				cur = append(cur, c)
-				i++
-			}
-		case '\'':
-			i++
-			for {
+			case insq:
 				if i >= len(line) {
-					return nil, errors.New("unbalanced quotes")
+					return nil, errUnbalanced
 				}
 				c := line[i]
-				if c == '\\' && i+1 < len(line) && line[i+1] == '\'' {
-					cur = append(cur, '\'')
-					i += 2
-					continue
-				}
-				if c == '\'' {
+				switch {
+				case c == '\\' && i+1 < len(line) && line[i+1] == '\'':
 					i++
-					if i < len(line) && line[i] != ' ' && line[i] != '\t' {
-						return nil, errors.New("unbalanced quotes")
+					cur = append(cur, '\'')
+				case c == '\'':
+					if i+1 < len(line) && !isSpace(line[i+1]) {
+						return nil, errUnbalanced
 					}
-					break
+					done = true
+				default:
+					cur = append(cur, c)
 				}
-				cur = append(cur, c)
-				i++
-			}
-		default:
-			for i < len(line) && line[i] != ' ' && line[i] != '\t' && line[i] != '\r' && line[i] != '\n' {
-				cur = append(cur, line[i])
-				i++
+			case i >= len(line):
+				done = true
+			default:
+				switch c := line[i]; c {
+				case ' ', '\n', '\r', '\t':
+					done = true
+				case '"':
+					inq = true
+				case '\'':
+					insq = true
+				default:
+					cur = append(cur, c)
+				}
 			}
 		}
 		out = append(out, string(cur))
 	}
+}
+
+// isSpace is C's isspace in the "C" locale.
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
 }
 
 func isHex(c byte) bool {

@@ -78,12 +78,13 @@ func NewReader(r io.Reader) *Reader {
 // connection flushes replies when it is 0 (pipelining).
 func (r *Reader) Buffered() int { return r.br.Buffered() }
 
-// readLine returns one CRLF- or LF-terminated line without its terminator.
+// readLine returns one CRLF- or LF-terminated line without its terminator,
+// or a ProtocolError saying tooBig when the line is longer than the buffer.
 // The slice is valid until the next read.
-func (r *Reader) readLine() ([]byte, error) {
+func (r *Reader) readLine(tooBig string) ([]byte, error) {
 	line, err := r.br.ReadSlice('\n')
 	if err == bufio.ErrBufferFull {
-		return nil, &ProtocolError{"too big inline request"}
+		return nil, &ProtocolError{tooBig}
 	}
 	if err != nil {
 		return nil, err
@@ -124,7 +125,7 @@ func (r *Reader) ReadCommand(pre Limits, classify func(name []byte) Limits) (*Co
 }
 
 func (r *Reader) readInline() error {
-	line, err := r.readLine()
+	line, err := r.readLine("too big inline request")
 	if err != nil {
 		return err
 	}
@@ -141,8 +142,14 @@ func (r *Reader) readInline() error {
 	return nil
 }
 
+// parseLen parses a length header as Redis's string2ll does: an optional
+// '-' and digits, no '+', no leading zero (so "*01" and "$+4" are refused).
 func parseLen(line []byte) (int64, bool) {
-	if len(line) == 0 || len(line) > 19 {
+	digits := line
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(line) > 20 || digits[0] < '0' || digits[0] > '9' || (digits[0] == '0' && len(line) > 1) {
 		return 0, false
 	}
 	n, err := strconv.ParseInt(string(line), 10, 64)
@@ -150,7 +157,7 @@ func parseLen(line []byte) (int64, bool) {
 }
 
 func (r *Reader) readMultibulk(lim Limits, classify func([]byte) Limits) error {
-	line, err := r.readLine()
+	line, err := r.readLine("too big mbulk count string")
 	if err != nil {
 		return err
 	}
@@ -167,7 +174,7 @@ func (r *Reader) readMultibulk(lim Limits, classify func([]byte) Limits) error {
 	var total int64
 	var refused error
 	for i := 0; int64(i) < n; i++ {
-		line, err := r.readLine()
+		line, err := r.readLine("too big bulk count string")
 		if err != nil {
 			return err
 		}
