@@ -98,6 +98,7 @@ func parseHello(a Args) (Runner, error) {
 		h.proto = int(v)
 	}
 	for a.More() {
+		opt := a.Pos()
 		switch {
 		case a.Match("AUTH") && a.Remaining() >= 2:
 			h.auth, h.user, h.pass = true, a.NextString(), a.NextString()
@@ -107,7 +108,7 @@ func parseHello(a Args) (Runner, error) {
 				return nil, errBadClientName
 			}
 		default:
-			return nil, errorf("ERR Syntax error in HELLO option '%s'", a.V[a.Pos()-1])
+			return nil, errorf("ERR Syntax error in HELLO option '%s'", a.V[opt])
 		}
 	}
 	return h, nil

@@ -158,10 +158,14 @@ func parseRename(a Args) (Runner, error) {
 // number of milliseconds in one unit of the argument.
 func parseExpire(unit int64, absolute bool) func(a Args) (Runner, error) {
 	return func(a Args) (Runner, error) {
+		name := strings.ToLower(a.Name())
 		key := a.NextString()
 		n, ok := parseInt(a.Next())
-		if !ok || n > (1<<62)/unit || n < -(1<<62)/unit {
+		if !ok {
 			return nil, errNotInteger
+		}
+		if n > (1<<62)/unit || n < -(1<<62)/unit {
+			return nil, errorf("ERR invalid expire time in '%s' command", name)
 		}
 		var nx, xx, gt, lt bool
 		for a.More() {

@@ -10,7 +10,7 @@ import (
 // AI.TENSORGET <key> [META] [BLOB | VALUES]
 func init() {
 	register(
-		&Spec{Name: "ai.tensorset", Arity: -3, Flags: Write | DenyOOM, FirstKey: 1, LastKey: 1, Step: 1, Group: "tensors",
+		&Spec{Name: "ai.tensorset", Arity: -4, Flags: Write | DenyOOM, FirstKey: 1, LastKey: 1, Step: 1, Group: "tensors",
 			Summary: "Stores a tensor from a blob, a list of values, or zeros.",
 			Syntax:  "key type [dim ...] [BLOB data | VALUES value [value ...]]", Parse: parseTensorSet},
 		&Spec{Name: "ai.tensorget", Arity: -2, Flags: Readonly | Fast, FirstKey: 1, LastKey: 1, Step: 1, Group: "tensors",
@@ -155,8 +155,9 @@ func parseTensorFormat(opts [][]byte) (tensorGetFormat, error) {
 }
 
 type tensorGetCmd struct {
-	key string
-	f   tensorGetFormat
+	key    string
+	f      tensorGetFormat
+	fmtErr error // reported after the key checks, as RedisAI orders them
 }
 
 func parseTensorGet(a Args) (Runner, error) {
@@ -165,10 +166,7 @@ func parseTensorGet(a Args) (Runner, error) {
 	}
 	key := a.NextString()
 	f, err := parseTensorFormat(a.Rest())
-	if err != nil {
-		return nil, err
-	}
-	return &tensorGetCmd{key, f}, nil
+	return &tensorGetCmd{key, f, err}, nil
 }
 
 // Run implements Runner.
@@ -176,6 +174,9 @@ func (c *tensorGetCmd) Run(x *Ctx) error {
 	t, err := x.Keys.GetTensor(c.key)
 	if err != nil {
 		return err
+	}
+	if c.fmtErr != nil {
+		return c.fmtErr
 	}
 	writeTensor(x.W, t, c.f)
 	return nil
@@ -221,11 +222,7 @@ func writeValues(w *Writer, t *modelstore.Tensor) {
 	for i := 0; i < n; i++ {
 		switch {
 		case t.DType.IsFloat():
-			if w.proto == 3 {
-				w.Double(t.Float(i))
-			} else {
-				w.BulkString(t.FloatText(i))
-			}
+			w.Double(t.Float(i))
 		case t.DType == modelstore.Uint64 && t.Int(i) < 0:
 			// Beyond int64: RESP integers are signed, so send the exact text.
 			w.BulkString(uintText(t, i))

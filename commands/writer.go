@@ -108,24 +108,28 @@ func (w *Writer) Set(n int) {
 }
 
 // Double writes a RESP3 double, or in RESP2 the bulk string text that
-// parses back to the same value (RedisAI's float VALUES).
+// parses back to the same value (RedisAI's float VALUES). Both spell
+// infinities and NaN as Redis does: inf, -inf, nan (not Go's +Inf, NaN).
 func (w *Writer) Double(f float64) {
 	if w.proto == 3 {
 		w.buf = append(w.buf, ',')
-		switch {
-		case math.IsInf(f, 1):
-			w.buf = append(w.buf, "inf"...)
-		case math.IsInf(f, -1):
-			w.buf = append(w.buf, "-inf"...)
-		case math.IsNaN(f):
-			w.buf = append(w.buf, "nan"...)
-		default:
-			w.buf = strconv.AppendFloat(w.buf, f, 'g', -1, 64)
-		}
+		w.buf = appendDouble(w.buf, f)
 		w.buf = append(w.buf, '\r', '\n')
 		return
 	}
-	w.BulkString(strconv.FormatFloat(f, 'g', -1, 64))
+	w.BulkString(string(appendDouble(nil, f)))
+}
+
+func appendDouble(b []byte, f float64) []byte {
+	switch {
+	case math.IsInf(f, 1):
+		return append(b, "inf"...)
+	case math.IsInf(f, -1):
+		return append(b, "-inf"...)
+	case math.IsNaN(f):
+		return append(b, "nan"...)
+	}
+	return strconv.AppendFloat(b, f, 'g', -1, 64)
 }
 
 // Verbatim writes a verbatim text (RESP3 `=`, e.g. INFO), a bulk string in RESP2.
