@@ -69,10 +69,10 @@ The frame plaintexts, concatenated, form one zstd stream (window at most
 8 MiB; readers refuse larger windows), and the stream decompresses to the
 record stream. A record is a type byte and a body:
 
-	str  = uint32 n, then n bytes (n <= MaxStringLen)
+	str  = uint32 n, then n bytes (n <= MaxStringLen = 512 MiB)
 
 	0x01 TENSOR  str key, int64 expire-at (Unix ms, 0 = no TTL), uint8 dtype,
-	             uint8 rank (<= MaxRank), rank x int64 dimension (>= 0),
+	             uint8 rank, rank x int64 dimension (>= 0),
 	             uint64 n, n data bytes (n <= the reader's size limit)
 	0x02 BLOB    uint32 blob id, 32-byte SHA-256 of the content, uint64 n,
 	             n content bytes (n <= the reader's size limit)
@@ -80,7 +80,7 @@ record stream. A record is a type byte and a body:
 	             str device, str tag, uint32 batch size, uint32 min batch size,
 	             uint64 min batch timeout (ms), uint8 optimize (0 or 1),
 	             str id, int64 created (Unix ms), str owner,
-	             uint32 m (<= MaxExtra), m x (str name, str value) with the
+	             uint32 m (<= MaxExtra = 1024), m x (str name, str value) with the
 	             names in strictly increasing byte order
 	0xFF END     uint64 count of the records before END, 32-byte checksum
 

@@ -53,12 +53,13 @@ const (
 	maxWindow = 8 << 20 // largest zstd window a reader accepts
 )
 
-// Limits on the fields of a record, enforced by Write and by Read before any
-// allocation. They are part of format version 1: never lower them.
+// Limits on the fields of a record, enforced by Write and by Read. They are
+// part of format version 1: never lower them. MaxStringLen is Redis's
+// largest bulk string, so that any key the server accepts can be saved.
 const (
-	MaxStringLen = 1 << 20 // longest key, name or other string field, in bytes
-	MaxRank      = 64      // most dimensions of a tensor
-	MaxExtra     = 1024    // most entries in a model's Extra map
+	MaxStringLen = 512 << 20 // longest key, name or other string field, in bytes
+	MaxRank      = 255       // most dimensions of a tensor (the rank is one byte)
+	MaxExtra     = 1024      // most entries in a model's Extra map
 )
 
 // frameSize is the plaintext size of every frame Write produces but the last:

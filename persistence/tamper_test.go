@@ -208,16 +208,13 @@ func TestSinkError(t *testing.T) {
 }
 
 func TestWriterRefusesWhatReaderWould(t *testing.T) {
-	long := string(make([]byte, MaxStringLen+1))
 	extra := map[string]string{}
 	for i := range MaxExtra + 1 {
 		extra[fmt.Sprint(i)] = ""
 	}
 	for name, src := range map[string]*memSource{
-		"long key":       {tensors: []TensorRecord{{Key: long}}},
 		"rank":           {tensors: []TensorRecord{{Key: "t", Shape: make([]int64, MaxRank+1)}}},
 		"negative dim":   {tensors: []TensorRecord{{Key: "t", Shape: []int64{-1}}}},
-		"long owner":     {models: []model{{ModelRecord{Key: "m", Owner: long}, nil}}},
 		"too many extra": {models: []model{{ModelRecord{Key: "m", Extra: extra}, nil}}},
 	} {
 		if err := Write(io.Discard, testKey, src); err == nil {
@@ -295,9 +292,9 @@ func badRecords(t testing.TB) []badRecord {
 	}
 	return []badRecord{
 		{"unknown record type", patch(0, 0x7f), "unknown record type 0x7f"},
-		{"rank over the limit", patch(1+4+1+8+1, MaxRank+1), "65 dimensions"},
 		{"negative dimension", patch(1+4+1+8+1+1, 0x80), "negative dimension"},
-		{"string over the limit", patch(1, 0x00, 0x10, 0x00, 0x01), "tensor key is 1048577 bytes"},
+		{"string over the limit", patch(1, 0x20, 0x00, 0x00, 0x01), "tensor key is 536870913 bytes"},
+		{"string cut short", patch(1, 0x1f, 0x00, 0x00, 0x00), "before the END record"},
 		{"blob id 2 first", patch(blobAt+1, 0, 0, 0, 2), "blob id 2, expected 1"},
 		{"blob hash mismatch", patch(blobAt+5, good[blobAt+5]^1), "does not match its SHA-256"},
 		{"model with no blob", patch(modelAt+1+4+1+8, 0, 0, 0, 9), "refers to blob 9"},
@@ -335,4 +332,31 @@ func TestBadRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkSame(t, src, sink)
+}
+
+// Sizes a record declares are checked before anything is allocated: a
+// stream that claims a 1 TiB blob, tensor or string costs next to nothing.
+func TestDeclaredSizesAllocateNothing(t *testing.T) {
+	huge := []byte{0, 0, 1, 0, 0, 0, 0, 0} // 1 TiB
+	blob := append(append([]byte{recBlob, 0, 0, 0, 1}, make([]byte, 32)...), huge...)
+	tensor := append([]byte{recTensor, 0, 0, 0, 0}, make([]byte, 8)...)
+	tensor = append(append(tensor, 1, 0), huge...)
+	for name, c := range map[string]struct {
+		plain []byte
+		want  error
+	}{
+		"blob":              {blob, ErrTooLarge},
+		"tensor":            {tensor, ErrTooLarge},
+		"string over limit": {[]byte{recModel, 0xff, 0xff, 0xff, 0xff}, ErrCorrupt},
+		"512 MiB string":    {[]byte{recModel, 0x20, 0, 0, 0, 'k'}, ErrCorrupt},
+	} {
+		var err error
+		alloc, _ := memProbe(func() { err = decodeRecords(bytes.NewReader(c.plain), fuzzMaxBlob, &memSink{}) })
+		if !errors.Is(err, c.want) {
+			t.Errorf("%s: got %v, want %v", name, err, c.want)
+		}
+		if alloc > 1<<20 {
+			t.Errorf("%s: allocated %d bytes", name, alloc)
+		}
+	}
 }
