@@ -181,8 +181,11 @@ type Result struct {
 
 // Verify checks evidence from Attest: that it is well-formed, signed by the
 // platform, made for nonce and tlsPubKeyDER, and that the enclave satisfies
-// policy. Simulated evidence is refused unless policy.AllowSimulated; when
-// allowed only its binding is checked, since its identity fields are zero.
+// policy. A platform whose TCB level is not up to date is refused
+// (ErrReportInvalid), as is SGX evidence where this build cannot verify it
+// (see the package doc). Simulated evidence is refused unless
+// policy.AllowSimulated; when allowed only its binding is checked, since its
+// identity fields are zero.
 func Verify(evidence, nonce, tlsPubKeyDER []byte, policy Policy) (*Result, error) {
 	return verify(hw, evidence, nonce, tlsPubKeyDER, policy)
 }

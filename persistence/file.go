@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // saveStep names a point in SaveFile at which saveHook runs.
@@ -30,17 +31,19 @@ func SaveFile(dir, name string, sealKey []byte, src Source) (err error) {
 		return err
 	}
 	final := filepath.Join(dir, name)
-	pattern := "." + name + ".tmp-*"
-	stale, err := filepath.Glob(filepath.Join(dir, pattern))
+	prefix := "." + name + ".tmp-"
+	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return err
+		return fmt.Errorf("persistence: save %s: %w", final, err)
 	}
-	for _, s := range stale {
-		if err := os.Remove(s); err != nil {
-			return fmt.Errorf("persistence: removing stale temporary file: %w", err)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return fmt.Errorf("persistence: removing stale temporary file: %w", err)
+			}
 		}
 	}
-	f, err := os.CreateTemp(dir, pattern)
+	f, err := os.CreateTemp(dir, prefix+"*")
 	if err != nil {
 		return fmt.Errorf("persistence: save %s: %w", final, err)
 	}
