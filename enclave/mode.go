@@ -44,7 +44,9 @@ var (
 )
 
 // Mode returns the run mode, detected on first use: SGX if and only if the
-// enclave can produce a report of itself, which only an SGX enclave can.
+// process can get an SGX report of itself, which only an enclave can. Where
+// the EGo runtime is absent the call is not even attempted, and outside an
+// enclave it fails cleanly, so detection neither crashes nor blocks.
 func Mode() RunMode {
 	modeOnce.Do(func() { mode, debug = detect(hw) })
 	return mode
