@@ -99,6 +99,7 @@ type modelStoreCmd struct {
 	optimize bool
 	chunks   [][]byte // the model bytes, in order
 	file     string
+	fromFile bool // FILE was given (file may be empty, which is refused)
 }
 
 // parseBatchValue parses RedisAI's unsigned clause values (2.0 accepted).
@@ -154,24 +155,29 @@ func parseModelStore(deprecated bool) func(a Args) (Runner, error) {
 			}
 			c.meta.Tag = a.NextString()
 		}
+		// Each clause is optional on its own (RedisAI's AC_AdvanceIfMatch),
+		// so MINBATCHSIZE without BATCHSIZE is reported as such.
 		var err error
 		if a.Match("BATCHSIZE") {
 			if c.meta.BatchSize, err = parseBatchValue(a.Next(), "ERR Invalid argument for BATCHSIZE"); err != nil {
 				return nil, err
 			}
-			if a.Match("MINBATCHSIZE") {
-				if c.meta.MinBatchSize, err = parseBatchValue(a.Next(), "ERR Invalid argument for MINBATCHSIZE"); err != nil {
-					return nil, err
-				}
-				if a.Match("MINBATCHTIMEOUT") {
-					if c.meta.MinBatchTimeout, err = parseBatchValue(a.Next(), "ERR Invalid argument for MINBATCHTIMEOUT"); err != nil {
-						return nil, err
-					}
-				}
+		}
+		if a.Match("MINBATCHSIZE") {
+			if c.meta.MinBatchSize, err = parseBatchValue(a.Next(), "ERR Invalid argument for MINBATCHSIZE"); err != nil {
+				return nil, err
+			}
+		}
+		if a.Match("MINBATCHTIMEOUT") {
+			if c.meta.MinBatchTimeout, err = parseBatchValue(a.Next(), "ERR Invalid argument for MINBATCHTIMEOUT"); err != nil {
+				return nil, err
 			}
 		}
 		if c.meta.MinBatchSize > 0 && c.meta.BatchSize == 0 {
 			return nil, Reply("ERR MINBATCHSIZE specified without BATCHSIZE")
+		}
+		if deprecated && c.meta.MinBatchTimeout > 0 && c.meta.BatchSize == 0 {
+			return nil, Reply("ERR MINBATCHTIMEOUT specified without BATCHSIZE")
 		}
 		if c.meta.MinBatchTimeout > 0 && c.meta.MinBatchSize == 0 {
 			return nil, Reply("ERR MINBATCHTIMEOUT specified without MINBATCHSIZE")
@@ -217,7 +223,7 @@ func parseModelStore(deprecated bool) func(a Args) (Runner, error) {
 				a.Next()
 			}
 		case a.Match("FILE") && a.Remaining() == 1:
-			c.file = a.NextString()
+			c.file, c.fromFile = a.NextString(), true
 		case !deprecated && isWord(a.Peek(), "INPUTS"):
 			return nil, errInputsNotForONNX
 		case deprecated:
@@ -275,7 +281,7 @@ func (c *modelStoreCmd) Run(x *Ctx) error {
 // concatenated once into an exactly-sized buffer.
 func (c *modelStoreCmd) modelBytes(x *Ctx) ([]byte, error) {
 	max := x.Opts.MaxModelSize.Load()
-	if c.file != "" {
+	if c.fromFile {
 		return readModelFile(x.Opts.ModelDir, c.file, max)
 	}
 	var total int64
@@ -495,6 +501,27 @@ type modelExecCmd struct {
 	inputs  []string
 	outputs []string
 	timeout time.Duration
+	// RedisAI checks the model key first, and each declared count against
+	// the model before the syntax that follows it. So a syntax error found
+	// after the key is kept in syntaxErr and reported by Run after those
+	// checks; nIn and nOut are the counts parsed before it (0: not reached).
+	syntaxErr error
+	nIn, nOut int64
+}
+
+// checkSyntax reports a deferred syntax error in RedisAI's order (see
+// modelExecCmd).
+func (c *modelExecCmd) checkSyntax(m *modelstore.Model) error {
+	if c.syntaxErr == nil {
+		return nil
+	}
+	if c.nIn > 0 && c.nIn != int64(len(m.Inputs())) {
+		return errInputsMismatch
+	}
+	if c.nOut > 0 && c.nOut != int64(len(m.Outputs())) {
+		return errOutputsMismatch
+	}
+	return c.syntaxErr
 }
 
 var (
@@ -525,6 +552,7 @@ func parseExecBody(a *Args, c *modelExecCmd) error {
 	if n <= 0 {
 		return Reply("ERR Input count must be a positive integer")
 	}
+	c.nIn = n
 	if int64(a.Remaining()) < n {
 		return Reply("ERR number of input keys to AI.MODELEXECUTE command does not match the number of given arguments")
 	}
@@ -541,6 +569,7 @@ func parseExecBody(a *Args, c *modelExecCmd) error {
 	if m <= 0 {
 		return Reply("ERR Output count must be a positive integer")
 	}
+	c.nOut = m
 	if int64(a.Remaining()) < m {
 		return Reply("ERR number of output keys to AI.MODELEXECUTE command does not match the number of given arguments")
 	}
@@ -555,18 +584,12 @@ func parseModelExecute(a Args) (Runner, error) {
 		return nil, Reply("ERR wrong number of arguments for 'AI.MODELEXECUTE' command")
 	}
 	c := &modelExecCmd{key: a.NextString()}
-	if err := parseExecBody(&a, c); err != nil {
-		return nil, err
+	c.syntaxErr = parseExecBody(&a, c)
+	if c.syntaxErr == nil && a.Match("TIMEOUT") {
+		c.timeout, c.syntaxErr = parseTimeout(&a)
 	}
-	if a.Match("TIMEOUT") {
-		t, err := parseTimeout(&a)
-		if err != nil {
-			return nil, err
-		}
-		c.timeout = t
-	}
-	if a.More() {
-		return nil, errorf("Invalid argument: %s", a.Peek())
+	if c.syntaxErr == nil && a.More() {
+		c.syntaxErr = errorf("Invalid argument: %s", a.Peek())
 	}
 	return c, nil
 }
@@ -577,22 +600,22 @@ func parseModelRun(a Args) (Runner, error) {
 	}
 	c := &modelExecCmd{key: a.NextString()}
 	if a.Match("TIMEOUT") {
-		t, err := parseTimeout(&a)
-		if err != nil {
-			return nil, err
+		if c.timeout, c.syntaxErr = parseTimeout(&a); c.syntaxErr != nil {
+			return c, nil
 		}
-		c.timeout = t
 	}
 	if !a.Match("INPUTS") {
-		return nil, Reply("ERR INPUTS not specified")
+		c.syntaxErr = Reply("ERR INPUTS not specified")
+		return c, nil
 	}
+	// Inputs run to the first OUTPUTS; without one, every key is an input
+	// and the counts disagree with the model (as in RedisAI).
 	for a.More() && !isWord(a.Peek(), "OUTPUTS") {
 		c.inputs = append(c.inputs, a.NextString())
 	}
-	if !a.Match("OUTPUTS") {
-		return nil, Reply("ERR OUTPUTS not specified")
+	if a.Match("OUTPUTS") {
+		c.outputs = keyStrings(a.Rest())
 	}
-	c.outputs = keyStrings(a.Rest())
 	return c, nil
 }
 
@@ -602,6 +625,9 @@ func (c *modelExecCmd) Run(x *Ctx) error {
 	queued := time.Now()
 	m, err := x.getModel(c.key)
 	if err != nil {
+		return err
+	}
+	if err := c.checkSyntax(m); err != nil {
 		return err
 	}
 	if len(c.inputs) != len(m.Inputs()) {
