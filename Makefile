@@ -11,7 +11,7 @@ ORT_GO_DIR   = $(shell $(GO) list -m -f '{{.Dir}}' github.com/yalue/onnxruntime_
 export CGO_CFLAGS += -I$(ORT_GO_DIR)
 export ENCLAVEAI_ONNXRUNTIME_LIB := $(ORT_LIB)
 
-.PHONY: build run test test-go test-redis deps ort models bench fuzz clean
+.PHONY: build run test test-go test-redis deps ort models bench bench-core fuzz clean
 
 build: bin/enclaveai-server bin/enclaveai-cli
 
@@ -56,6 +56,15 @@ test-go: $(ORT_LIB)
 
 test-redis: build models
 	$(PYTHON) -m unittest discover -s redis_tests -p 'test_*.py' -v
+
+# Speed against baselines measured in the same run (docs/BENCHMARKS.md).
+# Each benchmark is its own target that adds itself to `bench`; bench-core
+# is tensors vs Redis, MODELEXECUTE vs onnxruntime_go and the Go benchmarks
+# (bench/run.sh; BENCH_* variables tune it).
+bench: bench-core
+
+bench-core: build models
+	bench/run.sh
 
 fuzz: $(ORT_LIB)
 	$(GO) test -run '^$$' -fuzz FuzzReader -fuzztime 30s ./server

@@ -1,0 +1,58 @@
+package commands_test
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/enclaveai/enclaveai/commands"
+	"github.com/enclaveai/enclaveai/config"
+)
+
+// The tensor commands without the network: parse, run and reply writing
+// as the dispatcher does them for each command a connection reads. The
+// socket side is BenchmarkReader in package server; the whole path against
+// Redis is redis-benchmark in `make bench` (docs/BENCHMARKS.md).
+
+// benchBlob is a 784-float (3136-byte) FLOAT tensor, the size
+// docs/BENCHMARKS.md measures end to end.
+var benchBlob = bytes.Repeat([]byte{0, 0, 128, 63}, 784) // 1.0f
+
+func benchServer(b *testing.B) (*commands.Server, *commands.Client) {
+	b.Helper()
+	s := commands.NewServer(config.Default(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return s, s.NewClient("127.0.0.1:1", "127.0.0.1:2", nil)
+}
+
+func BenchmarkTensorSet(b *testing.B) {
+	s, c := benchServer(b)
+	argv := [][]byte{[]byte("AI.TENSORSET"), []byte("t"), []byte("FLOAT"), []byte("784"), []byte("BLOB"), benchBlob}
+	// The reader hands over arguments of 512 bytes or more as their own
+	// allocations (server.smallArg), which the handler may keep.
+	owned := func(i int) bool { return len(argv[i]) >= 512 }
+	b.SetBytes(int64(len(benchBlob)))
+	b.ReportAllocs()
+	for b.Loop() {
+		c.W.Reset()
+		s.Dispatch(c, argv, owned)
+	}
+	if got := string(c.W.Bytes()); got != "+OK\r\n" {
+		b.Fatalf("reply %q", got)
+	}
+}
+
+func BenchmarkTensorGet(b *testing.B) {
+	s, c := benchServer(b)
+	s.Dispatch(c, [][]byte{[]byte("AI.TENSORSET"), []byte("t"), []byte("FLOAT"), []byte("784"), []byte("BLOB"), benchBlob}, nil)
+	argv := [][]byte{[]byte("AI.TENSORGET"), []byte("t"), []byte("BLOB")}
+	b.SetBytes(int64(len(benchBlob)))
+	b.ReportAllocs()
+	for b.Loop() {
+		c.W.Reset()
+		s.Dispatch(c, argv, nil)
+	}
+	if n := c.W.Len(); n != len(benchBlob)+len("$3136\r\n\r\n") {
+		b.Fatalf("reply of %d bytes: %q", n, c.W.Bytes()[:min(n, 64)])
+	}
+}
