@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"sort"
 	"strconv"
@@ -57,8 +58,13 @@ type Options struct {
 	// LoadModels are the `loadmodel` lines: each the arguments after the directive.
 	LoadModels [][]string
 
-	mu sync.Mutex // serialises CONFIG SET
+	mu        sync.Mutex // serialises CONFIG SET
+	slogLevel slog.LevelVar
 }
+
+// SlogLevel is the log level `loglevel` sets, live: CONFIG SET loglevel
+// changes what the logger built on it writes.
+func (o *Options) SlogLevel() *slog.LevelVar { return &o.slogLevel }
 
 // Default returns Options with redis-server's defaults where a directive
 // exists in Redis, and EnclaveAI's own otherwise.
@@ -147,9 +153,11 @@ var directives = func() map[string]*directive {
 	add("maxmemory", true, g, s)
 	g, s = atomicStr(func(o *Options) *atomic.Pointer[string] { return &o.LogLevel })
 	add("loglevel", true, g, func(o *Options, a []string) error {
-		switch strings.ToLower(a[0]) {
+		switch l := strings.ToLower(a[0]); l {
 		case "debug", "verbose", "notice", "warning":
-			return s(o, []string{strings.ToLower(a[0])})
+			o.slogLevel.Set(map[string]slog.Level{"debug": slog.LevelDebug, "verbose": slog.LevelDebug,
+				"notice": slog.LevelInfo, "warning": slog.LevelWarn}[l])
+			return s(o, []string{l})
 		}
 		return errors.New("argument(s) must be one of the following: debug, verbose, notice, warning")
 	})

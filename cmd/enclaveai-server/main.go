@@ -69,16 +69,5 @@ func newLogger(opts *config.Options) (*slog.Logger, error) {
 		}
 		w = f
 	}
-	lv := new(slog.LevelVar)
-	level := func() slog.Level {
-		switch *opts.LogLevel.Load() {
-		case "debug", "verbose":
-			return slog.LevelDebug
-		case "warning":
-			return slog.LevelWarn
-		}
-		return slog.LevelInfo
-	}
-	lv.Set(level())
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lv})), nil
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: opts.SlogLevel()})), nil
 }
