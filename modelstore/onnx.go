@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
 	"sync"
@@ -473,6 +474,13 @@ func (s *Session) Run(ctx context.Context, inputs []*Tensor) ([]*Tensor, error) 
 		in[i] = v
 	}
 
+	for _, i := range s.requested {
+		// The binding cannot even copy out tensors of other types (it
+		// sizes float16 data by element count).
+		if info := s.outputs[i]; info.DType == DTypeInvalid {
+			return nil, fmt.Errorf("%w: output %d (%s) is a %s, which cannot be stored", ErrUnsupportedDType, i, info.Name, info.ElemType)
+		}
+	}
 	results := make([]*Tensor, len(s.outputs))
 	if len(s.requested) == 0 {
 		return results, nil // nothing ORT could return as a tensor
@@ -545,12 +553,15 @@ func terminateWhenDone(ctx context.Context, ro *ort.RunOptions) (stop func()) {
 	}
 }
 
+// destroyValues destroys and clears the values. A slot may hold a typed
+// nil: when converting an output fails, the binding stores its nil
+// *Tensor[T] result in the slot.
 func destroyValues(vs []ort.Value) {
 	for i, v := range vs {
-		if v != nil {
+		if v != nil && !reflect.ValueOf(v).IsNil() {
 			v.Destroy()
-			vs[i] = nil
 		}
+		vs[i] = nil
 	}
 }
 

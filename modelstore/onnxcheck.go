@@ -163,7 +163,7 @@ func checkTensor(b []byte, base int) error {
 	var (
 		dataType, location uint64
 		elems              uint64 = 1
-		badDims            bool // a negative dimension, or the product overflows
+		badDims            bool   // a negative dimension, or the product overflows
 		hasRaw, external   bool
 		rawLen             int
 	)

@@ -310,18 +310,22 @@ def varint(n):
 def deep_bytes(levels=DEEP_LEVELS):
     """ModelProto.graph -> GraphProto.node -> NodeProto.attribute ->
     AttributeProto.g -> GraphProto.node -> ... nested `levels` deep.
-    Built inside out; every level is a valid length-delimited field."""
+    Every level is a valid length-delimited field."""
     tags = [
         (1 << 3) | 2,  # GraphProto.node
         (5 << 3) | 2,  # NodeProto.attribute
         (6 << 3) | 2,  # AttributeProto.g
     ]
-    inner = b""
-    for i in range(levels - 1, 0, -1):
-        inner = bytes([tags[(i - 1) % 3]]) + varint(len(inner)) + inner
-    graph = bytes([(7 << 3) | 2]) + varint(len(inner)) + inner
-    head = bytes([(1 << 3) | 0]) + varint(IR_VERSION)  # ir_version
-    return head + graph
+    # size[i]: payload size of the message at depth i + 2 (the graph is at
+    # depth 2); the innermost message is empty. Written outside in.
+    size = [0] * levels
+    for i in range(levels - 2, -1, -1):
+        size[i] = 1 + len(varint(size[i + 1])) + size[i + 1]
+    out = bytearray(bytes([(1 << 3) | 0]) + varint(IR_VERSION))  # ir_version
+    out += bytes([(7 << 3) | 2]) + varint(size[0])  # ModelProto.graph
+    for i in range(1, levels):
+        out += bytes([tags[(i - 1) % 3]]) + varint(size[i])
+    return bytes(out)
 
 
 HTML = b"""<!DOCTYPE html>
