@@ -331,18 +331,16 @@ func readModelFile(dir, path string, max int64) ([]byte, error) {
 	return os.ReadFile(real)
 }
 
-// compileModel makes a Model from bytes: the memory check first, then the
-// shared blob registry (which compiles only bytes it has not seen).
+// compileModel makes a Model from bytes through the shared blob registry,
+// which compiles only bytes it has not seen, after checking that they fit
+// in maxmemory (bytes it already holds add nothing).
 func (x *Ctx) compileModel(meta modelstore.ModelMeta, optimize bool, data []byte) (*modelstore.Model, error) {
-	if err := x.Keys.CheckMemory(int64(len(data))); err != nil {
-		return nil, err
-	}
 	opts := modelstore.SessionOptions{
 		Optimize:       optimize,
 		IntraOpThreads: int(x.AI.IntraOpParallelism.Load()),
 		InterOpThreads: int(x.AI.InterOpParallelism.Load()),
 	}
-	blob, err := x.Models.Acquire(data, opts)
+	blob, err := x.Models.AcquireIfRoom(data, opts, x.Keys.CheckMemory)
 	if err != nil {
 		return nil, err
 	}

@@ -63,9 +63,21 @@ func (r *Registry) Len() int {
 // the registry lock: two clients storing the same new model at once may
 // both compile, and the second session is dropped.
 func (r *Registry) Acquire(data []byte, opts SessionOptions) (*Blob, error) {
+	return r.AcquireIfRoom(data, opts, nil)
+}
+
+// AcquireIfRoom is Acquire with a memory check: room (if not nil) is asked
+// for the bytes a new blob would add, before it is compiled, and only when
+// no identical blob is registered, since sharing one adds nothing.
+func (r *Registry) AcquireIfRoom(data []byte, opts SessionOptions, room func(n int64) error) (*Blob, error) {
 	k := blobKey{sha256.Sum256(data), opts}
 	if b := r.ref(k); b != nil {
 		return b, nil
+	}
+	if room != nil {
+		if err := room(int64(len(data))); err != nil {
+			return nil, err
+		}
 	}
 	if err := CheckModelBlob(data); err != nil {
 		return nil, err

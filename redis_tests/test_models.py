@@ -252,6 +252,24 @@ class StoreExecuteTest(ModelCase):
         self.assertEqual(meta[:4], [b"dtype", b"STRING", b"shape", [4]])
         self.assertEqual(meta[5], blob)
 
+    def test_pipelined_reads_see_outputs(self):
+        """1.2: commands pipelined after a run on the same connection are
+        answered after it, so they see its outputs."""
+        store(self.r, "mlp", "mlp.onnx")
+        x, y = reference("mlp")
+        p = self.r.pipeline(transaction=False)
+        p.execute_command("AI.TENSORSET", "x", "FLOAT", *x.shape, "BLOB", x.tobytes())
+        for i in range(3):
+            p.execute_command("AI.MODELEXECUTE", "mlp", "INPUTS", 1, "x", "OUTPUTS", 1, "y%d" % i)
+            p.execute_command("AI.TENSORGET", "y%d" % i, "BLOB")
+        p.execute_command("AI.INFO", "mlp")
+        res = p.execute()
+        self.assertEqual(res[0], b"OK")
+        for i in range(3):
+            self.assertEqual(res[1 + 2 * i], b"OK")
+            np.testing.assert_allclose(np.frombuffer(res[2 + 2 * i], np.float32).reshape(3, 10), y, rtol=1e-4, atol=1e-4)
+        self.assertEqual(as_dict(res[-1])["calls"], 3)
+
     def test_modelset_deprecated(self):
         data = model_bytes("linear.onnx")
         # 3.4: INPUTS/OUTPUTS names without counts (ignored for ONNX), chunks.
@@ -426,6 +444,8 @@ class MetadataTest(ModelCase):
         self.assertEqual(info(self.r, "lin")["calls"], 0)
         self.assertErr(NO_RUN_INFO, "AI.INFO", "x3")
         self.assertErr(NO_RUN_INFO, "AI.INFO", "nosuch")
+        for args in (("AI.INFO",), ("AI.INFO", "lin", "RESETSTAT", "x")):
+            self.assertTrue(self.err(*args).lower().startswith("err wrong number of arguments for 'ai.info'"), args)
 
     def test_info_survives_rename(self):
         store(self.r, "a", "linear.onnx", "TAG", "t")
@@ -1065,6 +1085,70 @@ class AutoBatchingTest(ModelCase):
         for c in clients:
             c.close()
 
+    def run_together(self, jobs):
+        """Runs jobs (functions of a client) at once, each on its own
+        client; returns their results and the wall time of the slowest."""
+        clients = [self.srv.client() for _ in jobs]
+        barrier = threading.Barrier(len(jobs))
+        results, errors = [None] * len(jobs), []
+
+        def worker(i):
+            try:
+                barrier.wait(5)
+                results[i] = jobs[i](clients[i])
+            except Exception as e:  # reported below
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(jobs))]
+        t0 = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(15)
+        elapsed = time.monotonic() - t0
+        for c in clients:
+            c.close()
+        self.assertEqual(errors, [])
+        return results, elapsed
+
+    def test_uneven_requests_split_back(self):
+        # Batches of 1 and 3 rows make the MINBATCHSIZE of 4 together; the
+        # 4 output rows go back 1 and 3.
+        store(self.r, "bm", "linear.onnx", "BATCHSIZE", 4, "MINBATCHSIZE", 4, "MINBATCHTIMEOUT", 5000)
+        xs = [np.array([[1, 2, 3, 4]], np.float32), np.arange(12, dtype=np.float32).reshape(3, 4) - 5]
+
+        def job(i):
+            def run(c):
+                tset(c, "ux%d" % i, xs[i])
+                self.assertEqual(execute(c, "bm", ["ux%d" % i], ["uy%d" % i]), b"OK")
+                return tget(c, "uy%d" % i)
+            return run
+
+        outs, elapsed = self.run_together([job(0), job(1)])
+        self.assertLess(elapsed, 2.5)
+        for i in range(2):
+            self.assertEqual(outs[i].shape, (xs[i].shape[0], 3))
+            np.testing.assert_allclose(outs[i], linear_np(xs[i]), rtol=1e-5, atol=1e-5)
+        d = info(self.r, "bm")
+        self.assertEqual((d["calls"], d["samples"]), (2, 4))
+
+    def test_string_requests_batched(self):
+        store(self.r, "sb", "string_identity.onnx", "BATCHSIZE", 3, "MINBATCHSIZE", 3, "MINBATCHTIMEOUT", 5000)
+        ins = [[b"a"], [b"", b"bb"]]  # 1 + 2 elements = MINBATCHSIZE 3
+
+        def job(i):
+            def run(c):
+                c.execute_command("AI.TENSORSET", "sx%d" % i, "STRING", len(ins[i]), "BLOB",
+                                  b"".join(v + b"\0" for v in ins[i]))
+                self.assertEqual(execute(c, "sb", ["sx%d" % i], ["sy%d" % i]), b"OK")
+                return c.execute_command("AI.TENSORGET", "sy%d" % i, "VALUES")
+            return run
+
+        outs, elapsed = self.run_together([job(0), job(1)])
+        self.assertLess(elapsed, 2.5)
+        self.assertEqual(outs, ins)
+        self.assertEqual(info(self.r, "sb")["samples"], 3)
+
     def test_lone_request_waits_minbatchtimeout(self):
         store(self.r, "bm", "linear.onnx", "BATCHSIZE", 4, "MINBATCHSIZE", 3, "MINBATCHTIMEOUT", 200)
         x = np.array([[1, 2, 3, 4]], np.float32)
@@ -1179,6 +1263,28 @@ class MaxMemoryTest(ModelCase):
         # A small model still fits and runs.
         self.assertEqual(store(self.r, "small", "linear.onnx"), b"OK")
         self.assertLinearRuns("small")
+
+    def test_model_bytes_count_once(self):
+        """Model bytes count against maxmemory, once per distinct blob, and
+        are given back when the last key using them goes."""
+        import onnx
+
+        def padded(fill):
+            m = onnx.load_from_string(model_bytes("linear.onnx"))
+            m.doc_string = fill * 400_000
+            return m.SerializeToString()
+
+        a, b, c = padded("a"), padded("b"), padded("c")
+        self.assertEqual(store(self.r, "a", a), b"OK")
+        self.assertEqual(store(self.r, "b", b), b"OK")
+        self.assertEqual(store(self.r, "b2", b), b"OK")  # shared: no new bytes
+        e = self.err("AI.MODELSTORE", "c", "ONNX", "CPU", "BLOB", c)
+        self.assertTrue(e.startswith("OOM "), e)
+        self.assertEqual(self.r.exists("c"), 0)
+        self.assertEqual(self.r.delete("a"), 1)
+        self.assertEqual(store(self.r, "c", c), b"OK")
+        self.assertLinearRuns("c")
+        self.assertLinearRuns("b2")
 
 
 class ModelDirTest(ModelCase):
