@@ -911,6 +911,11 @@ class RuntimeErrorTest(ModelCase):
         t0 = time.monotonic()
         t.start()
         time.sleep(0.3)  # let the run start (its stats appear only at the end)
+        # One run at a time (THREADS_PER_QUEUE 1, 5.1): a request behind the
+        # slow run times out in the queue.
+        tset(self.r, "lx", np.ones((1, 4), np.float32))
+        self.assertEqual(execute(self.r, "lin", ["lx"], ["ly"], "TIMEOUT", 100), b"TIMEDOUT")
+        self.assertEqual(self.r.exists("ly"), 0)
         c = self.raw()
         latencies = []
         while t.is_alive() and time.monotonic() - t0 < 2.2:
@@ -1221,6 +1226,15 @@ class HostileModelTest(ModelCase):
 
     def test_deeply_nested_protobuf(self):
         self.check(model_bytes("deep.onnx"))
+
+    def test_max_model_size(self):
+        old = self.r.config_get("max-model-size")["max-model-size"]
+        self.addCleanup(self.r.config_set, "max-model-size", old)
+        self.assertTrue(self.r.config_set("max-model-size", 100_000))
+        e = self.check(model_bytes("mlp.onnx"))
+        self.assertEqual(e, "ERR model exceeds max-model-size")
+        e = self.err("AI.MODELSTORE", "fresh", "ONNX", "CPU", "BLOB", *split_n(model_bytes("mlp.onnx"), 50))
+        self.assertEqual(e, "ERR model exceeds max-model-size")
 
     def test_hostile_in_chunks_and_modelset(self):
         data = model_bytes("html.onnx")
