@@ -190,7 +190,8 @@ func (i IOInfo) IsTensor() bool { return strings.HasPrefix(i.ElemType, "tensor("
 
 // ORTError is an error reported by ONNX Runtime itself, with its message
 // as ORT wrote it (surrounding space trimmed, line breaks folded into
-// spaces so it fits a RESP error line), e.g. "Got invalid dimensions for
+// spaces so it fits a RESP error line, and the C++ source location ORT puts
+// before some messages dropped), e.g. "Got invalid dimensions for
 // input: x for the following indices index: 1 Got: 5 Expected: 4 Please
 // fix either the inputs/outputs or the model.". RedisAI replies with such
 // messages verbatim, without an ERR prefix.
@@ -490,6 +491,10 @@ func (s *Session) Run(ctx context.Context, inputs []*Tensor) ([]*Tensor, error) 
 	for k, i := range s.requested {
 		// The binding cannot turn an ORT-allocated rank-0 numeric tensor
 		// into a Go value, so outputs declared as scalars are preallocated.
+		// ORT writes into the Scalar's Go buffer, which the binding keeps
+		// private, so it cannot be pinned like the inputs; it is one
+		// element in a heap object that out keeps alive, and Go's
+		// collector does not move heap objects.
 		info := s.outputs[i]
 		if info.Shape != nil && len(info.Shape) == 0 && info.DType != String {
 			if kind := elemKinds[dtypeToONNX(info.DType)]; kind != nil {
