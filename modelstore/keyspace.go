@@ -45,6 +45,9 @@ type Keyspace struct {
 	mu      sync.RWMutex
 	m       map[string]entry
 	expires int // number of keys with a TTL
+	// dropped holds the values of expired, not yet swept keys that a write
+	// or DEL removed: SweepExpired hands them back for release with the rest.
+	dropped []Value
 
 	used      atomic.Int64 // bytes accounted for values and keys
 	dirty     atomic.Int64 // writes since the last snapshot
@@ -136,6 +139,7 @@ func (k *Keyspace) SetMany(ws []Write) ([]Value, error) {
 		return nil, ErrOOM
 	}
 	for _, w := range ws {
+		k.dropIfExpired(w.Key, now)
 		k.setLocked(w.Key, entry{v: w.Value})
 	}
 	k.dirty.Add(int64(len(ws)))
@@ -166,6 +170,14 @@ func (k *Keyspace) setLocked(key string, e entry) {
 	}
 }
 
+// dropIfExpired queues the value of key, if it is there but expired, for
+// the next SweepExpired: a write is about to replace it.
+func (k *Keyspace) dropIfExpired(key string, now int64) {
+	if e, ok := k.m[key]; ok && !e.live(now) {
+		k.dropped = append(k.dropped, e.v)
+	}
+}
+
 func (k *Keyspace) deleteLocked(key string) (Value, bool) {
 	e, ok := k.m[key]
 	if !ok {
@@ -187,6 +199,7 @@ func (k *Keyspace) Delete(keys ...string) []Value {
 	defer k.mu.Unlock()
 	for _, key := range keys {
 		if e, ok := k.m[key]; ok {
+			k.dropIfExpired(key, now)
 			k.deleteLocked(key)
 			if e.live(now) {
 				out = append(out, e.v)
@@ -226,6 +239,7 @@ func (k *Keyspace) Rename(src, dst string) (Value, error) {
 	if d, ok := k.m[dst]; ok && d.live(now) {
 		replaced = d.v
 	}
+	k.dropIfExpired(dst, now)
 	k.deleteLocked(src)
 	k.setLocked(dst, e)
 	k.dirty.Add(1)
@@ -311,14 +325,17 @@ func (k *Keyspace) Flush() []Value {
 	return out
 }
 
-// SweepExpired deletes expired keys and returns the values removed.
+// SweepExpired deletes expired keys and returns the values removed,
+// including those of expired keys that writes or DEL removed meanwhile.
 func (k *Keyspace) SweepExpired() []Value {
 	now := k.now()
-	var out []Value
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	out := k.dropped
+	k.dropped = nil
+	k.expired.Add(int64(len(out)))
 	if k.expires == 0 {
-		return nil
+		return out
 	}
 	for key, e := range k.m {
 		if e.expireAt != 0 && e.expireAt <= now {

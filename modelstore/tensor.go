@@ -178,8 +178,8 @@ func NewTensorFromValues(dt DType, shape []int64, values [][]byte) (*Tensor, err
 	for i, v := range values {
 		b := data[i*size : (i+1)*size]
 		if dt.IsFloat() {
-			f, err := strconv.ParseFloat(string(v), 64)
-			if err != nil && !isRangeErr(err) {
+			f, ok := parseDouble(string(v))
+			if !ok {
 				return nil, ErrInvalidValue
 			}
 			if dt == Float {
@@ -196,13 +196,36 @@ func NewTensorFromValues(dt DType, shape []int64, values [][]byte) (*Tensor, err
 	return &Tensor{DType: dt, Shape: shape, Data: data}, nil
 }
 
-func isRangeErr(err error) bool {
-	ne, ok := err.(*strconv.NumError)
-	return ok && ne.Err == strconv.ErrRange
+// parseDouble parses a float VALUES element as RedisModule_StringToDouble
+// (strtod) does: NaN, values beyond the double range and values that
+// underflow to zero are invalid; "inf" is valid (and a FLOAT beyond the
+// float32 range becomes inf). Go's digit separators are not numbers.
+func parseDouble(s string) (float64, bool) {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(f) || strings.ContainsRune(s, '_') {
+		return 0, false
+	}
+	if f == 0 {
+		mant, _, _ := strings.Cut(strings.ToLower(s), "e")
+		if strings.ContainsAny(mant, "123456789") {
+			return 0, false
+		}
+	}
+	return f, true
+}
+
+// strictInt reports whether s is written as Redis's string2ll requires: an
+// optional '-', digits, no '+' and no leading zero ("0" alone excepted).
+func strictInt(s string) bool {
+	d := strings.TrimPrefix(s, "-")
+	return d != "" && d[0] >= '0' && d[0] <= '9' && (d[0] != '0' || len(s) == 1)
 }
 
 func putInt(dt DType, b []byte, v []byte) error {
 	s := string(v)
+	if !strictInt(s) {
+		return ErrInvalidValue
+	}
 	switch dt {
 	case Uint8, Uint16, Uint32, Uint64, Bool:
 		bits := map[DType]int{Uint8: 8, Uint16: 16, Uint32: 32, Uint64: 64, Bool: 1}[dt]
@@ -250,8 +273,69 @@ func (t *Tensor) Float(i int) float64 {
 // FloatText formats element i of a float tensor as RedisAI on Redis 7 does:
 // the value widened to float64, in the shortest text that parses back to it
 // (so a FLOAT 0.1 reads "0.10000000149011612", and text round-trips exactly).
-func (t *Tensor) FloatText(i int) string {
-	return strconv.FormatFloat(t.Float(i), 'g', -1, 64)
+func (t *Tensor) FloatText(i int) string { return FormatDouble(t.Float(i)) }
+
+// FormatDouble writes f as Redis 7.2 replies a double (d2string): "nan",
+// "inf", "-inf", "0" or "-0"; an integral value within ±2^62 as an integer;
+// otherwise the shortest digits that parse back to f, laid out as
+// fpconv_dtoa does (plain unless the exponent is far from the digits, then
+// d.ddde±x with no padding of the exponent).
+func FormatDouble(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "nan"
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	case f == 0 && math.Signbit(f):
+		return "-0"
+	case f >= -(1<<62) && f <= 1<<62 && f == math.Trunc(f):
+		return strconv.FormatInt(int64(f), 10)
+	}
+	var out []byte
+	if f < 0 {
+		out = append(out, '-')
+	}
+	e := strconv.FormatFloat(math.Abs(f), 'e', -1, 64) // d.ddde±xx
+	mant, exp10, _ := strings.Cut(e, "e")
+	digits := strings.Replace(mant, ".", "", 1)
+	x, _ := strconv.Atoi(exp10) // the exponent of the first digit
+	nd := len(digits)
+	k := x - nd + 1 // f = digits × 10^k
+	ax := x
+	if ax < 0 {
+		ax = -ax
+	}
+	switch {
+	case k >= 0 && ax < nd+7:
+		out = append(out, digits...)
+		out = append(out, strings.Repeat("0", k)...)
+	case k < 0 && (k > -7 || ax < 4):
+		if off := nd + k; off <= 0 {
+			out = append(out, "0."...)
+			out = append(out, strings.Repeat("0", -off)...)
+			out = append(out, digits...)
+		} else {
+			out = append(out, digits[:off]...)
+			out = append(out, '.')
+			out = append(out, digits[off:]...)
+		}
+	default:
+		out = append(out, digits[0])
+		if nd > 1 {
+			out = append(out, '.')
+			out = append(out, digits[1:]...)
+		}
+		out = append(out, 'e')
+		if x < 0 {
+			out = append(out, '-')
+		} else {
+			out = append(out, '+')
+		}
+		out = strconv.AppendInt(out, int64(ax), 10)
+	}
+	return string(out)
 }
 
 // Int returns element i of an integer or BOOL tensor. UINT64 values above

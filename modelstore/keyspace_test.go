@@ -1,0 +1,472 @@
+package modelstore
+
+import (
+	"errors"
+	"fmt"
+	"math/rand"
+	"slices"
+	"strconv"
+	"testing"
+)
+
+// other is a value of another type than a tensor (a model, for the keyspace).
+type other struct{ size int64 }
+
+func (o *other) TypeName() string { return "AI__MODEL" }
+func (o *other) MemSize() int64   { return o.size }
+
+func newU8(n int) *Tensor {
+	return &Tensor{DType: Uint8, Shape: []int64{int64(n)}, Data: make([]byte, n)}
+}
+
+// clock is a fake keyspace clock.
+type clock struct{ ms int64 }
+
+func (c *clock) now() int64 { return c.ms }
+
+func newTestKeyspace(t *testing.T, maxmemory int64) (*Keyspace, *clock) {
+	t.Helper()
+	k := NewKeyspace(func() int64 { return maxmemory })
+	c := &clock{ms: 1_000_000}
+	k.now = c.now
+	t.Cleanup(func() { checkAccounting(t, k) })
+	return k, c
+}
+
+// checkAccounting verifies the keyspace's counters against its map: Used
+// is the sum of the entries' sizes and the TTL count is the number of
+// entries with an expiry.
+func checkAccounting(t *testing.T, k *Keyspace) {
+	t.Helper()
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	var used int64
+	expires := 0
+	for key, e := range k.m {
+		used += entrySize(key, e.v)
+		if e.expireAt != 0 {
+			expires++
+		}
+	}
+	if got := k.Used(); got != used {
+		t.Errorf("Used() = %d, entries add up to %d", got, used)
+	}
+	if k.expires != expires {
+		t.Errorf("expires = %d, entries with a TTL: %d", k.expires, expires)
+	}
+}
+
+func TestSetSameType(t *testing.T) {
+	k, _ := newTestKeyspace(t, 0)
+	t1, t2, m := newU8(1), newU8(2), &other{100}
+	if old, err := k.Set("t", t1, true); err != nil || old != nil {
+		t.Fatalf("first Set: %v %v", old, err)
+	}
+	if old, err := k.Set("t", t2, true); err != nil || old != t1 {
+		t.Fatalf("replacing a tensor: old %v, %v", old, err)
+	}
+	if _, err := k.Set("m", m, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Set("m", t1, true); !errors.Is(err, ErrWrongType) {
+		t.Fatalf("a tensor onto a model: %v, want ErrWrongType", err)
+	}
+	if v, _ := k.Get("m"); v != m {
+		t.Fatal("a refused Set changed the key")
+	}
+	if _, err := k.GetTensor("m"); !errors.Is(err, ErrWrongType) {
+		t.Fatalf("GetTensor of a model: %v", err)
+	}
+	if _, err := k.GetTensor("none"); !errors.Is(err, ErrNoTensor) {
+		t.Fatalf("GetTensor of nothing: %v", err)
+	}
+	if old, err := k.Set("m", t1, false); err != nil || old != m {
+		t.Fatalf("Set without the type check: old %v, %v", old, err)
+	}
+	if got, _ := k.GetTensor("m"); got != t1 {
+		t.Fatal("Set without the type check did not replace")
+	}
+}
+
+// A Set clears the key's TTL, as Redis's SET does.
+func TestSetClearsTTL(t *testing.T) {
+	k, c := newTestKeyspace(t, 0)
+	k.Set("t", newU8(1), true)
+	k.SetExpire("t", c.ms+1000)
+	k.Set("t", newU8(2), true)
+	if at, ok := k.Expiry("t"); !ok || at != 0 {
+		t.Fatalf("Expiry after Set = %d %v, want none", at, ok)
+	}
+	if _, exp := k.Len(); exp != 0 {
+		t.Fatalf("%d keys with a TTL, want 0", exp)
+	}
+}
+
+func TestSetManyAllOrNothing(t *testing.T) {
+	k, _ := newTestKeyspace(t, 0)
+	k.Set("m", &other{10}, false)
+	a, b := newU8(1), newU8(2)
+	_, err := k.SetMany([]Write{{Key: "a", Value: a, SameType: true}, {Key: "m", Value: b, SameType: true}})
+	if !errors.Is(err, ErrWrongType) {
+		t.Fatalf("got %v, want ErrWrongType", err)
+	}
+	if _, ok := k.Get("a"); ok {
+		t.Fatal("the first write of a refused SetMany was applied")
+	}
+	k.Set("a", a, true)
+	old, err := k.SetMany([]Write{{Key: "a", Value: b, SameType: true}, {Key: "new", Value: a, SameType: true}})
+	if err != nil || len(old) != 2 || old[0] != a || old[1] != nil {
+		t.Fatalf("SetMany: %v %v", old, err)
+	}
+}
+
+func TestMaxMemory(t *testing.T) {
+	limit := entrySize("a", newU8(100)) + entrySize("b", newU8(100))
+	k, _ := newTestKeyspace(t, limit)
+	if _, err := k.Set("a", newU8(100), true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Set("b", newU8(100), true); err != nil {
+		t.Fatalf("exactly at maxmemory: %v", err)
+	}
+	used := k.Used()
+	if used != limit {
+		t.Fatalf("Used() = %d, want %d", used, limit)
+	}
+	if _, err := k.Set("c", newU8(0), true); !errors.Is(err, ErrOOM) {
+		t.Fatalf("past maxmemory: %v, want ErrOOM", err)
+	}
+	if _, err := k.Set("a", newU8(101), true); !errors.Is(err, ErrOOM) {
+		t.Fatalf("growing a value past maxmemory: %v, want ErrOOM", err)
+	}
+	_, err := k.SetMany([]Write{{Key: "a", Value: newU8(10)}, {Key: "c", Value: newU8(200)}})
+	if !errors.Is(err, ErrOOM) {
+		t.Fatalf("SetMany past maxmemory: %v, want ErrOOM", err)
+	}
+	if k.Used() != used || len(k.Items()) != 2 {
+		t.Fatal("a refused write changed the keyspace")
+	}
+	if got, _ := k.GetTensor("a"); len(got.Data) != 100 {
+		t.Fatal("a refused SetMany replaced a value")
+	}
+	// Writes that shrink memory pass even over the limit.
+	if _, err := k.Set("a", newU8(50), true); err != nil {
+		t.Fatalf("shrinking a value: %v", err)
+	}
+	if err := k.CheckMemory(50); err != nil {
+		t.Fatalf("CheckMemory within the limit: %v", err)
+	}
+	if err := k.CheckMemory(51); !errors.Is(err, ErrOOM) {
+		t.Fatalf("CheckMemory past the limit: %v", err)
+	}
+}
+
+func TestExpiry(t *testing.T) {
+	k, c := newTestKeyspace(t, 0)
+	v := newU8(3)
+	k.Set("k", v, true)
+	k.Set("p", newU8(1), true)
+	if ok, _ := k.SetExpire("none", c.ms+10); ok {
+		t.Fatal("SetExpire on a missing key")
+	}
+	if ok, removed := k.SetExpire("k", c.ms+100); !ok || removed != nil {
+		t.Fatal("SetExpire in the future")
+	}
+	if at, ok := k.Expiry("k"); !ok || at != c.ms+100 {
+		t.Fatalf("Expiry = %d %v", at, ok)
+	}
+	if n, exp := k.Len(); n != 2 || exp != 1 {
+		t.Fatalf("Len = %d, %d", n, exp)
+	}
+	c.ms += 99
+	if _, ok := k.Get("k"); !ok {
+		t.Fatal("expired a millisecond early")
+	}
+	c.ms++
+	if _, ok := k.Get("k"); ok {
+		t.Fatal("still there at its expiry time")
+	}
+	if _, ok := k.Expiry("k"); ok {
+		t.Fatal("Expiry of an expired key")
+	}
+	if ok, _ := k.SetExpire("k", 0); ok {
+		t.Fatal("PERSIST revived an expired key")
+	}
+	if _, err := k.Rename("k", "k2"); !errors.Is(err, ErrNoKey) {
+		t.Fatalf("Rename of an expired key: %v", err)
+	}
+	if items := k.Items(); len(items) != 1 || items[0].Key != "p" {
+		t.Fatalf("Items = %v", items)
+	}
+	if n, _ := k.Len(); n != 2 {
+		t.Fatalf("Len counts expired keys until they are swept, as Redis does; got %d", n)
+	}
+	if swept := k.SweepExpired(); len(swept) != 1 || swept[0] != v {
+		t.Fatalf("SweepExpired = %v", swept)
+	}
+	if n, exp := k.Len(); n != 1 || exp != 0 || k.ExpiredKeys() != 1 {
+		t.Fatalf("after the sweep: Len %d %d, expired %d", n, exp, k.ExpiredKeys())
+	}
+	// An expiry at or before now deletes at once and hands the value back.
+	pv, _ := k.Get("p")
+	if ok, removed := k.SetExpire("p", c.ms); !ok || removed != pv {
+		t.Fatalf("SetExpire in the past: %v %v", ok, removed)
+	}
+	if n, _ := k.Len(); n != 0 {
+		t.Fatal("not deleted")
+	}
+	// Removing a TTL.
+	k.Set("q", newU8(1), true)
+	k.SetExpire("q", c.ms+5)
+	if ok, _ := k.SetExpire("q", 0); !ok {
+		t.Fatal("PERSIST")
+	}
+	c.ms += 10
+	if _, ok := k.Get("q"); !ok {
+		t.Fatal("a persisted key expired")
+	}
+	if _, exp := k.Len(); exp != 0 {
+		t.Fatalf("%d keys with a TTL after PERSIST", exp)
+	}
+}
+
+func TestRenameKeepsTTL(t *testing.T) {
+	k, c := newTestKeyspace(t, 0)
+	v, w := newU8(1), newU8(2)
+	k.Set("src", v, true)
+	k.SetExpire("src", c.ms+500)
+	k.Set("dst", w, true)
+	replaced, err := k.Rename("src", "destination")
+	if err != nil || replaced != nil {
+		t.Fatalf("Rename: %v %v", replaced, err)
+	}
+	if at, ok := k.Expiry("destination"); !ok || at != c.ms+500 {
+		t.Fatalf("renamed key's expiry = %d %v, want %d", at, ok, c.ms+500)
+	}
+	if _, ok := k.Get("src"); ok {
+		t.Fatal("the source is still there")
+	}
+	if replaced, err = k.Rename("destination", "dst"); err != nil || replaced != w {
+		t.Fatalf("Rename onto a key: replaced %v, %v", replaced, err)
+	}
+	if got, _ := k.Get("dst"); got != v {
+		t.Fatal("Rename did not move the value")
+	}
+	if replaced, err = k.Rename("dst", "dst"); err != nil || replaced != nil {
+		t.Fatalf("Rename onto itself: %v %v", replaced, err)
+	}
+	if at, _ := k.Expiry("dst"); at != c.ms+500 {
+		t.Fatal("Rename onto itself lost the TTL")
+	}
+	if _, err := k.Rename("none", "x"); !errors.Is(err, ErrNoKey) {
+		t.Fatalf("Rename of a missing key: %v", err)
+	}
+	if n, exp := k.Len(); n != 1 || exp != 1 {
+		t.Fatalf("Len = %d, %d", n, exp)
+	}
+}
+
+func TestDeleteAndDeleteIf(t *testing.T) {
+	k, c := newTestKeyspace(t, 0)
+	a, b := newU8(1), newU8(1)
+	k.Set("a", a, true)
+	k.Set("b", b, true)
+	if got := k.Delete("a", "none", "a"); len(got) != 1 || got[0] != a {
+		t.Fatalf("Delete = %v", got)
+	}
+	if k.DeleteIf("b", a) {
+		t.Fatal("DeleteIf with another value")
+	}
+	if !k.DeleteIf("b", b) {
+		t.Fatal("DeleteIf with the value")
+	}
+	// An expired key counts as absent.
+	k.Set("e", newU8(1), true)
+	k.SetExpire("e", c.ms+1)
+	c.ms += 1
+	if got := k.Delete("e"); len(got) != 0 {
+		t.Fatalf("Delete of an expired key reported %v", got)
+	}
+}
+
+// Every value that leaves the keyspace, however it leaves, is handed back
+// exactly once by the call that removed it or by the next SweepExpired, so
+// that the server can release it (a model's reference to its session).
+func TestEveryRemovedValueIsHandedBack(t *testing.T) {
+	k, c := newTestKeyspace(t, 0)
+	rng := rand.New(rand.NewSource(1))
+	live := map[Value]bool{} // values stored and not yet handed back
+	back := func(op string, vs ...Value) {
+		for _, v := range vs {
+			if v == nil {
+				continue
+			}
+			if !live[v] {
+				t.Fatalf("%s handed back %p, which is not stored or was handed back already", op, v)
+			}
+			delete(live, v)
+		}
+	}
+	key := func() string { return "k" + strconv.Itoa(rng.Intn(8)) }
+	for i := 0; i < 5000; i++ {
+		switch rng.Intn(8) {
+		case 0, 1:
+			v := newU8(rng.Intn(4))
+			old, err := k.Set(key(), v, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			live[v] = true
+			back("Set", old)
+		case 2:
+			ws := []Write{{Key: key(), Value: newU8(1)}, {Key: key() + "x", Value: &other{3}}}
+			old, err := k.SetMany(ws)
+			if err != nil {
+				t.Fatal(err)
+			}
+			live[ws[0].Value], live[ws[1].Value] = true, true
+			back("SetMany", old...)
+		case 3:
+			back("Delete", k.Delete(key(), key())...)
+		case 4:
+			if replaced, err := k.Rename(key(), key()); err == nil {
+				back("Rename", replaced)
+			}
+		case 5:
+			_, removed := k.SetExpire(key(), c.ms+int64(rng.Intn(5))-1)
+			back("SetExpire", removed)
+		case 6:
+			c.ms += int64(rng.Intn(3))
+		case 7:
+			if rng.Intn(10) == 0 {
+				back("SweepExpired", k.SweepExpired()...)
+			}
+		}
+	}
+	back("SweepExpired", k.SweepExpired()...)
+	back("Flush", k.Flush()...)
+	if len(live) != 0 {
+		t.Fatalf("%d values left the keyspace without being handed back", len(live))
+	}
+}
+
+func TestScanCoversEveryKeyOnce(t *testing.T) {
+	k, _ := newTestKeyspace(t, 0)
+	const n = 1000
+	for i := 0; i < n; i++ {
+		k.Set(fmt.Sprintf("key:%d", i), newU8(0), true)
+	}
+	all := func(Item) bool { return true }
+	for _, count := range []int{1, 7, 10, 999, 1000, 5000} {
+		seen := map[string]int{}
+		cursor, calls := uint64(0), 0
+		for {
+			keys, next := k.Scan(cursor, count, all)
+			calls++
+			if len(keys) > count {
+				t.Fatalf("COUNT %d: a page of %d keys", count, len(keys))
+			}
+			for _, key := range keys {
+				seen[key]++
+			}
+			if next == 0 {
+				break
+			}
+			if next <= cursor {
+				t.Fatalf("COUNT %d: cursor went from %d to %d", count, cursor, next)
+			}
+			cursor = next
+		}
+		if len(seen) != n {
+			t.Fatalf("COUNT %d: %d keys seen, want %d", count, len(seen), n)
+		}
+		for key, times := range seen {
+			if times != 1 {
+				t.Fatalf("COUNT %d: %s seen %d times", count, key, times)
+			}
+		}
+		if want := (n + count - 1) / count; calls != want {
+			t.Errorf("COUNT %d: %d calls, want %d", count, calls, want)
+		}
+	}
+}
+
+// Keys present for the whole scan are returned even when others come and
+// go between the calls; filtered keys still count towards COUNT.
+func TestScanUnderChanges(t *testing.T) {
+	k, c := newTestKeyspace(t, 0)
+	for i := 0; i < 300; i++ {
+		k.Set(fmt.Sprintf("stay:%d", i), newU8(0), true)
+	}
+	seen := map[string]bool{}
+	cursor, i := uint64(0), 0
+	for {
+		keys, next := k.Scan(cursor, 10, func(it Item) bool { return it.Key[:4] == "stay" })
+		for _, key := range keys {
+			seen[key] = true
+		}
+		// Churn: add, delete and expire other keys.
+		k.Set(fmt.Sprintf("tmp:%d", i), newU8(0), true)
+		k.Delete(fmt.Sprintf("tmp:%d", i-3))
+		k.SetExpire(fmt.Sprintf("tmp:%d", i-1), c.ms+1)
+		c.ms++
+		i++
+		if next == 0 {
+			break
+		}
+		cursor = next
+	}
+	if len(seen) != 300 {
+		t.Fatalf("%d of 300 stable keys seen", len(seen))
+	}
+	if keys, next := k.Scan(1<<62, 10, func(Item) bool { return true }); len(keys) != 0 || next != 0 {
+		t.Fatalf("a cursor past every key: %v %d", keys, next)
+	}
+}
+
+func TestFlushAndReplaceAccounting(t *testing.T) {
+	k, c := newTestKeyspace(t, 0)
+	var want int64
+	for i := 0; i < 10; i++ {
+		key := "k" + strconv.Itoa(i)
+		v := newU8(i * 10)
+		k.Set(key, v, true)
+		want += entrySize(key, v)
+	}
+	k.SetExpire("k1", c.ms+100)
+	if k.Used() != want {
+		t.Fatalf("Used() = %d, want %d", k.Used(), want)
+	}
+	if k.Dirty() == 0 {
+		t.Fatal("writes did not count as changes")
+	}
+	if old := k.Flush(); len(old) != 10 || k.Used() != 0 {
+		t.Fatalf("Flush returned %d values, Used() %d", len(old), k.Used())
+	}
+	if n, exp := k.Len(); n != 0 || exp != 0 {
+		t.Fatalf("after Flush: Len %d %d", n, exp)
+	}
+	k.Set("before", newU8(5), true)
+	items := []Item{
+		{Key: "a", Value: newU8(7)},
+		{Key: "b", Value: &other{100}, ExpireAt: c.ms + 1000},
+	}
+	old := k.Replace(items)
+	if len(old) != 1 {
+		t.Fatalf("Replace returned %d values, want 1", len(old))
+	}
+	if want := entrySize("a", items[0].Value) + entrySize("b", items[1].Value); k.Used() != want {
+		t.Fatalf("Used() after Replace = %d, want %d", k.Used(), want)
+	}
+	if n, exp := k.Len(); n != 2 || exp != 1 || k.Dirty() != 0 {
+		t.Fatalf("after Replace: Len %d %d, Dirty %d", n, exp, k.Dirty())
+	}
+	if got := k.SortedKeys(func(Item) bool { return true }); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("SortedKeys = %v", got)
+	}
+	k.Delete("a")
+	k.Rename("b", "bb")
+	if want := entrySize("bb", items[1].Value); k.Used() != want {
+		t.Fatalf("Used() after Delete and Rename = %d, want %d", k.Used(), want)
+	}
+}
