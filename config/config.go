@@ -151,13 +151,14 @@ var directives = func() map[string]*directive {
 	add("client-query-buffer-limit", true, g, s)
 	g, s = num(func(o *Options) *atomic.Int64 { return &o.MaxMemory }, 0, 1<<62, true)
 	add("maxmemory", true, g, s)
-	g, s = atomicStr(func(o *Options) *atomic.Pointer[string] { return &o.LogLevel })
+	// Setters wrapped in closures get their own variable: s is reused below.
+	g, setLevel := atomicStr(func(o *Options) *atomic.Pointer[string] { return &o.LogLevel })
 	add("loglevel", true, g, func(o *Options, a []string) error {
 		switch l := strings.ToLower(a[0]); l {
 		case "debug", "verbose", "notice", "warning":
 			o.slogLevel.Set(map[string]slog.Level{"debug": slog.LevelDebug, "verbose": slog.LevelDebug,
 				"notice": slog.LevelInfo, "warning": slog.LevelWarn}[l])
-			return s(o, []string{l})
+			return setLevel(o, []string{l})
 		}
 		return errors.New("argument(s) must be one of the following: debug, verbose, notice, warning")
 	})
@@ -194,12 +195,12 @@ var directives = func() map[string]*directive {
 		}
 		return errors.New("argument must be 'product' or 'unique'")
 	})
-	g, s = atomicStr(func(o *Options) *atomic.Pointer[string] { return &o.Save })
+	g, setSave := atomicStr(func(o *Options) *atomic.Pointer[string] { return &o.Save })
 	add("save", true, g, func(o *Options, a []string) error {
 		if _, err := ParseSaveRules(a[0]); err != nil {
 			return err
 		}
-		return s(o, a)
+		return setSave(o, a)
 	})
 	ds[len(ds)-1].joined = true
 	add("appendonly", false, func(*Options) string { return "no" }, func(_ *Options, a []string) error {
