@@ -96,9 +96,14 @@ func isWord(b []byte, word string) bool {
 	return len(b) == len(word) && strings.EqualFold(string(b), word)
 }
 
-// parseInt parses a base-10 int64 as Redis's string2ll does (no spaces, no +).
+// parseInt parses a base-10 int64 as Redis's string2ll does (no spaces, no
+// '+', no leading zero: "010" and "-0" are not integers).
 func parseInt(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 20 || b[0] == '+' {
+	d := b
+	if len(d) > 0 && d[0] == '-' {
+		d = d[1:]
+	}
+	if len(d) == 0 || len(b) > 20 || d[0] < '0' || d[0] > '9' || (d[0] == '0' && len(b) > 1) {
 		return 0, false
 	}
 	n, err := strconv.ParseInt(string(b), 10, 64)

@@ -63,7 +63,7 @@ func parseTensorBody(a *Args) (*tensorSpec, error) {
 			return t, nil
 		}
 		d, ok := parseInt(a.Next())
-		if !ok || d < 0 {
+		if !ok || d < 1 {
 			return nil, errBadShape
 		}
 		t.shape = append(t.shape, d)
@@ -96,22 +96,30 @@ func (t *tensorSpec) build(maxBytes int64) (*modelstore.Tensor, error) {
 type tensorSetCmd struct {
 	key string
 	t   *tensorSpec
+	err error // a parse error, reported after the key's type check
 }
 
 func parseTensorSet(a Args) (Runner, error) {
 	key := a.NextString()
 	t, err := parseTensorBody(&a)
 	if err != nil {
-		return nil, err
+		return &tensorSetCmd{key: key, err: err}, nil
 	}
 	if t.blob != nil {
 		t.blob = a.Keep(t.blobAt)
 	}
-	return &tensorSetCmd{key, t}, nil
+	return &tensorSetCmd{key: key, t: t}, nil
 }
 
-// Run implements Runner.
+// Run implements Runner. RedisAI checks the key's type before anything
+// else, so WRONGTYPE wins over a bad argument.
 func (c *tensorSetCmd) Run(x *Ctx) error {
+	if _, err := x.Keys.GetTensor(c.key); err == modelstore.ErrWrongType {
+		return err
+	}
+	if c.err != nil {
+		return c.err
+	}
 	t, err := c.t.build(x.Opts.ProtoMaxBulkLen.Load())
 	if err != nil {
 		return err

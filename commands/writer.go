@@ -1,9 +1,9 @@
 package commands
 
 import (
-	"math"
 	"strconv"
 
+	"github.com/enclaveai/enclaveai/modelstore"
 	"github.com/tidwall/redcon"
 )
 
@@ -120,16 +120,9 @@ func (w *Writer) Double(f float64) {
 	w.BulkString(string(appendDouble(nil, f)))
 }
 
+// appendDouble writes f in Redis 7.2's text (modelstore.FormatDouble).
 func appendDouble(b []byte, f float64) []byte {
-	switch {
-	case math.IsInf(f, 1):
-		return append(b, "inf"...)
-	case math.IsInf(f, -1):
-		return append(b, "-inf"...)
-	case math.IsNaN(f):
-		return append(b, "nan"...)
-	}
-	return strconv.AppendFloat(b, f, 'g', -1, 64)
+	return append(b, modelstore.FormatDouble(f)...)
 }
 
 // Verbatim writes a verbatim text (RESP3 `=`, e.g. INFO), a bulk string in RESP2.
