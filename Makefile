@@ -66,8 +66,14 @@ bench: bench-core
 bench-core: build models
 	bench/run.sh
 
+# Every fuzz target for FUZZTIME each: the RESP reader, the model checker,
+# the snapshot loader.
+FUZZTIME ?= 30s
 fuzz: $(ORT_LIB)
-	$(GO) test -run '^$$' -fuzz FuzzReader -fuzztime 30s ./server
+	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./server
+	$(GO) test -run '^$$' -fuzz '^FuzzCheckModelBlob$$' -fuzztime $(FUZZTIME) ./modelstore
+	$(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME) ./persistence
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecords$$' -fuzztime $(FUZZTIME) ./persistence
 
 clean:
 	rm -rf bin
