@@ -159,14 +159,7 @@ func parseRename(a Args) (Runner, error) {
 func parseExpire(unit int64, absolute bool) func(a Args) (Runner, error) {
 	return func(a Args) (Runner, error) {
 		name := strings.ToLower(a.Name())
-		key := a.NextString()
-		n, ok := parseInt(a.Next())
-		if !ok {
-			return nil, errNotInteger
-		}
-		if n > (1<<62)/unit || n < -(1<<62)/unit {
-			return nil, errorf("ERR invalid expire time in '%s' command", name)
-		}
+		key, when := a.NextString(), a.Next()
 		var nx, xx, gt, lt bool
 		for a.More() {
 			switch {
@@ -187,6 +180,14 @@ func parseExpire(unit int64, absolute bool) func(a Args) (Runner, error) {
 		}
 		if gt && lt {
 			return nil, Reply("ERR GT and LT options at the same time are not compatible")
+		}
+		// As Redis: the options are checked before the number.
+		n, ok := parseInt(when)
+		if !ok {
+			return nil, errNotInteger
+		}
+		if n > (1<<62)/unit || n < -(1<<62)/unit {
+			return nil, errorf("ERR invalid expire time in '%s' command", name)
 		}
 		return RunFunc(func(x *Ctx) error {
 			at := n * unit
