@@ -11,7 +11,7 @@ ORT_GO_DIR   = $(shell $(GO) list -m -f '{{.Dir}}' github.com/yalue/onnxruntime_
 export CGO_CFLAGS += -I$(ORT_GO_DIR)
 export ENCLAVEAI_ONNXRUNTIME_LIB := $(ORT_LIB)
 
-.PHONY: build run test test-go test-redis deps ort models bench bench-core fuzz clean
+.PHONY: build run test test-go test-redis deps ort models bench bench-core bench-snapshot fuzz clean
 
 build: bin/enclaveai-server bin/enclaveai-cli
 
@@ -65,6 +65,12 @@ bench: bench-core
 
 bench-core: build models
 	bench/run.sh
+
+# SAVE and load of a sealed snapshot of a 1.3 GB model against raw writes and
+# reads of the same bytes (bench/snapshot.py; BENCH_SNAPSHOT_SIZE, _RUNS, _DIR).
+bench: bench-snapshot
+bench-snapshot: build models
+	$(PYTHON) bench/snapshot.py
 
 # Every fuzz target for FUZZTIME each: the RESP reader, the model checker,
 # the snapshot loader.
