@@ -7,7 +7,7 @@ import (
 
 func init() {
 	register(
-		&Spec{Name: "ping", Arity: -1, Flags: Fast | NoAuth | LoadingOK, Group: "connection",
+		&Spec{Name: "ping", Arity: -1, Flags: Fast | LoadingOK, Group: "connection",
 			Summary: "Returns the server's liveliness response.", Syntax: "[message]", Parse: parsePing},
 		&Spec{Name: "echo", Arity: 2, Flags: Fast | LoadingOK, Group: "connection",
 			Summary: "Returns the given string.", Syntax: "message", Parse: parseEcho},
@@ -45,13 +45,14 @@ func parseEcho(a Args) (Runner, error) {
 }
 
 // checkPassword compares in constant time. user must be "default" (the only
-// user until ACLs exist).
-func checkPassword(x *Ctx, user, pass string) error {
+// user until ACLs exist). As in Redis, without requirepass the default user
+// takes any password, but the one-argument (legacy) AUTH is refused.
+func checkPassword(x *Ctx, user, pass string, legacy bool) error {
 	want := *x.Opts.Requirepass.Load()
-	if want == "" {
+	if want == "" && legacy {
 		return Reply("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
 	}
-	if user != "default" || subtle.ConstantTimeCompare([]byte(pass), []byte(want)) != 1 {
+	if user != "default" || (want != "" && subtle.ConstantTimeCompare([]byte(pass), []byte(want)) != 1) {
 		return errWrongPass
 	}
 	return nil
@@ -66,9 +67,10 @@ func parseAuth(a Args) (Runner, error) {
 	default:
 		return nil, errSyntax
 	}
+	legacy := a.Len() == 1
 	pass := a.NextString()
 	return RunFunc(func(x *Ctx) error {
-		if err := checkPassword(x, user, pass); err != nil {
+		if err := checkPassword(x, user, pass, legacy); err != nil {
 			return err
 		}
 		x.C.authed = true
@@ -117,7 +119,7 @@ func parseHello(a Args) (Runner, error) {
 // Run implements Runner.
 func (h *helloCmd) Run(x *Ctx) error {
 	if h.auth {
-		if err := checkPassword(x, h.user, h.pass); err != nil {
+		if err := checkPassword(x, h.user, h.pass, false); err != nil {
 			return err
 		}
 		x.C.authed = true
@@ -243,12 +245,13 @@ func parseClient(a Args) (Runner, error) {
 		if n != 2 {
 			return nil, subArity(sub)
 		}
-		attr, val := strings.ToUpper(a.NextString()), a.NextString()
+		typed, val := a.NextString(), a.NextString()
+		attr := strings.ToUpper(typed)
 		if attr != "LIB-NAME" && attr != "LIB-VER" {
-			return nil, errorf("ERR Unrecognized option '%s'", attr)
+			return nil, errorf("ERR Unrecognized option '%s'", typed)
 		}
 		if !validClientName(val) {
-			return nil, errorf("ERR %s cannot contain spaces, newlines or special characters.", strings.ToLower(attr))
+			return nil, errorf("ERR %s cannot contain spaces, newlines or special characters.", typed)
 		}
 		return RunFunc(func(x *Ctx) error {
 			x.C.mu.Lock()

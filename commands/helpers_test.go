@@ -22,9 +22,11 @@ type harness struct {
 	c *Client
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T) *harness { return newHarnessOpts(t, config.Default()) }
+
+func newHarnessOpts(t *testing.T, opts *config.Options) *harness {
 	t.Helper()
-	s := NewServer(config.Default(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s := NewServer(opts, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	return &harness{t: t, s: s, c: s.NewClient("127.0.0.1:50001", "127.0.0.1:6379", nil)}
 }
 
