@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"bytes"
 	"io"
 	"log/slog"
 	"sort"
@@ -315,13 +314,16 @@ const txControl = Flag(1 << 31)
 
 func (s *Server) check(c *Client, spec *Spec, argv [][]byte) error {
 	if spec == nil {
+		// Redis's text: the arguments quoted until 128 bytes of them are
+		// shown, each cut to what is left of the 128.
 		var b strings.Builder
 		for _, a := range argv[1:] {
-			if b.Len() > 128 {
+			if b.Len() >= 128 {
 				break
 			}
+			n := 128 - b.Len()
 			b.WriteString("'")
-			b.Write(truncate(a, 128))
+			b.Write(truncate(a, n))
 			b.WriteString("' ")
 		}
 		return errorf("ERR unknown command '%s', with args beginning with: %s", truncate(argv[0], 128), b.String())
@@ -343,11 +345,13 @@ func (s *Server) check(c *Client, spec *Spec, argv [][]byte) error {
 	return nil
 }
 
+// truncate cuts an argument quoted in an error text to n bytes (Redis's
+// %.128s); quotes are left as they are, as Redis does.
 func truncate(b []byte, n int) []byte {
 	if len(b) > n {
 		b = b[:n]
 	}
-	return bytes.ReplaceAll(b, []byte("'"), []byte("\\'"))
+	return b
 }
 
 // run executes a parsed command under the lock its flags ask for.
