@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/enclaveai/enclaveai/modelstore"
+	"github.com/enclaveai/enclaveai/persistence"
 )
 
 // AI.TENSORSET <key> <type> [<dim> ...] [BLOB <data> | VALUES <v> [<v> ...]]
@@ -25,6 +26,9 @@ var (
 	errBlobArgs     = Reply("ERR a single binary string should come after the BLOB argument in 'AI.TENSORSET' command")
 	errValuesCount  = Reply("ERR wrong number of values was given in 'AI.TENSORSET' command")
 	errTensorTooBig = Reply("ERR tensor size exceeds proto-max-bulk-len")
+	// Snapshots hold at most persistence.MaxRank dimensions; a bigger rank
+	// would make every SAVE fail.
+	errRank = errorf("ERR tensor rank exceeds %d", persistence.MaxRank)
 )
 
 // tensorSpec is a parsed TENSORSET body (type, shape, data), shared with
@@ -62,9 +66,14 @@ func parseTensorBody(a *Args) (*tensorSpec, error) {
 			}
 			return t, nil
 		}
+		// A dimension of 0 (an empty tensor) is accepted: RedisAI refusing
+		// it is one of the defects REDISAI.md §10 lists.
 		d, ok := parseInt(a.Next())
-		if !ok || d < 1 {
+		if !ok || d < 0 {
 			return nil, errBadShape
+		}
+		if len(t.shape) == persistence.MaxRank {
+			return nil, errRank
 		}
 		t.shape = append(t.shape, d)
 	}

@@ -38,8 +38,9 @@ func TestTensorSetErrors(t *testing.T) {
 		row("AI.TENSORSET t INT 1", badDType),
 		row("AI.TENSORSET t '' 1", badDType),
 		// Dimensions: integers > 0 as string2ll reads them.
-		row("AI.TENSORSET t FLOAT 0", badShape),
-		row("AI.TENSORSET t FLOAT 2 0", badShape),
+		row("AI.TENSORSET e FLOAT 0", "+OK"), // empty tensors are accepted (REDISAI.md §10)
+		row("AI.TENSORSET e FLOAT 2 0", "+OK"),
+		row("DEL e", ":1"),
 		row("AI.TENSORSET t FLOAT -1", badShape),
 		row("AI.TENSORSET t FLOAT 1.5", badShape),
 		row("AI.TENSORSET t FLOAT abc", badShape),
