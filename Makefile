@@ -11,7 +11,7 @@ ORT_GO_DIR   = $(shell $(GO) list -m -f '{{.Dir}}' github.com/yalue/onnxruntime_
 export CGO_CFLAGS += -I$(ORT_GO_DIR)
 export ENCLAVEAI_ONNXRUNTIME_LIB := $(ORT_LIB)
 
-.PHONY: build run test test-go test-redis deps ort models bench bench-core bench-snapshot fuzz clean
+.PHONY: enclave build run test test-go test-redis deps ort models bench bench-core bench-snapshot fuzz clean
 
 build: bin/enclaveai-server bin/enclaveai-cli
 
@@ -80,6 +80,15 @@ fuzz: $(ORT_LIB)
 	$(GO) test -run '^$$' -fuzz '^FuzzCheckModelBlob$$' -fuzztime $(FUZZTIME) ./modelstore
 	$(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME) ./persistence
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecords$$' -fuzztime $(FUZZTIME) ./persistence
+
+# An SGX enclave image with EGo: builds with ego-go and signs with enclave.json
+# (key private.pem, made by `ego sign` on first use). See docs/ENCLAVE.md for
+# what runs inside today: ONNX Runtime must first be linked statically.
+enclave:
+	@command -v ego-go >/dev/null && command -v ego >/dev/null || \
+		{ echo "make enclave needs the EGo toolchain (ego-go, ego): not installed on this machine"; exit 1; }
+	ego-go build -o bin/enclaveai-server ./cmd/enclaveai-server
+	ego sign enclave.json
 
 clean:
 	rm -rf bin
