@@ -96,15 +96,26 @@ func parseConfig(a Args) (Runner, error) {
 		}
 		rest := keyStrings(a.Rest())
 		return RunFunc(func(x *Ctx) error {
+			// As Redis 7: all or nothing. Names are checked first; if a
+			// value is refused, those already set get their old values back.
+			old := make([]string, 0, len(rest)/2)
+			seen := map[string]bool{}
 			for i := 0; i < len(rest); i += 2 {
-				if _, ok := x.Opts.Get(rest[i]); !ok {
+				name := strings.ToLower(rest[i])
+				v, ok := x.Opts.Get(name)
+				if !ok || name == "loadmodel" {
 					return errorf("ERR Unknown option or number of arguments for CONFIG SET - '%s'", rest[i])
 				}
+				if seen[name] {
+					return errorf("ERR CONFIG SET failed (possibly related to argument '%s') - duplicate parameter", rest[i])
+				}
+				seen[name] = true
+				old = append(old, v)
 			}
 			for i := 0; i < len(rest); i += 2 {
 				if err := x.Opts.Set(rest[i], rest[i+1]); err != nil {
-					if err == config.ErrImmutable || err == config.ErrUnknown {
-						return errorf("ERR CONFIG SET failed (possibly related to argument '%s') - %v", rest[i], err)
+					for j := 0; j < i; j += 2 {
+						x.Opts.Set(rest[j], old[j/2])
 					}
 					return errorf("ERR CONFIG SET failed (possibly related to argument '%s') - %v", rest[i], err)
 				}
@@ -299,7 +310,7 @@ func parseCommand(a Args) (Runner, error) {
 			x.W.Array(len(specs))
 			for _, s := range specs {
 				if s == nil {
-					x.W.NullArray()
+					x.W.Null() // redis-server 7: $-1
 				} else {
 					writeCommandInfo(x.W, s)
 				}

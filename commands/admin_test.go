@@ -1,0 +1,173 @@
+package commands
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/enclaveai/enclaveai/config"
+)
+
+func TestConfigGet(t *testing.T) {
+	h := newHarness(t)
+	all := len(config.Names())
+	h.run(
+		row("CONFIG GET maxmemory", `["maxmemory" "0"]`),
+		row("CONFIG GET MAXMEMORY", `["maxmemory" "0"]`),
+		row("config get maxmemory maxmemory", `["maxmemory" "0"]`),
+		row("CONFIG GET max*", `["max-model-size" "4294967296" "max-models" "0" "maxclients" "10000" "maxmemory" "0"]`),
+		row("CONFIG GET port bind", `["bind" "127.0.0.1" "port" "6379"]`),
+		row("CONFIG GET p?rt", `["port" "6379"]`),
+		row("CONFIG GET [pb]ind", `["bind" "127.0.0.1"]`),
+		row("CONFIG GET nosuch", `[]`),
+		row("CONFIG GET", "-ERR wrong number of arguments for 'config|get' command"),
+		row("CONFIG", "-ERR wrong number of arguments for 'config' command"),
+		row("CONFIG FOO", "-ERR unknown subcommand 'FOO'. Try CONFIG HELP."),
+		row("HELLO 3", "~^%"),
+		row("CONFIG GET maxmemory", `%{"maxmemory" "0"}`),
+		row("CONFIG GET nosuch", `%{}`),
+	)
+	if got := decode(t, h.do("CONFIG GET *")).([]any); len(got) != 2*all {
+		t.Errorf("CONFIG GET * returned %d items, want %d", len(got), 2*all)
+	}
+}
+
+func TestConfigSet(t *testing.T) {
+	h := newHarness(t)
+	h.run(
+		row("CONFIG SET maxmemory 1mb", "+OK"),
+		row("CONFIG GET maxmemory", `["maxmemory" "1048576"]`),
+		row("CONFIG SET maxmemory abc", "-ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument must be a memory value"),
+		row("CONFIG SET timeout abc", "-ERR CONFIG SET failed (possibly related to argument 'timeout') - argument couldn't be parsed into an integer"),
+		row("CONFIG SET maxclients 0", "-ERR CONFIG SET failed (possibly related to argument 'maxclients') - argument must be between 1 and 2147483647 inclusive"),
+		row("CONFIG SET port 1", "-ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config"),
+		row("CONFIG SET dir /", "-ERR CONFIG SET failed (possibly related to argument 'dir') - can't set immutable config"),
+		row("CONFIG SET foo bar", "-ERR Unknown option or number of arguments for CONFIG SET - 'foo'"),
+		row("CONFIG SET loadmodel m", "-ERR Unknown option or number of arguments for CONFIG SET - 'loadmodel'"),
+		row("CONFIG SET maxmemory", "-ERR wrong number of arguments for 'config|set' command"),
+		row("CONFIG SET maxmemory 1 timeout", "-ERR syntax error"),
+		// Several at once: all or nothing (redis-server 7).
+		row("CONFIG SET maxmemory 2mb timeout abc", "-ERR CONFIG SET failed (possibly related to argument 'timeout') - argument couldn't be parsed into an integer"),
+		row("CONFIG GET maxmemory", `["maxmemory" "1048576"]`),
+		row("CONFIG SET maxmemory 2mb foo 1", "-ERR Unknown option or number of arguments for CONFIG SET - 'foo'"),
+		row("CONFIG GET maxmemory", `["maxmemory" "1048576"]`),
+		row("CONFIG SET maxmemory 1 MAXMEMORY 2", "-ERR CONFIG SET failed (possibly related to argument 'MAXMEMORY') - duplicate parameter"),
+		row("CONFIG SET maxmemory 0 timeout 5", "+OK"),
+		row("CONFIG GET maxmemory timeout", `["maxmemory" "0" "timeout" "5"]`),
+		row("CONFIG SET loglevel WARNING", "+OK"),
+		row("CONFIG GET loglevel", `["loglevel" "warning"]`),
+		row("CONFIG SET loglevel loud", "-ERR CONFIG SET failed (possibly related to argument 'loglevel') - argument(s) must be one of the following: debug, verbose, notice, warning"),
+		row("CONFIG RESETSTAT", "+OK"),
+	)
+	// requirepass applies to new connections; this one stays logged in.
+	h.run(row("CONFIG SET requirepass pw", "+OK"), row("ECHO x", `"x"`))
+	other := h.client("127.0.0.1:50002")
+	other.run(row("ECHO x", noAuth), row("AUTH pw", "+OK"), row("ECHO x", `"x"`))
+	if n := h.s.Stats().Commands.Load(); n != 5 {
+		t.Errorf("total_commands_processed = %d after CONFIG RESETSTAT and 5 commands", n)
+	}
+}
+
+func TestCommandCommand(t *testing.T) {
+	h := newHarness(t)
+	n := len(Commands())
+	h.run(
+		row("COMMAND COUNT", ":"+strconv.Itoa(n)),
+		row("COMMAND INFO ai.tensorset", `[["ai.tensorset" :-4 [+write +denyoom] :1 :1 :1 [] [] [] []]]`),
+		row("COMMAND INFO AI.TENSORGET nosuch echo", `[["ai.tensorget" :-2 [+readonly +fast] :1 :1 :1 [] [] [] []] nil ["echo" :2 [+loading +fast] :0 :0 :0 [] [] [] []]]`),
+		row("COMMAND DOCS ai.tensorget", `["ai.tensorget" ["summary" "Returns a tensor's metadata, blob or values." "since" "1.0.0" "group" "tensors"]]`),
+		row("COMMAND DOCS nosuch", `[]`),
+		row("COMMAND FOO", "-ERR unknown subcommand 'FOO'. Try COMMAND HELP."),
+		row("HELLO 3", "~^%"),
+		row("COMMAND INFO del", `[["del" :-2 ~[+write] :1 :-1 :1 ~[] ~[] [] []]]`),
+		row("COMMAND INFO nosuch", `[_]`),
+		row("COMMAND DOCS ping", `%{"ping" %{"summary" "Returns the server's liveliness response." "since" "1.0.0" "group" "connection"}}`),
+		row("HELLO 2", "~^\\["),
+	)
+	list := decode(t, h.do("COMMAND LIST")).([]any)
+	if len(list) != n {
+		t.Fatalf("COMMAND LIST has %d names, want %d", len(list), n)
+	}
+	for i, name := range list {
+		if i > 0 && name.(string) <= list[i-1].(string) {
+			t.Errorf("COMMAND LIST is not sorted at %q", name)
+		}
+		if Commands().Lookup([]byte(name.(string))) == nil {
+			t.Errorf("COMMAND LIST names %q, which is not in the table", name)
+		}
+	}
+	if all := decode(t, h.do("COMMAND")).([]any); len(all) != n {
+		t.Errorf("COMMAND has %d entries, want %d", len(all), n)
+	} else {
+		for _, e := range all {
+			if info := e.([]any); len(info) != 10 {
+				t.Errorf("COMMAND entry %v has %d fields, want 10", info[0], len(info))
+			}
+		}
+	}
+	if docs := decode(t, h.do("COMMAND DOCS")).([]any); len(docs) != 2*n {
+		t.Errorf("COMMAND DOCS has %d items, want %d", len(docs), 2*n)
+	}
+}
+
+func TestInfo(t *testing.T) {
+	h := newHarness(t)
+	info := func(args string) string {
+		s, ok := decode(t, h.do("INFO"+args)).(string)
+		if !ok {
+			t.Fatalf("INFO%s is not a bulk string", args)
+		}
+		return s
+	}
+	s := info("")
+	for _, want := range []string{"# Server\r\n", "redis_version:" + RedisVersion + "\r\n", "# Clients\r\n", "connected_clients:1\r\n", "# Memory\r\n", "used_memory:", "# Stats\r\n", "# Keyspace\r\n"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("INFO lacks %q", want)
+		}
+	}
+	if strings.Contains(s, "db0:") {
+		t.Error("INFO shows db0 for an empty keyspace, as Redis does not")
+	}
+	h.run(row("AI.TENSORSET a INT8 1", "+OK"), row("AI.TENSORSET b INT8 1", "+OK"), row("EXPIRE b 100", ":1"))
+	if s := info(""); !strings.Contains(s, "# Keyspace\r\ndb0:keys=2,expires=1,avg_ttl=") {
+		t.Errorf("INFO keyspace section:\n%s", s[strings.Index(s, "# Keyspace"):])
+	}
+	if s := info(" keyspace"); !strings.HasPrefix(s, "# Keyspace\r\ndb0:keys=2,expires=1,") || strings.Contains(s, "# Server") {
+		t.Errorf("INFO keyspace = %q", s)
+	}
+	if s := info(" SERVER clients"); !strings.HasPrefix(s, "# Server\r\n") || !strings.Contains(s, "# Clients") || strings.Contains(s, "# Keyspace") {
+		t.Errorf("INFO server clients = %q", s)
+	}
+	if s := info(" nosuch"); s != "" {
+		t.Errorf("INFO nosuch = %q, want empty", s)
+	}
+	for _, sec := range []string{" all", " everything", " default"} {
+		if s := info(sec); !strings.Contains(s, "# Server") || !strings.Contains(s, "# Keyspace") {
+			t.Errorf("INFO%s lacks sections", sec)
+		}
+	}
+	h.run(row("HELLO 3", "~^%"), row("INFO keyspace", `~^="txt:# Keyspace\\r\\ndb0:keys=2`))
+}
+
+func TestTime(t *testing.T) {
+	h := newHarness(t)
+	h.run(row("TIME", `~^\["1\d{9}" "\d{1,6}"\]$`), row("TIME x", "-ERR wrong number of arguments for 'time' command"))
+}
+
+func TestShutdown(t *testing.T) {
+	h := newHarness(t)
+	h.run(row("SHUTDOWN", "-ERR shutdown is not available"), row("SHUTDOWN FOO", "-ERR syntax error"))
+	var calls []bool
+	h.s.Shutdown = func(save bool) error { calls = append(calls, save); return nil }
+	h.run(row("SHUTDOWN NOSAVE", ""))
+	if !h.c.CloseAfterReply() || len(calls) != 1 || calls[0] {
+		t.Errorf("SHUTDOWN NOSAVE: calls %v, closing %v", calls, h.c.CloseAfterReply())
+	}
+	h.run(row("SHUTDOWN SAVE", ""))
+	if len(calls) != 2 || !calls[1] {
+		t.Errorf("SHUTDOWN SAVE: calls %v", calls)
+	}
+	h.s.Shutdown = func(bool) error { return errors.New("disk full") }
+	h.run(row("SHUTDOWN", "-ERR Errors trying to SHUTDOWN. Check logs."))
+}

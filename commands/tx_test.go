@@ -1,0 +1,111 @@
+package commands
+
+import (
+	"testing"
+)
+
+const execAbort = "-EXECABORT Transaction discarded because of previous errors."
+
+func TestMultiExec(t *testing.T) {
+	h := newHarness(t)
+	h.putModel("m")
+	h.run(
+		row("EXEC", "-ERR EXEC without MULTI"),
+		row("DISCARD", "-ERR DISCARD without MULTI"),
+		// Queued, then run in order; each reply is an element of EXEC's.
+		row("MULTI", "+OK"),
+		row("AI.TENSORSET t INT8 2 VALUES 1 2", "+QUEUED"),
+		row("AI.TENSORGET t VALUES", "+QUEUED"),
+		row("EXISTS t", "+QUEUED"),
+		row("EXEC", "[+OK [:1 :2] :1]"),
+		row("EXEC", "-ERR EXEC without MULTI"),
+		// An empty transaction.
+		row("MULTI", "+OK"),
+		row("EXEC", "[]"),
+		// Nested MULTI is an error that does not abort the transaction.
+		row("MULTI", "+OK"),
+		row("MULTI", "-ERR MULTI calls can not be nested"),
+		row("ECHO a", "+QUEUED"),
+		row("EXEC", `["a"]`),
+		// Errors at run time are the commands' replies; the others still run.
+		row("MULTI", "+OK"),
+		row("AI.TENSORGET m", "+QUEUED"),
+		row("AI.TENSORGET nokey", "+QUEUED"),
+		row("ECHO b", "+QUEUED"),
+		row("EXEC", `[`+wrongType+` `+tensorEmpty+` "b"]`),
+		// As Redis: a command that does not parse is queued; its error is
+		// its reply in EXEC (only unknown commands and arity abort).
+		row("MULTI", "+OK"),
+		row("AI.TENSORSET u FOO 1", "+QUEUED"),
+		row("EXPIRE t 10 FOO", "+QUEUED"),
+		row("AI.TENSORSET u INT8 1", "+QUEUED"),
+		row("EXEC", `[`+badDType+` -ERR Unsupported option FOO +OK]`),
+		row("EXISTS u", ":1"),
+		// An unknown command or a wrong arity aborts it.
+		row("MULTI", "+OK"),
+		row("AI.TENSORSET v INT8 1", "+QUEUED"),
+		row("NOSUCH x", "-ERR unknown command 'NOSUCH', with args beginning with: 'x' "),
+		row("ECHO c", "+QUEUED"),
+		row("EXEC", execAbort),
+		row("EXISTS v", ":0"),
+		row("MULTI", "+OK"),
+		row("ECHO", "-ERR wrong number of arguments for 'echo' command"),
+		row("EXEC", execAbort),
+		row("EXEC", "-ERR EXEC without MULTI"),
+		// DISCARD drops the queue.
+		row("MULTI", "+OK"),
+		row("AI.TENSORSET w INT8 1", "+QUEUED"),
+		row("DISCARD", "+OK"),
+		row("EXISTS w", ":0"),
+		row("EXEC", "-ERR EXEC without MULTI"),
+		// RESET leaves the transaction too.
+		row("MULTI", "+OK"),
+		row("AI.TENSORSET w INT8 1", "+QUEUED"),
+		row("RESET", "+RESET"),
+		row("EXEC", "-ERR EXEC without MULTI"),
+		row("EXISTS w", ":0"),
+		// RedisAI's blocking commands cannot run inside a transaction.
+		row("MULTI", "+OK"),
+		row("AI.MODELEXECUTE m INPUTS 1 t OUTPUTS 1 o", "+QUEUED"),
+		row("AI.DAGEXECUTE LOAD 1 t |> AI.TENSORGET t VALUES", "+QUEUED"),
+		row("ECHO d", "+QUEUED"),
+		row("EXEC", `[-ERR Cannot run RedisAI command within a transaction or a LUA script -ERR Cannot run RedisAI command within a transaction or a LUA script "d"]`),
+	)
+}
+
+// Commands queued by MULTI keep their arguments: the connection's buffer
+// is reused by the next command.
+func TestMultiKeepsArguments(t *testing.T) {
+	h := newHarness(t)
+	h.run(row("MULTI", "+OK"))
+	argv := [][]byte{[]byte("ECHO"), []byte("abc")}
+	h.s.Dispatch(h.c, argv, func(int) bool { return false })
+	argv[1][0] = 'X'
+	h.c.W.Reset()
+	h.run(row("EXEC", `["abc"]`))
+}
+
+// EXEC runs under the transaction lock's write side: no other command
+// interleaves with the queued ones.
+func TestExecIsAtomic(t *testing.T) {
+	h := newHarness(t)
+	other := h.client("127.0.0.1:50002")
+	h.run(row("MULTI", "+OK"))
+	for i := 0; i < 200; i++ {
+		h.run(row("AI.TENSORSET t INT8 1 VALUES 1", "+QUEUED"), row("DEL t", "+QUEUED"))
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 200; i++ {
+			// Between a queued SET and its DEL the key exists; from outside
+			// it never does.
+			if got := render(other.do("EXISTS t")); got != ":0" {
+				t.Errorf("another client saw a transaction half done: EXISTS t = %s", got)
+				return
+			}
+		}
+	}()
+	h.do("EXEC")
+	<-done
+}
