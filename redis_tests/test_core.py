@@ -1311,6 +1311,8 @@ class TestAuth(TensorTestCase):
         self.assertEqual(c.cmd_raw("DBSIZE"), b"-NOAUTH Authentication required.\r\n")
         self.assertEqual(c.cmd_raw("AI.TENSORSET", "x", "FLOAT", 1), b"-NOAUTH Authentication required.\r\n")
         self.assertEqual(c.cmd_raw("FOO"), b"-ERR unknown command 'FOO', with args beginning with: \r\n")
+        # As redis-server 7: PING needs AUTH too.
+        self.assertEqual(c.cmd_raw("PING"), b"-NOAUTH Authentication required.\r\n")
         self.assertEqual(self.r.exists("x"), 0)
         plain = redis.Redis(port=self.srv.port, socket_timeout=5)
         self.addCleanup(plain.close)
