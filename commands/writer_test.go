@@ -1,0 +1,72 @@
+package commands
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// Every reply type in RESP2 and RESP3: RESP3-only types fall back to
+// their RESP2 equivalents.
+func TestWriter(t *testing.T) {
+	rows := []struct {
+		name         string
+		write        func(w *Writer)
+		resp2, resp3 string
+	}{
+		{"OK", func(w *Writer) { w.OK() }, "+OK\r\n", "+OK\r\n"},
+		{"Simple", func(w *Writer) { w.Simple("PONG") }, "+PONG\r\n", "+PONG\r\n"},
+		{"Error", func(w *Writer) { w.Error("ERR a\r\nb\nc") }, "-ERR a  b c\r\n", "-ERR a  b c\r\n"},
+		{"Int", func(w *Writer) { w.Int(-5) }, ":-5\r\n", ":-5\r\n"},
+		{"Bulk", func(w *Writer) { w.Bulk([]byte("a\r\nb")) }, "$4\r\na\r\nb\r\n", "$4\r\na\r\nb\r\n"},
+		{"empty Bulk", func(w *Writer) { w.Bulk(nil) }, "$0\r\n\r\n", "$0\r\n\r\n"},
+		{"BulkString", func(w *Writer) { w.BulkString("xyz") }, "$3\r\nxyz\r\n", "$3\r\nxyz\r\n"},
+		{"Null", func(w *Writer) { w.Null() }, "$-1\r\n", "_\r\n"},
+		{"NullArray", func(w *Writer) { w.NullArray() }, "*-1\r\n", "_\r\n"},
+		{"Array", func(w *Writer) { w.Array(2); w.Int(1); w.Int(2) }, "*2\r\n:1\r\n:2\r\n", "*2\r\n:1\r\n:2\r\n"},
+		{"Map", func(w *Writer) { w.Map(1); w.BulkString("k"); w.Int(1) }, "*2\r\n$1\r\nk\r\n:1\r\n", "%1\r\n$1\r\nk\r\n:1\r\n"},
+		{"empty Map", func(w *Writer) { w.Map(0) }, "*0\r\n", "%0\r\n"},
+		{"Set", func(w *Writer) { w.Set(1); w.Simple("a") }, "*1\r\n+a\r\n", "~1\r\n+a\r\n"},
+		{"Double", func(w *Writer) { w.Double(1.5) }, "$3\r\n1.5\r\n", ",1.5\r\n"},
+		{"integral Double", func(w *Writer) { w.Double(1e6) }, "$7\r\n1000000\r\n", ",1000000\r\n"},
+		{"float32 Double", func(w *Writer) { w.Double(float64(float32(0.1))) }, "$19\r\n0.10000000149011612\r\n", ",0.10000000149011612\r\n"},
+		{"inf", func(w *Writer) { w.Double(math.Inf(1)) }, "$3\r\ninf\r\n", ",inf\r\n"},
+		{"-inf", func(w *Writer) { w.Double(math.Inf(-1)) }, "$4\r\n-inf\r\n", ",-inf\r\n"},
+		{"nan", func(w *Writer) { w.Double(math.NaN()) }, "$3\r\nnan\r\n", ",nan\r\n"},
+		{"Verbatim", func(w *Writer) { w.Verbatim("a\r\nb") }, "$4\r\na\r\nb\r\n", "=8\r\ntxt:a\r\nb\r\n"},
+		{"StringList", func(w *Writer) { w.StringList([]string{"a", ""}) }, "*2\r\n$1\r\na\r\n$0\r\n\r\n", "*2\r\n$1\r\na\r\n$0\r\n\r\n"},
+	}
+	for _, r := range rows {
+		for proto, want := range map[int]string{2: r.resp2, 3: r.resp3} {
+			w := NewWriter()
+			if proto == 3 {
+				w.proto = 3
+			}
+			r.write(w)
+			if got := string(w.Bytes()); got != want {
+				t.Errorf("%s in RESP%d: %q, want %q", r.name, proto, got, want)
+			}
+			if w.Proto() != proto || w.Len() != len(want) {
+				t.Errorf("%s in RESP%d: Proto %d, Len %d", r.name, proto, w.Proto(), w.Len())
+			}
+		}
+	}
+}
+
+func TestWriterReset(t *testing.T) {
+	w := NewWriter()
+	w.BulkString("abc")
+	w.Reset()
+	if w.Len() != 0 || cap(w.buf) == 0 {
+		t.Errorf("Reset of a small buffer: len %d cap %d, want it kept", w.Len(), cap(w.buf))
+	}
+	w.BulkString(strings.Repeat("x", 2<<20))
+	w.Reset()
+	if w.Len() != 0 || cap(w.buf) > 1<<20 {
+		t.Errorf("Reset of a big buffer: cap %d, want it dropped", cap(w.buf))
+	}
+	w.OK()
+	if string(w.Bytes()) != "+OK\r\n" {
+		t.Errorf("after Reset: %q", w.Bytes())
+	}
+}
