@@ -7,7 +7,7 @@ import (
 
 func init() {
 	register(
-		&Spec{Name: "ping", Arity: -1, Flags: Fast | LoadingOK, Group: "connection",
+		&Spec{Name: "ping", Arity: -1, Flags: Fast, Group: "connection",
 			Summary: "Returns the server's liveliness response.", Syntax: "[message]", Parse: parsePing},
 		&Spec{Name: "echo", Arity: 2, Flags: Fast | LoadingOK, Group: "connection",
 			Summary: "Returns the given string.", Syntax: "message", Parse: parseEcho},

@@ -44,13 +44,24 @@ func main() {
 }
 
 func run(opts *config.Options, log *slog.Logger) error {
-	srv := server.New(opts, log)
-	if err := srv.Start(); err != nil {
-		return err
-	}
-	log.Info("Ready to accept connections", "addr", srv.Addr().String())
+	// Signals are caught from the first instant: a SIGTERM during start
+	// (loading a big snapshot) must still stop the server cleanly.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	srv := server.New(opts, log)
+	started := make(chan error, 1)
+	go func() { started <- srv.Start() }()
+	select {
+	case err := <-started:
+		if err != nil {
+			return err
+		}
+	case s := <-sig:
+		log.Info("received signal during start, shutting down", "signal", s.String())
+		srv.Stop()
+		return nil
+	}
+	log.Info("Ready to accept connections", "addr", srv.Addr().String())
 	select {
 	case s := <-sig:
 		log.Info("received signal, shutting down", "signal", s.String())
