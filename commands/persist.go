@@ -117,15 +117,16 @@ func (s *Server) Save() error {
 }
 
 // retainItems copies the keyspace map and pins each model blob so that a
-// concurrent delete cannot close what the save still reads.
+// concurrent delete cannot close what the save still reads. The pins are
+// taken under the keyspace lock: taken after it, a DEL or an overwrite
+// could drop a blob's last reference in between, and the save would then
+// revive and read a blob already released.
 func (s *Server) retainItems() []modelstore.Item {
-	items := s.Keys.Items()
-	for _, it := range items {
-		if m, ok := it.Value.(*modelstore.Model); ok {
+	return s.Keys.ItemsRetained(func(v modelstore.Value) {
+		if m, ok := v.(*modelstore.Model); ok {
 			m.Blob.Retain()
 		}
-	}
-	return items
+	})
 }
 
 func (s *Server) releaseItems(items []modelstore.Item) {

@@ -356,16 +356,26 @@ type Item struct {
 
 // Items copies the key→value map (not the values): a consistent view of
 // the whole keyspace at one instant, used by snapshots and KEYS.
-func (k *Keyspace) Items() []Item {
+func (k *Keyspace) Items() []Item { return k.ItemsRetained(nil) }
+
+// ItemsRetained is Items, calling retain (if not nil) on each value it
+// returns while the keyspace is still locked. Deletes release the values
+// they remove only after unlocking, so a reference taken in retain is
+// counted before any concurrent delete can drop the last one: a snapshot
+// that retains model blobs here never reads one already freed.
+func (k *Keyspace) ItemsRetained(retain func(Value)) []Item {
 	now := k.now()
 	k.mu.RLock()
+	defer k.mu.RUnlock()
 	out := make([]Item, 0, len(k.m))
 	for key, e := range k.m {
 		if e.live(now) {
 			out = append(out, Item{key, e.v, e.expireAt})
+			if retain != nil {
+				retain(e.v)
+			}
 		}
 	}
-	k.mu.RUnlock()
 	return out
 }
 

@@ -20,8 +20,9 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import traceback
+import threading
 import time
+import traceback
 import unittest
 import uuid
 
@@ -572,6 +573,55 @@ class BgsaveTest(PersistCase):
             self.assertGreaterEqual(len([k for k in keys if k.startswith("w:%d:" % w)]), 20, w)
         for k in keys:
             self.check_version_tensor(r, k)
+        d.shutdown("NOSAVE")
+
+    def test_saves_race_model_deletes(self):
+        """A model deleted while SAVE copies the keyspace: the save must
+        pin its blob under the keyspace lock. Pinned after it, the DEL could
+        drop the last reference in between, and the save would revive and
+        later release a dead blob again: seen as used_memory dropping below
+        the baseline by the model's size (and, where released model memory
+        is unmapped, as a crash). Many keys make the copy long and the
+        window wide; a server with the bug failed this in most runs."""
+        d = self.datadir()
+        r = d.start("--save", "")
+        p = r.pipeline(transaction=False)
+        for i in range(200_000):
+            p.execute_command("AI.TENSORSET", "t%d" % i, "INT8", 1, "VALUES", 1)
+            if i % 10_000 == 9_999:
+                p.execute()
+        p.execute()
+
+        def used():
+            return int(info(r, "memory")["used_memory"])
+        base = used()
+        # A tiny model: many store/delete cycles per SAVE.
+        lin = model_bytes("linear.onnx")
+        stop = threading.Event()
+        saves = []
+
+        def saver():
+            c = d.client()
+            while not stop.is_set():
+                saves.append(c.execute_command("SAVE"))
+        t = threading.Thread(target=saver, daemon=True)
+        t.start()
+        try:
+            cycles, deadline = 0, time.monotonic() + 30
+            while (len(saves) < 12 or cycles < 200) and time.monotonic() < deadline:
+                self.assertOK(r.execute_command("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", lin))
+                self.assertEqual(r.delete("m"), 1)
+                cycles += 1
+        finally:
+            stop.set()
+            t.join(30)
+        self.assertGreaterEqual(len(saves), 12)
+        self.assertTrue(all(s in (True, b"OK") for s in saves), saves)
+        self.assertEqual(used(), base, "model memory accounting after store/delete cycles during SAVEs")
+        # The registry still shares blobs: two keys, one blob.
+        self.assertOK(r.execute_command("AI.MODELSTORE", "m1", "ONNX", "CPU", "BLOB", lin))
+        self.assertOK(r.execute_command("AI.MODELSTORE", "m2", "ONNX", "CPU", "BLOB", lin))
+        self.assertEqual(as_dict(r.execute_command("AI.MODELINFO", "m1"))["shared_with"], 1)
         d.shutdown("NOSAVE")
 
     def test_bgsave_while_bgsave_runs(self):
