@@ -26,6 +26,8 @@ Steps, all on one filesystem (a scratch dir under --dir, default /tmp):
      (also evicted): the server's other way to get the model, without a
      snapshot: read the file, hash, compile.
 
+The server is $ENCLAVEAI_SERVER, else bin/enclaveai-server; settings may also
+come from BENCH_SNAPSHOT_SIZE, BENCH_SNAPSHOT_DIR and BENCH_SNAPSHOT_RUNS.
 Loading includes compiling the model with ONNX Runtime, which raw reading
 does not; the server log's own "snapshot loaded ... seconds" is reported
 too. MB are 10^6 bytes.
