@@ -265,6 +265,9 @@ func (s *Server) SaveRulesConfigured() bool {
 // load-bad-snapshot is set: then the file is moved aside (never
 // overwritten) and the server starts empty.
 func (s *Server) LoadSnapshot() error {
+	// As in Redis, the data a server starts with counts as saved at start:
+	// LASTSAVE and rdb_last_save_time are never 0.
+	s.Snapshot.lastSave.CompareAndSwap(0, s.started.Unix())
 	path := s.snapshotPath()
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil
