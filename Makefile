@@ -10,12 +10,15 @@ GO          ?= go
 ORT_GO_DIR   = $(shell $(GO) list -m -f '{{.Dir}}' github.com/yalue/onnxruntime_go)
 export CGO_CFLAGS += -I$(ORT_GO_DIR)
 export ENCLAVEAI_ONNXRUNTIME_LIB := $(ORT_LIB)
+# The same directory for `go` run by hand (`go test ./modelstore`): cgo also
+# looks in .cache/onnxruntime_go (modelstore/extinit_cgo.go), linked here.
+ORT_GO_LINK := .cache/onnxruntime_go
 
 .PHONY: enclave build run test test-go test-redis deps ort models bench bench-core bench-snapshot fuzz clean
 
 build: bin/enclaveai-server bin/enclaveai-cli
 
-bin/enclaveai-server: $(ORT_LIB) FORCE
+bin/enclaveai-server: $(ORT_LIB) $(ORT_GO_LINK) FORCE
 	$(GO) build -o $@ ./cmd/enclaveai-server
 	cp -f $(ORT_LIB) bin/libonnxruntime.so.1
 
@@ -24,7 +27,10 @@ bin/enclaveai-cli: FORCE
 
 FORCE:
 
-ort: $(ORT_LIB)
+ort: $(ORT_LIB) $(ORT_GO_LINK)
+
+$(ORT_GO_LINK): FORCE
+	@mkdir -p $(dir $@) && ln -sfn $(ORT_GO_DIR) $@
 
 # ONNX Runtime's Linux x64 library ships inside the npm package onnxruntime-node.
 $(ORT_LIB):
@@ -50,7 +56,7 @@ models: deps
 
 test: deps build models test-go test-redis
 
-test-go: $(ORT_LIB)
+test-go: $(ORT_LIB) $(ORT_GO_LINK)
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
 
@@ -75,7 +81,7 @@ bench-snapshot: build models
 # Every fuzz target for FUZZTIME each: the RESP reader, the model checker,
 # the snapshot loader.
 FUZZTIME ?= 30s
-fuzz: $(ORT_LIB)
+fuzz: $(ORT_LIB) $(ORT_GO_LINK)
 	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./server
 	$(GO) test -run '^$$' -fuzz '^FuzzCheckModelBlob$$' -fuzztime $(FUZZTIME) ./modelstore
 	$(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME) ./persistence

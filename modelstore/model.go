@@ -18,6 +18,12 @@ type Blob struct {
 	Data    []byte
 	Opts    SessionOptions
 	Session *Session
+	// Weights says whether the session reads the large initializers in
+	// Data (SharedBytes of them) or holds its own copy.
+	Weights     WeightsMode
+	SharedBytes int64
+
+	buf *ModelBuffer // Data's memory, when the model came in through one
 
 	reg  *Registry
 	refs int // guarded by reg.mu: stored models plus runs in flight
@@ -39,12 +45,12 @@ type Registry struct {
 	blobs map[blobKey]*Blob
 	bytes atomic.Int64
 	// compile creates sessions; tests may replace it.
-	compile func(data []byte, opts SessionOptions) (*Session, error)
+	compile func(data []byte, buf *ModelBuffer, opts SessionOptions) (*Session, error)
 }
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{blobs: make(map[blobKey]*Blob), compile: NewSession}
+	return &Registry{blobs: make(map[blobKey]*Blob), compile: NewSharedSession}
 }
 
 // Bytes is the memory held by distinct model blobs.
@@ -70,7 +76,18 @@ func (r *Registry) Acquire(data []byte, opts SessionOptions) (*Blob, error) {
 // for the bytes a new blob would add, before it is compiled, and only when
 // no identical blob is registered, since sharing one adds nothing.
 func (r *Registry) AcquireIfRoom(data []byte, opts SessionOptions, room func(n int64) error) (*Blob, error) {
-	k := blobKey{sha256.Sum256(data), opts}
+	return r.acquire(data, nil, sha256.Sum256(data), opts, room)
+}
+
+// AcquireBuffer is AcquireIfRoom for a model in a ModelBuffer, using the
+// digest computed while it filled. A new Blob (and its session) take
+// references to buf; the caller keeps its own, to drop when done.
+func (r *Registry) AcquireBuffer(buf *ModelBuffer, opts SessionOptions, room func(n int64) error) (*Blob, error) {
+	return r.acquire(buf.Bytes(), buf, buf.Sum(), opts, room)
+}
+
+func (r *Registry) acquire(data []byte, buf *ModelBuffer, sum [32]byte, opts SessionOptions, room func(n int64) error) (*Blob, error) {
+	k := blobKey{sum, opts}
 	if b := r.ref(k); b != nil {
 		return b, nil
 	}
@@ -82,7 +99,7 @@ func (r *Registry) AcquireIfRoom(data []byte, opts SessionOptions, room func(n i
 	if err := CheckModelBlob(data); err != nil {
 		return nil, err
 	}
-	sess, err := r.compile(data, opts)
+	sess, err := r.compile(data, buf, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +110,11 @@ func (r *Registry) AcquireIfRoom(data []byte, opts SessionOptions, room func(n i
 		sess.Close()
 		return b, nil
 	}
-	b := &Blob{SHA256: k.sum, Data: data, Opts: opts, Session: sess, reg: r, refs: 1}
+	b := &Blob{SHA256: k.sum, Data: data, Opts: opts, Session: sess, reg: r, refs: 1, buf: buf}
+	b.Weights, b.SharedBytes = sess.Weights()
+	if buf != nil {
+		buf.Ref()
+	}
 	r.blobs[k] = b
 	r.bytes.Add(int64(len(data)))
 	r.mu.Unlock()
@@ -130,7 +151,24 @@ func (b *Blob) Release() {
 	r.mu.Unlock()
 	if last {
 		b.Session.Close()
+		if b.buf != nil {
+			b.buf.Unref() // the session may hold its own until its runs end
+		}
 	}
+}
+
+// TryRetain adds a reference unless the last one is already gone (the
+// model was deleted since the caller found it), for readers of Data that
+// must keep it valid: the memory of a ModelBuffer is unmapped with the
+// last reference.
+func (b *Blob) TryRetain() bool {
+	b.reg.mu.Lock()
+	defer b.reg.mu.Unlock()
+	if b.refs == 0 {
+		return false
+	}
+	b.refs++
+	return true
 }
 
 // Refs is the current reference count (for tests and AI.MODELINFO).

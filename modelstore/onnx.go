@@ -322,6 +322,9 @@ type Session struct {
 	active int  // Runs in flight
 	closed bool // Close was called; sess is freed when active drops to 0
 	sess   *ort.DynamicAdvancedSession
+	// shared holds the initializers ORT reads in the model's own bytes
+	// (extinit.go); nil when ORT copied them.
+	shared *sharedWeights
 }
 
 // NewSession checks (CheckModelBlob) and compiles an ONNX model. ORT's
@@ -329,6 +332,12 @@ type Session struct {
 // protobuf.", "Fatal error: NoSuchOperator is not a registered function/op").
 // The model bytes are not retained.
 func NewSession(model []byte, opts SessionOptions) (*Session, error) {
+	return newSession(model, opts, nil, nil)
+}
+
+// newSession is NewSession, with the weights of share (if not nil) read
+// in place in model, which is buf's bytes when buf is not nil.
+func newSession(model []byte, opts SessionOptions, share *sharePlan, buf *ModelBuffer) (*Session, error) {
 	if !runtimeState.ready.Load() {
 		return nil, ErrRuntimeNotInitialized
 	}
@@ -378,10 +387,20 @@ func NewSession(model []byte, opts SessionOptions) (*Session, error) {
 			return nil, newORTError(err)
 		}
 	}
+	graph := model
+	if share != nil {
+		if s.shared, err = share.attach(o, model, buf); err != nil {
+			return nil, err
+		}
+		graph = share.graph
+	}
 	// The binding only fails here when ORT does: it was initialized and
 	// the model is not empty (both checked above).
-	s.sess, err = ort.NewDynamicAdvancedSessionWithONNXData(model, inNames, outNames, o)
+	s.sess, err = ort.NewDynamicAdvancedSessionWithONNXData(graph, inNames, outNames, o)
 	if err != nil {
+		if s.shared != nil {
+			s.shared.release()
+		}
 		return nil, newORTError(err)
 	}
 	return s, nil
@@ -429,6 +448,9 @@ func (s *Session) freeLocked() {
 	if s.closed && s.active == 0 && s.sess != nil {
 		s.sess.Destroy()
 		s.sess = nil
+		if s.shared != nil {
+			s.shared.release() // only now: ORT read the weights until Destroy
+		}
 	}
 }
 

@@ -1,0 +1,11 @@
+//go:build !linux
+
+package modelstore
+
+import "errors"
+
+// Elsewhere model buffers are Go memory (see NewModelBuffer).
+func mapAnon(size int64) ([]byte, error) { return nil, errors.ErrUnsupported }
+func trimAnon(mem []byte, n int) []byte  { return mem }
+func unmapAnon(mem []byte)               {}
+func populateAnon(mem []byte) error      { return errors.ErrUnsupported }
