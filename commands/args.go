@@ -4,15 +4,18 @@ import (
 	"bytes"
 	"strconv"
 	"strings"
+
+	"github.com/enclaveai/enclaveai/modelstore"
 )
 
 // Args is a command's raw arguments (Args.V[0] is the name) with a cursor
 // for the small parsing helpers below. Arguments alias connection memory
 // that the next command reuses: Keep returns one that may be retained.
 type Args struct {
-	V     [][]byte
-	pos   int
-	owned func(i int) bool
+	V      [][]byte
+	pos    int
+	owned  func(i int) bool
+	upload *modelstore.ModelBuffer // see Upload
 }
 
 // NewArgs wraps raw arguments; owned (may be nil) reports which arguments

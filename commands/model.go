@@ -29,12 +29,12 @@ func init() {
 		ai(&Spec{Name: "ai.modelstore", Arity: -6, Flags: Write | DenyOOM | Big | NoTxLock, FirstKey: 1, LastKey: 1, Step: 1,
 			Summary: "Stores an ONNX model sent in one or many BLOB chunks (or read from FILE in model-dir); key * stores under a new UUID.",
 			Syntax:  "key ONNX CPU [TAG tag] [BATCHSIZE n [MINBATCHSIZE m [MINBATCHTIMEOUT ms]]] [OPTIMIZE 0|1] [NOPERSIST] BLOB chunk [chunk ...] | FILE path",
-			Parse:   parseModelStore(false)}),
+			Parse:   parseModelStore(false), Payload: modelPayloadArg}),
 		ai(&Spec{Name: "ai.modelset", Arity: -4, Flags: Write | DenyOOM | Big | NoTxLock, FirstKey: 1, LastKey: 1, Step: 1,
 			Summary: "Deprecated form of AI.MODELSTORE.",
 			Syntax:  "key ONNX CPU [TAG tag] [BATCHSIZE n [MINBATCHSIZE m [MINBATCHTIMEOUT ms]]] [INPUTS name ... OUTPUTS name ...] BLOB chunk [chunk ...]",
-			Parse:   parseModelStore(true)}),
-		ai(&Spec{Name: "ai.modelget", Arity: -2, Flags: Readonly, FirstKey: 1, LastKey: 1, Step: 1,
+			Parse:   parseModelStore(true), Payload: modelPayloadArg}),
+		ai(&Spec{Name: "ai.modelget", Arity: -2, Flags: Readonly | NoTxLock, FirstKey: 1, LastKey: 1, Step: 1,
 			Summary: "Returns a model's metadata and/or its bytes (in MODEL_CHUNK_SIZE chunks).", Syntax: "key [META] [BLOB]", Parse: parseModelGet}),
 		ai(&Spec{Name: "ai.modeldel", Arity: 2, Flags: Write, FirstKey: 1, LastKey: 1, Step: 1,
 			Summary: "Deletes a model.", Syntax: "key", Parse: parseModelDel}),
@@ -100,6 +100,8 @@ type modelStoreCmd struct {
 	chunks   [][]byte // the model bytes, in order
 	file     string
 	fromFile bool // FILE was given (file may be empty, which is refused)
+	// upload is the buffer the front end read the chunks into, if any.
+	upload *modelstore.ModelBuffer
 }
 
 // parseBatchValue parses RedisAI's unsigned clause values (2.0 accepted).
@@ -222,6 +224,7 @@ func parseModelStore(deprecated bool) func(a Args) (Runner, error) {
 				c.chunks = append(c.chunks, a.Keep(a.Pos()))
 				a.Next()
 			}
+			c.upload = a.Upload()
 		case a.Match("FILE") && a.Remaining() == 1:
 			c.file, c.fromFile = a.NextString(), true
 		case !deprecated && isWord(a.Peek(), "INPUTS"):
@@ -244,11 +247,11 @@ func parseModelStore(deprecated bool) func(a Args) (Runner, error) {
 // Run implements Runner. Compilation runs outside every lock; only the
 // final keyspace update takes the transaction lock.
 func (c *modelStoreCmd) Run(x *Ctx) error {
-	data, err := c.modelBytes(x)
+	data, buf, err := c.modelBytes(x)
 	if err != nil {
 		return err
 	}
-	m, err := x.compileModel(c.meta, c.optimize, data)
+	m, err := x.compileModel(c.meta, c.optimize, data, buf)
 	if err != nil {
 		return err
 	}
@@ -277,24 +280,30 @@ func (c *modelStoreCmd) Run(x *Ctx) error {
 	return nil
 }
 
-// modelBytes assembles the model: one chunk is used as is, several are
-// concatenated once into an exactly-sized buffer.
-func (c *modelStoreCmd) modelBytes(x *Ctx) ([]byte, error) {
+// modelBytes assembles the model: chunks the front end read into one
+// upload buffer are used where they lie (buf), one chunk of its own is used
+// as is, several are concatenated once into an exactly-sized buffer.
+func (c *modelStoreCmd) modelBytes(x *Ctx) (data []byte, buf *modelstore.ModelBuffer, err error) {
 	max := x.Opts.MaxModelSize.Load()
 	if c.fromFile {
-		return readModelFile(x.Opts.ModelDir, c.file, max)
+		data, err = readModelFile(x.Opts.ModelDir, c.file, max)
+		return data, nil, err
 	}
 	var total int64
 	for _, ch := range c.chunks {
 		total += int64(len(ch))
 	}
 	if total > max {
-		return nil, errModelTooBig
+		return nil, nil, errModelTooBig
 	}
-	if len(c.chunks) == 1 {
-		return c.chunks[0], nil
+	if c.upload != nil && c.upload.Holds(c.chunks) {
+		return c.upload.Bytes(), c.upload, nil
 	}
-	return bytes.Join(c.chunks, nil), nil
+	// Chunks in an upload buffer they do not fill exactly die with it.
+	if len(c.chunks) == 1 && c.upload == nil {
+		return c.chunks[0], nil, nil
+	}
+	return bytes.Join(c.chunks, nil), nil, nil
 }
 
 // readModelFile reads path, which must resolve (symlinks included) to a
@@ -334,13 +343,19 @@ func readModelFile(dir, path string, max int64) ([]byte, error) {
 // compileModel makes a Model from bytes through the shared blob registry,
 // which compiles only bytes it has not seen, after checking that they fit
 // in maxmemory (bytes it already holds add nothing).
-func (x *Ctx) compileModel(meta modelstore.ModelMeta, optimize bool, data []byte) (*modelstore.Model, error) {
+func (x *Ctx) compileModel(meta modelstore.ModelMeta, optimize bool, data []byte, buf *modelstore.ModelBuffer) (*modelstore.Model, error) {
 	opts := modelstore.SessionOptions{
 		Optimize:       optimize,
 		IntraOpThreads: int(x.AI.IntraOpParallelism.Load()),
 		InterOpThreads: int(x.AI.InterOpParallelism.Load()),
 	}
-	blob, err := x.Models.AcquireIfRoom(data, opts, x.Keys.CheckMemory)
+	var blob *modelstore.Blob
+	var err error
+	if buf != nil {
+		blob, err = x.Models.AcquireBuffer(buf, opts, x.Keys.CheckMemory)
+	} else {
+		blob, err = x.Models.AcquireIfRoom(data, opts, x.Keys.CheckMemory)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -422,6 +437,14 @@ func (c *modelGetCmd) Run(x *Ctx) error {
 	if err != nil {
 		return err
 	}
+	if c.blob {
+		// The bytes must outlive the writes, even if the model is deleted
+		// meanwhile (an upload buffer is unmapped with its last reference).
+		if !m.Blob.TryRetain() {
+			return modelstore.ErrNoModel
+		}
+		defer m.Blob.Release()
+	}
 	w := x.W
 	if c.meta {
 		n := 16
@@ -450,7 +473,9 @@ func (c *modelGetCmd) Run(x *Ctx) error {
 		if c.meta {
 			w.BulkString("blob")
 		}
-		writeChunks(w, m.Blob.Data, x.AI.ModelChunkSize.Load())
+		// Outside a transaction (which holds the transaction lock), large
+		// chunks go straight to the connection, never into the reply buffer.
+		writeChunks(w, m.Blob.Data, x.AI.ModelChunkSize.Load(), !x.locked)
 	}
 	return nil
 }
@@ -464,17 +489,22 @@ func writeIONames(w *Writer, ios []modelstore.IOInfo) {
 
 // writeChunks writes a model blob as RedisAI does: one bulk string when it
 // fits in one chunk, else an array of chunks. Unlike RedisAI, a length that
-// is an exact multiple of the chunk size gets no empty final chunk.
-func writeChunks(w *Writer, data []byte, size int64) {
+// is an exact multiple of the chunk size gets no empty final chunk. With
+// stream, large chunks are written with BulkStream.
+func writeChunks(w *Writer, data []byte, size int64, stream bool) {
+	bulk := w.Bulk
+	if stream {
+		bulk = w.BulkStream
+	}
 	if size <= 0 || int64(len(data)) <= size {
-		w.Bulk(data)
+		bulk(data)
 		return
 	}
 	n := (int64(len(data)) + size - 1) / size
 	w.Array(int(n))
 	for off := int64(0); off < int64(len(data)); off += size {
 		end := min(off+size, int64(len(data)))
-		w.Bulk(data[off:end])
+		bulk(data[off:end])
 	}
 }
 
@@ -782,7 +812,7 @@ func parseModelInfo(a Args) (Runner, error) {
 				}
 			}
 		}
-		w.Map(16)
+		w.Map(17)
 		w.BulkString("key")
 		w.BulkString(key)
 		w.BulkString("id")
@@ -815,6 +845,10 @@ func parseModelInfo(a Args) (Runner, error) {
 		w.Int(b2i(!m.NoPersist))
 		w.BulkString("created")
 		w.Int(m.Created.UnixMilli())
+		// Whether ONNX Runtime reads the large initializers in the stored
+		// bytes (shared) or holds its own copy (copied).
+		w.BulkString("weights")
+		w.BulkString(m.Blob.Weights.String())
 		return nil
 	}), nil
 }

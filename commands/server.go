@@ -33,6 +33,9 @@ type Server struct {
 
 	runners atomic.Pointer[modelstore.Runner] // THREADS_PER_QUEUE limiter
 
+	// uploading is the payload bytes of uploads in flight (upload.go).
+	uploading atomic.Int64
+
 	// Snapshot is the sealed snapshot's state; the front end sets SealKey.
 	Snapshot Snapshotter
 	// Enclave is set by the front end at start.
@@ -131,6 +134,9 @@ type Client struct {
 	inMulti    bool
 	multiDirty bool // a command failed to queue: EXEC aborts
 	closeAfter bool // QUIT: close once the reply is flushed
+
+	// upload is the running command's payload buffer (DispatchUpload).
+	upload *modelstore.ModelBuffer
 
 	lastActive atomic.Int64 // unix ms
 	busy       atomic.Bool  // a command is running
@@ -255,15 +261,13 @@ func (s *Server) PreLimits(c *Client) Limits {
 	return Limits{MaxArgs: 1 << 30, MaxBulk: s.Opts.ProtoMaxBulkLen.Load(), MaxQuery: s.Opts.ClientQueryBufferLimit.Load()}
 }
 
-// CommandLimits bound the rest of a command once its name is known: only
-// commands flagged Big may pass client-query-buffer-limit (their handlers
-// enforce their own limits, such as max-model-size).
+// CommandLimits bound the rest of a command once its name is known. The
+// payload of a Big command (Spec.Payload: a model's BLOB chunks) is not
+// bounded by client-query-buffer-limit but by CheckUploadSize and
+// ReserveUpload, which the front end asks as each chunk's length arrives;
+// the rest of it is.
 func (s *Server) CommandLimits(c *Client, spec *Spec) Limits {
-	l := s.PreLimits(c)
-	if c.authed && spec != nil && spec.Has(Big) {
-		l.MaxQuery = 1 << 62
-	}
-	return l
+	return s.PreLimits(c)
 }
 
 // Dispatch runs one command and appends its reply to c.W. It enforces, in
@@ -284,6 +288,7 @@ func (s *Server) Dispatch(c *Client, argv [][]byte, owned func(int) bool) {
 	}
 	c.lastCmd.Store(spec)
 	a := NewArgs(argv, owned)
+	a.upload = c.upload
 	if c.inMulti && !spec.Has(txControl) {
 		// As in Redis, only an unknown command or a wrong arity (checked
 		// above) aborts the transaction; any other error is queued and

@@ -70,6 +70,10 @@ type Spec struct {
 	// Parse turns the raw arguments (name included) into a Runner without
 	// side effects. It may read configuration but never the keyspace.
 	Parse func(a Args) (Runner, error)
+	// Payload, for Big commands, reports whether argument i, given the
+	// arguments before it (prev[0] is the name), is payload: data the
+	// front end may read into an upload buffer (see upload.go).
+	Payload func(prev [][]byte, i int) bool
 }
 
 // Has reports whether the spec has flag f.

@@ -13,6 +13,11 @@ import (
 type Writer struct {
 	buf   []byte
 	proto int
+
+	// stream writes straight to the connection (SetStream); streamErr is
+	// its first error, after which nothing more is streamed.
+	stream    func(bufs ...[]byte) error
+	streamErr error
 }
 
 // NewWriter returns a RESP2 writer.
@@ -54,6 +59,39 @@ func (w *Writer) Error(s string) {
 	}
 	w.buf = append(w.buf, '\r', '\n')
 }
+
+// streamMin: BulkStream sends bulk strings at least this long straight to
+// the connection.
+const streamMin = 1 << 20
+
+// SetStream gives the writer a way to write straight to the connection
+// (the front end's, which counts the bytes): BulkStream uses it.
+func (w *Writer) SetStream(f func(bufs ...[]byte) error) { w.stream = f }
+
+// BulkStream writes a bulk string like Bulk, except that one of streamMin
+// bytes or more goes straight to the connection when the writer has one:
+// the pending bytes and the bulk header, then b itself (writev, no copy),
+// then its CRLF. b need only stay valid during the call. A failed write is
+// kept (StreamErr) and ends streaming; the connection is gone by then.
+func (w *Writer) BulkStream(b []byte) {
+	if w.stream == nil || len(b) < streamMin {
+		w.Bulk(b)
+		return
+	}
+	if w.streamErr != nil {
+		return
+	}
+	w.buf = append(w.buf, '$')
+	w.buf = strconv.AppendInt(w.buf, int64(len(b)), 10)
+	w.buf = append(w.buf, '\r', '\n')
+	w.streamErr = w.stream(w.buf, b, crlf)
+	w.Reset()
+}
+
+var crlf = []byte("\r\n")
+
+// StreamErr is the error of a failed BulkStream, if any.
+func (w *Writer) StreamErr() error { return w.streamErr }
 
 // Int writes an integer.
 func (w *Writer) Int(n int64) { w.buf = redcon.AppendInt(w.buf, n) }

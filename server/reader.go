@@ -21,11 +21,28 @@ type Limits struct {
 	// Unauth marks the limits of a client that has not authenticated:
 	// refusals then say so, in Redis's words.
 	Unauth bool
-	// Sink, when set, gives the destination of argument i of n bytes: the
-	// reader fills it directly from the socket (no intermediate copy). It
-	// returns nil to let the reader allocate as usual. An error refuses the
-	// command; the rest of it is then skipped without being stored.
-	Sink func(i int, n int64) ([]byte, error)
+	// Sink, when set, is asked for the destination of each argument after
+	// the name, once its length is known and before its bytes are read: the
+	// reader fills the slice it returns directly from the socket (no
+	// intermediate copy), and the argument is that memory (Owned). nil
+	// lets the reader allocate as usual. Bytes read into a Sink's memory do
+	// not count towards MaxQuery: the Sink bounds them itself. An error
+	// refuses the command: the rest of it is skipped without being stored
+	// and ReadCommand returns a RefusedError, unless the error is a
+	// ProtocolError, which is returned as is (the connection closes).
+	Sink func(a SinkArg) ([]byte, error)
+	// Filled, when set, is told as the bytes of arguments a Sink provided
+	// arrive, sinkStep bytes at most at a time, so that its owner can work
+	// on them (hash them) while the rest is still coming.
+	Filled func(n int)
+}
+
+// SinkArg is an argument whose length header has been read.
+type SinkArg struct {
+	Prev  [][]byte // the arguments before it; valid during the call only
+	Index int      // its position (the name is 0)
+	Count int      // the command's number of arguments
+	Size  int64    // its length
 }
 
 // ProtocolError is a malformed or refused request. The connection replies
@@ -49,6 +66,9 @@ const (
 	// allocation of exactly their size, which a handler (a tensor blob) may
 	// keep without copying it again.
 	smallArg = 512
+	// sinkStep: a Sink's memory is filled (and Filled told) this much at a
+	// time at most.
+	sinkStep = 1 << 20
 )
 
 // Command is one parsed request. Args alias reader memory that is reused by
@@ -192,14 +212,19 @@ func (r *Reader) readMultibulk(lim Limits, classify func([]byte) Limits) error {
 		if size > lim.MaxBulk {
 			return lim.refused("bulk length")
 		}
-		total += size
-		if total > lim.MaxQuery {
-			return &ProtocolError{"command exceeds client-query-buffer-limit"}
-		}
 		var dst []byte
 		if lim.Sink != nil && refused == nil {
-			if dst, err = lim.Sink(i, size); err != nil {
-				refused = err
+			if dst, err = lim.Sink(SinkArg{Prev: r.cmd.Args, Index: i, Count: int(n), Size: size}); err != nil {
+				if IsProtocol(err) {
+					return err
+				}
+				refused, dst = err, nil
+			}
+		}
+		if dst == nil && refused == nil {
+			total += size
+			if total > lim.MaxQuery {
+				return &ProtocolError{"command exceeds client-query-buffer-limit"}
 			}
 		}
 		switch {
@@ -209,11 +234,15 @@ func (r *Reader) readMultibulk(lim Limits, classify func([]byte) Limits) error {
 			}
 			r.cmd.Args = append(r.cmd.Args, nil)
 			r.cmd.owned = append(r.cmd.owned, false)
-		case dst != nil || size >= smallArg:
-			if dst == nil {
-				dst = make([]byte, size)
+		case dst != nil:
+			if err := r.readSink(dst[:size], lim.Filled); err != nil {
+				return err
 			}
-			if _, err := io.ReadFull(r.br, dst[:size]); err != nil {
+			r.cmd.Args = append(r.cmd.Args, dst[:size:size])
+			r.cmd.owned = append(r.cmd.owned, true)
+		case size >= smallArg:
+			dst = make([]byte, size)
+			if _, err := io.ReadFull(r.br, dst); err != nil {
 				return err
 			}
 			r.cmd.Args = append(r.cmd.Args, dst[:size:size])
@@ -239,6 +268,23 @@ func (r *Reader) readMultibulk(lim Limits, classify func([]byte) Limits) error {
 	}
 	if refused != nil {
 		return &RefusedError{refused}
+	}
+	return nil
+}
+
+// readSink fills a Sink's memory, telling filled (if set) as it goes. The
+// bufio.Reader copies only what it already buffered: the rest is read
+// from the connection straight into p.
+func (r *Reader) readSink(p []byte, filled func(int)) error {
+	for len(p) > 0 {
+		k := min(len(p), sinkStep)
+		if _, err := io.ReadFull(r.br, p[:k]); err != nil {
+			return err
+		}
+		if filled != nil {
+			filled(k)
+		}
+		p = p[k:]
 	}
 	return nil
 }

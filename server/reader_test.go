@@ -309,9 +309,12 @@ func TestSinkFillsDestination(t *testing.T) {
 	var calls []sinkCall
 	dst := make([]byte, 5, 64)
 	lim := open
-	lim.Sink = func(i int, n int64) ([]byte, error) {
-		calls = append(calls, sinkCall{i, n})
-		if i == 2 {
+	lim.Sink = func(a SinkArg) ([]byte, error) {
+		calls = append(calls, sinkCall{a.Index, a.Size})
+		if a.Count != 4 || len(a.Prev) != a.Index || string(a.Prev[0]) != "UPLOAD" {
+			t.Errorf("Sink(%d): count %d, %d args before it", a.Index, a.Count, len(a.Prev))
+		}
+		if a.Index == 2 {
 			return dst, nil
 		}
 		return nil, nil // allocate as usual
@@ -344,9 +347,9 @@ var errTooManyModels = errors.New("ERR max-models reached")
 func TestSinkRefusalSkipsCommand(t *testing.T) {
 	var calls []sinkCall
 	lim := open
-	lim.Sink = func(i int, n int64) ([]byte, error) {
-		calls = append(calls, sinkCall{i, n})
-		if i == 2 {
+	lim.Sink = func(a SinkArg) ([]byte, error) {
+		calls = append(calls, sinkCall{a.Index, a.Size})
+		if a.Index == 2 {
 			return nil, errTooManyModels
 		}
 		return nil, nil
@@ -383,7 +386,7 @@ func TestSinkRefusalSkipsCommand(t *testing.T) {
 // one is a protocol error, not a silent desynchronisation.
 func TestSinkRefusalStillChecksHeaders(t *testing.T) {
 	lim := Limits{MaxArgs: 10, MaxBulk: 100, MaxQuery: 1000}
-	lim.Sink = func(i int, n int64) ([]byte, error) { return nil, errTooManyModels }
+	lim.Sink = func(SinkArg) ([]byte, error) { return nil, errTooManyModels }
 	in := "*3\r\n$6\r\nUPLOAD\r\n$1\r\nk\r\n$101\r\n"
 	h := &headerOnly{t: t, data: []byte(in)}
 	got := transcript(NewReader(h), lim, func([]byte) Limits { return lim })
@@ -461,12 +464,12 @@ func FuzzReader(f *testing.F) {
 			return Limits{MaxArgs: 2, MaxBulk: 4, MaxQuery: 6}
 		case "REFUSE":
 			l := pre
-			l.Sink = func(i int, n int64) ([]byte, error) {
-				if n == 13 {
+			l.Sink = func(a SinkArg) ([]byte, error) {
+				if a.Size == 13 {
 					return nil, refuse
 				}
-				if n == 7 {
-					return make([]byte, n), nil
+				if a.Size == 7 {
+					return make([]byte, a.Size), nil
 				}
 				return nil, nil
 			}
@@ -497,8 +500,11 @@ func FuzzReader(f *testing.F) {
 			if len(cmd.Args) == 0 {
 				t.Fatal("empty command returned")
 			}
-			var total int64
-			for _, a := range cmd.Args {
+			var total int64 // bytes the reader stored itself: a Sink's do not count
+			for i, a := range cmd.Args {
+				if i > 0 && len(a) == 7 && string(cmd.Args[0]) == "REFUSE" {
+					continue
+				}
 				total += int64(len(a))
 			}
 			if !isMultibulk(data[start:end]) {

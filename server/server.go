@@ -152,9 +152,24 @@ func (s *Server) handle(conn net.Conn) {
 	}
 	st := s.Cmds.Stats()
 	rd := NewReader(countingConn{conn, st})
+	up := &ingest{cmds: s.Cmds}
+	defer up.done()
 	classify := func(name []byte) Limits {
-		return toLimits(s.Cmds.CommandLimits(c, commands.Commands().Lookup(name)))
+		spec := commands.Commands().Lookup(name)
+		l := toLimits(s.Cmds.CommandLimits(c, spec))
+		if l.Unauth {
+			return l // refused with NOAUTH once read: no upload buffer for it
+		}
+		return up.limits(spec, l)
 	}
+	// Large bulk replies (MODELGET's chunks) are written straight from
+	// where they lie, with the pending replies before them.
+	c.W.SetStream(func(bufs ...[]byte) error {
+		nb := net.Buffers(bufs)
+		n, err := nb.WriteTo(conn)
+		st.NetOutput.Add(n)
+		return err
+	})
 	flush := func() bool {
 		if c.W.Len() == 0 {
 			return true
@@ -167,6 +182,7 @@ func (s *Server) handle(conn net.Conn) {
 	for {
 		cmd, err := rd.ReadCommand(toLimits(s.Cmds.PreLimits(c)), classify)
 		if err != nil {
+			up.done() // a refused or cut-off upload frees its buffer here
 			var pe *ProtocolError
 			var re *RefusedError
 			switch {
@@ -185,7 +201,15 @@ func (s *Server) handle(conn net.Conn) {
 			flush() // EOF or a dead connection: nothing more to read
 			return
 		}
-		s.Cmds.Dispatch(c, cmd.Args, cmd.Owned)
+		buf := up.take()
+		s.Cmds.DispatchUpload(c, cmd.Args, cmd.Owned, buf)
+		if buf != nil {
+			buf.Unref() // the model took its own reference if it kept it
+		}
+		up.done()
+		if c.W.StreamErr() != nil {
+			return // the connection failed under a streamed reply
+		}
 		if rd.Buffered() == 0 || c.W.Len() > 64<<10 || c.CloseAfterReply() {
 			if !flush() {
 				return

@@ -1,0 +1,137 @@
+package commands
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/enclaveai/enclaveai/config"
+	"github.com/enclaveai/enclaveai/modelstore"
+)
+
+func words(s string) [][]byte {
+	var out [][]byte
+	for _, w := range strings.Fields(s) {
+		out = append(out, []byte(w))
+	}
+	return out
+}
+
+// modelPayloadArg agrees with parseModelStore on which arguments are the
+// BLOB chunks.
+func TestModelPayloadArg(t *testing.T) {
+	for _, tc := range []struct {
+		line  string
+		first int // index of the first chunk; 0: none
+	}{
+		{"AI.MODELSTORE k ONNX CPU BLOB c1 c2", 5},
+		{"AI.MODELSTORE k ONNX CPU TAG BLOB BLOB c1", 7},
+		{"AI.MODELSTORE k ONNX CPU TAG t BATCHSIZE 2 MINBATCHSIZE 1 OPTIMIZE 0 NOPERSIST blob BLOB", 14},
+		{"AI.MODELSET k ONNX CPU INPUTS a b OUTPUTS c BLOB c1", 10},
+		{"AI.MODELSTORE k ONNX CPU FILE BLOB", 0},
+		{"AI.MODELSTORE BLOB ONNX BLOB TAG x", 0},
+	} {
+		argv := words(tc.line)
+		first := 0
+		for i := 1; i < len(argv); i++ {
+			if modelPayloadArg(argv[:i], i) {
+				first = i
+				break
+			}
+		}
+		if first != tc.first {
+			t.Errorf("%s: first chunk at %d, want %d", tc.line, first, tc.first)
+			continue
+		}
+		if first == 0 {
+			continue
+		}
+		r, err := parseModelStore(strings.EqualFold(tc.line[:11], "AI.MODELSET"))(NewArgs(argv, nil))
+		if err != nil {
+			t.Errorf("%s: %v", tc.line, err)
+			continue
+		}
+		if got := r.(*modelStoreCmd).chunks; len(got) != len(argv)-first || !bytes.Equal(got[0], argv[first]) {
+			t.Errorf("%s: parse kept %q as chunks", tc.line, got)
+		}
+	}
+}
+
+func testServer(t *testing.T) (*Server, *Client) {
+	s := NewServer(config.Default(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return s, s.NewClient("test", "", nil)
+}
+
+// An upload buffer that does not hold exactly the parsed chunks (the
+// front end and the parser disagreed) is never kept: the model is built
+// from a copy, since the buffer is freed after the command.
+func TestModelBytesFromUpload(t *testing.T) {
+	s, c := testServer(t)
+	buf, err := modelstore.NewModelBuffer(1<<20, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buf.Unref()
+	dst, _ := buf.Extend(6)
+	copy(dst, "abcdef")
+	buf.Filled(6)
+	x := &Ctx{Server: s, C: c, W: c.W}
+
+	held := &modelStoreCmd{chunks: [][]byte{dst[:2], dst[2:]}, upload: buf}
+	data, got, err := held.modelBytes(x)
+	if err != nil || got != buf || &data[0] != &dst[0] {
+		t.Errorf("chunks in the buffer: buf %v, err %v; want the buffer itself", got, err)
+	}
+	other := &modelStoreCmd{chunks: [][]byte{dst[2:]}, upload: buf}
+	data, got, err = other.modelBytes(x)
+	if err != nil || got != nil || string(data) != "cdef" || &data[0] == &dst[2] {
+		t.Errorf("a chunk the buffer does not match: %q, buf %v, err %v; want a copy", data, got, err)
+	}
+}
+
+// BulkStream sends large bulk strings past the reply buffer, after what
+// is pending, and keeps small ones in it.
+func TestBulkStream(t *testing.T) {
+	w := NewWriter()
+	var out bytes.Buffer
+	var writes int
+	w.SetStream(func(bufs ...[]byte) error {
+		writes++
+		for _, b := range bufs {
+			out.Write(b)
+		}
+		return nil
+	})
+	big := bytes.Repeat([]byte("z"), streamMin)
+	w.Array(3)
+	w.BulkStream([]byte("small"))
+	w.BulkStream(big)
+	if writes != 1 || w.Len() != 0 {
+		t.Fatalf("%d writes, %d bytes pending", writes, w.Len())
+	}
+	w.BulkStream(big)
+	want := "*3\r\n$5\r\nsmall\r\n$1048576\r\n" + string(big) + "\r\n$1048576\r\n" + string(big) + "\r\n"
+	if out.String()+string(w.Bytes()) != want {
+		t.Error("streamed bytes differ from the reply")
+	}
+
+	failed := errors.New("broken pipe")
+	w = NewWriter()
+	w.SetStream(func(...[]byte) error { writes++; return failed })
+	writes = 0
+	w.BulkStream(big)
+	w.BulkStream(big)
+	if writes != 1 || !errors.Is(w.StreamErr(), failed) {
+		t.Errorf("after a failed write: %d writes, StreamErr %v", writes, w.StreamErr())
+	}
+
+	// Without a stream (a transaction's replies, a startup client) it is Bulk.
+	w = NewWriter()
+	w.BulkStream(big)
+	if w.Len() != len(big)+len("$1048576\r\n\r\n") {
+		t.Errorf("no stream: %d bytes pending", w.Len())
+	}
+}

@@ -1,0 +1,191 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/enclaveai/enclaveai/commands"
+	"github.com/enclaveai/enclaveai/config"
+)
+
+// ingestFixture reads commands as a connection does: the command layer's
+// limits with the ingest attached.
+type ingestFixture struct {
+	cmds *commands.Server
+	c    *commands.Client
+	up   *ingest
+	rd   *Reader
+}
+
+func newIngestFixture(t *testing.T, in string, opts func(*config.Options)) *ingestFixture {
+	o := config.Default()
+	if opts != nil {
+		opts(o)
+	}
+	cmds := commands.NewServer(o, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	f := &ingestFixture{cmds: cmds, up: &ingest{cmds: cmds}, rd: NewReader(strings.NewReader(in))}
+	f.c = cmds.NewClient("test", "", nil)
+	return f
+}
+
+func (f *ingestFixture) read() (*Command, error) {
+	return f.rd.ReadCommand(toLimits(f.cmds.PreLimits(f.c)), func(name []byte) Limits {
+		spec := commands.Commands().Lookup(name)
+		return f.up.limits(spec, toLimits(f.cmds.CommandLimits(f.c, spec)))
+	})
+}
+
+// A model whose first chunk is large lands in one buffer, chunk after
+// chunk; the other arguments (TAG's value "BLOB" included) do not.
+func TestIngestDirect(t *testing.T) {
+	c1, c2 := strings.Repeat("a", 1<<20), strings.Repeat("b", 3)
+	in := bulkCmd("AI.MODELSTORE", "k", "ONNX", "CPU", "TAG", "BLOB", "BLOB", c1, c2) + bulkCmd("PING")
+	f := newIngestFixture(t, in, nil)
+	cmd, err := f.read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := f.up.take()
+	if buf == nil {
+		t.Fatal("no upload buffer")
+	}
+	if !buf.Holds(cmd.Args[7:]) || string(buf.Bytes()) != c1+c2 {
+		t.Error("the chunks are not the buffer's bytes")
+	}
+	if buf.Holds(cmd.Args[5:]) {
+		t.Error("TAG's value went into the buffer")
+	}
+	f.up.done()
+	buf.Unref()
+	if cmd, err = f.read(); err != nil || string(cmd.Args[0]) != "PING" || f.up.take() != nil {
+		t.Fatalf("next command: %v", err)
+	}
+}
+
+// A small first chunk keeps the ordinary path: allocations of their own.
+func TestIngestSmallFirstChunk(t *testing.T) {
+	in := bulkCmd("AI.MODELSET", "k", "ONNX", "CPU", "INPUTS", "a", "OUTPUTS", "b", "BLOB", "xy", strings.Repeat("z", 2<<20))
+	f := newIngestFixture(t, in, nil)
+	cmd, err := f.read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.up.take() != nil {
+		t.Error("an upload buffer for a model whose first chunk is 2 bytes")
+	}
+	if !cmd.Owned(9) || !cmd.Owned(10) || string(cmd.Args[9]) != "xy" {
+		t.Error("chunks not in allocations of their own")
+	}
+	f.up.done()
+}
+
+// max-model-size refuses the chunk that would pass it, from its length
+// header: it and the rest are skipped, the buffer freed, and the
+// connection reads the next command.
+func TestIngestMaxModelSize(t *testing.T) {
+	chunk := strings.Repeat("m", 2<<20)
+	in := bulkCmd("AI.MODELSTORE", "k", "ONNX", "CPU", "BLOB", chunk, chunk, chunk) + bulkCmd("PING")
+	f := newIngestFixture(t, in, func(o *config.Options) { o.MaxModelSize.Store(5 << 20) })
+	_, err := f.read()
+	var re *RefusedError
+	if !errors.As(err, &re) || err.Error() != "ERR model exceeds max-model-size" {
+		t.Fatalf("got %v, want the max-model-size refusal", err)
+	}
+	if f.up.buf == nil || f.up.buf.Len() != 4<<20 {
+		t.Fatal("expected the first two chunks' buffer until done")
+	}
+	f.up.done()
+	if f.up.buf != nil {
+		t.Error("done kept the buffer")
+	}
+	if cmd, err := f.read(); err != nil || string(cmd.Args[0]) != "PING" {
+		t.Fatalf("next command: %v", err)
+	}
+}
+
+// maxmemory counts every upload in flight: a second one that would pass it
+// together with the first is refused until the first is done.
+func TestIngestMaxmemory(t *testing.T) {
+	chunk := strings.Repeat("m", 3<<20)
+	in := bulkCmd("AI.MODELSTORE", "k", "ONNX", "CPU", "BLOB", chunk)
+	f := newIngestFixture(t, in+in+in, func(o *config.Options) { o.MaxMemory.Store(5 << 20) })
+	g := &ingest{cmds: f.cmds}
+	if _, err := f.read(); err != nil {
+		t.Fatal(err)
+	}
+	// While the first upload is in flight, a second connection's is refused.
+	other := NewReader(strings.NewReader(in))
+	_, err := other.ReadCommand(toLimits(f.cmds.PreLimits(f.c)), func(name []byte) Limits {
+		spec := commands.Commands().Lookup(name)
+		return g.limits(spec, toLimits(f.cmds.CommandLimits(f.c, spec)))
+	})
+	var re *RefusedError
+	if !errors.As(err, &re) || !strings.HasPrefix(err.Error(), "command not allowed when used memory") {
+		t.Fatalf("second upload: %v, want the maxmemory refusal", err)
+	}
+	g.done()
+	f.up.done()
+	if _, err := f.read(); err != nil {
+		t.Fatalf("after the first upload ended: %v", err)
+	}
+	f.up.done()
+}
+
+// The arguments that are not payload stay under client-query-buffer-limit.
+func TestIngestQueryLimitForOtherArgs(t *testing.T) {
+	in := bulkCmd("AI.MODELSTORE", "k", "ONNX", "CPU", "TAG", strings.Repeat("t", 2<<20), "BLOB", strings.Repeat("m", 4<<20))
+	f := newIngestFixture(t, in, func(o *config.Options) { o.ClientQueryBufferLimit.Store(1 << 20) })
+	if _, err := f.read(); !IsProtocol(err) || !strings.Contains(err.Error(), "client-query-buffer-limit") {
+		t.Fatalf("got %v, want the query-buffer protocol error", err)
+	}
+	f.up.done()
+	in = bulkCmd("AI.MODELSTORE", "k", "ONNX", "CPU", "TAG", "t", "BLOB", strings.Repeat("m", 4<<20))
+	f = newIngestFixture(t, in, func(o *config.Options) { o.ClientQueryBufferLimit.Store(1 << 20) })
+	if _, err := f.read(); err != nil {
+		t.Fatalf("a 4 MiB chunk under a 1 MiB query limit: %v", err)
+	}
+	f.up.done()
+}
+
+// Filled is told about a Sink's memory as it fills, in steps.
+func TestSinkFilled(t *testing.T) {
+	payload := bytes.Repeat([]byte("p"), 3*sinkStep+5)
+	var steps []int
+	lim := open
+	dst := make([]byte, len(payload))
+	lim.Sink = func(a SinkArg) ([]byte, error) {
+		if a.Index == 1 {
+			return dst, nil
+		}
+		return nil, nil
+	}
+	lim.Filled = func(n int) { steps = append(steps, n) }
+	r := NewReader(strings.NewReader(bulkCmd("UPLOAD", string(payload))))
+	if _, err := r.ReadCommand(open, func([]byte) Limits { return lim }); err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, s := range steps {
+		if s > sinkStep {
+			t.Errorf("a step of %d bytes", s)
+		}
+		total += s
+	}
+	if total != len(payload) || !bytes.Equal(dst, payload) {
+		t.Errorf("Filled told %d bytes in %d steps, want %d", total, len(steps), len(payload))
+	}
+}
+
+// A Sink's ProtocolError closes the connection like the reader's own.
+func TestSinkProtocolError(t *testing.T) {
+	lim := open
+	lim.Sink = func(SinkArg) ([]byte, error) { return nil, &ProtocolError{"command exceeds client-query-buffer-limit"} }
+	r := NewReader(strings.NewReader(bulkCmd("UPLOAD", "x") + bulkCmd("PING")))
+	if _, err := r.ReadCommand(open, func([]byte) Limits { return lim }); !IsProtocol(err) {
+		t.Fatalf("got %v, want the ProtocolError", err)
+	}
+}
