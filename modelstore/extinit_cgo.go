@@ -108,17 +108,20 @@ func initShareAPI() error {
 // sharedWeights are the OrtValues a session's shared initializers live in,
 // and the hold on their memory. release frees them, after the session.
 type sharedWeights struct {
-	vals  **C.OrtValue // C array of n values
-	n     int
-	buf   *ModelBuffer // referenced, or nil for pinned Go memory
-	pins  runtime.Pinner
-	bytes int64
+	vals   **C.OrtValue // C array of n values
+	n      int
+	buf    *ModelBuffer   // referenced, if the model is in one
+	pins   runtime.Pinner // pins the model when it is Go memory
+	pinned bool
+	bytes  int64
 }
 
 // attach adds the plan's initializers, in place in model (which is buf's
 // bytes when buf is not nil), to the session options, and turns off
 // prepacking. The caller must release the result once the session made
-// with o is destroyed, or at once if none is made.
+// with o is destroyed, or at once if none is made. The model's memory is
+// held meanwhile: a reference to buf, and a pin if it is Go memory (a heap
+// ModelBuffer, or none), which cgo requires of memory C keeps pointers to.
 func (p *sharePlan) attach(o *ort.SessionOptions, model []byte, buf *ModelBuffer) (*sharedWeights, error) {
 	if err := initShareAPI(); err != nil {
 		return nil, err
@@ -130,9 +133,11 @@ func (p *sharePlan) attach(o *ort.SessionOptions, model []byte, buf *ModelBuffer
 	w := &sharedWeights{n: n, buf: buf, bytes: p.bytes}
 	if buf != nil {
 		buf.Ref()
-	} else {
+	}
+	if buf == nil || !buf.Mapped() {
 		w.pins.Pin(unsafe.SliceData(model))
-		pinned.Store(w, struct{}{})
+		w.pinned = true
+		pinnedWeights.Store(w, struct{}{})
 	}
 	ranks := 0
 	for _, in := range p.inits {
@@ -184,19 +189,21 @@ func (w *sharedWeights) release() {
 		C.free(unsafe.Pointer(w.vals))
 		w.vals = nil
 	}
+	if w.pinned {
+		w.pins.Unpin()
+		w.pinned = false
+		pinnedWeights.Delete(w)
+	}
 	if w.buf != nil {
 		w.buf.Unref()
 		w.buf = nil
-	} else {
-		w.pins.Unpin()
-		pinned.Delete(w)
 	}
 }
 
-// pinned keeps every sharedWeights that pins Go memory reachable until it
-// is released: a Pinner collected while pinning is a fatal error, and a
-// session leaked by mistake should cost memory, not the process.
-var pinned sync.Map
+// pinnedWeights keeps every sharedWeights that pins Go memory reachable
+// until it is released: a Pinner collected while pinning is a fatal error,
+// and a session leaked by mistake should cost memory, not the process.
+var pinnedWeights sync.Map
 
 // cArray allocates a zeroed C array of n elements (at least one, so that
 // its address is never nil) for the caller to cFree.

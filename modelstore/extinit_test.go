@@ -319,6 +319,40 @@ func rss(t *testing.T) int64 {
 	return pages * int64(os.Getpagesize())
 }
 
+// A ModelBuffer in Go memory (where mmap is unavailable) is shared too:
+// the session pins it as well as referencing it.
+func TestSharedWeightsHeapBuffer(t *testing.T) {
+	requireRuntime(t)
+	smallerSharedMin(t)
+	forceHeap.Store(true)
+	t.Cleanup(func() { forceHeap.Store(false) })
+	const k, n = 1024, 4608
+	r := rand.New(rand.NewSource(7))
+	w, x := randFloats(r, k*n), randFloats(r, k)
+	model := matmulModel(3, k, n, w)
+	buf, err := NewModelBuffer(int64(len(model)), int64(len(model)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillChunks(t, buf, model)
+	buf.Seal()
+	s, err := NewSharedSession(buf.Bytes(), buf, SessionOptions{Optimize: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf.Unref()
+	if mode, _ := s.Weights(); mode != WeightsShared || buf.Mapped() {
+		t.Fatalf("weights %v, mapped %v", mode, buf.Mapped())
+	}
+	if got := runOne(t, s, floats([]int64{1, k}, x...)); !closeTo(got, matmulWant(x, w, k, n), 1e-3) {
+		t.Errorf("got %v..., want %v...", got[:3], matmulWant(x, w, k, n)[:3])
+	}
+	s.Close()
+	if buf.Len() != 0 {
+		t.Error("the session's reference outlived it")
+	}
+}
+
 // The point of sharing: creating the session adds next to nothing to the
 // process's memory, where ORT's own copy adds the whole model (the control
 // that shows the measurement can see it).
