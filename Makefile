@@ -14,7 +14,7 @@ export ENCLAVEAI_ONNXRUNTIME_LIB := $(ORT_LIB)
 # looks in .cache/onnxruntime_go (modelstore/extinit_cgo.go), linked here.
 ORT_GO_LINK := .cache/onnxruntime_go
 
-.PHONY: enclave build run test test-go test-redis deps ort models bench bench-core bench-snapshot fuzz clean
+.PHONY: enclave build run test test-go test-redis deps ort models bench bench-core bench-snapshot bench-huge fuzz clean
 
 build: bin/enclaveai-server bin/enclaveai-cli
 
@@ -77,6 +77,14 @@ bench-core: build models
 bench: bench-snapshot
 bench-snapshot: build models
 	$(PYTHON) bench/snapshot.py
+
+# A 1.3 GB model uploaded in three chunks against Redis's RPUSH of the same
+# chunks, and its session creation against onnxruntime_go's; rewrites the
+# "Huge models" section of docs/BENCHMARKS.md (bench/huge.py;
+# BENCH_HUGE_SIZE, BENCH_HUGE_RUNS).
+bench: bench-huge
+bench-huge: build models
+	$(PYTHON) bench/huge.py --doc docs/BENCHMARKS.md
 
 # Every fuzz target for FUZZTIME each: the RESP reader, the model checker,
 # the snapshot loader.
