@@ -67,7 +67,10 @@ func (g *ingest) sink(a SinkArg) ([]byte, error) {
 			// Sized for the largest model allowed; the chunks still to come
 			// are a guess at the size, for when only that much can be had.
 			limit := g.cmds.Opts.MaxModelSize.Load()
-			expect := a.Size * int64(a.Count-a.Index)
+			expect := limit
+			if left := int64(a.Count - a.Index); left <= limit/a.Size {
+				expect = a.Size * left
+			}
 			buf, err := modelstore.NewModelBuffer(limit, expect)
 			if err != nil {
 				return nil, err
