@@ -146,6 +146,12 @@ check() {
 	[ "$got" = "$want" ] || { echo "unexpected reply to $1 on port $port: $got bytes, want $want" >&2; return 1; }
 }
 
+# round_ratios LABEL OP: the median over rounds of LABEL's figure divided by
+# Redis's in the same round (the files hold one line per round, in order).
+round_ratios() {
+	paste "$WORK/rps.$1.$2" "$WORK/rps.redis.$2" | awk '{print $1 / $2}' | median
+}
+
 median() { sort -g | awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
 # A 3136-byte argument: printable, because redis-benchmark takes its
@@ -190,10 +196,16 @@ section_core() {
 	say "core: ops/s at -c $CLIENTS -P $PIPELINE, $REQUESTS requests a run, $ROUNDS rounds; $(redis-server --version | cut -d' ' -f1-3)"
 	for ((r = 1; r <= ROUNDS; r++)); do
 		echo "-- round $r/$ROUNDS (load average: $(cut -d' ' -f1-3 /proc/loadavg))"
-		# Redis first in odd rounds, last in even ones: a drift in the
-		# machine's speed then weighs on both servers alike.
+		# Odd rounds run Redis first, even rounds the same order reversed
+		# (ABBA): a steady drift in the machine's speed then weighs on all
+		# servers alike, and the default configuration always runs next
+		# to Redis.
 		order=(redis "${variants[@]}")
-		((r % 2)) || order=("${variants[@]}" redis)
+		if ((r % 2 == 0)); then
+			local i rev=()
+			for ((i = ${#order[@]} - 1; i >= 0; i--)); do rev+=("${order[i]}"); done
+			order=("${rev[@]}")
+		fi
 		for v in "${order[@]}"; do
 			case $v in
 			redis) measure_redis ;;
@@ -207,16 +219,27 @@ section_core() {
 	local rs rg s g label
 	rs=$(median <"$WORK/rps.redis.SET")
 	rg=$(median <"$WORK/rps.redis.GET")
-	say "core: medians of $ROUNDS rounds (ratio = EnclaveAI / Redis)"
-	printf '%-22s %12s %12s %8s %8s\n' server SET/TENSORSET GET/TENSORGET 'SET x' 'GET x' | tee -a "$SUMMARY"
-	printf '%-22s %12.0f %12.0f\n' redis "$rs" "$rg" | tee -a "$SUMMARY"
+	# Two ratios: of the medians, and the median of each round's ratio to
+	# that round's Redis figure. The second compares runs made close
+	# together (the default configuration runs right next to Redis), so
+	# load that comes and goes on a shared machine skews it less.
+	say "core: medians of $ROUNDS rounds; x = EnclaveAI / Redis: of the medians (median of per-round ratios)"
+	printf '%-22s %9s %9s %15s %15s\n' server 'SET ops/s' 'GET ops/s' 'SET x' 'GET x' | tee -a "$SUMMARY"
+	printf '%-22s %9.0f %9.0f\n' redis "$rs" "$rg" | tee -a "$SUMMARY"
 	for v in "${variants[@]}"; do
 		label=enclaveai
 		[ "$v" = default ] || label=enclaveai-$v
 		s=$(median <"$WORK/rps.$label.SET")
 		g=$(median <"$WORK/rps.$label.GET")
-		printf '%-22s %12.0f %12.0f %8.2f %8.2f\n' "$label" "$s" "$g" \
-			"$(awk "BEGIN {print $s / $rs}")" "$(awk "BEGIN {print $g / $rg}")" | tee -a "$SUMMARY"
+		printf '%-22s %9.0f %9.0f %7.2f (%5.2f) %7.2f (%5.2f)\n' "$label" "$s" "$g" \
+			"$(awk "BEGIN {print $s / $rs}")" "$(round_ratios "$label" SET)" \
+			"$(awk "BEGIN {print $g / $rg}")" "$(round_ratios "$label" GET)" | tee -a "$SUMMARY"
+	done
+	echo "every run, in round order (ops/s):" >>"$SUMMARY"
+	for label in redis "${variants[@]/#/enclaveai-}"; do
+		label=${label/enclaveai-default/enclaveai}
+		printf '  %-20s SET %s; GET %s\n' "$label" "$(paste -sd' ' "$WORK/rps.$label.SET")" \
+			"$(paste -sd' ' "$WORK/rps.$label.GET")" >>"$SUMMARY"
 	done
 	if [ -n "${BENCH_PROFILE:-}" ]; then
 		echo "-- profile: one more TENSORSET and TENSORGET run under ENCLAVEAI_CPUPROFILE (not measured)"
