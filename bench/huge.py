@@ -16,7 +16,7 @@ Steps:
   3. EnclaveAI (bin/enclaveai-server, default settings): AI.MODELSTORE m
      ONNX CPU BLOB c1 c2 c3 from the same kind of socket; then AI.MODELINFO
      (weights shared or copied) and AI.MODELEXECUTE checked against numpy.
-  4. EnclaveAI again, while another process (its own interpreter, so that
+  4. EnclaveAI again, after both, while another process (its own interpreter, so that
      neither waits for the other's lock) sends PING, AI.TENSORGET and
      AI.MODELEXECUTE of a small model one after the other, timing each.
   5. The floor: the same bytes sent to a process that only reads them into
@@ -27,8 +27,9 @@ For steps 2 and 3 the figures are the time from the first byte sent to the
 reply (for EnclaveAI, OK means the model is stored and its session made:
 runnable), and the server's RSS growth over its RSS before the upload: at
 the peak (VmHWM, reset just before) and once the reply is in (after the
-first inference for EnclaveAI). Each server is a fresh process; steps 2-4
-are repeated --runs times and medians reported.
+first inference for EnclaveAI). Each server is a fresh process; steps 2-5
+are repeated --runs times (default 4), steps 2 and 3 in alternating order,
+and medians reported.
 
   6. Session creation alone (bench/hugesession, one process per way, the
      model read from a file first): onnxruntime_go's
@@ -305,7 +306,7 @@ def machine():
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--size", type=int, default=int(os.environ.get("BENCH_HUGE_SIZE", 1_300_000_000)))
-    p.add_argument("--runs", type=int, default=int(os.environ.get("BENCH_HUGE_RUNS", 3)))
+    p.add_argument("--runs", type=int, default=int(os.environ.get("BENCH_HUGE_RUNS", 4)))
     p.add_argument("--doc", help="rewrite the Huge models section of this file")
     p.add_argument("--probe", type=int, help=argparse.SUPPRESS)
     p.add_argument("--sink", type=int, nargs=2, help=argparse.SUPPRESS)
@@ -330,8 +331,12 @@ def main():
         runs = {"redis": [], "enclaveai": [], "probed": [], "floor": []}
         for i in range(args.runs):
             runs["floor"].append(run_floor(chunks))
-            runs["redis"].append(run_redis(scratch, chunks, size))
-            runs["enclaveai"].append(run_enclaveai(scratch, chunks, size, model))
+            # Which server goes first alternates: a process that touches
+            # memory first after another freed a lot of it pays more.
+            steps = [lambda: runs["redis"].append(run_redis(scratch, chunks, size)),
+                     lambda: runs["enclaveai"].append(run_enclaveai(scratch, chunks, size, model))]
+            for step in steps[::1 if i % 2 == 0 else -1]:
+                step()
             runs["probed"].append(run_enclaveai(scratch, chunks, size, model, probe=True))
             print("run %d: floor %.2f s, redis %.2f s, enclaveai %.2f s, with probes %.2f s" % (
                 i + 1, runs["floor"][-1], runs["redis"][-1]["seconds"], runs["enclaveai"][-1]["seconds"],
@@ -408,7 +413,7 @@ def report(res, args):
     add("client for the cores. The floor bounds any server's time from below. Redis's time is the same copy")
     add("into 4 KiB pages, then a second copy of every chunk into the list (its 2x peak): the ratio to it")
     add("depends mostly on what first-touch faults cost on the machine at the time (the first upload after")
-    add("a large free is usually the slowest).")
+    add("a large free is usually the slowest, which is why steps 2 and 3 alternate).")
     add("")
     add("Session creation alone, from the same bytes already in memory (bench/hugesession):")
     add("")
