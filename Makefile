@@ -20,7 +20,7 @@ build: bin/enclaveai-server bin/enclaveai-cli
 
 bin/enclaveai-server: $(ORT_LIB) $(ORT_GO_LINK) FORCE
 	$(GO) build -o $@ ./cmd/enclaveai-server
-	cp -f $(ORT_LIB) bin/libonnxruntime.so.1
+	cp -f $(ORT_LIB) bin/libonnxruntime.so.1.tmp && mv -f bin/libonnxruntime.so.1.tmp bin/libonnxruntime.so.1
 
 bin/enclaveai-cli: FORCE
 	$(GO) build -o $@ ./cmd/enclaveai-cli
