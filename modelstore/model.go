@@ -311,7 +311,11 @@ func (r *Runner) Run(m *Model, req *RunRequest) ([]*Tensor, error) {
 	if req.Queued.IsZero() {
 		req.Queued = time.Now()
 	}
-	m.Blob.Retain()
+	// The model may have been deleted since the caller fetched it: then its
+	// session is closed (or closing) and it reads as missing.
+	if !m.Blob.TryRetain() {
+		return nil, ErrNoModel
+	}
 	defer m.Blob.Release()
 	if m.batcher != nil {
 		return m.batcher.submit(r, req)
