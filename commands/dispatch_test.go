@@ -89,6 +89,11 @@ func TestDispatchOOM(t *testing.T) {
 		row("AI.TENSORSET big INT8 1", oom),
 		// ...the others run, and can free memory.
 		row("AI.TENSORGET big META", `["dtype" "UINT8" "shape" [:1000]]`),
+		// Inside MULTI the refusal aborts the transaction, as in Redis.
+		row("MULTI", "+OK"),
+		row("AI.TENSORSET x INT8 1", oom),
+		row("EXEC", "-EXECABORT Transaction discarded because of previous errors."),
+		row("EXISTS x", ":0"),
 		row("EXPIRE big 100", ":1"),
 		row("DEL big", ":1"),
 		row("AI.TENSORSET x INT8 1", "+OK"),

@@ -342,7 +342,9 @@ func (s *Server) check(c *Client, spec *Spec, argv [][]byte) error {
 	if s.loading.Load() && !spec.Has(LoadingOK) {
 		return errLoading
 	}
-	if spec.Has(DenyOOM) && !c.inMulti {
+	// Over maxmemory a deny-oom command is refused, and inside MULTI that
+	// refusal aborts the transaction (EXECABORT), as in Redis.
+	if spec.Has(DenyOOM) {
 		if max := s.Opts.MaxMemory.Load(); max > 0 && s.UsedMemory() > max {
 			return modelstore.ErrOOM
 		}
