@@ -570,41 +570,35 @@ func parseTimeout(a *Args) (time.Duration, error) {
 
 // parseExecBody parses `INPUTS n ... OUTPUTS m ...` with RedisAI's errors.
 func parseExecBody(a *Args, c *modelExecCmd) error {
-	if !a.Match("INPUTS") {
-		return Reply("ERR INPUTS not specified")
+	var err error
+	if c.nIn, c.inputs, err = parseKeyClause(a, "INPUTS", "input", "Input"); err != nil {
+		return err
+	}
+	c.nOut, c.outputs, err = parseKeyClause(a, "OUTPUTS", "output", "Output")
+	return err
+}
+
+// parseKeyClause parses `WORD n key...` (INPUTS or OUTPUTS); kind and Kind
+// fill RedisAI's error texts.
+func parseKeyClause(a *Args, word, kind, Kind string) (int64, []string, error) {
+	if !a.Match(word) {
+		return 0, nil, errorf("ERR %s not specified", word)
 	}
 	n, ok := parseInt(a.Next())
 	if !ok {
-		return Reply("ERR Invalid argument for input_count")
+		return 0, nil, errorf("ERR Invalid argument for %s_count", kind)
 	}
 	if n <= 0 {
-		return Reply("ERR Input count must be a positive integer")
+		return 0, nil, errorf("ERR %s count must be a positive integer", Kind)
 	}
-	c.nIn = n
 	if int64(a.Remaining()) < n {
-		return Reply("ERR number of input keys to AI.MODELEXECUTE command does not match the number of given arguments")
+		return n, nil, errorf("ERR number of %s keys to AI.MODELEXECUTE command does not match the number of given arguments", kind)
 	}
-	for i := int64(0); i < n; i++ {
-		c.inputs = append(c.inputs, a.NextString())
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = a.NextString()
 	}
-	if !a.Match("OUTPUTS") {
-		return Reply("ERR OUTPUTS not specified")
-	}
-	m, ok := parseInt(a.Next())
-	if !ok {
-		return Reply("ERR Invalid argument for output_count")
-	}
-	if m <= 0 {
-		return Reply("ERR Output count must be a positive integer")
-	}
-	c.nOut = m
-	if int64(a.Remaining()) < m {
-		return Reply("ERR number of output keys to AI.MODELEXECUTE command does not match the number of given arguments")
-	}
-	for i := int64(0); i < m; i++ {
-		c.outputs = append(c.outputs, a.NextString())
-	}
-	return nil
+	return n, keys, nil
 }
 
 func parseModelExecute(a Args) (Runner, error) {
