@@ -25,24 +25,12 @@ import os
 import numpy as np
 from onnx import TensorProto, helper
 
+from gen_models import IR_VERSION, OPSET, varint  # one definition of the wire helpers
+
 K = 4096       # input and output width
 H_ALIGN = 128  # hidden width is a multiple of this
-OPSET = 13
-IR_VERSION = 8
 SEED = 20240917
 ROWS = 256     # rows of a weight generated at once
-
-
-def varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
 
 
 def field(num, payload):
