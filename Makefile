@@ -7,7 +7,8 @@ ORT_LIB     := $(ORT_DIR)/libonnxruntime.so.1
 PYTHON      := /usr/bin/python3
 GO          ?= go
 # The C header of the OrtApi table comes from the onnxruntime_go module itself.
-ORT_GO_DIR   = $(shell $(GO) list -m -f '{{.Dir}}' github.com/yalue/onnxruntime_go)
+# `go mod download` first: on a fresh machine `go list -m` names no directory.
+ORT_GO_DIR  := $(shell $(GO) mod download github.com/yalue/onnxruntime_go && $(GO) list -m -f '{{.Dir}}' github.com/yalue/onnxruntime_go)
 export CGO_CFLAGS += -I$(ORT_GO_DIR)
 export ENCLAVEAI_ONNXRUNTIME_LIB := $(ORT_LIB)
 # The same directory for `go` run by hand (`go test ./modelstore`): cgo also
