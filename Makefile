@@ -31,6 +31,7 @@ FORCE:
 ort: $(ORT_LIB) $(ORT_GO_LINK)
 
 $(ORT_GO_LINK): FORCE
+	@test -n "$(ORT_GO_DIR)" || { echo "no module directory for github.com/yalue/onnxruntime_go" >&2; exit 1; }
 	@mkdir -p $(dir $@) && ln -sfn $(ORT_GO_DIR) $@
 
 # ONNX Runtime's Linux x64 library ships inside the npm package onnxruntime-node.
