@@ -786,6 +786,12 @@ func parseModelInfo(a Args) (Runner, error) {
 		if err != nil {
 			return err
 		}
+		// The digest of a model stored a moment ago may still be computed;
+		// a reference keeps a racing DEL from stopping it.
+		if !m.Blob.TryRetain() {
+			return modelstore.ErrNoModel
+		}
+		defer m.Blob.Release()
 		w := x.W
 		ioList := func(ios []modelstore.IOInfo) {
 			w.Array(len(ios))
@@ -834,7 +840,7 @@ func parseModelInfo(a Args) (Runner, error) {
 		w.BulkString("optimize")
 		w.Int(b2i(m.Blob.Opts.Optimize))
 		w.BulkString("shared_with")
-		w.Int(int64(m.Blob.Refs() - 1))
+		w.Int(int64(m.Blob.Refs() - 2)) // less this key's and this command's
 		w.BulkString("persist")
 		w.Int(b2i(!m.NoPersist))
 		w.BulkString("created")

@@ -1,10 +1,12 @@
 package modelstore
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,7 +16,6 @@ import (
 // them. Keys whose model bytes and session options are identical share one
 // Blob: the bytes are held once and the session is created once.
 type Blob struct {
-	SHA256  [32]byte
 	Data    []byte
 	Opts    SessionOptions
 	Session *Session
@@ -24,16 +25,67 @@ type Blob struct {
 	SharedBytes int64
 
 	buf *ModelBuffer // Data's memory, when the model came in through one
+	fp  uint64       // Fingerprint(Data)
+	sha digest
 
 	reg  *Registry
 	refs int // guarded by reg.mu: stored models plus runs in flight
 }
 
-// SHA256Hex is the model's digest in hex.
-func (b *Blob) SHA256Hex() string { return hex.EncodeToString(b.SHA256[:]) }
+// digest is a Blob's SHA-256, computed by a goroutine once the Blob is
+// registered, off the path of the upload that made it: the model is
+// runnable (and the client answered) without waiting for it.
+type digest struct {
+	done  chan struct{} // closed when sum is set or the hashing gave up
+	sum   [32]byte
+	ok    bool // sum is set (written before done is closed)
+	abort atomic.Bool
+}
 
+// hash computes the digest of data. It ends early when the blob's last
+// reference is dropped; release (if not nil) runs when data is no longer
+// read.
+func (d *digest) hash(data []byte, release func()) {
+	defer close(d.done)
+	if release != nil {
+		defer release()
+	}
+	h := sha256.New()
+	for len(data) > 0 {
+		if d.abort.Load() {
+			return
+		}
+		k := min(len(data), hashPiece)
+		h.Write(data[:k])
+		data = data[k:]
+	}
+	h.Sum(d.sum[:0])
+	d.ok = true
+}
+
+// SHA256 returns the model's SHA-256, waiting for it if it is still being
+// computed (about 0.6 s a GB). The caller must hold a reference (TryRetain):
+// the digest of a blob released meanwhile may never be computed, and ok is
+// then false.
+func (b *Blob) SHA256() (sum [32]byte, ok bool) {
+	<-b.sha.done
+	return b.sha.sum, b.sha.ok
+}
+
+// SHA256Hex is the model's digest in hex, "" when SHA256 reports none.
+func (b *Blob) SHA256Hex() string {
+	sum, ok := b.SHA256()
+	if !ok {
+		return ""
+	}
+	return hex.EncodeToString(sum[:])
+}
+
+// blobKey indexes blobs; blobs with equal keys may still differ (the
+// fingerprint is 64 bits) and are told apart by their bytes.
 type blobKey struct {
-	sum  [32]byte
+	fp   uint64
+	size int
 	opts SessionOptions
 }
 
@@ -42,7 +94,7 @@ type blobKey struct {
 // in flight.
 type Registry struct {
 	mu    sync.Mutex
-	blobs map[blobKey]*Blob
+	blobs map[blobKey][]*Blob
 	bytes atomic.Int64
 	// compile creates sessions; tests may replace it.
 	compile func(data []byte, buf *ModelBuffer, opts SessionOptions) (*Session, error)
@@ -50,7 +102,7 @@ type Registry struct {
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{blobs: make(map[blobKey]*Blob), compile: NewSharedSession}
+	return &Registry{blobs: make(map[blobKey][]*Blob), compile: NewSharedSession}
 }
 
 // Bytes is the memory held by distinct model blobs.
@@ -60,7 +112,11 @@ func (r *Registry) Bytes() int64 { return r.bytes.Load() }
 func (r *Registry) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.blobs)
+	n := 0
+	for _, bs := range r.blobs {
+		n += len(bs)
+	}
+	return n
 }
 
 // Acquire returns the Blob for data and opts, compiling a session only if
@@ -76,19 +132,22 @@ func (r *Registry) Acquire(data []byte, opts SessionOptions) (*Blob, error) {
 // for the bytes a new blob would add, before it is compiled, and only when
 // no identical blob is registered, since sharing one adds nothing.
 func (r *Registry) AcquireIfRoom(data []byte, opts SessionOptions, room func(n int64) error) (*Blob, error) {
-	return r.acquire(data, nil, sha256.Sum256(data), opts, room)
+	return r.acquire(data, nil, Fingerprint(data), opts, room)
 }
 
 // AcquireBuffer is AcquireIfRoom for a model in a ModelBuffer, using the
-// digest computed while it filled. A new Blob (and its session) take
+// fingerprint computed while it filled. A new Blob (and its session) take
 // references to buf; the caller keeps its own, to drop when done.
 func (r *Registry) AcquireBuffer(buf *ModelBuffer, opts SessionOptions, room func(n int64) error) (*Blob, error) {
-	return r.acquire(buf.Bytes(), buf, buf.Sum(), opts, room)
+	return r.acquire(buf.Bytes(), buf, buf.Fingerprint(), opts, room)
 }
 
-func (r *Registry) acquire(data []byte, buf *ModelBuffer, sum [32]byte, opts SessionOptions, room func(n int64) error) (*Blob, error) {
-	k := blobKey{sum, opts}
-	if b := r.ref(k); b != nil {
+func (r *Registry) acquire(data []byte, buf *ModelBuffer, fp uint64, opts SessionOptions, room func(n int64) error) (*Blob, error) {
+	k := blobKey{fp, len(data), opts}
+	r.mu.Lock()
+	b := r.find(k, data)
+	r.mu.Unlock()
+	if b != nil {
 		return b, nil
 	}
 	if room != nil {
@@ -104,29 +163,35 @@ func (r *Registry) acquire(data []byte, buf *ModelBuffer, sum [32]byte, opts Ses
 		return nil, err
 	}
 	r.mu.Lock()
-	if b, ok := r.blobs[k]; ok {
-		b.refs++
+	if b := r.find(k, data); b != nil {
 		r.mu.Unlock()
 		sess.Close()
 		return b, nil
 	}
-	b := &Blob{SHA256: k.sum, Data: data, Opts: opts, Session: sess, reg: r, refs: 1, buf: buf}
+	b = &Blob{Data: data, Opts: opts, Session: sess, reg: r, refs: 1, buf: buf, fp: fp}
+	b.sha.done = make(chan struct{})
 	b.Weights, b.SharedBytes = sess.Weights()
+	var release func()
 	if buf != nil {
-		buf.Ref()
+		buf.Ref() // the Blob's
+		buf.Ref() // the digest's, dropped when it is done reading
+		release = buf.Unref
 	}
-	r.blobs[k] = b
+	r.blobs[k] = append(r.blobs[k], b)
 	r.bytes.Add(int64(len(data)))
 	r.mu.Unlock()
+	go b.sha.hash(data, release)
 	return b, nil
 }
 
-func (r *Registry) ref(k blobKey) *Blob {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if b, ok := r.blobs[k]; ok {
-		b.refs++
-		return b
+// find returns a registered blob with key k and bytes data, with a new
+// reference, or nil. r.mu must be held.
+func (r *Registry) find(k blobKey, data []byte) *Blob {
+	for _, b := range r.blobs[k] {
+		if bytes.Equal(b.Data, data) {
+			b.refs++
+			return b
+		}
 	}
 	return nil
 }
@@ -145,11 +210,18 @@ func (b *Blob) Release() {
 	b.refs--
 	last := b.refs == 0
 	if last {
-		delete(r.blobs, blobKey{b.SHA256, b.Opts})
+		k := blobKey{b.fp, len(b.Data), b.Opts}
+		bs := slices.DeleteFunc(r.blobs[k], func(x *Blob) bool { return x == b })
+		if len(bs) == 0 {
+			delete(r.blobs, k)
+		} else {
+			r.blobs[k] = bs
+		}
 		r.bytes.Add(-int64(len(b.Data)))
 	}
 	r.mu.Unlock()
 	if last {
+		b.sha.abort.Store(true)
 		b.Session.Close()
 		if b.buf != nil {
 			b.buf.Unref() // the session may hold its own until its runs end

@@ -2,7 +2,6 @@ package modelstore
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"errors"
 	"math/rand"
 	"runtime"
@@ -54,7 +53,7 @@ func testModelBuffer(t *testing.T, heap bool) {
 	if !bytes.Equal(b.Bytes(), whole) || b.Len() != len(whole) {
 		t.Fatal("Bytes() differ from the chunks")
 	}
-	if b.Sum() != sha256.Sum256(whole) || b.Sum() != sha256.Sum256(whole) {
+	if b.Fingerprint() != Fingerprint(whole) || b.Fingerprint() != Fingerprint(whole) {
 		t.Fatal("Sum differs from SHA-256 of the bytes")
 	}
 	if !b.Holds(parts) {
@@ -107,7 +106,7 @@ func TestModelBufferGrows(t *testing.T) {
 			t.Errorf("heap %v: moved %d bytes, want the first chunk's %d", heap, b.moved, 4<<20)
 		}
 		whole := bytes.Join(chunks, nil)
-		if !bytes.Equal(b.Bytes(), whole) || b.Sum() != sha256.Sum256(whole) || !bytes.Equal(parts[0], chunks[0]) {
+		if !bytes.Equal(b.Bytes(), whole) || b.Fingerprint() != Fingerprint(whole) || !bytes.Equal(parts[0], chunks[0]) {
 			t.Errorf("heap %v: contents or digest wrong after growth", heap)
 		}
 		if b.Holds(parts) {

@@ -1,0 +1,128 @@
+package modelstore
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"testing"
+)
+
+// Identical bytes and options share one Blob; different options do not.
+// Each Blob's digest is the SHA-256 of its bytes, computed after the Blob
+// is registered.
+func TestRegistryDeduplicates(t *testing.T) {
+	requireRuntime(t)
+	r := NewRegistry()
+	data := readModel(t, "linear.onnx")
+	a, err := r.Acquire(data, SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := r.Acquire(append([]byte(nil), data...), SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.Acquire(data, SessionOptions{Optimize: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b || a == c || r.Len() != 2 || a.Refs() != 2 {
+		t.Fatalf("a==b %v, a==c %v, len %d, refs %d", a == b, a == c, r.Len(), a.Refs())
+	}
+	if r.Bytes() != int64(2*len(data)) {
+		t.Errorf("bytes %d, want %d", r.Bytes(), 2*len(data))
+	}
+	for _, x := range []*Blob{a, c} {
+		if sum, ok := x.SHA256(); !ok || sum != sha256.Sum256(data) {
+			t.Errorf("digest %x %v, want %x", sum, ok, sha256.Sum256(data))
+		}
+	}
+	a.Release()
+	b.Release()
+	c.Release()
+	if r.Len() != 0 || r.Bytes() != 0 {
+		t.Errorf("after release: len %d, bytes %d", r.Len(), r.Bytes())
+	}
+}
+
+// Two different models of one length whose fingerprints collide are still
+// told apart by their bytes (the collision is forced: the fingerprint is
+// only 64 bits).
+func TestRegistryFingerprintCollision(t *testing.T) {
+	requireRuntime(t)
+	r := NewRegistry()
+	lin := readModel(t, "linear.onnx")
+	other := bytes.Replace(lin, []byte("enclaveai-gen_models"), []byte("enclaveai-gen_modelX"), 1)
+	if bytes.Equal(lin, other) {
+		t.Fatal("linear.onnx has no producer name to change")
+	}
+	same := Fingerprint(lin)
+	a, err := r.acquire(lin, nil, same, SessionOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := r.acquire(other, nil, same, SessionOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2, err := r.acquire(lin, nil, same, SessionOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a == b || a2 != a || r.Len() != 2 {
+		t.Fatalf("a==b %v, a2==a %v, len %d", a == b, a2 == a, r.Len())
+	}
+	if sum, _ := b.SHA256(); sum != sha256.Sum256(other) {
+		t.Error("the second model's digest is not its own")
+	}
+	a.Release()
+	if b.Refs() != 1 || a.Refs() != 1 {
+		t.Errorf("refs a %d, b %d", a.Refs(), b.Refs())
+	}
+	a2.Release()
+	b.Release()
+	if r.Len() != 0 || r.Bytes() != 0 {
+		t.Errorf("len %d, bytes %d after release", r.Len(), r.Bytes())
+	}
+}
+
+// A model uploaded through a ModelBuffer: the fingerprint computed while it
+// filled finds the blob, the digest is right, and releasing the blob while
+// its digest may still be running frees the buffer once the digest stops.
+func TestRegistryBuffer(t *testing.T) {
+	requireRuntime(t)
+	r := NewRegistry()
+	data := readModel(t, "linear.onnx")
+	fill := func() *ModelBuffer {
+		buf, err := NewModelBuffer(1<<20, int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fillChunks(t, buf, data)
+		buf.Seal()
+		return buf
+	}
+	buf := fill()
+	a, err := r.AcquireBuffer(buf, SessionOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf2 := fill()
+	b, err := r.AcquireBuffer(buf2, SessionOptions{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf2.Unref()
+	if a != b || buf2.Len() != 0 {
+		t.Fatalf("a==b %v; the duplicate's buffer still holds %d bytes", a == b, buf2.Len())
+	}
+	if sum, ok := a.SHA256(); !ok || sum != sha256.Sum256(data) {
+		t.Errorf("digest %x %v", sum, ok)
+	}
+	buf.Unref()
+	a.Release()
+	b.Release()
+	<-a.sha.done
+	if buf.Len() != 0 {
+		t.Error("the buffer outlived its blob and digest")
+	}
+}
