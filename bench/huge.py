@@ -22,6 +22,11 @@ Steps:
   5. The floor: the same bytes sent to a process that only reads them into
      one reused 64 MiB buffer and answers +OK (loopback TCP and the
      client's own cost, no memory to fill).
+  0. Before each run, what first-touch faults cost at the time: a fresh
+     process maps 512 MiB of anonymous memory and writes one byte per
+     4 KiB page, once with 4 KiB pages and once advised for huge pages.
+     The ratio to Redis swings with it (a VM whose memory the host must
+     back anew pays far more per fault than one whose memory is warm).
 
 For steps 2 and 3 the figures are the time from the first byte sent to the
 reply (for EnclaveAI, OK means the model is stored and its session made:
@@ -250,6 +255,31 @@ def sink(port, total):
     c.close()
 
 
+def first_touch():
+    """Runs in its own process: prints the cost of writing fresh anonymous
+    memory, per 4 KiB page (microseconds) and as GB/s with huge pages."""
+    import mmap
+    n = 512 << 20
+    out = {}
+    for name, huge in (("small", False), ("huge", True)):
+        m = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        if huge:
+            m.madvise(mmap.MADV_HUGEPAGE)
+        a = np.frombuffer(m, np.uint8)
+        t0 = time.perf_counter()
+        a[::4096] = 1
+        out[name] = time.perf_counter() - t0
+        del a
+        m.close()
+    print(json.dumps({"us_per_4k_page": out["small"] / (n / 4096) * 1e6, "huge_gb_s": n / out["huge"] / 1e9}))
+
+
+def run_first_touch():
+    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--first-touch"],
+                       stdout=subprocess.PIPE, check=True)
+    return json.loads(r.stdout)
+
+
 def run_floor(chunks):
     total = len(b"*%d\r\n$5\r\nRPUSH\r\n$1\r\nm\r\n" % (len(chunks) + 2))
     total += sum(len(ch) + len(b"$%d\r\n\r\n" % len(ch)) for ch in chunks)
@@ -310,7 +340,10 @@ def main():
     p.add_argument("--doc", help="rewrite the Huge models section of this file")
     p.add_argument("--probe", type=int, help=argparse.SUPPRESS)
     p.add_argument("--sink", type=int, nargs=2, help=argparse.SUPPRESS)
+    p.add_argument("--first-touch", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.first_touch:
+        return first_touch()
     if args.probe:
         return probe(args.probe)
     if args.sink:
@@ -328,8 +361,9 @@ def main():
         res["size"], res["chunks"] = size, [len(c) for c in chunks]
         print("model: %d bytes in %d chunks, built in %.1f s" % (size, len(chunks), time.perf_counter() - t0), flush=True)
 
-        runs = {"redis": [], "enclaveai": [], "probed": [], "floor": []}
+        runs = {"redis": [], "enclaveai": [], "probed": [], "floor": [], "touch": []}
         for i in range(args.runs):
+            runs["touch"].append(run_first_touch())
             runs["floor"].append(run_floor(chunks))
             # Which server goes first alternates: a process that touches
             # memory first after another freed a lot of it pays more.
@@ -338,8 +372,9 @@ def main():
             for step in steps[::1 if i % 2 == 0 else -1]:
                 step()
             runs["probed"].append(run_enclaveai(scratch, chunks, size, model, probe=True))
-            print("run %d: floor %.2f s, redis %.2f s, enclaveai %.2f s, with probes %.2f s" % (
-                i + 1, runs["floor"][-1], runs["redis"][-1]["seconds"], runs["enclaveai"][-1]["seconds"],
+            print("run %d: first touch %.1f us/4k page, %.2f GB/s huge; floor %.2f s, redis %.2f s, "
+                  "enclaveai %.2f s, with probes %.2f s" % (
+                      i + 1, runs["touch"][-1]["us_per_4k_page"], runs["touch"][-1]["huge_gb_s"], runs["floor"][-1], runs["redis"][-1]["seconds"], runs["enclaveai"][-1]["seconds"],
                 runs["probed"][-1]["seconds"]), flush=True)
         res["runs"] = runs
 
@@ -402,15 +437,22 @@ def report(res, args):
     for k, v in lat.items():
         add("  %s p50 %.2f ms, p99 %.2f ms, max %.2f ms;" % (k, pct(v, 0.5) * 1e3, pct(v, 0.99) * 1e3, max(v) * 1e3))
     add("  all together p99 %.2f ms (target: under 10 ms)." % (pct(sum(lat.values(), []), 0.99) * 1e3))
+    touch = res["runs"]["touch"]
+    add("- First-touch faults at the time (step 0, median of %d): %.1f µs per fresh 4 KiB page, %.2f GB/s into"
+        % (len(touch), statistics.median(t["us_per_4k_page"] for t in touch),
+           statistics.median(t["huge_gb_s"] for t in touch)))
+    add("  fresh huge pages (per run: %s)." % ", ".join(
+        "%.1f µs/%.2f GB/s" % (t["us_per_4k_page"], t["huge_gb_s"]) for t in touch))
     add("- All runs (s): floor %s; Redis %s; EnclaveAI %s; probed %s." % (
         ", ".join("%.2f" % x for x in res["runs"]["floor"]),
         *(", ".join("%.2f" % r["seconds"] for r in res["runs"][n]) for n in ("redis", "enclaveai", "probed"))))
     add("")
     add("Notes. Clients and servers share the machine's %d cores. Nothing in EnclaveAI's time to OK after" % os.cpu_count())
-    add("the last byte is more than tens of milliseconds (the digest's tail, checks, session creation); the rest")
-    add("is receiving the bytes: the kernel's copy from the socket, first-touch faults of 2 MiB pages (faulted in")
-    add("ahead of the reads by another thread) and SHA-256 on a third, which here competes with the local")
-    add("client for the cores. The floor bounds any server's time from below. Redis's time is the same copy")
+    add("the last byte is more than tens of milliseconds (the fingerprint's tail, checks, session creation); the")
+    add("rest is receiving the bytes: the kernel's copy from the socket, first-touch faults of 2 MiB pages")
+    add("(faulted in ahead of the reads by another thread) and a 64-bit fingerprint (hash/maphash, for")
+    add("deduplication) on a third; the model's SHA-256 (AI.MODELINFO) is computed after the OK. All of it")
+    add("competes with the local client for the cores. The floor bounds any server's time from below. Redis's time is the same copy")
     add("into 4 KiB pages, then a second copy of every chunk into the list (its 2x peak): the ratio to it")
     add("depends mostly on what first-touch faults cost on the machine at the time (the first upload after")
     add("a large free is usually the slowest, which is why steps 2 and 3 alternate).")
