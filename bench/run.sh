@@ -5,7 +5,8 @@
 #   core    redis-benchmark: AI.TENSORSET / AI.TENSORGET of a 3136-byte FLOAT
 #           tensor against Redis's SET / GET of the same 3136 bytes, rounds
 #           alternating between the servers; also the server under
-#           GOMAXPROCS=1 and GOGC=400 (BENCH_VARIANTS=0 skips those)
+#           GOMAXPROCS=1 and under GOGC=100 (Go's default; the server's own
+#           is 400) (BENCH_VARIANTS=0 skips those)
 #   models  bench/latency: AI.MODELEXECUTE of mlp.onnx at batch 1 against
 #           onnxruntime_go in-process and a loopback PING
 #   go      the Go benchmarks of packages commands and server
@@ -191,7 +192,7 @@ section_core() {
 	need_debs redis-server redis-tools
 	local variants=(default) r v order
 	if [ "$VARIANTS" = 1 ]; then
-		variants=(default P1 GOGC400 P1-GOGC400)
+		variants=(default P1 GOGC100 P1-GOGC100)
 	fi
 	say "core: ops/s at -c $CLIENTS -P $PIPELINE, $REQUESTS requests a run, $ROUNDS rounds; $(redis-server --version | cut -d' ' -f1-3)"
 	for ((r = 1; r <= ROUNDS; r++)); do
@@ -211,8 +212,8 @@ section_core() {
 			redis) measure_redis ;;
 			default) measure_enclaveai enclaveai ;;
 			P1) measure_enclaveai enclaveai-P1 GOMAXPROCS=1 ;;
-			GOGC400) measure_enclaveai enclaveai-GOGC400 GOGC=400 ;;
-			P1-GOGC400) measure_enclaveai enclaveai-P1-GOGC400 GOMAXPROCS=1 GOGC=400 ;;
+			GOGC100) measure_enclaveai enclaveai-GOGC100 GOGC=100 ;;
+			P1-GOGC100) measure_enclaveai enclaveai-P1-GOGC100 GOMAXPROCS=1 GOGC=100 ;;
 			esac
 		done
 	done

@@ -77,6 +77,11 @@ func (src snapshotSource) Models(yield func(persistence.ModelRecord, []byte) err
 			Device: m.Device, Tag: m.Tag, BatchSize: uint32(m.BatchSize), MinBatchSize: uint32(m.MinBatchSize),
 			MinBatchTimeoutMs: uint64(m.MinBatchTimeout), Optimize: m.Blob.Opts.Optimize, ID: m.ID,
 			CreatedUnixMs: m.Created.UnixMilli()}
+		// The blob stays referenced until Save returns, so its digest
+		// (computed once, after the upload) is there or on its way.
+		if sum, ok := m.Blob.SHA256(); ok {
+			rec.BlobSHA256 = &sum
+		}
 		if err := yield(rec, m.Blob.Data); err != nil {
 			return err
 		}

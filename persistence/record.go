@@ -32,6 +32,11 @@ type ModelRecord struct {
 	ID                string // a UUID or empty
 	CreatedUnixMs     int64
 	Owner             string
+	// BlobSHA256, when not nil, is the SHA-256 of the blob that comes with
+	// the record, already known to the caller: Write then does not hash the
+	// blob again. It is not stored as part of the record (the BLOB record
+	// carries the digest), and Read leaves it nil.
+	BlobSHA256 *[32]byte
 	// Extra carries attributes added after format version 1, so that they
 	// need no new format version. Nil when empty.
 	Extra map[string]string

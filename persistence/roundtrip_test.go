@@ -2,7 +2,9 @@ package persistence
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -113,6 +115,28 @@ func TestSharedBlobWrittenOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkSame(t, ten, sink)
+}
+
+// A digest the caller already knows is written as the blob's digest
+// without hashing the blob again: the right one round-trips, and a wrong
+// one is caught by Read (so it was used, not recomputed).
+func TestKnownBlobDigest(t *testing.T) {
+	blob := randBytes(1 << 16)
+	sum := sha256.Sum256(blob)
+	src := &memSource{models: []model{{ModelRecord{Key: "m", BlobSHA256: &sum}, blob}}}
+	sink, err := unseal(seal(t, src, frameSize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.models) != 1 || !bytes.Equal(sink.models[0].blob, blob) || sink.models[0].rec.BlobSHA256 != nil {
+		t.Fatalf("got %+v", sink.models)
+	}
+	wrong := sum
+	wrong[0] ^= 1
+	src.models[0].rec.BlobSHA256 = &wrong
+	if _, err := unseal(seal(t, src, frameSize)); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a wrong known digest: %v, want ErrCorrupt", err)
+	}
 }
 
 // No stored byte sequence shows through: a recognisable pattern inside

@@ -134,7 +134,7 @@ func (e *encoder) tensor(t TensorRecord) error {
 }
 
 func (e *encoder) model(m ModelRecord, blob []byte) error {
-	id, err := e.blob(blob)
+	id, err := e.blob(blob, m.BlobSHA256)
 	if err != nil {
 		return err
 	}
@@ -181,8 +181,8 @@ func (e *encoder) model(m ModelRecord, blob []byte) error {
 }
 
 // blob returns the id of blob's content, writing a BLOB record the first
-// time the content is seen.
-func (e *encoder) blob(blob []byte) (uint32, error) {
+// time the content is seen. known is blob's SHA-256 if the caller has it.
+func (e *encoder) blob(blob []byte, known *[32]byte) (uint32, error) {
 	var ref blobRef
 	if len(blob) > 0 {
 		ref = blobRef{&blob[0], len(blob)}
@@ -190,7 +190,12 @@ func (e *encoder) blob(blob []byte) (uint32, error) {
 			return id, nil
 		}
 	}
-	sum := sha256.Sum256(blob)
+	var sum [32]byte
+	if known != nil {
+		sum = *known
+	} else {
+		sum = sha256.Sum256(blob)
+	}
 	id, ok := e.byHash[sum]
 	if !ok {
 		e.blobs++
