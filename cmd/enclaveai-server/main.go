@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"runtime/pprof"
 	"syscall"
 
@@ -19,12 +18,8 @@ import (
 )
 
 func main() {
-	// Tensors are short-lived and the live heap small, so the default GOGC
-	// collects every few milliseconds under load: 400 cut GC CPU from 11% to
-	// 3% of TENSORSET load (docs/BENCHMARKS.md). GOGC in the environment wins.
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(400)
-	}
+	// GOGC follows the live heap (server/gc.go); GOGC in the environment wins.
+	server.TuneGC()
 	opts, err := config.Load(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "enclaveai-server: configuration:", err)
