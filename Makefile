@@ -15,7 +15,7 @@ export ENCLAVEAI_ONNXRUNTIME_LIB := $(ORT_LIB)
 # looks in .cache/onnxruntime_go (modelstore/extinit_cgo.go), linked here.
 ORT_GO_LINK := .cache/onnxruntime_go
 
-.PHONY: enclave build run test test-go test-redis deps ort models bench bench-core bench-snapshot bench-huge fuzz clean
+.PHONY: enclave build run test test-go test-redis deps ort models bench bench-core bench-snapshot bench-huge bench-mem fuzz clean
 
 build: bin/enclaveai-server bin/enclaveai-cli
 
@@ -87,6 +87,10 @@ bench-snapshot: build models
 bench: bench-huge
 bench-huge: build models
 	$(PYTHON) bench/huge.py --doc docs/BENCHMARKS.md
+
+bench: bench-mem
+bench-mem: build deps
+	$(PYTHON) bench/tensormem.py --doc docs/BENCHMARKS.md
 
 # Every fuzz target for FUZZTIME each: the RESP reader, the model checker,
 # the snapshot loader.
