@@ -97,6 +97,7 @@ bench-mem: build deps
 FUZZTIME ?= 30s
 fuzz: $(ORT_LIB) $(ORT_GO_LINK)
 	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./server
+	$(GO) test -run '^$$' -fuzz '^FuzzDispatch$$' -fuzztime $(FUZZTIME) ./commands
 	$(GO) test -run '^$$' -fuzz '^FuzzCheckModelBlob$$' -fuzztime $(FUZZTIME) ./modelstore
 	$(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME) ./persistence
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecords$$' -fuzztime $(FUZZTIME) ./persistence
