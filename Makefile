@@ -92,7 +92,7 @@ bench: bench-mem
 bench-mem: build deps
 	$(PYTHON) bench/tensormem.py --doc docs/BENCHMARKS.md
 
-# Every fuzz target for FUZZTIME each: the RESP reader, the model checker,
+# Every fuzz target for FUZZTIME each: the RESP reader, the command parsers,
 # the snapshot loader.
 FUZZTIME ?= 30s
 fuzz: $(ORT_LIB) $(ORT_GO_LINK)
