@@ -93,7 +93,7 @@ bench-mem: build deps
 	$(PYTHON) bench/tensormem.py --doc docs/BENCHMARKS.md
 
 # Every fuzz target for FUZZTIME each: the RESP reader, the command parsers,
-# the snapshot loader.
+# the model checker, the snapshot loader.
 FUZZTIME ?= 30s
 fuzz: $(ORT_LIB) $(ORT_GO_LINK)
 	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./server
