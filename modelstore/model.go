@@ -95,6 +95,7 @@ type blobKey struct {
 type Registry struct {
 	mu    sync.Mutex
 	blobs map[blobKey][]*Blob
+	gen   uint64 // guarded by mu: counts the blobs added, for acquire
 	bytes atomic.Int64
 	// compile creates sessions; tests may replace it.
 	compile func(data []byte, buf *ModelBuffer, opts SessionOptions) (*Session, error)
@@ -144,10 +145,7 @@ func (r *Registry) AcquireBuffer(buf *ModelBuffer, opts SessionOptions, room fun
 
 func (r *Registry) acquire(data []byte, buf *ModelBuffer, fp uint64, opts SessionOptions, room func(n int64) error) (*Blob, error) {
 	k := blobKey{fp, len(data), opts}
-	r.mu.Lock()
-	b := r.find(k, data)
-	r.mu.Unlock()
-	if b != nil {
+	if b, _ := r.find(k, data); b != nil {
 		return b, nil
 	}
 	if room != nil {
@@ -162,38 +160,57 @@ func (r *Registry) acquire(data []byte, buf *ModelBuffer, fp uint64, opts Sessio
 	if err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
-	if b := r.find(k, data); b != nil {
+	for {
+		b, gen := r.find(k, data)
+		if b != nil {
+			sess.Close()
+			return b, nil
+		}
+		r.mu.Lock()
+		if r.gen != gen {
+			r.mu.Unlock()
+			continue // a blob was added since find looked: it may be this one
+		}
+		b = &Blob{Data: data, Opts: opts, Session: sess, reg: r, refs: 1, buf: buf, fp: fp}
+		b.sha.done = make(chan struct{})
+		b.Weights, b.SharedBytes = sess.Weights()
+		var release func()
+		if buf != nil {
+			buf.Ref() // the Blob's
+			buf.Ref() // the digest's, dropped when it is done reading
+			release = buf.Unref
+		}
+		r.blobs[k] = append(r.blobs[k], b)
+		r.gen++
+		r.bytes.Add(int64(len(data)))
 		r.mu.Unlock()
-		sess.Close()
+		go b.sha.hash(data, release)
 		return b, nil
 	}
-	b = &Blob{Data: data, Opts: opts, Session: sess, reg: r, refs: 1, buf: buf, fp: fp}
-	b.sha.done = make(chan struct{})
-	b.Weights, b.SharedBytes = sess.Weights()
-	var release func()
-	if buf != nil {
-		buf.Ref() // the Blob's
-		buf.Ref() // the digest's, dropped when it is done reading
-		release = buf.Unref
-	}
-	r.blobs[k] = append(r.blobs[k], b)
-	r.bytes.Add(int64(len(data)))
-	r.mu.Unlock()
-	go b.sha.hash(data, release)
-	return b, nil
 }
 
 // find returns a registered blob with key k and bytes data, with a new
-// reference, or nil. r.mu must be held.
-func (r *Registry) find(k blobKey, data []byte) *Blob {
-	for _, b := range r.blobs[k] {
-		if bytes.Equal(b.Data, data) {
-			b.refs++
-			return b
+// reference, or nil; and the registry's generation when it looked. The
+// bytes are compared without the registry lock, which model runs take
+// (comparing a large model takes a while), holding references to the
+// candidates meanwhile.
+func (r *Registry) find(k blobKey, data []byte) (*Blob, uint64) {
+	r.mu.Lock()
+	gen := r.gen
+	cands := slices.Clone(r.blobs[k])
+	for _, b := range cands {
+		b.refs++
+	}
+	r.mu.Unlock()
+	var found *Blob
+	for _, b := range cands {
+		if found == nil && bytes.Equal(b.Data, data) {
+			found = b
+		} else {
+			b.Release()
 		}
 	}
-	return nil
+	return found, gen
 }
 
 // Retain adds a reference (a run in flight, a second model).

@@ -3,6 +3,7 @@ package modelstore
 import (
 	"bytes"
 	"crypto/sha256"
+	"sync"
 	"testing"
 )
 
@@ -124,5 +125,39 @@ func TestRegistryBuffer(t *testing.T) {
 	<-a.sha.done
 	if buf.Len() != 0 {
 		t.Error("the buffer outlived its blob and digest")
+	}
+}
+
+// Clients storing the same new model at once all end up with one blob,
+// though several may compile it (the byte compare runs without the lock).
+func TestRegistryConcurrentAcquire(t *testing.T) {
+	requireRuntime(t)
+	r := NewRegistry()
+	data := readModel(t, "linear.onnx")
+	const n = 8
+	got := make([]*Blob, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], errs[i] = r.Acquire(bytes.Clone(data), SessionOptions{})
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil || got[i] != got[0] {
+			t.Fatalf("client %d: %v, same blob %v", i, errs[i], got[i] == got[0])
+		}
+	}
+	if r.Len() != 1 || got[0].Refs() != n {
+		t.Fatalf("%d blobs, %d refs", r.Len(), got[0].Refs())
+	}
+	for _, b := range got {
+		b.Release()
+	}
+	if r.Len() != 0 || r.Bytes() != 0 {
+		t.Errorf("len %d, bytes %d after release", r.Len(), r.Bytes())
 	}
 }
