@@ -44,15 +44,22 @@ func parseEcho(a Args) (Runner, error) {
 	return RunFunc(func(x *Ctx) error { x.W.Bulk(msg); return nil }), nil
 }
 
-// checkPassword compares in constant time. user must be "default" (the only
-// user until ACLs exist). As in Redis, without requirepass the default user
-// takes any password, but the one-argument (legacy) AUTH is refused.
+// checkPassword checks a user's password in constant time: the default
+// user's is requirepass, the others' come from `user` directives. As in
+// Redis, without requirepass the default user takes any password, but the
+// one-argument (legacy) AUTH is refused.
 func checkPassword(x *Ctx, user, pass string, legacy bool) error {
 	want := *x.Opts.Requirepass.Load()
+	if user != "default" {
+		if u := x.Opts.Users[user]; u != nil && u.Check(pass) {
+			return nil
+		}
+		return errWrongPass
+	}
 	if want == "" && legacy {
 		return Reply("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
 	}
-	if user != "default" || (want != "" && subtle.ConstantTimeCompare([]byte(pass), []byte(want)) != 1) {
+	if want != "" && subtle.ConstantTimeCompare([]byte(pass), []byte(want)) != 1 {
 		return errWrongPass
 	}
 	return nil
@@ -73,7 +80,7 @@ func parseAuth(a Args) (Runner, error) {
 		if err := checkPassword(x, user, pass, legacy); err != nil {
 			return err
 		}
-		x.C.authed = true
+		x.C.login(user)
 		x.W.OK()
 		return nil
 	}), nil
@@ -122,7 +129,7 @@ func (h *helloCmd) Run(x *Ctx) error {
 		if err := checkPassword(x, h.user, h.pass, false); err != nil {
 			return err
 		}
-		x.C.authed = true
+		x.C.login(h.user)
 	}
 	if !x.C.authed {
 		return Reply("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
@@ -190,7 +197,7 @@ func parseReset(a Args) (Runner, error) {
 		c.inMulti, c.multi, c.multiDirty = false, nil, false
 		c.setProto(2)
 		c.mu.Lock()
-		c.name = ""
+		c.name, c.user = "", "default"
 		c.mu.Unlock()
 		c.authed = *x.Opts.Requirepass.Load() == ""
 		x.W.Simple("RESET")

@@ -55,7 +55,10 @@ func keyStrings(v [][]byte) []string {
 func parseDel(a Args) (Runner, error) {
 	keys := keyStrings(a.Rest())
 	return RunFunc(func(x *Ctx) error {
-		removed := x.Keys.Delete(keys...)
+		removed, err := x.Keys.Delete(x.allow(), keys...)
+		if err != nil {
+			return err
+		}
 		x.Release(removed)
 		x.W.Int(int64(len(removed)))
 		return nil
@@ -142,7 +145,7 @@ func parseScan(a Args) (Runner, error) {
 func parseRename(a Args) (Runner, error) {
 	src, dst := a.NextString(), a.NextString()
 	return RunFunc(func(x *Ctx) error {
-		replaced, err := x.Keys.Rename(src, dst)
+		replaced, err := x.Keys.Rename(x.allow(), src, dst)
 		if err != nil {
 			return err
 		}
@@ -210,7 +213,10 @@ func parseExpire(unit int64, absolute bool) func(a Args) (Runner, error) {
 				x.W.Int(0)
 				return nil
 			}
-			ok, removed := x.Keys.SetExpire(key, at)
+			ok, removed, err := x.Keys.SetExpire(x.allow(), key, at)
+			if err != nil {
+				return err
+			}
 			if removed != nil {
 				x.Release([]modelstore.Value{removed})
 			}
@@ -257,7 +263,10 @@ func parsePersist(a Args) (Runner, error) {
 			x.W.Int(0)
 			return nil
 		}
-		ok, _ = x.Keys.SetExpire(key, 0)
+		ok, _, err := x.Keys.SetExpire(x.allow(), key, 0)
+		if err != nil {
+			return err
+		}
 		x.W.Int(b2i(ok))
 		return nil
 	}), nil
@@ -279,7 +288,11 @@ func parseFlush(a Args) (Runner, error) {
 		return nil, errSyntax
 	}
 	return RunFunc(func(x *Ctx) error {
-		x.Release(x.Keys.Flush())
+		removed, err := x.Keys.Flush(x.allow())
+		if err != nil {
+			return err
+		}
+		x.Release(removed)
 		x.W.OK()
 		return nil
 	}), nil

@@ -247,11 +247,22 @@ func parseModelStore(deprecated bool) func(a Args) (Runner, error) {
 // Run implements Runner. Compilation runs outside every lock; only the
 // final keyspace update takes the transaction lock.
 func (c *modelStoreCmd) Run(x *Ctx) error {
+	// Another user's model at the key is refused before any work; the
+	// store checks again, atomically.
+	if allow := x.allow(); allow != nil && c.key != "*" {
+		if v, ok := x.Keys.Get(c.key); ok {
+			if err := allow(v); err != nil {
+				return err
+			}
+		}
+	}
 	data, buf, err := c.modelBytes(x)
 	if err != nil {
 		return err
 	}
-	m, err := x.compileModel(c.meta, c.optimize, data, buf)
+	meta := c.meta
+	meta.Owner = x.C.User()
+	m, err := x.compileModel(meta, c.optimize, data, buf)
 	if err != nil {
 		return err
 	}
@@ -260,16 +271,16 @@ func (c *modelStoreCmd) Run(x *Ctx) error {
 		m.ID = uuid.NewString()
 		key = m.ID
 	}
-	var old modelstore.Value
+	var old []modelstore.Value
 	if err := x.Update(func() error {
-		old, err = x.Keys.Set(key, m, true)
+		old, err = x.Keys.SetMany([]modelstore.Write{{Key: key, Value: m, SameType: true, Allow: x.allow()}})
 		return err
 	}); err != nil {
 		m.Release()
 		return err
 	}
-	if old != nil {
-		x.Release([]modelstore.Value{old})
+	if old[0] != nil {
+		x.Release(old)
 	}
 	x.evictModels()
 	if c.key == "*" {
@@ -401,6 +412,9 @@ func (x *Ctx) getModel(key string) (*modelstore.Model, error) {
 	m, ok := v.(*modelstore.Model)
 	if !ok {
 		return nil, modelstore.ErrWrongType
+	}
+	if err := x.mayUse(m); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
@@ -734,6 +748,9 @@ func parseAIInfo(a Args) (Runner, error) {
 		if !ok || !isModel {
 			return errNoRunInfo
 		}
+		if err := x.mayUse(m); err != nil {
+			return err
+		}
 		if reset {
 			m.Stats.Reset()
 			x.W.OK()
@@ -764,8 +781,9 @@ func parseAIInfo(a Args) (Runner, error) {
 func parseModelScan(a Args) (Runner, error) {
 	return RunFunc(func(x *Ctx) error {
 		var items []modelstore.Item
+		allow := x.allow()
 		for _, it := range x.Keys.Items() {
-			if _, ok := it.Value.(*modelstore.Model); ok {
+			if _, ok := it.Value.(*modelstore.Model); ok && (allow == nil || allow(it.Value) == nil) {
 				items = append(items, it)
 			}
 		}

@@ -76,7 +76,7 @@ func (src snapshotSource) Models(yield func(persistence.ModelRecord, []byte) err
 		rec := persistence.ModelRecord{Key: it.Key, ExpireAtUnixMs: it.ExpireAt, Backend: m.Backend,
 			Device: m.Device, Tag: m.Tag, BatchSize: uint32(m.BatchSize), MinBatchSize: uint32(m.MinBatchSize),
 			MinBatchTimeoutMs: uint64(m.MinBatchTimeout), Optimize: m.Blob.Opts.Optimize, ID: m.ID,
-			CreatedUnixMs: m.Created.UnixMilli()}
+			CreatedUnixMs: m.Created.UnixMilli(), Owner: m.Owner}
 		// The blob stays referenced until Save returns, so its digest
 		// (computed once, after the upload) is there or on its way.
 		if sum, ok := m.Blob.SHA256(); ok {
@@ -251,7 +251,7 @@ func (l *snapshotLoader) Model(r persistence.ModelRecord, blob []byte) error {
 	}
 	m := modelstore.NewModel(modelstore.ModelMeta{Backend: r.Backend, Device: r.Device, Tag: r.Tag,
 		BatchSize: int64(r.BatchSize), MinBatchSize: int64(r.MinBatchSize), MinBatchTimeout: int64(r.MinBatchTimeoutMs),
-		ID: r.ID, Created: time.UnixMilli(r.CreatedUnixMs)}, b)
+		ID: r.ID, Created: time.UnixMilli(r.CreatedUnixMs), Owner: r.Owner}, b)
 	l.items = append(l.items, modelstore.Item{Key: r.Key, Value: m, ExpireAt: r.ExpireAtUnixMs})
 	return nil
 }

@@ -145,6 +145,7 @@ type Client struct {
 	proto      atomic.Int32 // mirror of W.proto for CLIENT LIST
 
 	mu      sync.Mutex // guards the fields below, read by CLIENT LIST
+	user    string     // who authenticated ("default" until AUTH)
 	name    string
 	libName string
 	libVer  string
@@ -161,6 +162,7 @@ func (s *Server) NewClient(addr, laddr string, closer io.Closer) *Client {
 	c := &Client{ID: s.nextID.Add(1), Addr: addr, LAddr: laddr, W: NewWriter(),
 		created: time.Now(), closer: closer}
 	c.authed = *s.Opts.Requirepass.Load() == ""
+	c.user = "default"
 	c.proto.Store(2)
 	c.lastActive.Store(time.Now().UnixMilli())
 	s.clientsMu.Lock()
@@ -215,6 +217,21 @@ func (c *Client) Kill() {
 
 // Authed reports whether the client may run commands that need auth.
 func (c *Client) Authed() bool { return c.authed }
+
+// User is the user the client authenticated as ("default" without AUTH).
+func (c *Client) User() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.user
+}
+
+// login records a successful authentication.
+func (c *Client) login(user string) {
+	c.authed = true
+	c.mu.Lock()
+	c.user = user
+	c.mu.Unlock()
+}
 
 // CloseAfterReply reports whether the connection should close after
 // flushing (QUIT).
@@ -387,7 +404,7 @@ func (s *Server) replyError(w *Writer, err error) {
 // clientInfo formats one CLIENT LIST line.
 func (s *Server) clientInfo(c *Client) string {
 	c.mu.Lock()
-	name, lib, ver := c.name, c.libName, c.libVer
+	name, lib, ver, user := c.name, c.libName, c.libVer, c.user
 	c.mu.Unlock()
 	cmd := "NULL"
 	if sp := c.lastCmd.Load(); sp != nil {
@@ -402,7 +419,7 @@ func (s *Server) clientInfo(c *Client) string {
 		" fd=0 name=" + name + " age=" + strconv.FormatInt(int64(now.Sub(c.created).Seconds()), 10) +
 		" idle=" + strconv.FormatInt(idle, 10) + " flags=N db=0 sub=0 psub=0 ssub=0 multi=-1" +
 		" qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=" + cmd +
-		" user=default redir=-1 resp=" + strconv.Itoa(int(c.proto.Load())) + " lib-name=" + lib + " lib-ver=" + ver
+		" user=" + user + " redir=-1 resp=" + strconv.Itoa(int(c.proto.Load())) + " lib-name=" + lib + " lib-ver=" + ver
 }
 
 // UsedMemory is the memory accounted to keys, values and model blobs.

@@ -57,6 +57,8 @@ type Options struct {
 	LoadBadSnapshot bool
 	// LoadModels are the `loadmodel` lines: each the arguments after the directive.
 	LoadModels [][]string
+	// Users are the `user` lines by name (users.go); nil when none.
+	Users map[string]*User
 
 	mu        sync.Mutex // serialises CONFIG SET
 	slogLevel slog.LevelVar
@@ -230,6 +232,9 @@ var directives = func() map[string]*directive {
 			o.LoadModels = append(o.LoadModels, append([]string(nil), a...))
 			return nil
 		}})
+	ds = append(ds, &directive{name: "user", multi: true,
+		get: func(o *Options) string { return o.usersString() },
+		set: func(o *Options, a []string) error { return o.addUser(a) }})
 	m := make(map[string]*directive, len(ds))
 	for _, d := range ds {
 		m[d.name] = d

@@ -97,6 +97,12 @@ func (k *Keyspace) GetTensor(key string) (*Tensor, error) {
 }
 
 // Write is one key's part of an atomic multi-key update.
+// Allow decides whether a command may act on a value that is in the
+// keyspace (models belong to users: commands/owner.go); nil allows all.
+// The keyspace calls it under its lock, so the decision holds for the
+// operation it guards.
+type Allow func(Value) error
+
 type Write struct {
 	Key string
 	// Value replaces the key's value; its TTL is cleared, as Redis's SET does.
@@ -104,6 +110,8 @@ type Write struct {
 	// SameType, when true, refuses to replace a value of another type
 	// (ErrWrongType); otherwise any value is replaced.
 	SameType bool
+	// Allow, if set, is asked about the value replaced.
+	Allow Allow
 }
 
 // Set stores v at key, replacing a value of the same type (or any type
@@ -129,6 +137,11 @@ func (k *Keyspace) SetMany(ws []Write) ([]Value, error) {
 		if ok && e.live(now) {
 			if w.SameType && e.v.TypeName() != w.Value.TypeName() {
 				return nil, ErrWrongType
+			}
+			if w.Allow != nil {
+				if err := w.Allow(e.v); err != nil {
+					return nil, err
+				}
 			}
 			old[i] = e.v
 			grow -= entrySize(w.Key, e.v)
@@ -191,12 +204,16 @@ func (k *Keyspace) deleteLocked(key string) (Value, bool) {
 	return e.v, true
 }
 
-// Delete removes keys and returns the live values removed.
-func (k *Keyspace) Delete(keys ...string) []Value {
+// Delete removes keys and returns the live values removed. If allow
+// refuses one of them, nothing is removed and its error is returned.
+func (k *Keyspace) Delete(allow Allow, keys ...string) ([]Value, error) {
 	now := k.now()
 	var out []Value
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if err := k.allowedLocked(allow, now, keys...); err != nil {
+		return nil, err
+	}
 	for _, key := range keys {
 		if e, ok := k.m[key]; ok {
 			k.dropIfExpired(key, now)
@@ -207,7 +224,22 @@ func (k *Keyspace) Delete(keys ...string) []Value {
 			}
 		}
 	}
-	return out
+	return out, nil
+}
+
+// allowedLocked asks allow about the live values of keys. k.mu is held.
+func (k *Keyspace) allowedLocked(allow Allow, now int64, keys ...string) error {
+	if allow == nil {
+		return nil
+	}
+	for _, key := range keys {
+		if e, ok := k.m[key]; ok && e.live(now) {
+			if err := allow(e.v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // DeleteIf removes key only while it still holds v (compare-and-delete).
@@ -223,14 +255,17 @@ func (k *Keyspace) DeleteIf(key string, v Value) bool {
 }
 
 // Rename moves src's value and TTL to dst, replacing dst. It returns the
-// value dst held before, if any.
-func (k *Keyspace) Rename(src, dst string) (Value, error) {
+// value dst held before, if any. allow is asked about both values.
+func (k *Keyspace) Rename(allow Allow, src, dst string) (Value, error) {
 	now := k.now()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	e, ok := k.m[src]
 	if !ok || !e.live(now) {
 		return nil, ErrNoKey
+	}
+	if err := k.allowedLocked(allow, now, src, dst); err != nil {
+		return nil, err
 	}
 	if src == dst {
 		return nil, nil
@@ -249,18 +284,23 @@ func (k *Keyspace) Rename(src, dst string) (Value, error) {
 // SetExpire sets key's absolute expiry in unix ms (0 removes it). It
 // returns false if the key does not exist. An expiry in the past deletes
 // the key and returns the value removed.
-func (k *Keyspace) SetExpire(key string, at int64) (bool, Value) {
+func (k *Keyspace) SetExpire(allow Allow, key string, at int64) (bool, Value, error) {
 	now := k.now()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	e, ok := k.m[key]
 	if !ok || !e.live(now) {
-		return false, nil
+		return false, nil, nil
+	}
+	if allow != nil {
+		if err := allow(e.v); err != nil {
+			return false, nil, err
+		}
 	}
 	k.dirty.Add(1)
 	if at != 0 && at <= now {
 		k.deleteLocked(key)
-		return true, e.v
+		return true, e.v, nil
 	}
 	if (e.expireAt == 0) != (at == 0) {
 		if at == 0 {
@@ -271,7 +311,7 @@ func (k *Keyspace) SetExpire(key string, at int64) (bool, Value) {
 	}
 	e.expireAt = at
 	k.m[key] = e
-	return true, nil
+	return true, nil, nil
 }
 
 // Expiry returns key's expiry in unix ms (0 = none) and whether it exists.
@@ -309,9 +349,21 @@ func (k *Keyspace) ResetDirty(n int64) { k.dirty.Add(-n) }
 // ExpiredKeys counts keys removed by expiry.
 func (k *Keyspace) ExpiredKeys() int64 { return k.expired.Load() }
 
-// Flush removes every key and returns the values removed.
-func (k *Keyspace) Flush() []Value {
+// Flush removes every key and returns the values removed; if allow refuses
+// one of them, it removes nothing.
+func (k *Keyspace) Flush(allow Allow) ([]Value, error) {
 	k.mu.Lock()
+	if allow != nil {
+		now := k.now()
+		for _, e := range k.m {
+			if e.live(now) {
+				if err := allow(e.v); err != nil {
+					k.mu.Unlock()
+					return nil, err
+				}
+			}
+		}
+	}
 	old := k.m
 	k.m = make(map[string]entry)
 	k.expires = 0
@@ -322,7 +374,7 @@ func (k *Keyspace) Flush() []Value {
 	for _, e := range old {
 		out = append(out, e.v)
 	}
-	return out
+	return out, nil
 }
 
 // SweepExpired deletes expired keys and returns the values removed,

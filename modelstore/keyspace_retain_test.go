@@ -24,13 +24,13 @@ func TestItemsRetainedHoldsOffDeletes(t *testing.T) {
 	if _, err := k.Set("gone", newU8(1), false); err != nil {
 		t.Fatal(err)
 	}
-	k.SetExpire("gone", c.ms-1)
+	setExpire(k, "gone", c.ms-1)
 
 	deleted := make(chan []Value, 1)
 	var retained []Value
 	items := k.ItemsRetained(func(v Value) {
 		if len(retained) == 0 {
-			go func() { deleted <- k.Delete("m") }()
+			go func() { deleted <- del(k, "m") }()
 			select {
 			case <-deleted:
 				t.Error("a delete completed while ItemsRetained was running")

@@ -92,7 +92,7 @@ func TestSetSameType(t *testing.T) {
 func TestSetClearsTTL(t *testing.T) {
 	k, c := newTestKeyspace(t, 0)
 	k.Set("t", newU8(1), true)
-	k.SetExpire("t", c.ms+1000)
+	setExpire(k, "t", c.ms+1000)
 	k.Set("t", newU8(2), true)
 	if at, ok := k.Expiry("t"); !ok || at != 0 {
 		t.Fatalf("Expiry after Set = %d %v, want none", at, ok)
@@ -166,10 +166,10 @@ func TestExpiry(t *testing.T) {
 	v := newU8(3)
 	k.Set("k", v, true)
 	k.Set("p", newU8(1), true)
-	if ok, _ := k.SetExpire("none", c.ms+10); ok {
+	if ok, _ := setExpire(k, "none", c.ms+10); ok {
 		t.Fatal("SetExpire on a missing key")
 	}
-	if ok, removed := k.SetExpire("k", c.ms+100); !ok || removed != nil {
+	if ok, removed := setExpire(k, "k", c.ms+100); !ok || removed != nil {
 		t.Fatal("SetExpire in the future")
 	}
 	if at, ok := k.Expiry("k"); !ok || at != c.ms+100 {
@@ -189,10 +189,10 @@ func TestExpiry(t *testing.T) {
 	if _, ok := k.Expiry("k"); ok {
 		t.Fatal("Expiry of an expired key")
 	}
-	if ok, _ := k.SetExpire("k", 0); ok {
+	if ok, _ := setExpire(k, "k", 0); ok {
 		t.Fatal("PERSIST revived an expired key")
 	}
-	if _, err := k.Rename("k", "k2"); !errors.Is(err, ErrNoKey) {
+	if _, err := k.Rename(nil, "k", "k2"); !errors.Is(err, ErrNoKey) {
 		t.Fatalf("Rename of an expired key: %v", err)
 	}
 	if items := k.Items(); len(items) != 1 || items[0].Key != "p" {
@@ -209,7 +209,7 @@ func TestExpiry(t *testing.T) {
 	}
 	// An expiry at or before now deletes at once and hands the value back.
 	pv, _ := k.Get("p")
-	if ok, removed := k.SetExpire("p", c.ms); !ok || removed != pv {
+	if ok, removed := setExpire(k, "p", c.ms); !ok || removed != pv {
 		t.Fatalf("SetExpire in the past: %v %v", ok, removed)
 	}
 	if n, _ := k.Len(); n != 0 {
@@ -217,8 +217,8 @@ func TestExpiry(t *testing.T) {
 	}
 	// Removing a TTL.
 	k.Set("q", newU8(1), true)
-	k.SetExpire("q", c.ms+5)
-	if ok, _ := k.SetExpire("q", 0); !ok {
+	setExpire(k, "q", c.ms+5)
+	if ok, _ := setExpire(k, "q", 0); !ok {
 		t.Fatal("PERSIST")
 	}
 	c.ms += 10
@@ -234,9 +234,9 @@ func TestRenameKeepsTTL(t *testing.T) {
 	k, c := newTestKeyspace(t, 0)
 	v, w := newU8(1), newU8(2)
 	k.Set("src", v, true)
-	k.SetExpire("src", c.ms+500)
+	setExpire(k, "src", c.ms+500)
 	k.Set("dst", w, true)
-	replaced, err := k.Rename("src", "destination")
+	replaced, err := k.Rename(nil, "src", "destination")
 	if err != nil || replaced != nil {
 		t.Fatalf("Rename: %v %v", replaced, err)
 	}
@@ -246,19 +246,19 @@ func TestRenameKeepsTTL(t *testing.T) {
 	if _, ok := k.Get("src"); ok {
 		t.Fatal("the source is still there")
 	}
-	if replaced, err = k.Rename("destination", "dst"); err != nil || replaced != w {
+	if replaced, err = k.Rename(nil, "destination", "dst"); err != nil || replaced != w {
 		t.Fatalf("Rename onto a key: replaced %v, %v", replaced, err)
 	}
 	if got, _ := k.Get("dst"); got != v {
 		t.Fatal("Rename did not move the value")
 	}
-	if replaced, err = k.Rename("dst", "dst"); err != nil || replaced != nil {
+	if replaced, err = k.Rename(nil, "dst", "dst"); err != nil || replaced != nil {
 		t.Fatalf("Rename onto itself: %v %v", replaced, err)
 	}
 	if at, _ := k.Expiry("dst"); at != c.ms+500 {
 		t.Fatal("Rename onto itself lost the TTL")
 	}
-	if _, err := k.Rename("none", "x"); !errors.Is(err, ErrNoKey) {
+	if _, err := k.Rename(nil, "none", "x"); !errors.Is(err, ErrNoKey) {
 		t.Fatalf("Rename of a missing key: %v", err)
 	}
 	if n, exp := k.Len(); n != 1 || exp != 1 {
@@ -271,7 +271,7 @@ func TestDeleteAndDeleteIf(t *testing.T) {
 	a, b := newU8(1), newU8(1)
 	k.Set("a", a, true)
 	k.Set("b", b, true)
-	if got := k.Delete("a", "none", "a"); len(got) != 1 || got[0] != a {
+	if got := del(k, "a", "none", "a"); len(got) != 1 || got[0] != a {
 		t.Fatalf("Delete = %v", got)
 	}
 	if k.DeleteIf("b", a) {
@@ -282,9 +282,9 @@ func TestDeleteAndDeleteIf(t *testing.T) {
 	}
 	// An expired key counts as absent.
 	k.Set("e", newU8(1), true)
-	k.SetExpire("e", c.ms+1)
+	setExpire(k, "e", c.ms+1)
 	c.ms += 1
-	if got := k.Delete("e"); len(got) != 0 {
+	if got := del(k, "e"); len(got) != 0 {
 		t.Fatalf("Delete of an expired key reported %v", got)
 	}
 }
@@ -327,13 +327,13 @@ func TestEveryRemovedValueIsHandedBack(t *testing.T) {
 			live[ws[0].Value], live[ws[1].Value] = true, true
 			back("SetMany", old...)
 		case 3:
-			back("Delete", k.Delete(key(), key())...)
+			back("Delete", del(k, key(), key())...)
 		case 4:
-			if replaced, err := k.Rename(key(), key()); err == nil {
+			if replaced, err := k.Rename(nil, key(), key()); err == nil {
 				back("Rename", replaced)
 			}
 		case 5:
-			_, removed := k.SetExpire(key(), c.ms+int64(rng.Intn(5))-1)
+			_, removed := setExpire(k, key(), c.ms+int64(rng.Intn(5))-1)
 			back("SetExpire", removed)
 		case 6:
 			c.ms += int64(rng.Intn(3))
@@ -344,7 +344,7 @@ func TestEveryRemovedValueIsHandedBack(t *testing.T) {
 		}
 	}
 	back("SweepExpired", k.SweepExpired()...)
-	back("Flush", k.Flush()...)
+	back("Flush", flush(k)...)
 	if len(live) != 0 {
 		t.Fatalf("%d values left the keyspace without being handed back", len(live))
 	}
@@ -407,8 +407,8 @@ func TestScanUnderChanges(t *testing.T) {
 		}
 		// Churn: add, delete and expire other keys.
 		k.Set(fmt.Sprintf("tmp:%d", i), newU8(0), true)
-		k.Delete(fmt.Sprintf("tmp:%d", i-3))
-		k.SetExpire(fmt.Sprintf("tmp:%d", i-1), c.ms+1)
+		del(k, fmt.Sprintf("tmp:%d", i-3))
+		setExpire(k, fmt.Sprintf("tmp:%d", i-1), c.ms+1)
 		c.ms++
 		i++
 		if next == 0 {
@@ -433,14 +433,14 @@ func TestFlushAndReplaceAccounting(t *testing.T) {
 		k.Set(key, v, true)
 		want += entrySize(key, v)
 	}
-	k.SetExpire("k1", c.ms+100)
+	setExpire(k, "k1", c.ms+100)
 	if k.Used() != want {
 		t.Fatalf("Used() = %d, want %d", k.Used(), want)
 	}
 	if k.Dirty() == 0 {
 		t.Fatal("writes did not count as changes")
 	}
-	if old := k.Flush(); len(old) != 10 || k.Used() != 0 {
+	if old := flush(k); len(old) != 10 || k.Used() != 0 {
 		t.Fatalf("Flush returned %d values, Used() %d", len(old), k.Used())
 	}
 	if n, exp := k.Len(); n != 0 || exp != 0 {
@@ -464,9 +464,72 @@ func TestFlushAndReplaceAccounting(t *testing.T) {
 	if got := k.SortedKeys(func(Item) bool { return true }); !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("SortedKeys = %v", got)
 	}
-	k.Delete("a")
-	k.Rename("b", "bb")
+	del(k, "a")
+	k.Rename(nil, "b", "bb")
 	if want := entrySize("bb", items[1].Value); k.Used() != want {
 		t.Fatalf("Used() after Delete and Rename = %d, want %d", k.Used(), want)
+	}
+}
+
+// The keyspace operations with no Allow, as most tests use them.
+func del(k *Keyspace, keys ...string) []Value {
+	v, _ := k.Delete(nil, keys...)
+	return v
+}
+
+func setExpire(k *Keyspace, key string, at int64) (bool, Value) {
+	ok, v, _ := k.SetExpire(nil, key, at)
+	return ok, v
+}
+
+func flush(k *Keyspace) []Value {
+	v, _ := k.Flush(nil)
+	return v
+}
+
+// An Allow that refuses one value stops every operation that would touch
+// it, whole: nothing changes.
+func TestAllowRefusesWhole(t *testing.T) {
+	k, c := newTestKeyspace(t, 0)
+	guarded, free := &other{size: 10}, newU8(4)
+	k.Set("g", guarded, false)
+	k.Set("f", free, false)
+	errNo := errors.New("not yours")
+	allow := func(v Value) error {
+		if v == guarded {
+			return errNo
+		}
+		return nil
+	}
+	if _, err := k.Delete(allow, "f", "g"); err != errNo {
+		t.Errorf("Delete: %v", err)
+	}
+	if _, err := k.Rename(allow, "f", "g"); err != errNo {
+		t.Errorf("Rename onto it: %v", err)
+	}
+	if _, err := k.Rename(allow, "g", "h"); err != errNo {
+		t.Errorf("Rename it: %v", err)
+	}
+	if _, _, err := k.SetExpire(allow, "g", c.ms+10); err != errNo {
+		t.Errorf("SetExpire: %v", err)
+	}
+	if _, err := k.Flush(allow); err != errNo {
+		t.Errorf("Flush: %v", err)
+	}
+	if _, err := k.SetMany([]Write{{Key: "f", Value: newU8(1)}, {Key: "g", Value: newU8(1), Allow: allow}}); err != errNo {
+		t.Errorf("SetMany: %v", err)
+	}
+	if v, _ := k.Get("g"); v != guarded {
+		t.Error("the guarded value changed")
+	}
+	if v, _ := k.Get("f"); v != free {
+		t.Error("a value beside it changed")
+	}
+	if exp, _ := k.Expiry("g"); exp != 0 {
+		t.Error("the guarded value got a TTL")
+	}
+	// What allow lets through still works.
+	if got, err := k.Delete(allow, "f", "none"); err != nil || len(got) != 1 {
+		t.Errorf("Delete of an allowed key: %v %v", got, err)
 	}
 }

@@ -293,6 +293,7 @@ type ModelMeta struct {
 	MinBatchTimeout int64 // milliseconds
 	NoPersist       bool
 	ID              string // UUID when stored with key "*"
+	Owner           string // the user who stored it ("" = default; commands/owner.go)
 	Created         time.Time
 }
 

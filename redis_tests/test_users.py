@@ -1,0 +1,166 @@
+"""Users and model ownership (commands/owner.go, config/users.go), through
+redis-py against the real server started with two `user` directives:
+a model belongs to the user who stored it, and no other user, the default
+one included, may read, run, replace, rename, expire or delete it."""
+
+import os
+import sys
+import unittest
+
+import numpy as np
+import redis
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Server, ServerTestCase  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# The error line is "NOPERM this user has ..."; redis-py raises
+# NoPermissionError with the text after the prefix.
+NOPERM = "this user has no permissions to access one of the keys used as arguments"
+
+
+def linear_onnx():
+    with open(os.path.join(HERE, "models", "linear.onnx"), "rb") as f:
+        return f.read()
+
+
+class UsersTest(ServerTestCase):
+    SERVER_ARGS = ("--user", "alice", "on", ">pa", "--user", "bob", "on", ">pb", "--user", "carol", ">pc")
+
+    def user(self, name, password):
+        c = self.srv.client(username=name, password=password)
+        self.addCleanup(c.close)
+        return c
+
+    def setUp(self):
+        # Each user deletes their own models first: the default user's
+        # FLUSHALL in ServerTestCase.setUp is refused while others' exist.
+        for name, pw in (("alice", "pa"), ("bob", "pb")):
+            c = self.srv.client(username=name, password=pw)
+            for key, _ in c.execute_command("AI._MODELSCAN"):
+                c.execute_command("AI.MODELDEL", key)
+            c.close()
+        super().setUp()
+        self.alice, self.bob = self.user("alice", "pa"), self.user("bob", "pb")
+        self.assertEqual(self.alice.execute_command("AI.MODELSTORE", "m", "ONNX", "CPU", "TAG", "a",
+                                                    "BLOB", linear_onnx()), b"OK")
+        self.alice.execute_command("AI.TENSORSET", "x", "FLOAT", 1, 4, "VALUES", 1, 2, 3, 4)
+
+    def run_model(self, r, out="y"):
+        self.assertEqual(r.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 1, "x", "OUTPUTS", 1, out), b"OK")
+        return [float(v) for v in r.execute_command("AI.TENSORGET", out, "VALUES")]
+
+    def test_authentication(self):
+        self.assertEqual(self.alice.execute_command("CLIENT", "INFO").split(b" user=")[1].split()[0], b"alice")
+        for name, pw in (("alice", "pb"), ("carol", "pc"), ("nobody", "x")):
+            with self.assertRaises((redis.AuthenticationError, redis.ResponseError)) as cm:
+                self.user(name, pw).ping()
+            self.assertIn("invalid username-password pair", str(cm.exception))
+        r = self.raw()
+        self.assertIsInstance(r.cmd("HELLO", 3, "AUTH", "bob", "pb"), dict)
+
+    def test_owner_runs_and_reads(self):
+        self.assertEqual(self.run_model(self.alice)[:3], [7.0, 9.0, 11.0])
+        self.assertEqual(self.alice.execute_command("AI.MODELGET", "m", "BLOB"), linear_onnx())
+        self.assertEqual(self.alice.execute_command("AI._MODELSCAN"), [[b"m", b"a"]])
+
+    def test_others_are_refused(self):
+        bob = self.bob
+        default = self.srv.client()  # unauthenticated: the default user
+        self.addCleanup(default.close)
+        for r in (bob, default):
+            for cmd in (
+                ("AI.MODELGET", "m", "META"),
+                ("AI.MODELEXECUTE", "m", "INPUTS", 1, "x", "OUTPUTS", 1, "y"),
+                ("AI.MODELRUN", "m", "INPUTS", "x", "OUTPUTS", "y"),
+                ("AI.MODELDEL", "m"),
+                ("AI.INFO", "m"),
+                ("AI.INFO", "m", "RESETSTAT"),
+                ("AI.MODELINFO", "m"),
+                ("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", linear_onnx()),
+                ("DEL", "x", "m"),
+                ("UNLINK", "m"),
+                ("RENAME", "m", "m2"),
+                ("RENAME", "x", "m"),
+                ("EXPIRE", "m", 100),
+                ("PEXPIREAT", "m", 1),
+                ("FLUSHALL",),
+                ("FLUSHDB",),
+            ):
+                with self.subTest(cmd=cmd[0], user=r is bob and "bob" or "default"):
+                    with self.assertRaises(redis.exceptions.NoPermissionError) as cm:
+                        r.execute_command(*cmd)
+                    self.assertEqual(str(cm.exception), NOPERM)
+            # A DAG resolves its models before it runs (as RedisAI does for
+            # a missing one): the whole command is refused.
+            with self.assertRaises(redis.exceptions.NoPermissionError):
+                r.execute_command("AI.DAGEXECUTE", "LOAD", 1, "x", "|>",
+                                  "AI.MODELEXECUTE", "m", "INPUTS", 1, "x", "OUTPUTS", 1, "y")
+            self.assertEqual(r.execute_command("AI._MODELSCAN"), [])
+            # Names stay visible, as in Redis.
+            self.assertEqual(r.exists("m"), 1)
+            self.assertEqual(r.type("m"), b"AI__MODEL")
+        # Nothing changed: the tensor beside the model in DEL x m and the
+        # model itself are there, and alice's statistics count only her runs.
+        self.assertEqual(self.alice.exists("x", "m"), 2)
+        self.assertEqual(self.alice.ttl("m"), -1)
+        self.assertEqual(self.run_model(self.alice)[:3], [7.0, 9.0, 11.0])
+        info = self.alice.execute_command("AI.INFO", "m")
+        self.assertEqual(dict(zip(info[::2], info[1::2]))[b"calls"], 1)
+
+    def test_each_user_keeps_own_models(self):
+        # Bob stores his own model under another key and runs it; alice
+        # cannot touch his; each one's _MODELSCAN lists only their own.
+        bob = self.bob
+        self.assertEqual(bob.execute_command("AI.MODELSTORE", "bm", "ONNX", "CPU", "TAG", "b",
+                                             "BLOB", linear_onnx()), b"OK")
+        self.assertEqual(bob.execute_command("AI.MODELEXECUTE", "bm", "INPUTS", 1, "x", "OUTPUTS", 1, "by"), b"OK")
+        with self.assertRaises(redis.exceptions.NoPermissionError):
+            self.alice.execute_command("AI.MODELDEL", "bm")
+        self.assertEqual(bob.execute_command("AI._MODELSCAN"), [[b"bm", b"b"]])
+        self.assertEqual(self.alice.execute_command("AI._MODELSCAN"), [[b"m", b"a"]])
+        # The owner may rename, expire and delete.
+        self.assertTrue(bob.rename("bm", "bm2"))
+        self.assertTrue(bob.expire("bm2", 100))
+        self.assertEqual(bob.delete("bm2"), 1)
+        # FLUSHALL by a user who owns every model there is.
+        self.assertEqual(self.alice.execute_command("AI.MODELDEL", "m"), b"OK")
+        self.assertTrue(bob.flushall())
+        self.assertEqual(bob.dbsize(), 0)
+
+
+class UsersSurviveRestartTest(unittest.TestCase):
+    """The owner is part of the sealed snapshot: after SAVE and a restart
+    the model still belongs to the user who stored it."""
+
+    ARGS = ("--user", "alice", "on", ">pa", "--user", "bob", "on", ">pb")
+
+    def test_owner_after_restart(self):
+        first = Server(*self.ARGS).start()
+        self.addCleanup(first.stop)
+        alice = first.client(username="alice", password="pa")
+        self.assertEqual(alice.execute_command("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", linear_onnx()), b"OK")
+        self.assertTrue(alice.save())
+        # SHUTDOWN rather than first.stop(), which would remove the dir.
+        try:
+            alice.shutdown(nosave=True)
+        except redis.ConnectionError:
+            pass
+        self.assertEqual(first.proc.wait(30), 0)
+        second = Server(*self.ARGS, "--dir", first.dir).start()
+        self.addCleanup(second.stop)
+        alice = second.client(username="alice", password="pa")
+        bob = second.client(username="bob", password="pb")
+        alice.execute_command("AI.TENSORSET", "x", "FLOAT", 1, 4, "VALUES", 1, 2, 3, 4)
+        self.assertEqual(alice.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 1, "x", "OUTPUTS", 1, "y"), b"OK")
+        y = np.array([float(v) for v in alice.execute_command("AI.TENSORGET", "y", "VALUES")])
+        np.testing.assert_allclose(y[:3], [7, 9, 11])
+        with self.assertRaises(redis.exceptions.NoPermissionError) as cm:
+            bob.execute_command("AI.MODELGET", "m", "META")
+        self.assertEqual(str(cm.exception), NOPERM)
+        alice.close()
+        bob.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
