@@ -380,10 +380,13 @@ func (x *Ctx) evictModels() {
 	if max <= 0 {
 		return
 	}
+	// With users, the limit is per user: a user's stores never evict
+	// another's models.
+	allow := x.allow()
 	for {
 		var models []modelstore.Item
 		for _, it := range x.Keys.Items() {
-			if _, ok := it.Value.(*modelstore.Model); ok {
+			if _, ok := it.Value.(*modelstore.Model); ok && (allow == nil || allow(it.Value) == nil) {
 				models = append(models, it)
 			}
 		}

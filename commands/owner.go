@@ -9,7 +9,8 @@ import "github.com/enclaveai/enclaveai/modelstore"
 // AI.MODELRUN, a DAG op), replace or delete it (AI.MODELSTORE, AI.MODELSET,
 // AI.MODELDEL), or change its key (DEL, UNLINK, RENAME from or onto it,
 // EXPIRE and PERSIST, FLUSHALL and FLUSHDB while it exists); AI._MODELSCAN
-// lists only the caller's models. Key names stay visible to everyone
+// lists only the caller's models, and max-models counts each user's models
+// apart (evictModels). Key names stay visible to everyone
 // (KEYS, SCAN, EXISTS, TYPE, TTL), as Redis shows them whatever the ACL.
 // Where the check guards a write it runs under the keyspace lock
 // (modelstore.Allow), so no other client's write slips in between. Models

@@ -129,6 +129,23 @@ class UsersTest(ServerTestCase):
         self.assertEqual(bob.dbsize(), 0)
 
 
+class UsersMaxModelsTest(unittest.TestCase):
+    """max-models counts each user's models apart: one user's stores never
+    evict another's."""
+
+    def test_eviction_is_per_user(self):
+        srv = Server("--max-models", "1", "--user", "alice", "on", ">pa", "--user", "bob", "on", ">pb").start()
+        self.addCleanup(srv.stop)
+        alice = srv.client(username="alice", password="pa")
+        bob = srv.client(username="bob", password="pb")
+        store = lambda r, key: r.execute_command("AI.MODELSTORE", key, "ONNX", "CPU", "BLOB", linear_onnx())  # noqa: E731
+        self.assertEqual(store(alice, "a1"), b"OK")
+        self.assertEqual(store(bob, "b1"), b"OK")
+        self.assertEqual(alice.exists("a1", "b1"), 2)
+        self.assertEqual(store(alice, "a2"), b"OK")
+        self.assertEqual((alice.exists("a1"), alice.exists("a2"), bob.exists("b1")), (0, 1, 1))
+
+
 class UsersSurviveRestartTest(unittest.TestCase):
     """The owner is part of the sealed snapshot: after SAVE and a restart
     the model still belongs to the user who stored it."""
