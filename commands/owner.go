@@ -29,11 +29,13 @@ func ownerOf(m *modelstore.Model) string {
 
 // allow is the check of this client's access to values in the keyspace:
 // nil without users.
-func (x *Ctx) allow() modelstore.Allow {
-	if !x.Opts.UsersEnabled() {
+func (x *Ctx) allow() modelstore.Allow { return x.Server.allowFor(x.C) }
+
+func (s *Server) allowFor(c *Client) modelstore.Allow {
+	if !s.Opts.UsersEnabled() {
 		return nil
 	}
-	user := x.C.User()
+	user := c.User()
 	return func(v modelstore.Value) error {
 		if m, ok := v.(*modelstore.Model); ok && ownerOf(m) != user {
 			return errNoPermKey
@@ -46,6 +48,20 @@ func (x *Ctx) allow() modelstore.Allow {
 func (x *Ctx) mayUse(m *modelstore.Model) error {
 	if allow := x.allow(); allow != nil {
 		return allow(m)
+	}
+	return nil
+}
+
+// CheckUploadKey refuses, on the length header of an upload's first chunk,
+// a model upload onto a key that holds another user's model, so that none
+// of its bytes are read; the store checks again when it runs.
+func (s *Server) CheckUploadKey(c *Client, key []byte) error {
+	allow := s.allowFor(c)
+	if allow == nil {
+		return nil
+	}
+	if v, ok := s.Keys.Get(string(key)); ok {
+		return allow(v)
 	}
 	return nil
 }

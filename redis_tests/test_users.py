@@ -19,6 +19,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 NOPERM = "this user has no permissions to access one of the keys used as arguments"
 
 
+def peak_rss(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM")
+
+
 def linear_onnx():
     with open(os.path.join(HERE, "models", "linear.onnx"), "rb") as f:
         return f.read()
@@ -107,6 +115,21 @@ class UsersTest(ServerTestCase):
         self.assertEqual(self.run_model(self.alice)[:3], [7.0, 9.0, 11.0])
         info = self.alice.execute_command("AI.INFO", "m")
         self.assertEqual(dict(zip(info[::2], info[1::2]))[b"calls"], 1)
+
+    def test_upload_onto_another_users_model_is_refused_before_its_bytes(self):
+        # The first chunk's length header is enough: its 200 MB are skipped,
+        # never buffered (the server's peak RSS does not grow by them).
+        pid = self.srv.proc.pid
+        with open("/proc/%d/clear_refs" % pid, "w") as f:
+            f.write("5")
+        before = peak_rss(pid)
+        chunk = bytes(200 << 20)
+        with self.assertRaises(redis.exceptions.NoPermissionError) as cm:
+            self.bob.execute_command("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", chunk, chunk)
+        self.assertEqual(str(cm.exception), NOPERM)
+        self.assertLess(peak_rss(pid) - before, 100 << 20)
+        self.assertEqual(self.bob.ping(), True)
+        self.assertEqual(self.run_model(self.alice)[:3], [7.0, 9.0, 11.0])
 
     def test_each_user_keeps_own_models(self):
         # Bob stores his own model under another key and runs it; alice

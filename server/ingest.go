@@ -26,8 +26,9 @@ const directMin = 1 << 20
 // (take), and is freed if the command never gets there (drop): a refused
 // chunk, a protocol error, a disconnect mid-upload.
 type ingest struct {
-	cmds *commands.Server
-	spec *commands.Spec
+	cmds   *commands.Server
+	client *commands.Client
+	spec   *commands.Spec
 
 	buf      *modelstore.ModelBuffer
 	first    int   // index of the first chunk; 0 until it is seen
@@ -52,6 +53,11 @@ func (g *ingest) sink(a SinkArg) ([]byte, error) {
 	}
 	if err := g.cmds.CheckUploadSize(g.total + a.Size); err != nil {
 		return nil, err
+	}
+	if g.first == 0 && len(a.Prev) > 1 {
+		if err := g.cmds.CheckUploadKey(g.client, a.Prev[1]); err != nil {
+			return nil, err
+		}
 	}
 	direct := g.buf != nil || (g.first == 0 && a.Size >= directMin)
 	if direct {

@@ -152,7 +152,7 @@ func (s *Server) handle(conn net.Conn) {
 	}
 	st := s.Cmds.Stats()
 	rd := NewReader(countingConn{conn, st})
-	up := &ingest{cmds: s.Cmds}
+	up := &ingest{cmds: s.Cmds, client: c}
 	defer up.done()
 	classify := func(name []byte) Limits {
 		spec := commands.Commands().Lookup(name)
