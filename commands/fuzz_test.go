@@ -23,7 +23,8 @@ var fuzzRuntime sync.Once
 var fuzzLinear []byte
 
 // FuzzDispatch sends arbitrary argument vectors through the dispatcher of a
-// server holding a tensor and a model: no input may panic, every command
+// server holding a tensor and a model (owned by the default user; half the
+// inputs run as another user): no input may panic, every command
 // gets exactly one well-formed reply, and the server still answers after.
 // The first byte of the input picks a command name from the table (so that
 // the fuzzer spends its time in the parsers, not on unknown names); the
@@ -81,6 +82,7 @@ func FuzzDispatch(f *testing.F) {
 		}
 		opts := config.Default()
 		opts.MaxMemory.Store(64 << 20)
+		opts.Users = map[string]*config.User{"alice": {Name: "alice", On: true, NoPass: true}}
 		h := newHarnessOpts(t, opts)
 		h.do("AI.TENSORSET x FLOAT 1 4 VALUES 1 2 3 4")
 		if fuzzLinear != nil {
@@ -90,6 +92,10 @@ func FuzzDispatch(f *testing.F) {
 				t.Fatalf("storing the model: %s", got)
 			}
 			h.c.W.Reset()
+		}
+		// Half the inputs run as another user than the model's owner.
+		if in[0]&0x80 != 0 {
+			h.c.login("alice")
 		}
 		argv := [][]byte{[]byte(name)}
 		if len(in) > 1 {
