@@ -63,6 +63,9 @@ func run(opts *config.Options, log *slog.Logger) error {
 		srv.Stop()
 		return nil
 	}
+	if opts.UsersEnabled() {
+		log.Info("users configured: each model belongs to the user who stored it", "users", len(opts.Users))
+	}
 	log.Info("Ready to accept connections", "addr", srv.Addr().String())
 	select {
 	case s := <-sig:
