@@ -2,6 +2,8 @@ package commands
 
 import (
 	"crypto/subtle"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -19,6 +21,9 @@ func init() {
 		&Spec{Name: "client", Arity: -2, Flags: LoadingOK, Group: "connection",
 			Summary: "Client connection management: ID, SETNAME, GETNAME, SETINFO, INFO, LIST, KILL.",
 			Syntax:  "subcommand [arguments]", Parse: parseClient},
+		&Spec{Name: "acl", Arity: -2, Flags: LoadingOK, Group: "connection",
+			Summary: "Users: WHOAMI (this connection's user), USERS (every user name).",
+			Syntax:  "WHOAMI | USERS", Parse: parseACL},
 		&Spec{Name: "select", Arity: 2, Flags: Fast | LoadingOK, Group: "connection",
 			Summary: "Selects the database; only database 0 exists.", Syntax: "index", Parse: parseSelect},
 		&Spec{Name: "quit", Arity: -1, Flags: Fast | NoAuth | LoadingOK | txControl, Group: "connection",
@@ -394,4 +399,25 @@ func (x *Ctx) killClient(c *Client) {
 		return
 	}
 	c.Kill()
+}
+
+// parseACL answers the read-only ACL subcommands: users come from `user`
+// directives (config.User), not from ACL SETUSER.
+func parseACL(a Args) (Runner, error) {
+	sub := a.NextString()
+	if a.More() && (strings.EqualFold(sub, "WHOAMI") || strings.EqualFold(sub, "USERS")) {
+		return nil, errorf("ERR wrong number of arguments for 'acl|%s' command", strings.ToLower(sub))
+	}
+	switch strings.ToUpper(sub) {
+	case "WHOAMI":
+		return RunFunc(func(x *Ctx) error { x.W.BulkString(x.C.User()); return nil }), nil
+	case "USERS":
+		return RunFunc(func(x *Ctx) error {
+			names := append(slices.Collect(maps.Keys(x.Opts.Users)), "default")
+			slices.Sort(names)
+			x.W.StringList(names)
+			return nil
+		}), nil
+	}
+	return nil, errorf("ERR unknown subcommand '%s'. Try ACL HELP.", sub)
 }

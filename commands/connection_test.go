@@ -135,6 +135,33 @@ func TestAuthRequired(t *testing.T) {
 	}
 }
 
+// Named users from `user` directives: AUTH name password, ACL WHOAMI and
+// ACL USERS; a wrong password, a user that is off, an unknown user all get
+// the same WRONGPASS, and a failed AUTH keeps the user logged in before.
+func TestUsersAuth(t *testing.T) {
+	opts, err := config.Load([]string{"--user", "alice", "on", ">pa", "--user", "bob", ">pb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessOpts(t, opts)
+	h.run(
+		row("ACL WHOAMI", `"default"`),
+		row("ACL USERS", `["alice" "bob" "default"]`),
+		row("AUTH alice pb", wrongPass),
+		row("AUTH bob pb", wrongPass),
+		row("AUTH carol pa", wrongPass),
+		row("AUTH alice pa", "+OK"),
+		row("ACL WHOAMI", `"alice"`),
+		row("AUTH bob pb", wrongPass),
+		row("ACL WHOAMI", `"alice"`),
+		row("CLIENT INFO", `~ user=alice `),
+		row("RESET", "+RESET"),
+		row("ACL WHOAMI", `"default"`),
+		row("ACL WHOAMI x", "-ERR wrong number of arguments for 'acl|whoami' command"),
+		row("ACL SETUSER x", "-ERR unknown subcommand 'SETUSER'. Try ACL HELP."),
+	)
+}
+
 func TestQuit(t *testing.T) {
 	h := newHarness(t)
 	h.run(row("QUIT", "+OK"))
