@@ -60,9 +60,9 @@ class UsersTest(ServerTestCase):
 
     def test_authentication(self):
         self.assertEqual(self.alice.execute_command("CLIENT", "INFO").split(b" user=")[1].split()[0], b"alice")
-        self.assertEqual(self.alice.acl_whoami(), b"alice")
-        self.assertEqual(self.bob.acl_whoami(), b"bob")
-        self.assertEqual(self.r.acl_whoami(), b"default")
+        self.assertEqual(self.alice.acl_whoami(), "alice")
+        self.assertEqual(self.bob.acl_whoami(), "bob")
+        self.assertEqual(self.r.acl_whoami(), "default")
         for name, pw in (("alice", "pb"), ("carol", "pc"), ("nobody", "x")):
             with self.assertRaises((redis.AuthenticationError, redis.ResponseError)) as cm:
                 self.user(name, pw).ping()
