@@ -19,9 +19,10 @@ Steps:
   4. EnclaveAI again, after both, while another process (its own interpreter, so that
      neither waits for the other's lock) sends PING, AI.TENSORGET and
      AI.MODELEXECUTE of a small model one after the other, timing each.
-  5. The floor: the same bytes sent to a process that only reads them into
-     one reused 64 MiB buffer and answers +OK (loopback TCP and the
-     client's own cost, no memory to fill).
+  5. The floor: the same bytes sent to a Python process that only reads
+     them into one reused 64 MiB buffer and answers +OK (loopback TCP and
+     the client's own cost, no memory to fill); a reference, not a strict
+     bound: a faster reader can beat it.
   0. Before each run, what first-touch faults cost at the time: a fresh
      process maps 512 MiB of anonymous memory and writes one byte per
      4 KiB page, once with 4 KiB pages and once advised for huge pages.
@@ -64,26 +65,12 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "redis_tests", "models"))
 sys.path.insert(0, os.path.join(REPO, "redis_tests"))
 import huge_model  # noqa: E402
-from harness import RawConn, free_port, poll  # noqa: E402
+from harness import RawConn, free_port, poll, proc_status, reset_peak  # noqa: E402
 
 SERVER = os.environ.get("ENCLAVEAI_SERVER") or os.path.join(REPO, "bin", "enclaveai-server")
 CHUNK = 500_000_000
 TIMEOUT = 600.0
 COMMAND = "make bench-huge"
-
-
-def status(pid, field):
-    """A /proc/<pid>/status field in bytes."""
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no %s for %d" % (field, pid))
-
-
-def reset_peak(pid):
-    with open("/proc/%d/clear_refs" % pid, "w") as f:
-        f.write("5")
 
 
 class Proc:
@@ -137,21 +124,21 @@ def upload(pr, words, chunks, size):
     """Sends the command; returns the reply and the measurements."""
     pid = pr.proc.pid
     c = pr.conn()
-    before = status(pid, "VmRSS")
+    before = proc_status(pid, "VmRSS")
     reset_peak(pid)
     t0 = time.perf_counter()
     send_command(c.sock, words, chunks)
     sent = time.perf_counter() - t0
     reply = c.read_reply()
     secs = time.perf_counter() - t0
-    peak = status(pid, "VmHWM") - before
+    peak = proc_status(pid, "VmHWM") - before
     return c, reply, {"seconds": secs, "sent_s": sent, "peak": peak / size, "before": before}
 
 
 def steady(pr, m):
     """RSS growth over the RSS before the upload, once the server settled."""
     time.sleep(1.0)
-    return status(pr.proc.pid, "VmRSS") - m["before"]
+    return proc_status(pr.proc.pid, "VmRSS") - m["before"]
 
 
 def run_redis(scratch, chunks, size):
@@ -422,7 +409,7 @@ def report(res, args):
     fl = statistics.median(res["runs"]["floor"])
     add("| server | time to reply (s) | peak RSS growth / model | steady RSS growth / model |")
     add("|---|---:|---:|---:|")
-    add("| floor: a reader into one reused 64 MiB buffer | %.2f | | |" % fl)
+    add("| floor: a Python reader into one reused 64 MiB buffer | %.2f | | |" % fl)
     add("| Redis 7 RPUSH | %.2f | %.2f | %.2f |" % (rs, med("redis", "peak"), med("redis", "steady")))
     add("| EnclaveAI AI.MODELSTORE | %.2f | %.2f | %.2f |" % (es, med("enclaveai", "peak"), med("enclaveai", "steady")))
     add("| EnclaveAI, probed by a second client | %.2f | %.2f | %.2f |" % (ps, med("probed", "peak"), med("probed", "steady")))
@@ -452,7 +439,7 @@ def report(res, args):
     add("rest is receiving the bytes: the kernel's copy from the socket, first-touch faults of 2 MiB pages")
     add("(faulted in ahead of the reads by another thread) and a 64-bit fingerprint (hash/maphash, for")
     add("deduplication) on a third; the model's SHA-256 (AI.MODELINFO) is computed after the OK. All of it")
-    add("competes with the local client for the cores. The floor bounds any server's time from below. Redis's time is the same copy")
+    add("competes with the local client for the cores. The floor is a Python reader: a reference for moving the bytes over loopback, not a strict lower bound (EnclaveAI beat it in some runs). Redis's time is the same copy")
     add("into 4 KiB pages, then a second copy of every chunk into the list (its 2x peak): the ratio to it")
     add("depends mostly on what first-touch faults cost on the machine at the time (the first upload after")
     add("a large free is usually the slowest, which is why steps 2 and 3 alternate).")

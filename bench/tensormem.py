@@ -30,18 +30,10 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "redis_tests"))
 import redis  # noqa: E402
-from harness import free_port, poll  # noqa: E402
+from harness import free_port, poll, proc_status, reset_peak  # noqa: E402
 
 SERVER = os.environ.get("ENCLAVEAI_SERVER") or os.path.join(REPO, "bin", "enclaveai-server")
 COMMAND = "make bench-mem"
-
-
-def status(pid, field):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no %s for %d" % (field, pid))
 
 
 def measure(name, argv, env, keys, size, rounds):
@@ -60,9 +52,8 @@ def measure(name, argv, env, keys, size, rounds):
                 return False
         poll(ready, timeout=30, what=name)
         blob = os.urandom(size)
-        before = status(p.pid, "VmRSS")
-        with open("/proc/%d/clear_refs" % p.pid, "w") as f:
-            f.write("5")
+        before = proc_status(p.pid, "VmRSS")
+        reset_peak(p.pid)
         t0 = time.perf_counter()
         per_round = []
         for _ in range(rounds):
@@ -73,10 +64,10 @@ def measure(name, argv, env, keys, size, rounds):
                 else:
                     pipe.execute_command("AI.TENSORSET", "t%d" % i, "UINT8", size, "BLOB", blob)
             assert all(x in (True, b"OK") for x in pipe.execute())
-            per_round.append(status(p.pid, "VmRSS") - before)
+            per_round.append(proc_status(p.pid, "VmRSS") - before)
         secs = time.perf_counter() - t0
         assert r.dbsize() == keys
-        peak = status(p.pid, "VmHWM") - before
+        peak = proc_status(p.pid, "VmHWM") - before
         return {"peak": peak, "after": per_round[-1], "rounds": per_round, "seconds": secs}
     finally:
         r.close()

@@ -67,13 +67,24 @@ def poll(predicate, timeout=5.0, interval=0.01, what="condition"):
         time.sleep(interval)
 
 
-def rss_of(pid):
-    """Resident set size of a process in bytes, from /proc/<pid>/status."""
+def proc_status(pid, field):
+    """A /proc/<pid>/status field in bytes (VmRSS, VmHWM)."""
     with open("/proc/%d/status" % pid) as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS for pid %d" % pid)
+    raise RuntimeError("no %s for pid %d" % (field, pid))
+
+
+def rss_of(pid):
+    """Resident set size of a process in bytes."""
+    return proc_status(pid, "VmRSS")
+
+
+def reset_peak(pid):
+    """Starts a new VmHWM (peak RSS) measurement."""
+    with open("/proc/%d/clear_refs" % pid, "w") as f:
+        f.write("5")
 
 
 class ServerError(Exception):

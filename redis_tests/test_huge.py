@@ -25,7 +25,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "models"))
-from harness import RawConn, Server, ServerError, poll  # noqa: E402
+from harness import RawConn, Server, ServerError, poll, proc_status, reset_peak  # noqa: E402
 import huge_model  # noqa: E402
 
 MODELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models")
@@ -43,21 +43,6 @@ def setUpModule():
 def tearDownModule():
     global huge
     huge = None
-
-
-def proc_status(pid, field):
-    """A /proc/<pid>/status field in bytes (VmRSS, VmHWM)."""
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no %s for pid %d" % (field, pid))
-
-
-def reset_peak(pid):
-    """Starts a new VmHWM (peak RSS) measurement."""
-    with open("/proc/%d/clear_refs" % pid, "w") as f:
-        f.write("5")
 
 
 def header(n_args):

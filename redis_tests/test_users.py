@@ -11,20 +11,12 @@ import numpy as np
 import redis
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Server, ServerTestCase  # noqa: E402
+from harness import Server, ServerTestCase, proc_status, reset_peak  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # The error line is "NOPERM this user has ..."; redis-py raises
 # NoPermissionError with the text after the prefix.
 NOPERM = "this user has no permissions to access one of the keys used as arguments"
-
-
-def peak_rss(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmHWM")
 
 
 def linear_onnx():
@@ -123,14 +115,13 @@ class UsersTest(ServerTestCase):
         # The first chunk's length header is enough: its 200 MB are skipped,
         # never buffered (the server's peak RSS does not grow by them).
         pid = self.srv.proc.pid
-        with open("/proc/%d/clear_refs" % pid, "w") as f:
-            f.write("5")
-        before = peak_rss(pid)
+        reset_peak(pid)
+        before = proc_status(pid, "VmHWM")
         chunk = bytes(200 << 20)
         with self.assertRaises(redis.exceptions.NoPermissionError) as cm:
             self.bob.execute_command("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", chunk, chunk)
         self.assertEqual(str(cm.exception), NOPERM)
-        self.assertLess(peak_rss(pid) - before, 100 << 20)
+        self.assertLess(proc_status(pid, "VmHWM") - before, 100 << 20)
         self.assertEqual(self.bob.ping(), True)
         self.assertEqual(self.run_model(self.alice)[:3], [7.0, 9.0, 11.0])
 
