@@ -205,7 +205,7 @@ func (c *dagCmd) Run(x *Ctx) error {
 	start := time.Now()
 	local := map[string]*modelstore.Tensor{}
 	for _, k := range c.load {
-		t, err := x.Keys.GetTensor(k)
+		t, err := x.getTensor(k)
 		if err != nil {
 			return err
 		}

@@ -261,7 +261,7 @@ func (c *modelStoreCmd) Run(x *Ctx) error {
 		return err
 	}
 	meta := c.meta
-	meta.Owner = x.C.User()
+	meta.Owner = x.stamp()
 	m, err := x.compileModel(meta, c.optimize, data, buf)
 	if err != nil {
 		return err
@@ -677,7 +677,7 @@ func (c *modelExecCmd) Run(x *Ctx) error {
 	}
 	inputs := make([]*modelstore.Tensor, len(c.inputs))
 	for i, k := range c.inputs {
-		if inputs[i], err = x.Keys.GetTensor(k); err != nil {
+		if inputs[i], err = x.getTensor(k); err != nil {
 			return err
 		}
 	}
@@ -708,12 +708,16 @@ func (x *Ctx) runModel(m *modelstore.Model, inputs []*modelstore.Tensor, queued 
 }
 
 // checkOutputKeys refuses, before a run, output keys that hold a value
-// other than a tensor (RedisAI answers OK and then a second error).
+// other than a tensor (RedisAI answers OK and then a second error), or
+// another user's tensor (storeTensors checks again, atomically).
 func (x *Ctx) checkOutputKeys(keys []string) error {
 	for _, k := range keys {
 		if v, ok := x.Keys.Get(k); ok {
 			if _, isTensor := v.(*modelstore.Tensor); !isTensor {
 				return modelstore.ErrWrongType
+			}
+			if err := x.mayUse(v); err != nil {
+				return err
 			}
 		}
 	}
@@ -724,9 +728,18 @@ func (x *Ctx) checkOutputKeys(keys []string) error {
 // (sequences, maps) are skipped.
 func (x *Ctx) storeTensors(keys []string, outs []*modelstore.Tensor) error {
 	ws := make([]modelstore.Write, 0, len(keys))
+	owner, allow := x.stamp(), x.allow()
 	for i, k := range keys {
 		if i < len(outs) && outs[i] != nil {
-			ws = append(ws, modelstore.Write{Key: k, Value: outs[i], SameType: true})
+			t := outs[i]
+			if t.Owner != owner {
+				// A DAG may persist a tensor it loaded: values are shared
+				// and immutable, so the owner goes on a copy.
+				c := *t
+				c.Owner = owner
+				t = &c
+			}
+			ws = append(ws, modelstore.Write{Key: k, Value: t, SameType: true, Allow: allow})
 		}
 	}
 	var old []modelstore.Value

@@ -2,29 +2,48 @@ package commands
 
 import "github.com/enclaveai/enclaveai/modelstore"
 
-// Models belong to users. When `user` directives configure named users
-// (config.User), a model belongs to the user whose client stored it
-// (ModelMeta.Owner), and only that user's clients may read it
-// (AI.MODELGET, AI.MODELINFO, AI.INFO), run it (AI.MODELEXECUTE and
-// AI.MODELRUN, a DAG op), replace or delete it (AI.MODELSTORE, AI.MODELSET,
-// AI.MODELDEL), or change its key (DEL, UNLINK, RENAME from or onto it,
-// EXPIRE and PERSIST, FLUSHALL and FLUSHDB while it exists); AI._MODELSCAN
-// lists only the caller's models, and max-models counts each user's models
-// apart (evictModels). Key names stay visible to everyone
-// (KEYS, SCAN, EXISTS, TYPE, TTL), as Redis shows them whatever the ACL.
-// Where the check guards a write it runs under the keyspace lock
-// (modelstore.Allow), so no other client's write slips in between. Models
+// Values belong to users. When `user` directives configure named users
+// (config.User), every model and tensor belongs to the user whose client
+// stored it (ModelMeta.Owner, Tensor.Owner), and only that user's clients
+// may read it (AI.MODELGET, AI.MODELINFO, AI.INFO, AI.TENSORGET, a model
+// input, a DAG LOAD), run it (AI.MODELEXECUTE and AI.MODELRUN, a DAG op),
+// replace it (AI.MODELSTORE, AI.MODELSET, AI.TENSORSET, a model output, a
+// DAG PERSIST), delete it (AI.MODELDEL, DEL, UNLINK, FLUSHALL and FLUSHDB
+// while it exists) or change its key (RENAME from or onto it, EXPIRE,
+// PERSIST). AI._MODELSCAN lists only the caller's models, and max-models
+// counts each user's models apart (evictModels). Key names stay visible to
+// everyone (KEYS, SCAN, EXISTS, TYPE, TTL), as Redis shows them whatever
+// the ACL. Where the check guards a write it runs under the keyspace lock
+// (modelstore.Allow), so no other client's write slips in between. Values
 // stored before users were configured belong to the default user. Without
 // users every client is the default user and nothing is checked.
 
 const errNoPermKey Reply = "NOPERM this user has no permissions to access one of the keys used as arguments"
 
-// ownerOf is the user a model belongs to.
-func ownerOf(m *modelstore.Model) string {
-	if m.Owner == "" {
-		return "default"
+// ownerOf is the user a value belongs to; ok is false for values nobody
+// owns.
+func ownerOf(v modelstore.Value) (owner string, ok bool) {
+	switch v := v.(type) {
+	case *modelstore.Model:
+		owner = v.Owner
+	case *modelstore.Tensor:
+		owner = v.Owner
+	default:
+		return "", false
 	}
-	return m.Owner
+	if owner == "" {
+		owner = "default"
+	}
+	return owner, true
+}
+
+// stamp is the owner to record on a value this client stores: "" (the
+// default user) without users, which costs nothing on the hot path.
+func (x *Ctx) stamp() string {
+	if !x.Opts.UsersEnabled() {
+		return ""
+	}
+	return x.C.User()
 }
 
 // allow is the check of this client's access to values in the keyspace:
@@ -37,19 +56,31 @@ func (s *Server) allowFor(c *Client) modelstore.Allow {
 	}
 	user := c.User()
 	return func(v modelstore.Value) error {
-		if m, ok := v.(*modelstore.Model); ok && ownerOf(m) != user {
+		if owner, ok := ownerOf(v); ok && owner != user {
 			return errNoPermKey
 		}
 		return nil
 	}
 }
 
-// mayUse checks a model the client is about to read or run.
-func (x *Ctx) mayUse(m *modelstore.Model) error {
+// mayUse checks a value the client is about to read or run.
+func (x *Ctx) mayUse(v modelstore.Value) error {
 	if allow := x.allow(); allow != nil {
-		return allow(m)
+		return allow(v)
 	}
 	return nil
+}
+
+// getTensor fetches a tensor the client may read.
+func (x *Ctx) getTensor(key string) (*modelstore.Tensor, error) {
+	t, err := x.Keys.GetTensor(key)
+	if err != nil {
+		return nil, err
+	}
+	if err := x.mayUse(t); err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
 // CheckUploadKey refuses, on the length header of an upload's first chunk,

@@ -58,7 +58,7 @@ type snapshotSource []modelstore.Item
 func (src snapshotSource) Tensors(yield func(persistence.TensorRecord) error) error {
 	for _, it := range src {
 		if t, ok := it.Value.(*modelstore.Tensor); ok {
-			if err := yield(persistence.TensorRecord{Key: it.Key, ExpireAtUnixMs: it.ExpireAt,
+			if err := yield(persistence.TensorRecord{Key: it.Key, Owner: t.Owner, ExpireAtUnixMs: it.ExpireAt,
 				DType: uint8(t.DType), Shape: t.Shape, Data: t.Data}); err != nil {
 				return err
 			}
@@ -238,6 +238,7 @@ func (l *snapshotLoader) Tensor(r persistence.TensorRecord) error {
 	if err != nil {
 		return fmt.Errorf("tensor %q: %w", r.Key, err)
 	}
+	t.Owner = r.Owner
 	l.items = append(l.items, modelstore.Item{Key: r.Key, Value: t, ExpireAt: r.ExpireAtUnixMs})
 	return nil
 }

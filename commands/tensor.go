@@ -133,7 +133,8 @@ func (c *tensorSetCmd) Run(x *Ctx) error {
 	if err != nil {
 		return err
 	}
-	if _, err := x.Keys.Set(c.key, t, true); err != nil {
+	t.Owner = x.stamp()
+	if _, err := x.Keys.SetMany([]modelstore.Write{{Key: c.key, Value: t, SameType: true, Allow: x.allow()}}); err != nil {
 		return err
 	}
 	x.W.OK()
@@ -188,7 +189,7 @@ func parseTensorGet(a Args) (Runner, error) {
 
 // Run implements Runner.
 func (c *tensorGetCmd) Run(x *Ctx) error {
-	t, err := x.Keys.GetTensor(c.key)
+	t, err := x.getTensor(c.key)
 	if err != nil {
 		return err
 	}

@@ -86,6 +86,10 @@ type Tensor struct {
 	DType DType
 	Shape []int64
 	Data  []byte
+	// Owner is the user who stored the tensor at its key, when users are
+	// configured ("" = the default user; commands/owner.go). Inference
+	// ignores it.
+	Owner string
 }
 
 // Len is the number of elements (the product of the dimensions; 1 for a scalar).

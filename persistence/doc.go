@@ -11,11 +11,13 @@ loads into a fresh structure and swaps it in only on success. SaveFile and
 LoadFile add the atomic file handling (temporary file, fsync, rename, fsync of
 the directory) and errors that name the file.
 
-# File format, version 1
+# File format, versions 1 and 2
 
-Everything below is fixed by format version 1 and must never change; a change
-means a new format version, a new loader kept next to this one and a new golden
-file under testdata/. All integers are big-endian; offsets are in bytes.
+Everything below is fixed by its format version and must never change; a
+change means a new format version, read next to the old ones, and a new golden
+file under testdata/. Version 2 differs from version 1 only in the TENSOR
+record, which gained its owner (below); this build writes version 2 and reads
+both. All integers are big-endian; offsets are in bytes.
 
 	file = header frame* last-frame        (no byte may follow last-frame)
 
@@ -23,8 +25,8 @@ The header is 128 bytes:
 
 	offset size field
 	     0    8 magic "EAISNAP\x00"
-	     8    2 format version: 1
-	    10    2 flags: 0 (reserved; a version 1 reader refuses anything else)
+	     8    2 format version: 1 or 2
+	    10    2 flags: 0 (reserved; a reader refuses anything else)
 	    12    8 creation time: int64 Unix milliseconds
 	    20    1 KDF id: 1 = HKDF-SHA256
 	    21    1 key wrap id: 1 = AES-256-GCM
@@ -71,9 +73,9 @@ record stream. A record is a type byte and a body:
 
 	str  = uint32 n, then n bytes (n <= MaxStringLen = 512 MiB)
 
-	0x01 TENSOR  str key, int64 expire-at (Unix ms, 0 = no TTL), uint8 dtype,
-	             uint8 rank, rank x int64 dimension (>= 0),
-	             uint64 n, n data bytes (n <= the reader's size limit)
+	0x01 TENSOR  str key, [version 2: str owner], int64 expire-at (Unix ms,
+	             0 = no TTL), uint8 dtype, uint8 rank, rank x int64 dimension
+	             (>= 0), uint64 n, n data bytes (n <= the reader's size limit)
 	0x02 BLOB    uint32 blob id, 32-byte SHA-256 of the content, uint64 n,
 	             n content bytes (n <= the reader's size limit)
 	0x03 MODEL   str key, int64 expire-at, uint32 blob id, str backend,
@@ -91,8 +93,10 @@ byte before the END record, except that a BLOB's content bytes are not fed to
 it themselves: the content's SHA-256, which is part of the hashed record and is
 checked against the content, stands for them. END must be the last record and
 the zstd stream must end right after it. A record type not listed here makes a
-version 1 reader refuse the file: new record types need a new format version,
-while new model attributes can travel in the MODEL record's name/value list.
+reader refuse the file: new record types need a new format version, while new
+model attributes can travel in the MODEL record's name/value list. An owner is
+a user name from the server's `user` directives; "" stands for the default
+user.
 
 The data of a TENSOR is opaque to this package (the dtype numbers and the data
 layout are those of package modelstore); the Sink validates it.

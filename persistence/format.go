@@ -15,11 +15,14 @@ import (
 	"time"
 )
 
-// The constants of format version 1 (see the package doc). They define the
-// file layout: never change them; a new layout takes a new format version.
+// The constants of the format (see the package doc). They define the file
+// layout: never change them; a new layout takes a new format version.
+// Version 2 added the TENSOR record's owner; this build writes version 2
+// and reads versions 1 and 2.
 const (
 	magic         = "EAISNAP\x00"
-	formatVersion = uint16(1)
+	formatVersion = uint16(2)
+	oldestVersion = uint16(1)
 	headerSize    = 128
 
 	kdfHKDFSHA256 = 1
@@ -132,6 +135,7 @@ func newGCM(key []byte) (cipher.AEAD, error) {
 // header is a decoded, verified snapshot header.
 type header struct {
 	raw       [headerSize]byte
+	version   uint16
 	frameSize int
 	dataKey   []byte
 }
@@ -179,8 +183,9 @@ func readHeader(r io.Reader, sealKey []byte) (*header, error) {
 	if n < offFlags {
 		return nil, fmt.Errorf("%w: %d bytes, header is %d", ErrTruncated, n, headerSize)
 	}
-	if v := binary.BigEndian.Uint16(b[offVersion:]); v != formatVersion {
-		return nil, fmt.Errorf("%w: %d (this build reads %d)", ErrVersion, v, formatVersion)
+	h.version = binary.BigEndian.Uint16(b[offVersion:])
+	if h.version < oldestVersion || h.version > formatVersion {
+		return nil, fmt.Errorf("%w: %d (this build reads %d to %d)", ErrVersion, h.version, oldestVersion, formatVersion)
 	}
 	if n, err := io.ReadFull(r, b[offFlags:]); err != nil {
 		if err == io.ErrUnexpectedEOF || err == io.EOF {

@@ -10,16 +10,18 @@ import (
 const fuzzMaxBlob = 1 << 20
 
 // FuzzRead feeds damaged snapshots to Read: it must return an error, never
-// panic, and never allocate beyond its limits. Seeded with the golden file.
+// panic, and never allocate beyond its limits. Seeded with the golden files.
 //
 //	go test -run '^$' -fuzz FuzzRead -fuzztime 60s -fuzzminimizetime 2s ./persistence
 func FuzzRead(f *testing.F) {
-	golden, err := os.ReadFile(goldenV1)
-	if err != nil {
-		f.Fatal(err)
+	for _, path := range []string{goldenV1, goldenV2} {
+		golden, err := os.ReadFile(path)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(golden)
+		f.Add(golden[:headerSize+10])
 	}
-	f.Add(golden)
-	f.Add(golden[:headerSize+10])
 	f.Add(seal(f, &memSource{}, minFrameSize))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		Read(bytes.NewReader(b), testKey, fuzzMaxBlob, &memSink{})
@@ -37,6 +39,6 @@ func FuzzDecodeRecords(f *testing.F) {
 		f.Add(bad.plain)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		decodeRecords(bytes.NewReader(b), fuzzMaxBlob, &memSink{})
+		decodeRecords(bytes.NewReader(b), formatVersion, fuzzMaxBlob, &memSink{})
 	})
 }

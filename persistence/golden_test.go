@@ -11,11 +11,16 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
-// goldenV1 is the golden file of format version 1: goldenSource() sealed
-// with testKey in frames of minFrameSize bytes. Version 1 files must load
-// forever; rewrite it (go test -run Golden -update) only if goldenSource
-// changes, never to paper over a format change.
-var goldenV1 = filepath.Join("testdata", "snapshot-v1.eaisnap")
+// The golden files: goldenSource() sealed with testKey in frames of
+// minFrameSize bytes by the build of each format version, with owners on
+// some tensors and models from version 2 on (goldenSourceV2). Every version's
+// file must load forever. A build writes only the newest version: rewrite
+// that one (go test -run Golden -update) only if its source changes, never
+// to paper over a format change; the older files cannot be written again.
+var (
+	goldenV1 = filepath.Join("testdata", "snapshot-v1.eaisnap")
+	goldenV2 = filepath.Join("testdata", "snapshot-v2.eaisnap")
+)
 
 // goldenSource is fixed content covering every record type: a tensor of
 // every dtype kind, a scalar, an empty tensor, TTLs, a STRING tensor, and
@@ -52,16 +57,28 @@ func goldenSource() *memSource {
 	}
 }
 
-func TestGoldenV1(t *testing.T) {
-	if *update {
-		b := seal(t, goldenSource(), minFrameSize)
-		if err := os.WriteFile(goldenV1, b, 0o644); err != nil {
+// goldenSourceV2 is goldenSource with owners, which format version 2 added
+// to TENSOR records (MODEL records always had one).
+func goldenSourceV2() *memSource {
+	src := goldenSource()
+	src.tensors[0].Owner = "alice"
+	src.tensors[2].Owner = "bob"
+	src.models[2].rec.Owner = "alice"
+	return src
+}
+
+func TestGoldenV1(t *testing.T) { testGolden(t, goldenV1, goldenSource(), false) }
+func TestGoldenV2(t *testing.T) { testGolden(t, goldenV2, goldenSourceV2(), *update) }
+
+func testGolden(t *testing.T, path string, src *memSource, write bool) {
+	if write {
+		if err := os.WriteFile(path, seal(t, src, minFrameSize), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	b, err := os.ReadFile(goldenV1)
+	b, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v (generate it with go test -run Golden -update)", err)
+		t.Fatalf("%v (generate the newest with go test -run Golden -update)", err)
 	}
 	if len(frames(t, b)) < 3 {
 		t.Errorf("golden file has too few frames to be a good fuzz seed")
@@ -70,7 +87,7 @@ func TestGoldenV1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkSame(t, goldenSource(), sink)
+	checkSame(t, src, sink)
 	if !bytes.Equal(sink.models[0].blob, sink.models[1].blob) || &sink.models[0].blob[0] != &sink.models[1].blob[0] {
 		t.Error("model:a and model:b should share one blob")
 	}

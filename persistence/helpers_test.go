@@ -74,7 +74,7 @@ func checkSame(t *testing.T, src *memSource, sink *memSink) {
 	}
 	for i, want := range src.tensors {
 		got := sink.tensors[i]
-		if got.Key != want.Key || got.ExpireAtUnixMs != want.ExpireAtUnixMs || got.DType != want.DType ||
+		if got.Key != want.Key || got.Owner != want.Owner || got.ExpireAtUnixMs != want.ExpireAtUnixMs || got.DType != want.DType ||
 			len(got.Shape) != len(want.Shape) || (len(want.Shape) > 0 && !reflect.DeepEqual(got.Shape, want.Shape)) ||
 			!bytes.Equal(got.Data, want.Data) {
 			t.Errorf("tensor %d: got %+v, want %+v", i, got, want)

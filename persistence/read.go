@@ -54,7 +54,7 @@ func read(r io.Reader, sealKey []byte, maxBlob int64, sink Sink, total int64) er
 		return err
 	}
 	defer zr.Close()
-	if err := decodeRecords(zr, maxBlob, sink); err != nil {
+	if err := decodeRecords(zr, h.version, maxBlob, sink); err != nil {
 		var se sinkError
 		switch {
 		case errors.As(err, &se):
@@ -81,6 +81,7 @@ func (e sinkError) Error() string { return e.err.Error() }
 // checked once at its end.
 type decoder struct {
 	r       *bufio.Reader
+	version uint16 // the file's format version
 	sum     hash.Hash
 	maxBlob int64
 	blobs   [][]byte
@@ -89,10 +90,11 @@ type decoder struct {
 	err     error
 }
 
-// decodeRecords decodes the record stream from r into sink, up to and
-// including the END record and the end of the stream.
-func decodeRecords(r io.Reader, maxBlob int64, sink Sink) error {
-	d := &decoder{r: bufio.NewReaderSize(r, 64<<10), sum: sha256.New(), maxBlob: maxBlob}
+// decodeRecords decodes the record stream of a file of the given format
+// version from r into sink, up to and including the END record and the end
+// of the stream.
+func decodeRecords(r io.Reader, version uint16, maxBlob int64, sink Sink) error {
+	d := &decoder{r: bufio.NewReaderSize(r, 64<<10), sum: sha256.New(), maxBlob: maxBlob, version: version}
 	for {
 		typ, err := d.r.ReadByte()
 		if err != nil {
@@ -195,6 +197,9 @@ func (d *decoder) size(what string) int64 {
 func (d *decoder) tensor(sink Sink) error {
 	var t TensorRecord
 	t.Key = d.str("tensor key")
+	if d.version >= 2 {
+		t.Owner = d.str("tensor owner")
+	}
 	t.ExpireAtUnixMs = int64(d.u64())
 	t.DType = d.u8()
 	rank := d.u8() // at most MaxRank by construction

@@ -12,8 +12,9 @@ const (
 // (little-endian elements in C order; NUL-terminated elements for STRING).
 type TensorRecord struct {
 	Key            string
-	ExpireAtUnixMs int64 // 0 = no TTL
-	DType          uint8 // modelstore.DType
+	Owner          string // the user who stored it ("" = default; format version 2)
+	ExpireAtUnixMs int64  // 0 = no TTL
+	DType          uint8  // modelstore.DType
 	Shape          []int64
 	Data           []byte
 }

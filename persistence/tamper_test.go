@@ -174,8 +174,10 @@ func TestNotSnapshot(t *testing.T) {
 	expect(t, "random bytes", randBytes(1000), ErrNotSnapshot)
 	expect(t, "RDB file", []byte("REDIS0011\xfa\x09redis-ver"), ErrNotSnapshot)
 	b := seal(t, everything(), frameSize)
-	binary.BigEndian.PutUint16(b[offVersion:], 2)
-	expect(t, "version 2", b, ErrVersion)
+	binary.BigEndian.PutUint16(b[offVersion:], formatVersion+1)
+	expect(t, "a version from the future", b, ErrVersion)
+	binary.BigEndian.PutUint16(b[offVersion:], 0)
+	expect(t, "version 0", b, ErrVersion)
 }
 
 func TestTooLarge(t *testing.T) {
@@ -278,7 +280,7 @@ func badRecords(t testing.TB) []badRecord {
 		models:  []model{{ModelRecord{Key: "m", Extra: map[string]string{"a": "1", "b": "2"}}, []byte("blob")}},
 	}
 	good := plainRecords(t, src)
-	tensorEnd := 1 + 4 + 1 + 8 + 1 + 1 + 8 + 8 + 4
+	tensorEnd := 1 + 4 + 1 + 4 + 8 + 1 + 1 + 8 + 8 + 4
 	blobAt := tensorEnd
 	modelAt := blobAt + 1 + 4 + 32 + 8 + 4
 	endAt := len(good) - 41
@@ -292,9 +294,10 @@ func badRecords(t testing.TB) []badRecord {
 	}
 	return []badRecord{
 		{"unknown record type", patch(0, 0x7f), "unknown record type 0x7f"},
-		{"negative dimension", patch(1+4+1+8+1+1, 0x80), "negative dimension"},
+		{"negative dimension", patch(1+4+1+4+8+1+1, 0x80), "negative dimension"},
 		{"string over the limit", patch(1, 0x20, 0x00, 0x00, 0x01), "tensor key is 536870913 bytes"},
 		{"string cut short", patch(1, 0x1f, 0x00, 0x00, 0x00), "before the END record"},
+		{"owner over the limit", patch(1+4+1, 0x20, 0x00, 0x00, 0x01), "tensor owner is 536870913 bytes"},
 		{"blob id 2 first", patch(blobAt+1, 0, 0, 0, 2), "blob id 2, expected 1"},
 		{"blob hash mismatch", patch(blobAt+5, good[blobAt+5]^1), "does not match its SHA-256"},
 		{"model with no blob", patch(modelAt+1+4+1+8, 0, 0, 0, 9), "refers to blob 9"},
@@ -339,7 +342,7 @@ func TestBadRecords(t *testing.T) {
 func TestDeclaredSizesAllocateNothing(t *testing.T) {
 	huge := []byte{0, 0, 1, 0, 0, 0, 0, 0} // 1 TiB
 	blob := append(append([]byte{recBlob, 0, 0, 0, 1}, make([]byte, 32)...), huge...)
-	tensor := append([]byte{recTensor, 0, 0, 0, 0}, make([]byte, 8)...)
+	tensor := append([]byte{recTensor, 0, 0, 0, 0, 0, 0, 0, 0}, make([]byte, 8)...) // key, owner, expiry
 	tensor = append(append(tensor, 1, 0), huge...)
 	for name, c := range map[string]struct {
 		plain []byte
@@ -351,7 +354,7 @@ func TestDeclaredSizesAllocateNothing(t *testing.T) {
 		"512 MiB string":    {[]byte{recModel, 0x20, 0, 0, 0, 'k'}, ErrCorrupt},
 	} {
 		var err error
-		alloc, _ := memProbe(func() { err = decodeRecords(bytes.NewReader(c.plain), fuzzMaxBlob, &memSink{}) })
+		alloc, _ := memProbe(func() { err = decodeRecords(bytes.NewReader(c.plain), formatVersion, fuzzMaxBlob, &memSink{}) })
 		if !errors.Is(err, c.want) {
 			t.Errorf("%s: got %v, want %v", name, err, c.want)
 		}

@@ -121,6 +121,9 @@ func (e *encoder) tensor(t TensorRecord) error {
 	if err := e.str("tensor key", t.Key); err != nil {
 		return err
 	}
+	if err := e.str("tensor owner", t.Owner); err != nil {
+		return err
+	}
 	e.buf = binary.BigEndian.AppendUint64(e.buf, uint64(t.ExpireAtUnixMs))
 	e.buf = append(e.buf, t.DType, byte(len(t.Shape)))
 	for _, d := range t.Shape {

@@ -1,6 +1,6 @@
-"""Users and model ownership (commands/owner.go, config/users.go), through
-redis-py against the real server started with two `user` directives:
-a model belongs to the user who stored it, and no other user, the default
+"""Users and ownership (commands/owner.go, config/users.go), through
+redis-py against the real server started with `user` directives: a model
+or tensor belongs to the user who stored it, and no other user, the default
 one included, may read, run, replace, rename, expire or delete it."""
 
 import os
@@ -33,12 +33,15 @@ class UsersTest(ServerTestCase):
         return c
 
     def setUp(self):
-        # Each user deletes their own models first: the default user's
+        # Each user deletes their own keys first: the default user's
         # FLUSHALL in ServerTestCase.setUp is refused while others' exist.
         for name, pw in (("alice", "pa"), ("bob", "pb")):
             c = self.srv.client(username=name, password=pw)
-            for key, _ in c.execute_command("AI._MODELSCAN"):
-                c.execute_command("AI.MODELDEL", key)
+            for key in c.scan_iter():
+                try:
+                    c.delete(key)
+                except redis.exceptions.NoPermissionError:
+                    pass
             c.close()
         super().setUp()
         self.alice, self.bob = self.user("alice", "pa"), self.user("bob", "pb")
@@ -73,6 +76,8 @@ class UsersTest(ServerTestCase):
         self.addCleanup(default.close)
         for r in (bob, default):
             for cmd in (
+                ("AI.TENSORGET", "x", "VALUES"),
+                ("AI.TENSORSET", "x", "FLOAT", 1, "VALUES", 0),
                 ("AI.MODELGET", "m", "META"),
                 ("AI.MODELEXECUTE", "m", "INPUTS", 1, "x", "OUTPUTS", 1, "y"),
                 ("AI.MODELRUN", "m", "INPUTS", "x", "OUTPUTS", "y"),
@@ -101,7 +106,7 @@ class UsersTest(ServerTestCase):
                                   "AI.MODELEXECUTE", "m", "INPUTS", 1, "x", "OUTPUTS", 1, "y")
             self.assertEqual(r.execute_command("AI._MODELSCAN"), [])
             # Names stay visible, as in Redis.
-            self.assertEqual(r.exists("m"), 1)
+            self.assertEqual(r.exists("m", "x"), 2)
             self.assertEqual(r.type("m"), b"AI__MODEL")
         # Nothing changed: the tensor beside the model in DEL x m and the
         # model itself are there, and alice's statistics count only her runs.
@@ -125,13 +130,39 @@ class UsersTest(ServerTestCase):
         self.assertEqual(self.bob.ping(), True)
         self.assertEqual(self.run_model(self.alice)[:3], [7.0, 9.0, 11.0])
 
+    def test_tensors_are_kept_apart(self):
+        # Bob cannot feed alice's tensor to his own model, nor write his
+        # model's output onto it, nor load it in a DAG; his own work is fine.
+        bob = self.bob
+        self.assertEqual(bob.execute_command("AI.MODELSTORE", "bm", "ONNX", "CPU", "BLOB", linear_onnx()), b"OK")
+        self.assertEqual(bob.execute_command("AI.TENSORSET", "bx", "FLOAT", 1, 4, "VALUES", 1, 1, 1, 1), b"OK")
+        for cmd in (
+            ("AI.MODELEXECUTE", "bm", "INPUTS", 1, "x", "OUTPUTS", 1, "by"),
+            ("AI.MODELEXECUTE", "bm", "INPUTS", 1, "bx", "OUTPUTS", 1, "x"),
+            ("AI.DAGEXECUTE", "LOAD", 1, "x", "|>", "AI.TENSORGET", "x", "VALUES"),
+            ("AI.DAGEXECUTE", "LOAD", 1, "bx", "PERSIST", 1, "x", "|>",
+             "AI.MODELEXECUTE", "bm", "INPUTS", 1, "bx", "OUTPUTS", 1, "x"),
+        ):
+            with self.subTest(cmd=cmd):
+                with self.assertRaises(redis.exceptions.NoPermissionError):
+                    r = bob.execute_command(*cmd)
+                    # A DAG reports a failed PERSIST as its last element.
+                    if isinstance(r, list) and isinstance(r[-1], redis.ResponseError):
+                        raise redis.exceptions.NoPermissionError(str(r[-1]))
+        self.assertEqual(bob.execute_command("AI.MODELEXECUTE", "bm", "INPUTS", 1, "bx", "OUTPUTS", 1, "by"), b"OK")
+        np.testing.assert_allclose([float(v) for v in bob.execute_command("AI.TENSORGET", "by", "VALUES")],
+                                   [2.8, 4.2, 5.6], rtol=1e-6)
+        # Alice's tensor is as she wrote it.
+        self.assertEqual([float(v) for v in self.alice.execute_command("AI.TENSORGET", "x", "VALUES")], [1, 2, 3, 4])
+
     def test_each_user_keeps_own_models(self):
         # Bob stores his own model under another key and runs it; alice
         # cannot touch his; each one's _MODELSCAN lists only their own.
         bob = self.bob
         self.assertEqual(bob.execute_command("AI.MODELSTORE", "bm", "ONNX", "CPU", "TAG", "b",
                                              "BLOB", linear_onnx()), b"OK")
-        self.assertEqual(bob.execute_command("AI.MODELEXECUTE", "bm", "INPUTS", 1, "x", "OUTPUTS", 1, "by"), b"OK")
+        bob.execute_command("AI.TENSORSET", "bx", "FLOAT", 1, 4, "VALUES", 1, 2, 3, 4)
+        self.assertEqual(bob.execute_command("AI.MODELEXECUTE", "bm", "INPUTS", 1, "bx", "OUTPUTS", 1, "by"), b"OK")
         with self.assertRaises(redis.exceptions.NoPermissionError):
             self.alice.execute_command("AI.MODELDEL", "bm")
         self.assertEqual(bob.execute_command("AI._MODELSCAN"), [[b"bm", b"b"]])
@@ -140,8 +171,9 @@ class UsersTest(ServerTestCase):
         self.assertTrue(bob.rename("bm", "bm2"))
         self.assertTrue(bob.expire("bm2", 100))
         self.assertEqual(bob.delete("bm2"), 1)
-        # FLUSHALL by a user who owns every model there is.
+        # FLUSHALL by a user who owns every value there is.
         self.assertEqual(self.alice.execute_command("AI.MODELDEL", "m"), b"OK")
+        self.assertEqual(self.alice.delete("x"), 1)
         self.assertTrue(bob.flushall())
         self.assertEqual(bob.dbsize(), 0)
 
@@ -174,6 +206,7 @@ class UsersSurviveRestartTest(unittest.TestCase):
         self.addCleanup(first.stop)
         alice = first.client(username="alice", password="pa")
         self.assertEqual(alice.execute_command("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", linear_onnx()), b"OK")
+        alice.execute_command("AI.TENSORSET", "x", "FLOAT", 1, 4, "VALUES", 1, 2, 3, 4)
         self.assertTrue(alice.save())
         # SHUTDOWN rather than first.stop(), which would remove the dir.
         try:
@@ -185,13 +218,13 @@ class UsersSurviveRestartTest(unittest.TestCase):
         self.addCleanup(second.stop)
         alice = second.client(username="alice", password="pa")
         bob = second.client(username="bob", password="pb")
-        alice.execute_command("AI.TENSORSET", "x", "FLOAT", 1, 4, "VALUES", 1, 2, 3, 4)
         self.assertEqual(alice.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 1, "x", "OUTPUTS", 1, "y"), b"OK")
         y = np.array([float(v) for v in alice.execute_command("AI.TENSORGET", "y", "VALUES")])
         np.testing.assert_allclose(y[:3], [7, 9, 11])
-        with self.assertRaises(redis.exceptions.NoPermissionError) as cm:
-            bob.execute_command("AI.MODELGET", "m", "META")
-        self.assertEqual(str(cm.exception), NOPERM)
+        for cmd in (("AI.MODELGET", "m", "META"), ("AI.TENSORGET", "x", "VALUES"), ("AI.TENSORGET", "y", "VALUES")):
+            with self.assertRaises(redis.exceptions.NoPermissionError) as cm:
+                bob.execute_command(*cmd)
+            self.assertEqual(str(cm.exception), NOPERM)
         alice.close()
         bob.close()
 
