@@ -418,7 +418,9 @@ def report(res, args):
         % (rs / es, med("enclaveai", "peak"), med("enclaveai", "steady")))
     add("  (targets: 1.5x, 1.25x). Weights: %s (AI.MODELINFO). Time until the client had sent the last byte:"
         % ", ".join(weights))
-    add("  Redis %.2f s, EnclaveAI %.2f s." % (med("redis", "sent_s"), med("enclaveai", "sent_s")))
+    add("  Redis %.2f s, EnclaveAI %.2f s. Per run (same round), Redis / EnclaveAI: %s." % (
+        med("redis", "sent_s"), med("enclaveai", "sent_s"),
+        ", ".join("%.1fx" % (r["seconds"] / e["seconds"]) for r, e in zip(res["runs"]["redis"], res["runs"]["enclaveai"]))))
     add("- Other clients during the upload and session creation (one request at a time, %d of them):"
         % sum(len(v) for v in lat.values()))
     for k, v in lat.items():
@@ -441,8 +443,10 @@ def report(res, args):
     add("deduplication) on a third; the model's SHA-256 (AI.MODELINFO) is computed after the OK. All of it")
     add("competes with the local client for the cores. The floor is a Python reader: a reference for moving the bytes over loopback, not a strict lower bound (EnclaveAI beat it in some runs). Redis's time is the same copy")
     add("into 4 KiB pages, then a second copy of every chunk into the list (its 2x peak): the ratio to it")
-    add("depends mostly on what first-touch faults cost on the machine at the time (the first upload after")
-    add("a large free is usually the slowest, which is why steps 2 and 3 alternate).")
+    add("depends mostly on what first-touch faults cost on the machine at the time. Memory another process")
+    add("freed moments before is cheap to fault again, memory the host must back anew is not: EnclaveAI's")
+    add("runs right after Redis's (odd runs) are usually its fastest, those before it (even runs) its slowest,")
+    add("which is why steps 2 and 3 alternate and the median is quoted with every run's ratio.")
     add("")
     add("Session creation alone, from the same bytes already in memory (bench/hugesession):")
     add("")
