@@ -96,13 +96,13 @@ func (k *Keyspace) GetTensor(key string) (*Tensor, error) {
 	return t, nil
 }
 
-// Write is one key's part of an atomic multi-key update.
 // Allow decides whether a command may act on a value that is in the
-// keyspace (models belong to users: commands/owner.go); nil allows all.
+// keyspace (values belong to users: commands/owner.go); nil allows all.
 // The keyspace calls it under its lock, so the decision holds for the
 // operation it guards.
 type Allow func(Value) error
 
+// Write is one key's part of an atomic multi-key update.
 type Write struct {
 	Key string
 	// Value replaces the key's value; its TTL is cleared, as Redis's SET does.
