@@ -66,6 +66,7 @@ sys.path.insert(0, os.path.join(REPO, "redis_tests", "models"))
 sys.path.insert(0, os.path.join(REPO, "redis_tests"))
 import huge_model  # noqa: E402
 from harness import RawConn, free_port, poll, proc_status, reset_peak  # noqa: E402
+from benchdoc import write_section  # noqa: E402
 
 SERVER = os.environ.get("ENCLAVEAI_SERVER") or os.path.join(REPO, "bin", "enclaveai-server")
 CHUNK = 500_000_000
@@ -352,8 +353,9 @@ def main():
         for i in range(args.runs):
             runs["touch"].append(run_first_touch())
             runs["floor"].append(run_floor(chunks))
-            # Which server goes first alternates: a process that touches
-            # memory first after another freed a lot of it pays more.
+            # Which server goes first alternates: a process that faults in
+            # memory another one freed moments before pays less than one
+            # faulting memory the host must back anew.
             steps = [lambda: runs["redis"].append(run_redis(scratch, chunks, size)),
                      lambda: runs["enclaveai"].append(run_enclaveai(scratch, chunks, size, model))]
             for step in steps[::1 if i % 2 == 0 else -1]:
@@ -377,7 +379,7 @@ def main():
     text = report(res, args)
     print(text)
     if args.doc:
-        write_doc(args.doc, text)
+        write_section(args.doc, "Huge models", text)
 
 
 def report(res, args):
@@ -462,20 +464,6 @@ def report(res, args):
     add("see modelstore/extinit.go), instead of parsing them into a copy of its own.")
     add("")
     return "\n".join(lines)
-
-
-def write_doc(path, text):
-    """Replaces the "## Huge models" section (up to the next "## ") or
-    appends it."""
-    with open(path) as f:
-        doc = f.read()
-    m = re.search(r"^## Huge models.*?(?=^## |\Z)", doc, re.S | re.M)
-    if m:
-        doc = doc[:m.start()] + text + "\n" + doc[m.end():]
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + text + "\n"
-    with open(path, "w") as f:
-        f.write(doc)
 
 
 if __name__ == "__main__":

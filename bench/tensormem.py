@@ -21,7 +21,6 @@ buys.
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "redis_tests"))
 import redis  # noqa: E402
 from harness import free_port, poll, proc_status, reset_peak  # noqa: E402
+from benchdoc import write_section  # noqa: E402
 
 SERVER = os.environ.get("ENCLAVEAI_SERVER") or os.path.join(REPO, "bin", "enclaveai-server")
 COMMAND = "make bench-mem"
@@ -128,15 +128,7 @@ def main():
     text = "\n".join(lines)
     print(text)
     if args.doc:
-        with open(args.doc) as f:
-            doc = f.read()
-        m = re.search(r"^## Tensor memory.*?(?=^## |\Z)", doc, re.S | re.M)
-        if m:
-            doc = doc[:m.start()] + text + "\n" + doc[m.end():]
-        else:
-            doc = doc.rstrip("\n") + "\n\n" + text + "\n"
-        with open(args.doc, "w") as f:
-            f.write(doc)
+        write_section(args.doc, "Tensor memory", text)
 
 
 if __name__ == "__main__":
