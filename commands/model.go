@@ -49,7 +49,7 @@ func init() {
 		ai(&Spec{Name: "ai._modelscan", Arity: 1, Flags: Readonly,
 			Summary: "Lists every model key with its tag.", Parse: parseModelScan}),
 		ai(&Spec{Name: "ai.modelinfo", Arity: 2, Flags: Readonly, FirstKey: 1, LastKey: 1, Step: 1,
-			Summary: "Returns a model's digest, size, inputs and outputs, batching and storage details.", Syntax: "key", Parse: parseModelInfo}),
+			Summary: "Returns a model's digest, size, inputs and outputs, batching and storage details, owner.", Syntax: "key", Parse: parseModelInfo}),
 		ai(&Spec{Name: "ai.config", Arity: -2, Flags: Write,
 			Summary: "Reads or changes RedisAI settings (MODEL_CHUNK_SIZE, MODEL_EXECUTION_TIMEOUT, ...).",
 			Syntax:  "GET name | SET name value | name value | LOADBACKEND backend path | BACKENDSPATH path", Parse: parseAIConfig}),
@@ -846,7 +846,7 @@ func parseModelInfo(a Args) (Runner, error) {
 				}
 			}
 		}
-		w.Map(17)
+		w.Map(18)
 		w.BulkString("key")
 		w.BulkString(key)
 		w.BulkString("id")
@@ -883,6 +883,9 @@ func parseModelInfo(a Args) (Runner, error) {
 		// bytes (shared) or holds its own copy (copied).
 		w.BulkString("weights")
 		w.BulkString(m.Blob.Weights.String())
+		w.BulkString("owner")
+		owner, _ := ownerOf(m)
+		w.BulkString(owner)
 		return nil
 	}), nil
 }

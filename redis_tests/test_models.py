@@ -473,7 +473,7 @@ class MetadataTest(ModelCase):
         d = modelinfo(self.r, "lin")
         self.assertEqual(list(d), ["key", "id", "sha256", "size", "backend", "device", "tag", "inputs", "outputs",
                                    "batchsize", "minbatchsize", "minbatchtimeout", "optimize", "shared_with",
-                                   "persist", "created", "weights"])
+                                   "persist", "created", "weights", "owner"])
         self.assertEqual(d["key"], b"lin")
         self.assertEqual(d["sha256"], hashlib.sha256(data).hexdigest().encode())
         self.assertEqual(d["size"], len(data))

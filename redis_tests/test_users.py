@@ -69,6 +69,8 @@ class UsersTest(ServerTestCase):
         self.assertEqual(self.run_model(self.alice)[:3], [7.0, 9.0, 11.0])
         self.assertEqual(self.alice.execute_command("AI.MODELGET", "m", "BLOB"), linear_onnx())
         self.assertEqual(self.alice.execute_command("AI._MODELSCAN"), [[b"m", b"a"]])
+        info = self.alice.execute_command("AI.MODELINFO", "m")
+        self.assertEqual(dict(zip(info[::2], info[1::2]))[b"owner"], b"alice")
 
     def test_others_are_refused(self):
         bob = self.bob
