@@ -84,14 +84,21 @@ func (a *Args) Rest() [][]byte {
 	return r
 }
 
-// Detach copies every argument so that the Args may outlive the connection
-// buffer (commands queued by MULTI).
+// Detach makes the Args safe to keep past the command (commands queued by
+// MULTI): arguments in the connection's buffer are copied, those with an
+// allocation of their own are kept as they are. An upload's chunks are of
+// the latter kind, in its ModelBuffer, which the caller must then keep
+// referenced for as long as the Args live.
 func (a Args) Detach() Args {
 	v := make([][]byte, len(a.V))
 	for i, b := range a.V {
-		v[i] = bytes.Clone(b)
+		if a.owned != nil && a.owned(i) {
+			v[i] = b
+		} else {
+			v[i] = bytes.Clone(b)
+		}
 	}
-	return Args{V: v, pos: a.pos, owned: func(int) bool { return true }}
+	return Args{V: v, pos: a.pos, owned: func(int) bool { return true }, upload: a.upload}
 }
 
 // isWord compares case-insensitively without allocating.

@@ -199,7 +199,7 @@ func parseQuit(a Args) (Runner, error) {
 func parseReset(a Args) (Runner, error) {
 	return RunFunc(func(x *Ctx) error {
 		c := x.C
-		c.inMulti, c.multi, c.multiDirty = false, nil, false
+		c.endMulti().release()
 		c.setProto(2)
 		c.mu.Lock()
 		c.name, c.user = "", "default"

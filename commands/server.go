@@ -130,7 +130,7 @@ type Client struct {
 	closer  io.Closer
 
 	authed     bool
-	multi      []queued // commands queued by MULTI
+	multi      queue // commands queued by MULTI
 	inMulti    bool
 	multiDirty bool // a command failed to queue: EXEC aborts
 	closeAfter bool // QUIT: close once the reply is flushed
@@ -155,6 +155,27 @@ type queued struct {
 	spec   *Spec
 	runner Runner
 	err    error
+	up     *modelstore.ModelBuffer // a queued upload's buffer, referenced
+}
+
+// endMulti leaves MULTI and returns what was queued; the caller drops it
+// with release once done with it.
+func (c *Client) endMulti() queue {
+	q := c.multi
+	c.inMulti, c.multi, c.multiDirty = false, nil, false
+	return q
+}
+
+// queue is the commands MULTI queued.
+type queue []queued
+
+// release drops the upload buffers the queued commands hold.
+func (q queue) release() {
+	for _, cmd := range q {
+		if cmd.up != nil {
+			cmd.up.Unref()
+		}
+	}
 }
 
 // NewClient registers a connection. closer is closed by CLIENT KILL.
@@ -174,6 +195,7 @@ func (s *Server) NewClient(addr, laddr string, closer io.Closer) *Client {
 
 // RemoveClient unregisters a closed connection.
 func (s *Server) RemoveClient(c *Client) {
+	c.endMulti().release()
 	s.clientsMu.Lock()
 	delete(s.clients, c.ID)
 	s.clientsMu.Unlock()
@@ -315,10 +337,16 @@ func (s *Server) Dispatch(c *Client, argv [][]byte, owned func(int) bool) {
 		if err == nil && spec.Has(NoMulti) {
 			err = errInMulti
 		}
+		var up *modelstore.ModelBuffer
 		if err != nil {
 			r = nil
+		} else if a.upload != nil {
+			// The queued command keeps the upload's chunks where they are
+			// until EXEC or DISCARD, rather than a copy of them.
+			up = a.upload
+			up.Ref()
 		}
-		c.multi = append(c.multi, queued{spec, r, err})
+		c.multi = append(c.multi, queued{spec, r, err, up})
 		c.W.Simple("QUEUED")
 		return
 	}

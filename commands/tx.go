@@ -27,7 +27,7 @@ func parseDiscard(a Args) (Runner, error) {
 		if !x.C.inMulti {
 			return Reply("ERR DISCARD without MULTI")
 		}
-		x.C.inMulti, x.C.multi, x.C.multiDirty = false, nil, false
+		x.C.endMulti().release()
 		x.W.OK()
 		return nil
 	}), nil
@@ -41,8 +41,9 @@ func parseExec(a Args) (Runner, error) {
 		if !c.inMulti {
 			return Reply("ERR EXEC without MULTI")
 		}
-		q, dirty := c.multi, c.multiDirty
-		c.inMulti, c.multi, c.multiDirty = false, nil, false
+		dirty := c.multiDirty
+		q := c.endMulti()
+		defer q.release()
 		if dirty {
 			return Reply("EXECABORT Transaction discarded because of previous errors.")
 		}

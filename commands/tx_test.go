@@ -109,3 +109,18 @@ func TestExecIsAtomic(t *testing.T) {
 	h.do("EXEC")
 	<-done
 }
+
+// A command queued by MULTI keeps the arguments that have an allocation of
+// their own (a large bulk, an upload's chunk) and copies those borrowed
+// from the connection's buffer, which the next command overwrites.
+func TestDetachKeepsOwnedArguments(t *testing.T) {
+	own, borrowed := []byte("owned"), []byte("arena")
+	d := NewArgs([][]byte{[]byte("x"), own, borrowed}, func(i int) bool { return i == 1 }).Detach()
+	if &d.V[1][0] != &own[0] {
+		t.Error("an owned argument was copied")
+	}
+	borrowed[0] = 'X'
+	if string(d.V[2]) != "arena" {
+		t.Errorf("a borrowed argument was kept: %q", d.V[2])
+	}
+}

@@ -132,6 +132,33 @@ class UploadTest(HugeCase):
         after = self.settled_rss(base)
         self.assertLess(after - base, 64 * MiB, "RSS %d MiB above baseline after DEL" % ((after - base) // MiB))
 
+    def test_upload_queued_in_multi_keeps_one_copy(self):
+        # Queued by MULTI, the chunks stay where the upload put them until
+        # EXEC: no copy of them is made for the queue, nor to join them.
+        c = self.conn()
+        base = self.rss()
+        reset_peak(self.pid)
+        self.assertEqual(c.cmd("MULTI"), "OK")
+        reply, size = self.upload(c)
+        self.assertEqual(reply, "QUEUED")
+        self.assertEqual(c.cmd("EXEC"), ["OK"])
+        peak = proc_status(self.pid, "VmHWM") - base
+        self.assert_runs(c)
+        self.assertLessEqual(peak, 1.5 * size, "peak RSS growth %.2fx the model" % (peak / size))
+        # A queued upload that is discarded gives its memory back.
+        self.assertEqual(c.cmd("MULTI"), "OK")
+        self.assertEqual(self.upload(c, key="m2")[0], "QUEUED")
+        self.assertEqual(c.cmd("DISCARD"), "OK")
+        self.assertEqual(c.cmd("EXISTS", "m2"), 0)
+        self.assertEqual(c.cmd("DEL", "m"), 1)
+        # So does one whose client goes away before EXEC.
+        d = RawConn(self.srv.port, timeout=120)
+        self.assertEqual(d.cmd("MULTI"), "OK")
+        self.assertEqual(self.upload(d, key="m3")[0], "QUEUED")
+        d.close()
+        after = self.settled_rss(base)
+        self.assertLess(after - base, 64 * MiB, "RSS %d MiB above baseline" % ((after - base) // MiB))
+
     def test_modelget_blob_streams_the_uploaded_bytes(self):
         c = self.conn()
         self.assertEqual(self.upload(c)[0], "OK")
