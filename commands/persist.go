@@ -246,7 +246,8 @@ func (l *snapshotLoader) Tensor(r persistence.TensorRecord) error {
 func (l *snapshotLoader) Model(r persistence.ModelRecord, blob []byte) error {
 	opts := modelstore.SessionOptions{Optimize: r.Optimize,
 		IntraOpThreads: int(l.s.AI.IntraOpParallelism.Load()), InterOpThreads: int(l.s.AI.InterOpParallelism.Load())}
-	b, err := l.s.Models.Acquire(blob, opts)
+	// Read verified the blob's digest: the blob takes it as is.
+	b, err := l.s.Models.AcquireVerified(blob, *r.BlobSHA256, opts)
 	if err != nil {
 		return fmt.Errorf("model %q: %w", r.Key, err)
 	}

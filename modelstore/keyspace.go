@@ -292,10 +292,8 @@ func (k *Keyspace) SetExpire(allow Allow, key string, at int64) (bool, Value, er
 	if !ok || !e.live(now) {
 		return false, nil, nil
 	}
-	if allow != nil {
-		if err := allow(e.v); err != nil {
-			return false, nil, err
-		}
+	if err := k.allowedLocked(allow, now, key); err != nil {
+		return false, nil, err
 	}
 	k.dirty.Add(1)
 	if at != 0 && at <= now {

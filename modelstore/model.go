@@ -120,30 +120,35 @@ func (r *Registry) Len() int {
 	return n
 }
 
-// Acquire returns the Blob for data and opts, compiling a session only if
-// no identical blob is registered; the caller owns one reference. data is
-// retained (not copied) when a new Blob is made. Compilation runs without
-// the registry lock: two clients storing the same new model at once may
-// both compile, and the second session is dropped.
-func (r *Registry) Acquire(data []byte, opts SessionOptions) (*Blob, error) {
-	return r.AcquireIfRoom(data, opts, nil)
+// AcquireIfRoom returns the Blob for data and opts, compiling a session
+// only if no identical blob is registered; the caller owns one reference.
+// data is retained (not copied) when a new Blob is made. room (if not nil)
+// is asked for the bytes a new blob would add, before it is compiled, and
+// only when no identical blob is registered, since sharing one adds
+// nothing. Compilation runs without the registry lock: two clients storing
+// the same new model at once may both compile, and the second session is
+// dropped.
+func (r *Registry) AcquireIfRoom(data []byte, opts SessionOptions, room func(n int64) error) (*Blob, error) {
+	return r.acquire(data, nil, Fingerprint(data), nil, opts, room)
 }
 
-// AcquireIfRoom is Acquire with a memory check: room (if not nil) is asked
-// for the bytes a new blob would add, before it is compiled, and only when
-// no identical blob is registered, since sharing one adds nothing.
-func (r *Registry) AcquireIfRoom(data []byte, opts SessionOptions, room func(n int64) error) (*Blob, error) {
-	return r.acquire(data, nil, Fingerprint(data), opts, room)
+// AcquireVerified is AcquireIfRoom, without a memory check, for bytes whose
+// SHA-256 the caller has already verified (a snapshot's blob): a new Blob
+// takes that digest instead of hashing the bytes again.
+func (r *Registry) AcquireVerified(data []byte, sum [32]byte, opts SessionOptions) (*Blob, error) {
+	return r.acquire(data, nil, Fingerprint(data), &sum, opts, nil)
 }
 
 // AcquireBuffer is AcquireIfRoom for a model in a ModelBuffer, using the
 // fingerprint computed while it filled. A new Blob (and its session) take
 // references to buf; the caller keeps its own, to drop when done.
 func (r *Registry) AcquireBuffer(buf *ModelBuffer, opts SessionOptions, room func(n int64) error) (*Blob, error) {
-	return r.acquire(buf.Bytes(), buf, buf.Fingerprint(), opts, room)
+	return r.acquire(buf.Bytes(), buf, buf.Fingerprint(), nil, opts, room)
 }
 
-func (r *Registry) acquire(data []byte, buf *ModelBuffer, fp uint64, opts SessionOptions, room func(n int64) error) (*Blob, error) {
+// acquire does the work of the Acquire methods; sum, if not nil, is the
+// bytes' verified SHA-256.
+func (r *Registry) acquire(data []byte, buf *ModelBuffer, fp uint64, sum *[32]byte, opts SessionOptions, room func(n int64) error) (*Blob, error) {
 	k := blobKey{fp, len(data), opts}
 	if b, _ := r.find(k, data); b != nil {
 		return b, nil
@@ -174,17 +179,25 @@ func (r *Registry) acquire(data []byte, buf *ModelBuffer, fp uint64, opts Sessio
 		b = &Blob{Data: data, Opts: opts, Session: sess, reg: r, refs: 1, buf: buf, fp: fp}
 		b.sha.done = make(chan struct{})
 		b.Weights, b.SharedBytes = sess.Weights()
-		var release func()
 		if buf != nil {
 			buf.Ref() // the Blob's
-			buf.Ref() // the digest's, dropped when it is done reading
-			release = buf.Unref
+		}
+		if sum != nil {
+			b.sha.sum, b.sha.ok = *sum, true
+			close(b.sha.done)
 		}
 		r.blobs[k] = append(r.blobs[k], b)
 		r.gen++
 		r.bytes.Add(int64(len(data)))
 		r.mu.Unlock()
-		go b.sha.hash(data, release)
+		if sum == nil {
+			var release func()
+			if buf != nil {
+				buf.Ref() // the digest's, dropped when it is done reading
+				release = buf.Unref
+			}
+			go b.sha.hash(data, release)
+		}
 		return b, nil
 	}
 }

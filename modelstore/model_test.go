@@ -14,15 +14,15 @@ func TestRegistryDeduplicates(t *testing.T) {
 	requireRuntime(t)
 	r := NewRegistry()
 	data := readModel(t, "linear.onnx")
-	a, err := r.Acquire(data, SessionOptions{})
+	a, err := r.AcquireIfRoom(data, SessionOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := r.Acquire(append([]byte(nil), data...), SessionOptions{})
+	b, err := r.AcquireIfRoom(append([]byte(nil), data...), SessionOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := r.Acquire(data, SessionOptions{Optimize: true})
+	c, err := r.AcquireIfRoom(data, SessionOptions{Optimize: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,15 +57,15 @@ func TestRegistryFingerprintCollision(t *testing.T) {
 		t.Fatal("linear.onnx has no producer name to change")
 	}
 	same := Fingerprint(lin)
-	a, err := r.acquire(lin, nil, same, SessionOptions{}, nil)
+	a, err := r.acquire(lin, nil, same, nil, SessionOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := r.acquire(other, nil, same, SessionOptions{}, nil)
+	b, err := r.acquire(other, nil, same, nil, SessionOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a2, err := r.acquire(lin, nil, same, SessionOptions{}, nil)
+	a2, err := r.acquire(lin, nil, same, nil, SessionOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestRegistryConcurrentAcquire(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got[i], errs[i] = r.Acquire(bytes.Clone(data), SessionOptions{})
+			got[i], errs[i] = r.AcquireIfRoom(bytes.Clone(data), SessionOptions{}, nil)
 		}()
 	}
 	wg.Wait()
@@ -159,5 +159,34 @@ func TestRegistryConcurrentAcquire(t *testing.T) {
 	}
 	if r.Len() != 0 || r.Bytes() != 0 {
 		t.Errorf("len %d, bytes %d after release", r.Len(), r.Bytes())
+	}
+}
+
+// A digest the caller verified (a snapshot's) is the blob's at once: no
+// hashing goroutine runs for it.
+func TestRegistryAcquireVerified(t *testing.T) {
+	requireRuntime(t)
+	r := NewRegistry()
+	data := readModel(t, "linear.onnx")
+	b, err := r.AcquireVerified(data, sha256.Sum256(data), SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b.sha.done:
+	default:
+		t.Fatal("the digest is not there at once")
+	}
+	if sum, ok := b.SHA256(); !ok || sum != sha256.Sum256(data) {
+		t.Errorf("digest %x %v", sum, ok)
+	}
+	again, err := r.AcquireIfRoom(bytes.Clone(data), SessionOptions{}, nil)
+	if err != nil || again != b {
+		t.Fatalf("the same bytes uploaded: %v, same blob %v", err, again == b)
+	}
+	b.Release()
+	again.Release()
+	if r.Len() != 0 {
+		t.Errorf("len %d after release", r.Len())
 	}
 }

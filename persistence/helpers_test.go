@@ -82,6 +82,11 @@ func checkSame(t *testing.T, src *memSource, sink *memSink) {
 	}
 	for i, want := range src.models {
 		got := sink.models[i]
+		// Read gives the digest it verified; compare the rest as written.
+		if got.rec.BlobSHA256 == nil || *got.rec.BlobSHA256 != sha256.Sum256(got.blob) {
+			t.Errorf("model %q: BlobSHA256 is not the blob's digest", want.rec.Key)
+		}
+		got.rec.BlobSHA256 = want.rec.BlobSHA256
 		if !reflect.DeepEqual(got.rec, want.rec) {
 			t.Errorf("model %d: got %+v, want %+v", i, got.rec, want.rec)
 		}

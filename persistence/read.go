@@ -85,6 +85,7 @@ type decoder struct {
 	sum     hash.Hash
 	maxBlob int64
 	blobs   [][]byte
+	sums    [][32]byte // the verified SHA-256 of each blob
 	count   uint64
 	tmp     [32]byte
 	err     error
@@ -266,6 +267,7 @@ func (d *decoder) blob() error {
 		return d.corrupt("blob %d does not match its SHA-256", id)
 	}
 	d.blobs = append(d.blobs, blob)
+	d.sums = append(d.sums, sum)
 	return nil
 }
 
@@ -313,6 +315,7 @@ func (d *decoder) model(sink Sink) error {
 		m.Extra[k] = v
 		prev = k
 	}
+	m.BlobSHA256 = &d.sums[id-1]
 	if err := sink.Model(m, d.blobs[id-1]); err != nil {
 		return sinkError{err}
 	}

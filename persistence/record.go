@@ -33,10 +33,10 @@ type ModelRecord struct {
 	ID                string // a UUID or empty
 	CreatedUnixMs     int64
 	Owner             string
-	// BlobSHA256, when not nil, is the SHA-256 of the blob that comes with
-	// the record, already known to the caller: Write then does not hash the
-	// blob again. It is not stored as part of the record (the BLOB record
-	// carries the digest), and Read leaves it nil.
+	// BlobSHA256 is the SHA-256 of the blob that comes with the record:
+	// Read sets it to the digest it verified; given to Write (it may be
+	// nil), it spares hashing the blob again. It is not stored as part of
+	// the record: the BLOB record carries the digest.
 	BlobSHA256 *[32]byte
 	// Extra carries attributes added after format version 1, so that they
 	// need no new format version. Nil when empty.

@@ -128,7 +128,7 @@ func TestKnownBlobDigest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(sink.models) != 1 || !bytes.Equal(sink.models[0].blob, blob) || sink.models[0].rec.BlobSHA256 != nil {
+	if len(sink.models) != 1 || !bytes.Equal(sink.models[0].blob, blob) || *sink.models[0].rec.BlobSHA256 != sum {
 		t.Fatalf("got %+v", sink.models)
 	}
 	wrong := sum
