@@ -397,7 +397,7 @@ func (s *Server) LoadData() error {
 	}
 	dir := filepath.Join(s.Opts.Dir, s.Opts.AppendDirName)
 	l, err := persistence.OpenLog(persistence.LogOptions{Dir: dir, SealKey: s.Snapshot.SealKey,
-		MaxBlob: s.Opts.MaxModelSize.Load()})
+		MaxBlob: s.Opts.MaxModelSize.Load(), FS: s.LogFS})
 	if err != nil {
 		return err
 	}
@@ -478,7 +478,7 @@ func (s *Server) replayLog(l *persistence.Log, dir string) (*persistence.Log, er
 		}
 		s.Log.Warn("append-only log could not be loaded: moved aside", "dir", dir, "moved_to", aside, "err", err)
 		nl, err := persistence.OpenLog(persistence.LogOptions{Dir: dir, SealKey: s.Snapshot.SealKey,
-			MaxBlob: s.Opts.MaxModelSize.Load()})
+			MaxBlob: s.Opts.MaxModelSize.Load(), FS: s.LogFS})
 		if err != nil {
 			return nil, err
 		}

@@ -42,6 +42,9 @@ type Server struct {
 	// aof is the append-only log, nil with appendonly no (aof.go).
 	aof      *persistence.Log
 	aofState aofState
+	// LogFS is the append-only log's file layer, nil for the OS's; tests
+	// make it fail (ENOSPC, EIO, fsync errors).
+	LogFS persistence.FS
 	// Enclave is set by the front end at start.
 	Enclave EnclaveInfo
 
