@@ -77,20 +77,24 @@ func (s *Server) persistErr() error {
 	return nil
 }
 
-// commitLog is the dispatcher's hook: if the command queued log records
-// (seq passed since before it ran), they are committed before its reply
-// goes; if that fails, the reply it wrote (from offset mark on) is replaced
-// by -MISCONF: the change is in memory and stays queued for the log, but it
-// is not acknowledged.
-func (s *Server) commitLog(w *Writer, before uint64, mark int) {
-	seq := s.aof.Seq()
-	if seq == before {
+// CommitClient commits the log records that c's pending replies wait
+// for; the front end calls it before it sends them, so that one commit
+// covers a whole pipeline. If the log cannot be written, every reply from
+// the first write's on is replaced by -MISCONF: those changes are in memory
+// and stay queued for the log, but none is acknowledged (nor is any reply
+// that followed them).
+func (s *Server) CommitClient(c *Client) {
+	if c.logSeq == 0 {
 		return
 	}
-	if err := s.aof.Commit(seq); err != nil {
-		w.truncate(mark)
-		s.replyError(w, misconf(err))
+	err := s.aof.Commit(c.logSeq)
+	if err != nil {
+		c.W.truncate(c.logMark)
+		for range c.logReplies {
+			s.replyError(c.W, misconf(err))
+		}
 	}
+	c.logSeq, c.logReplies = 0, 0
 }
 
 // journal adapts keyspace changes to log records. Its methods run under

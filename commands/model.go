@@ -1007,6 +1007,7 @@ func (s *Server) LoadStartupModels() error {
 		}
 		c := s.NewClient("startup", "", nil)
 		s.run(&Ctx{Server: s, C: c, W: c.W}, table["ai.modelstore"], r)
+		s.CommitClient(c)
 		s.RemoveClient(c)
 		if reply := c.W.Bytes(); len(reply) > 0 && reply[0] == '-' {
 			return fmt.Errorf("loadmodel %s: %s", line[0], strings.TrimSpace(string(reply[1:])))

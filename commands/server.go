@@ -148,6 +148,12 @@ type Client struct {
 	// upload is the running command's payload buffer (DispatchUpload).
 	upload *modelstore.ModelBuffer
 
+	// logSeq is the log record the replies in W since offset logMark wait
+	// for (0: none); logReplies counts those replies (aof.go, CommitClient).
+	logSeq     uint64
+	logMark    int
+	logReplies int
+
 	lastActive atomic.Int64 // unix ms
 	busy       atomic.Bool  // a command is running
 	lastCmd    atomic.Pointer[Spec]
@@ -324,6 +330,9 @@ func (s *Server) CommandLimits(c *Client, spec *Spec) Limits {
 // loading, maxmemory, then parse and run under the right lock.
 func (s *Server) Dispatch(c *Client, argv [][]byte, owned func(int) bool) {
 	s.stats.Commands.Add(1)
+	if c.logSeq != 0 {
+		c.logReplies++ // this command's reply follows an uncommitted write's
+	}
 	// Not the cached clock: it may lag by a tick, and Tick would then close
 	// a client before it has been idle for the whole timeout.
 	c.lastActive.Store(time.Now().UnixMilli())
@@ -430,7 +439,14 @@ func (s *Server) run(x *Ctx, spec *Spec, r Runner) {
 	var err error
 	var seq uint64
 	mark := x.W.Len()
+	logged := s.aof != nil && spec.Has(Write|txControl)
 	if s.aof != nil {
+		if !logged && x.C.logSeq != 0 {
+			// A read may stream its reply, and the writes' replies
+			// before it with it: their records go first.
+			s.CommitClient(x.C)
+			mark = x.W.Len()
+		}
 		seq = s.aof.Seq()
 	}
 	if spec.Has(NoTxLock) {
@@ -444,10 +460,16 @@ func (s *Server) run(x *Ctx, spec *Spec, r Runner) {
 	if err != nil {
 		s.replyError(x.W, err)
 	}
-	// What a write changed is in the log before its reply leaves (EXEC's
-	// queued writes included). Reads do not wait for other clients' writes.
-	if s.aof != nil && spec.Has(Write|txControl) {
-		s.commitLog(x.W, seq, mark)
+	// What a write changed must be in the log before its reply leaves
+	// (EXEC's queued writes included): CommitClient, before the front end
+	// sends the replies, commits once for all the pipelined commands.
+	if logged {
+		if now := s.aof.Seq(); now != seq {
+			if x.C.logSeq == 0 {
+				x.C.logMark, x.C.logReplies = mark, 1
+			}
+			x.C.logSeq = now
+		}
 	}
 }
 

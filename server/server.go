@@ -184,6 +184,7 @@ func (s *Server) handle(conn net.Conn) {
 		return err
 	})
 	flush := func() bool {
+		s.Cmds.CommitClient(c) // what the replies acknowledge is logged first
 		if c.W.Len() == 0 {
 			return true
 		}
