@@ -309,10 +309,7 @@ func (l *Log) writeLocked() error {
 	for i, op := range ops {
 		if op.cut != nil {
 			if err := l.switchLocked(op.cut); err != nil {
-				// The cut and what follows it wait for the next try.
-				l.mu.Lock()
-				l.pending = append(slices.Clone(ops[i:]), l.pending...)
-				l.mu.Unlock()
+				l.requeue(ops[i:]) // the cut and what follows wait for the next try
 				return err
 			}
 			continue
@@ -329,6 +326,14 @@ func (l *Log) writeLocked() error {
 		}
 		if len(l.plain) >= frameTarget {
 			l.sealLocked()
+			// Large values go out as they are sealed, so that a batch of
+			// them is never all held a second time.
+			if len(l.unwritten) >= drainAt {
+				if err := l.drainLocked(); err != nil {
+					l.requeue(ops[i+1:])
+					return err
+				}
+			}
 		}
 	}
 	l.sealLocked()
@@ -347,6 +352,16 @@ func (l *Log) writeLocked() error {
 	}
 	l.werr.Store(nil)
 	return nil
+}
+
+// drainAt is how many sealed bytes writeLocked holds before writing them.
+const drainAt = 8 << 20
+
+// requeue puts ops back at the head of the queue, for the next write.
+func (l *Log) requeue(ops []Op) {
+	l.mu.Lock()
+	l.pending = append(slices.Clone(ops), l.pending...)
+	l.mu.Unlock()
 }
 
 // sealLocked turns the frame being built into a sealed frame awaiting its write.
@@ -386,6 +401,12 @@ func (l *Log) drainLocked() error {
 	l.cur.size += int64(n)
 	l.size.Add(int64(n))
 	l.unwritten = l.unwritten[:0]
+	if cap(l.unwritten) > 2*drainAt {
+		l.unwritten = nil // a huge record's buffer is not kept
+	}
+	if cap(l.plain) > 2*drainAt {
+		l.plain = nil
+	}
 	return nil
 }
 
