@@ -275,3 +275,29 @@ func TestFloatDivisionUntouched(t *testing.T) {
 		t.Errorf("1/0, -1/0, 0/0 = %v", got)
 	}
 }
+
+// FuzzSanitizeModel: SanitizeModel never panics on any bytes, and a
+// rewrite it returns is itself a well-formed model whose guarded divisions
+// are all it added (sanitizing it again refuses nothing).
+func FuzzSanitizeModel(f *testing.F) {
+	for _, pattern := range []string{"testdata/*.onnx", "testdata/crash/*.onnx"} {
+		files, _ := filepath.Glob(pattern)
+		for _, file := range files {
+			if b, err := os.ReadFile(file); err == nil {
+				f.Add(b)
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		safe, err := SanitizeModel(b)
+		if err != nil || safe == nil {
+			return
+		}
+		if err := CheckModelBlob(safe); err != nil {
+			t.Fatalf("rewrite is malformed: %v", err)
+		}
+		if _, err := SanitizeModel(safe); err != nil {
+			t.Fatalf("the rewrite is refused: %v", err)
+		}
+	})
+}
