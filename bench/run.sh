@@ -267,11 +267,6 @@ section_go() {
 	go test -run '^$' -bench . -benchmem -benchtime 1s ./commands ./server | grep -E '^(Benchmark|ok|FAIL)' | tee -a "$SUMMARY"
 }
 
-# The binding's cgo code needs the ORT C header shipped in its module; the
-# Makefile exports the flag, this covers running the script by hand.
-if [[ "${CGO_CFLAGS:-}" != *onnxruntime_go* ]]; then
-	export CGO_CFLAGS="${CGO_CFLAGS:-} -I$(go list -m -f '{{.Dir}}' github.com/yalue/onnxruntime_go)"
-fi
 [ -x "$SERVER" ] || { echo "$SERVER is missing: run make build" >&2; exit 1; }
 
 {
