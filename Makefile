@@ -70,6 +70,13 @@ test-go: bin/enclaveai-server
 test-redis: build models crash-models
 	$(PYTHON) -m unittest discover -s redis_tests -p 'test_*.py' -v
 
+# crash-test: the kill -9 harness of the append-only log, 50 rounds per
+# fsync policy (redis_tests/crash.py; a 6-round sample runs in make test).
+.PHONY: crash-test
+crash-test: build models
+	cd redis_tests && $(PYTHON) crash.py --rounds 50 --appendfsync everysec
+	cd redis_tests && $(PYTHON) crash.py --rounds 50 --appendfsync always
+
 # Speed against baselines measured in the same run (docs/BENCHMARKS.md).
 # Each benchmark is its own target that adds itself to `bench`; bench-core
 # is tensors vs Redis, MODELEXECUTE vs onnxruntime_go and the Go benchmarks

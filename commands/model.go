@@ -360,14 +360,27 @@ func (x *Ctx) compileModel(meta modelstore.ModelMeta, optimize bool, data []byte
 		IntraOpThreads: int(x.AI.IntraOpParallelism.Load()),
 		InterOpThreads: int(x.AI.InterOpParallelism.Load()),
 	}
+	if buf != nil {
+		data = buf.Bytes()
+	}
+	// The sealed model file of the append-only log is written while the
+	// model compiles, and is in place before the model is stored.
+	mf, err := x.startModelFile(data, meta.NoPersist)
+	if err != nil {
+		return nil, err
+	}
 	var blob *modelstore.Blob
-	var err error
 	if buf != nil {
 		blob, err = x.Models.AcquireBuffer(buf, opts, x.Keys.CheckMemory)
 	} else {
 		blob, err = x.Models.AcquireIfRoom(data, opts, x.Keys.CheckMemory)
 	}
 	if err != nil {
+		mf.abort()
+		return nil, err
+	}
+	if err := mf.finish(x, blob); err != nil {
+		blob.Release()
 		return nil, err
 	}
 	meta.Created = time.Now()

@@ -122,6 +122,7 @@ func (s *Server) Stop() {
 		}
 	})
 	s.wg.Wait()
+	s.Cmds.CloseLog()
 }
 
 func (s *Server) tick() {
@@ -280,7 +281,7 @@ func (s *Server) Start() error {
 			s.log.Error("accept loop ended", "err", err)
 		}
 	}()
-	if err := s.Cmds.LoadSnapshot(); err != nil {
+	if err := s.Cmds.LoadData(); err != nil {
 		s.Stop()
 		return err
 	}
