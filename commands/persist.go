@@ -247,7 +247,7 @@ func (l *snapshotLoader) Model(r persistence.ModelRecord, blob []byte) error {
 	opts := modelstore.SessionOptions{Optimize: r.Optimize,
 		IntraOpThreads: int(l.s.AI.IntraOpParallelism.Load()), InterOpThreads: int(l.s.AI.InterOpParallelism.Load())}
 	// Read verified the blob's digest: the blob takes it as is.
-	b, err := l.s.Models.AcquireVerified(blob, *r.BlobSHA256, opts)
+	b, err := l.s.Models.AcquireVerified(blob, *r.BlobSHA256, modelstore.Origin{Owner: r.Owner, Key: r.Key}, opts)
 	if err != nil {
 		return fmt.Errorf("model %q: %w", r.Key, err)
 	}
