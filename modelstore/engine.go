@@ -95,3 +95,10 @@ func (InProcess) Group(string) string { return "" }
 
 // Name implements Engine.
 func (InProcess) Name() string { return "onnxruntime" }
+
+// EngineError is a failure of the engine itself rather than of the model
+// or its inputs (the worker process running it died, say); Msg is the
+// error text clients get, after "ERR ".
+type EngineError struct{ Msg string }
+
+func (e *EngineError) Error() string { return e.Msg }

@@ -1,0 +1,4 @@
+package worker
+
+// installSeccomp is filled in by the system-call filter.
+func installSeccomp() error { return nil }
