@@ -344,7 +344,7 @@ func (sl *slot) start() (*proc, error) {
 	cmd := exec.Command(cfg.Exe)
 	// A minimal environment: the server's may hold secrets.
 	cmd.Env = []string{envWorker + "=1", modelstore.RuntimeLibraryEnv + "=" + cfg.Lib,
-		envMemory + "=" + strconv.FormatInt(cfg.Memory, 10), "GOTRACEBACK=single"}
+		envMemory + "=" + strconv.FormatInt(cfg.Memory, 10), "GOTRACEBACK=none"}
 	if cfg.TestHooks {
 		cmd.Env = append(cmd.Env, envTestHooks+"=1")
 	}
@@ -391,7 +391,10 @@ type proc struct {
 	cause    string // set before dead is closed
 	dead     chan struct{}
 
-	stderrTail []byte // the last bytes it wrote (crash reports)
+	// What it wrote on stderr: a crash report names the signal at its
+	// start and may run long (every goroutine's stack).
+	stderrHead []byte // the first stderrMax bytes
+	stderrTail []byte // the last stderrMax bytes
 	stderrDone chan struct{}
 }
 
@@ -440,6 +443,9 @@ func (p *proc) readStderr(r *os.File) {
 		n, err := br.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
+			if room := stderrMax - len(p.stderrHead); room > 0 {
+				p.stderrHead = append(p.stderrHead, buf[:min(n, room)]...)
+			}
 			p.stderrTail = append(p.stderrTail, buf[:n]...)
 			if len(p.stderrTail) > stderrMax {
 				p.stderrTail = append([]byte(nil), p.stderrTail[len(p.stderrTail)-stderrMax:]...)
@@ -489,24 +495,24 @@ func (p *proc) die() {
 	}
 	p.ch.c.Close()
 	p.mu.Lock()
-	cause := classify(state, p.stderrTail, p.killedAs)
+	report := append(append([]byte(nil), p.stderrHead...), p.stderrTail...)
+	cause := classify(state, report, p.killedAs)
 	p.cause = cause
 	pending := p.pending
 	p.pending = nil
-	detail := crashLine(p.stderrTail)
+	detail := crashLine(report)
 	close(p.dead)
 	p.mu.Unlock()
 
 	pool := p.slot.pool
 	pool.countDeath(cause)
-	crashed := map[*session]string{}
-	storing := 0
+	crashed := map[*session]bool{}
+	named := false // a call whose model is logged (compileOn logs stores)
 	for _, c := range pending {
 		if c.sess != nil && c.stage == "run" {
-			crashed[c.sess] = c.stage
-		} else {
-			storing++
+			crashed[c.sess] = true
 		}
+		named = named || c.sess != nil
 		c.reply <- reply{err: deathError(c.stage, cause)}
 	}
 	quarantine := isCrash(cause)
@@ -516,9 +522,9 @@ func (p *proc) die() {
 		}
 		s.logDeath(cause, "run", detail, quarantine)
 	}
-	if len(crashed) == 0 {
+	if !named {
 		pool.log.Warn("engine worker died", "group", p.slot.group, "worker", p.slot.idx, "pid", p.pid(),
-			"cause", cause, "stage", stageOf(storing), "detail", detail)
+			"cause", cause, "stage", "idle", "detail", detail)
 	}
 	p.slot.mu.Lock()
 	closed := pool.isClosed()
@@ -526,13 +532,6 @@ func (p *proc) die() {
 	if !closed {
 		go p.slot.revive()
 	}
-}
-
-func stageOf(storing int) string {
-	if storing > 0 {
-		return "store"
-	}
-	return "idle"
 }
 
 func (p *Pool) isClosed() bool {
@@ -716,7 +715,7 @@ func (s *session) compileOn(p *proc) error {
 		if errors.As(err, &ee) {
 			p.mu.Lock()
 			cause := p.cause
-			detail := crashLine(p.stderrTail)
+			detail := crashLine(p.stderrHead)
 			p.mu.Unlock()
 			s.logDeath(cause, "store", detail, false)
 		}
