@@ -102,6 +102,10 @@ class WallTest(unittest.TestCase):
             self.assertEqual(targets[0], "/dev/null")
             self.assertEqual(targets[1], "/dev/null")
             self.assertTrue(targets[2].startswith("pipe:"), targets)
+            with open("/proc/%d/status" % w) as f:
+                status = dict(line.split(":", 1) for line in f if ":" in line)
+            self.assertEqual(status["Seccomp"].strip(), "2")  # a filter (worker/seccomp.go)
+            self.assertEqual(status["NoNewPrivs"].strip(), "1")
             sockets = [t for t in targets.values() if t.startswith("socket:")]
             self.assertEqual(len(sockets), 1, targets)
             for fd, t in targets.items():
