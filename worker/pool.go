@@ -505,6 +505,12 @@ func (p *proc) die() {
 	p.mu.Unlock()
 
 	pool := p.slot.pool
+	if cause == "shutdown" {
+		for _, c := range pending {
+			c.reply <- reply{err: deathError(c.stage, cause)}
+		}
+		return
+	}
 	pool.countDeath(cause)
 	crashed := map[*session]bool{}
 	named := false // a call whose model is logged (compileOn logs stores)
