@@ -64,11 +64,27 @@ func serve() error {
 		}
 	}
 	w := &child{ch: ch, sessions: map[uint64]*modelstore.Session{}, runs: map[uint64]context.CancelFunc{},
-		hooks: os.Getenv(envTestHooks) == "1"}
+		hooks: os.Getenv(envTestHooks) == "1", done: make(chan struct{})}
+	go w.read()
+	<-w.done // the server closed the socket or is gone
+	return nil
+}
+
+// read reads and handles messages until the socket fails. Runs are
+// handled leader/follower style: the reader that receives one hands the
+// socket to a new reader goroutine and runs the model itself, so that the
+// run starts on the thread the kernel woke, with no hand-off to another.
+func (w *child) read() {
 	for {
-		msg, fds, err := ch.recv()
+		msg, fds, err := w.ch.recv()
 		if err != nil {
-			return nil // the server closed the socket or is gone
+			close(w.done)
+			return
+		}
+		if len(msg) > 0 && msg[0] == opRun {
+			go w.read()
+			w.handle(msg, fds)
+			return
 		}
 		w.handle(msg, fds)
 	}
@@ -78,6 +94,7 @@ func serve() error {
 type child struct {
 	ch    *channel
 	hooks bool
+	done  chan struct{} // closed when the socket fails
 
 	mu       sync.Mutex
 	sessions map[uint64]*modelstore.Session
@@ -99,7 +116,7 @@ func (w *child) handle(msg []byte, fds []int) {
 		w.mu.Lock()
 		w.runs[id] = cancel
 		w.mu.Unlock()
-		go w.run(ctx, id, d, fds)
+		w.run(ctx, id, d, fds) // on a reader that handed the socket on (read)
 	case opCancel:
 		w.mu.Lock()
 		cancel := w.runs[id]

@@ -493,7 +493,7 @@ func (p *proc) die() {
 	case <-p.stderrDone:
 	case <-time.After(time.Second): // a descendant holding the pipe
 	}
-	p.ch.c.Close()
+	p.ch.close()
 	p.mu.Lock()
 	report := append(append([]byte(nil), p.stderrHead...), p.stderrTail...)
 	cause := classify(state, report, p.killedAs)

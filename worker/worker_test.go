@@ -373,3 +373,25 @@ func TestSeccompDenies(t *testing.T) {
 		t.Fatalf("exec: %v %s", err, out)
 	}
 }
+
+// BenchmarkRun times one run of linear.onnx at batch 1, one at a time, in
+// a worker and in this process: the difference is the wall's cost per run
+// (the control socket's round trip), without the network front end.
+func BenchmarkRun(b *testing.B) {
+	t := &testing.T{}
+	pool := newTestPool(t, Config{})
+	in := []*modelstore.Tensor{floats([]int64{1, 4}, func(i int) float32 { return float32(i) })}
+	for _, e := range []struct {
+		name   string
+		engine modelstore.Engine
+	}{{"worker", pool}, {"in-process", modelstore.InProcess{}}} {
+		s := compile(t, e.engine, "linear.onnx")
+		b.Run(e.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := s.Run(context.Background(), in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
