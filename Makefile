@@ -8,7 +8,7 @@ PYTHON      := /usr/bin/python3
 GO          ?= go
 export ENCLAVEAI_ONNXRUNTIME_LIB := $(ORT_LIB)
 
-.PHONY: enclave build run test lint test-go test-redis deps ort models crash-models fuzz-models bench bench-readers bench-core bench-snapshot bench-huge bench-mem fuzz clean
+.PHONY: enclave build run test lint test-go test-redis deps ort models crash-models fuzz-models bench bench-readers bench-core bench-snapshot bench-huge bench-mem bench-wall fuzz clean
 
 build: bin/enclaveai-server bin/enclaveai-cli
 
@@ -105,6 +105,14 @@ bench-huge: build models
 bench: bench-readers
 bench-readers:
 	$(GO) run ./bench/readers
+
+# The engine wall (docs/ENGINE_ISOLATION.md) for the 1.3 GB model, on and
+# off in alternating runs: upload time, peak memory of server plus worker,
+# and the time to replace a killed worker (bench/wall.py; BENCH_WALL_SIZE,
+# BENCH_WALL_RUNS). Its per-run latency is in bench-core (bench/latency).
+bench: bench-wall
+bench-wall: build models
+	flock /tmp/enclaveai-bench.lock $(PYTHON) bench/wall.py
 
 bench: bench-mem
 bench-mem: build deps

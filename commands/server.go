@@ -72,7 +72,7 @@ type Stats struct {
 // NewServer builds the command layer over a fresh keyspace.
 func NewServer(opts *config.Options, log *slog.Logger) *Server {
 	s := &Server{Opts: opts, Log: log, clients: make(map[int64]*Client), started: time.Now()}
-	s.Models = modelstore.NewRegistry()
+	s.Models = modelstore.NewRegistry(nil)
 	s.AI = newAISettings()
 	s.runners.Store(modelstore.NewRunner(int(s.AI.ThreadsPerQueue.Load())))
 	// Model blobs are accounted once by the registry, however many keys
