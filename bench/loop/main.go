@@ -210,14 +210,14 @@ func run(o *options) (*report, error) {
 		}
 	}
 	if o.sections["loop"] {
-		if rep.loops, err = measureLoops(o, ea.addr, rd.addr, blob); err != nil {
+		if rep.loops, err = measureLoops(o, ea, rd, blob); err != nil {
 			return nil, fmt.Errorf("loop: %w", err)
 		}
 	}
 	if o.sections["transformer"] {
 		if _, err := os.Stat(o.transformer); err != nil {
 			rep.notes = append(rep.notes, fmt.Sprintf("transformer skipped: %v (make models)", err))
-		} else if rep.tf, err = measureTransformer(o, ea.addr); err != nil {
+		} else if rep.tf, err = measureTransformer(o, ea); err != nil {
 			return nil, fmt.Errorf("transformer: %w", err)
 		}
 	}

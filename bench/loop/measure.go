@@ -21,6 +21,9 @@ type sample struct {
 	ops  int
 	secs float64
 	lat  []time.Duration
+	// cpuPerOp is the server's CPU time per operation, recorded ones or
+	// not (0: not measured).
+	cpuPerOp time.Duration
 }
 
 func (s sample) rate() float64 { return float64(s.ops) / s.secs }
@@ -52,8 +55,9 @@ func (s sample) pct(q float64) time.Duration {
 type body func(ctx context.Context, c *redis.Conn, id int) error
 
 // runLoop runs body on `clients` connections at once for warm+dur and
-// records the iterations that started after warm and ended within dur.
-func runLoop(addr string, clients int, warm, dur time.Duration, f body) (sample, error) {
+// records the iterations that started after warm and ended within dur;
+// srv (if not nil) is the server, whose CPU time per iteration it records.
+func runLoop(addr string, srv *proc, clients int, warm, dur time.Duration, f body) (sample, error) {
 	ctx := context.Background()
 	cl := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, PoolSize: clients, MaxRetries: -1,
 		ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, ContextTimeoutEnabled: false})
@@ -66,9 +70,14 @@ func runLoop(addr string, clients int, warm, dur time.Duration, f body) (sample,
 			return sample{}, err
 		}
 	}
+	var cpu0 time.Duration
+	if srv != nil {
+		cpu0 = srv.cpu()
+	}
 	start := time.Now()
 	from, until := start.Add(warm), start.Add(warm+dur)
 	lats := make([][]time.Duration, clients)
+	counts := make([]int, clients)
 	errs := make([]error, clients)
 	var wg sync.WaitGroup
 	for i := range clients {
@@ -83,6 +92,7 @@ func runLoop(addr string, clients int, warm, dur time.Duration, f body) (sample,
 					return
 				}
 				t1 := time.Now()
+				counts[i]++
 				if t1.After(until) {
 					break
 				}
@@ -95,6 +105,13 @@ func runLoop(addr string, clients int, warm, dur time.Duration, f body) (sample,
 	}
 	wg.Wait()
 	var s sample
+	if srv != nil {
+		all := 0
+		for _, n := range counts {
+			all += n
+		}
+		s.cpuPerOp = (srv.cpu() - cpu0) / time.Duration(max(all, 1))
+	}
 	for i := range clients {
 		if errs[i] != nil {
 			return sample{}, fmt.Errorf("client %d: %w", i, errs[i])

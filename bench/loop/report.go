@@ -40,8 +40,8 @@ func (r *report) markdown() string {
 	var targets []target
 	if l := r.loops; l != nil {
 		p("\nLoop: per client AI.TENSORSET [1,784] FLOAT → AI.MODELEXECUTE mlp → AI.TENSORGET BLOB [1,10], against the floor: Redis SET 3136 B → PING → GET 40 B. ")
-		p("%d rounds of %s (after %s unrecorded) per kind and client count; loops/s is the median over rounds, x floor the median of each round's ratio to the floor run beside it, p50/p99 are over every loop of every round.\n\n", r.o.rounds, r.o.dur, r.o.warm)
-		p("| clients | kind | loops/s | x floor | p50 µs | p99 µs | p99 / floor p99 |\n|---:|---|---:|---:|---:|---:|---:|\n")
+		p("%d rounds of %s (after %s unrecorded) per kind and client count; loops/s is the median over rounds, x floor the median of each round's ratio to the floor run beside it, p50/p99 are over every loop of every round; server CPU is the CPU time the server process (Redis for the floor) used per loop, a figure that other load on the machine disturbs little.\n\n", r.o.rounds, r.o.dur, r.o.warm)
+		p("| clients | kind | loops/s | x floor | p50 µs | p99 µs | p99 / floor p99 | server CPU µs/loop |\n|---:|---|---:|---:|---:|---:|---:|---:|\n")
 		for _, c := range r.o.clients {
 			fl := merge(l.by[loopKey("floor", c)])
 			for _, k := range r.o.kinds {
@@ -52,8 +52,8 @@ func (r *report) markdown() string {
 				if k == "floor" {
 					name = "floor (Redis)"
 				}
-				p("| %d | %s | %.0f | %.2f | %.0f | %.0f | %.2f |\n", c, name, medianRate(ss), x,
-					us(m.pct(0.5)), us(m.pct(0.99)), us(m.pct(0.99))/us(fl.pct(0.99)))
+				p("| %d | %s | %.0f | %.2f | %.0f | %.0f | %.2f | %.1f |\n", c, name, medianRate(ss), x,
+					us(m.pct(0.5)), us(m.pct(0.99)), us(m.pct(0.99))/us(fl.pct(0.99)), us(medianCPU(ss)))
 			}
 		}
 		add := func(kind string, c int, goal float64) {
@@ -148,6 +148,15 @@ func (c *core) ratio(op string) float64 {
 		xs = append(xs, e[i]/r[i])
 	}
 	return median(xs)
+}
+
+// medianCPU is the median over rounds of the server's CPU per loop.
+func medianCPU(ss []sample) time.Duration {
+	xs := make([]float64, len(ss))
+	for i, s := range ss {
+		xs[i] = float64(s.cpuPerOp)
+	}
+	return time.Duration(median(xs))
 }
 
 func medianRate(ss []sample) float64 {

@@ -159,7 +159,7 @@ type loops struct {
 
 func loopKey(kind string, clients int) string { return kind + "/" + strconv.Itoa(clients) }
 
-func measureLoops(o *options, eaAddr, redisAddr string, blob []byte) (*loops, error) {
+func measureLoops(o *options, ea, rd *proc, blob []byte) (*loops, error) {
 	big := make([]byte, 4*inputLen)
 	copy(big, blob)
 	keys := func(prefix string, n int) []string {
@@ -200,12 +200,12 @@ func measureLoops(o *options, eaAddr, redisAddr string, blob []byte) (*loops, er
 		}
 	}
 	bodies := map[string]struct {
-		addr string
-		f    body
+		srv *proc
+		f   body
 	}{
-		"floor":       {redisAddr, floor},
-		"mlp":         {eaAddr, loop("mlp")},
-		"mlp-batch32": {eaAddr, loop("mlp-batch32")},
+		"floor":       {rd, floor},
+		"mlp":         {ea, loop("mlp")},
+		"mlp-batch32": {ea, loop("mlp-batch32")},
 	}
 	res := &loops{by: map[string][]sample{}}
 	for r := range o.rounds {
@@ -217,12 +217,12 @@ func measureLoops(o *options, eaAddr, redisAddr string, blob []byte) (*loops, er
 			}
 			for _, k := range order {
 				b := bodies[k]
-				s, err := runLoop(b.addr, c, o.warm, o.dur, b.f)
+				s, err := runLoop(b.srv.addr, b.srv, c, o.warm, o.dur, b.f)
 				if err != nil {
 					return nil, fmt.Errorf("%s at %d clients: %w", k, c, err)
 				}
-				fmt.Printf("   %-12s %3d clients %9.0f loops/s  p50 %7.1f us  p99 %7.1f us\n",
-					k, c, s.rate(), us(s.pct(0.5)), us(s.pct(0.99)))
+				fmt.Printf("   %-12s %3d clients %9.0f loops/s  p50 %7.1f us  p99 %7.1f us  server CPU %6.1f us/loop\n",
+					k, c, s.rate(), us(s.pct(0.5)), us(s.pct(0.99)), us(s.cpuPerOp))
 				res.by[loopKey(k, c)] = append(res.by[loopKey(k, c)], s)
 			}
 		}
@@ -237,7 +237,8 @@ type transformer struct {
 	by    map[string][]sample
 }
 
-func measureTransformer(o *options, addr string) (*transformer, error) {
+func measureTransformer(o *options, ea *proc) (*transformer, error) {
+	addr := ea.addr
 	onnx, err := os.ReadFile(o.transformer)
 	if err != nil {
 		return nil, err
@@ -298,9 +299,9 @@ func measureTransformer(o *options, addr string) (*transformer, error) {
 			case "ort-2thr":
 				s, err = timeFor(o.warm, o.dur, ort2)
 			case "server-1":
-				s, err = runLoop(addr, 1, o.warm, o.dur, loop)
+				s, err = runLoop(addr, ea, 1, o.warm, o.dur, loop)
 			case "server-8":
-				s, err = runLoop(addr, 8, o.warm, o.dur, loop)
+				s, err = runLoop(addr, ea, 8, o.warm, o.dur, loop)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", k, err)
