@@ -8,7 +8,7 @@ PYTHON      := /usr/bin/python3
 GO          ?= go
 export ENCLAVEAI_ONNXRUNTIME_LIB := $(ORT_LIB)
 
-.PHONY: enclave build run test lint test-go test-redis deps ort models crash-models fuzz-models bench bench-readers bench-core bench-snapshot bench-huge bench-mem bench-wall fuzz clean
+.PHONY: enclave build run test lint test-go test-redis deps ort models crash-models fuzz-models bench bench-readers bench-core bench-snapshot bench-huge bench-mem bench-wall bench-loop fuzz clean
 
 build: bin/enclaveai-server bin/enclaveai-cli
 
@@ -117,6 +117,17 @@ bench-wall: build models
 bench: bench-mem
 bench-mem: build deps
 	$(PYTHON) bench/tensormem.py --doc docs/BENCHMARKS.md
+
+# The inference loop (AI.TENSORSET -> AI.MODELEXECUTE -> AI.TENSORGET) at 1, 8
+# and 32 clients, plain and batched, against Redis's SET -> PING -> GET of the
+# same sizes; MODELEXECUTE latency against in-process ORT; the transformer
+# against in-process ORT; TENSORSET/TENSORGET against SET/GET. One run, about
+# two minutes; rewrites the figures of the "Inference loop" section of
+# docs/BENCHMARKS.md (bench/loop; BENCH_LOOP_ARGS adds flags, e.g. -rounds 5).
+bench: bench-loop
+bench-loop: build models
+	$(GO) build -o bin/bench-loop ./bench/loop
+	timeout 900 bin/bench-loop -doc docs/BENCHMARKS.md $(BENCH_LOOP_ARGS)
 
 # Every fuzz target for FUZZTIME each: the RESP reader, the command parsers,
 # the model checker, the snapshot loader.
