@@ -268,7 +268,7 @@ func (l *snapshotLoader) Model(r persistence.ModelRecord, blob []byte) error {
 func (s *Server) modelFromRecord(r persistence.ModelRecord, blob []byte) (*modelstore.Model, error) {
 	opts := modelstore.SessionOptions{Optimize: r.Optimize,
 		IntraOpThreads: int(s.AI.IntraOpParallelism.Load()), InterOpThreads: int(s.AI.InterOpParallelism.Load())}
-	b, err := s.Models.AcquireVerified(blob, *r.BlobSHA256, opts)
+	b, err := s.Models.AcquireVerified(blob, *r.BlobSHA256, modelstore.Origin{Owner: r.Owner, Key: r.Key}, opts)
 	if err != nil {
 		return nil, fmt.Errorf("model %q: %w", r.Key, err)
 	}

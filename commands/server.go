@@ -32,7 +32,9 @@ type Server struct {
 	AI     *AISettings
 	Log    *slog.Logger
 
-	runners atomic.Pointer[modelstore.Runner] // THREADS_PER_QUEUE limiter
+	// Queue is the CPU device's run queue; THREADS_PER_QUEUE workers
+	// serve it.
+	Queue *modelstore.RunQueue
 
 	// uploading is the payload bytes of uploads in flight (upload.go).
 	uploading atomic.Int64
@@ -72,9 +74,9 @@ type Stats struct {
 // NewServer builds the command layer over a fresh keyspace.
 func NewServer(opts *config.Options, log *slog.Logger) *Server {
 	s := &Server{Opts: opts, Log: log, clients: make(map[int64]*Client), started: time.Now()}
-	s.Models = modelstore.NewRegistry()
+	s.Models = modelstore.NewRegistry(nil)
 	s.AI = newAISettings()
-	s.runners.Store(modelstore.NewRunner(int(s.AI.ThreadsPerQueue.Load())))
+	s.Queue = modelstore.NewRunQueue(int(s.AI.ThreadsPerQueue.Load()))
 	// Model blobs are accounted once by the registry, however many keys
 	// share them: the keyspace's budget is what they leave.
 	s.Keys = modelstore.NewKeyspace(func() int64 {

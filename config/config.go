@@ -37,10 +37,24 @@ type Options struct {
 	LogLevel               atomic.Pointer[string]
 	LogFile                string
 	ONNXRuntimeLibrary     string
-	MaxModels              atomic.Int64 // 0 = unlimited
-	MaxModelSize           atomic.Int64
-	ModelDir               string
-	SealKeyFile            string
+	// EngineIsolation is where ONNX Runtime runs: "per-tenant" (default:
+	// in worker processes, each user's models in workers of their own),
+	// "shared" (in worker processes shared by all users) or "off" (in the
+	// server process itself).
+	EngineIsolation string
+	// EngineWorkers is the number of worker processes per placement group
+	// (0: one per 8 cores, at least 1 and at most 8).
+	EngineWorkers int64
+	// EngineWorkerMemory is each worker's memory limit in bytes (its
+	// RLIMIT_DATA; 0: half the machine's memory).
+	EngineWorkerMemory int64
+	// EngineStoreTimeout is how long a worker may take to create a
+	// session, in seconds.
+	EngineStoreTimeout int64
+	MaxModels          atomic.Int64 // 0 = unlimited
+	MaxModelSize       atomic.Int64
+	ModelDir           string
+	SealKeyFile        string
 	// TLS: a second listener on TLSPort (0 = none). Without cert and key
 	// files the server generates its key pair in memory at start (inside an
 	// enclave the private key then never leaves it).
@@ -86,7 +100,8 @@ func (o *Options) SlogLevel() *slog.LevelVar { return &o.slogLevel }
 // exists in Redis, and EnclaveAI's own otherwise.
 func Default() *Options {
 	o := &Options{Bind: "127.0.0.1", Dir: ".", DBFilename: "dump.aidb", SealKeyFile: "seal.key", SealPolicy: "product",
-		AppendOnly: true, AppendDirName: "appendonlydir", AOFLoadTruncated: true}
+		AppendOnly: true, AppendDirName: "appendonlydir", AOFLoadTruncated: true,
+		EngineIsolation: "per-tenant", EngineStoreTimeout: 60}
 	everysec := "everysec"
 	o.AppendFsync.Store(&everysec)
 	o.AutoAOFRewritePercentage.Store(100)
@@ -187,6 +202,41 @@ var directives = func() map[string]*directive {
 	add("logfile", false, g, s)
 	g, s = str(func(o *Options) *string { return &o.ONNXRuntimeLibrary })
 	add("onnxruntime-library", false, g, s)
+	add("engine-isolation", false, func(o *Options) string { return o.EngineIsolation }, func(o *Options, a []string) error {
+		switch v := strings.ToLower(a[0]); v {
+		case "per-tenant", "shared", "off":
+			o.EngineIsolation = v
+			return nil
+		}
+		return errors.New("argument must be one of: per-tenant, shared, off")
+	})
+	add("engine-workers", false, func(o *Options) string { return strconv.FormatInt(o.EngineWorkers, 10) },
+		func(o *Options, a []string) error {
+			n, err := strconv.ParseInt(a[0], 10, 64)
+			if err != nil || n < 0 || n > 256 {
+				return errors.New("argument must be between 0 and 256 inclusive")
+			}
+			o.EngineWorkers = n
+			return nil
+		})
+	add("engine-worker-memory", false, func(o *Options) string { return strconv.FormatInt(o.EngineWorkerMemory, 10) },
+		func(o *Options, a []string) error {
+			n, err := ParseMemory(a[0])
+			if err != nil || n < 0 || (n > 0 && n < 64<<20) {
+				return errors.New("argument must be 0 (half the machine's memory) or a memory value of at least 64mb")
+			}
+			o.EngineWorkerMemory = n
+			return nil
+		})
+	add("engine-store-timeout", false, func(o *Options) string { return strconv.FormatInt(o.EngineStoreTimeout, 10) },
+		func(o *Options, a []string) error {
+			n, err := strconv.ParseInt(a[0], 10, 64)
+			if err != nil || n < 1 || n > 86400 {
+				return errors.New("argument must be between 1 and 86400 inclusive")
+			}
+			o.EngineStoreTimeout = n
+			return nil
+		})
 	g, s = num(func(o *Options) *atomic.Int64 { return &o.MaxModels }, 0, 1<<31-1, false)
 	add("max-models", true, g, s)
 	g, s = num(func(o *Options) *atomic.Int64 { return &o.MaxModelSize }, 1, 1<<62, true)
