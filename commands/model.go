@@ -366,26 +366,44 @@ func (x *Ctx) compileModel(key string, meta modelstore.ModelMeta, optimize bool,
 		IntraOpThreads: int(x.AI.IntraOpParallelism.Load()),
 		InterOpThreads: int(x.AI.InterOpParallelism.Load()),
 	}
+	// The sealed model file of the append-only log is in place before the
+	// model is stored: written as a large upload arrived (its SHA-256 too),
+	// or else while the model compiles.
+	var stream *modelStream
+	var sum [32]byte
 	if buf != nil {
 		data = buf.Bytes()
+		stream, sum = x.streamedModelFile(buf, meta.NoPersist)
 	}
-	// The sealed model file of the append-only log is written while the
-	// model compiles, and is in place before the model is stored.
-	mf, err := x.startModelFile(data, meta.NoPersist)
-	if err != nil {
-		return nil, err
+	var mf *modelFile
+	var err error
+	if stream == nil {
+		if mf, err = x.startModelFile(data, meta.NoPersist); err != nil {
+			return nil, err
+		}
 	}
 	var blob *modelstore.Blob
-	if buf != nil {
+	switch {
+	case stream != nil:
+		blob, err = x.Models.AcquireBufferVerified(buf, sum, from, opts, x.Keys.CheckMemory)
+	case buf != nil:
 		blob, err = x.Models.AcquireBuffer(buf, from, opts, x.Keys.CheckMemory)
-	} else {
+	default:
 		blob, err = x.Models.AcquireIfRoom(data, from, opts, x.Keys.CheckMemory)
 	}
 	if err != nil {
 		mf.abort()
+		if stream != nil {
+			stream.abort()
+		}
 		return nil, err
 	}
-	if err := mf.finish(x, blob); err != nil {
+	if stream != nil {
+		err = stream.finish(sum)
+	} else {
+		err = mf.finish(x, blob)
+	}
+	if err != nil {
 		blob.Release()
 		return nil, err
 	}

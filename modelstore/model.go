@@ -168,6 +168,13 @@ func (r *Registry) AcquireBuffer(buf *ModelBuffer, from Origin, opts SessionOpti
 	return r.acquire(buf.Bytes(), buf, buf.Fingerprint(), nil, from, opts, room)
 }
 
+// AcquireBufferVerified is AcquireBuffer for a buffer whose SHA-256 the
+// caller computed as it arrived (a Tap): a new Blob takes it instead of
+// hashing the bytes again.
+func (r *Registry) AcquireBufferVerified(buf *ModelBuffer, sum [32]byte, from Origin, opts SessionOptions, room func(n int64) error) (*Blob, error) {
+	return r.acquire(buf.Bytes(), buf, buf.Fingerprint(), &sum, from, opts, room)
+}
+
 // acquire does the work of the Acquire methods; sum, if not nil, is the
 // bytes' verified SHA-256.
 func (r *Registry) acquire(data []byte, buf *ModelBuffer, fp uint64, sum *[32]byte, from Origin, opts SessionOptions, room func(n int64) error) (*Blob, error) {

@@ -81,6 +81,7 @@ func (g *ingest) sink(a SinkArg) ([]byte, error) {
 			if err != nil {
 				return nil, err
 			}
+			g.cmds.TapUpload(buf) // the log's model file is written as it fills
 			g.buf = buf
 		}
 	}
