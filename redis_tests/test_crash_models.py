@@ -129,6 +129,14 @@ class TestCrashModels(ServerTestCase):
             self.r.execute_command("AI.CONFIG", "MODEL_EXECUTION_TIMEOUT", 5000)
         self.assertTrue(self.r.ping())
 
+    def test_hunt_sample_finds_nothing(self):
+        # A fixed-seed sample of `make fuzz-models` against a server of its own.
+        out = subprocess.run([sys.executable, os.path.join(REPO, "fuzzmodels", "hunt.py"), "--seconds", "40",
+                              "--seed", "7", "--check", "--shrink", "0", "--binary", server_binary(),
+                              "--out", os.path.join(self.srv.dir, "hunt")],
+                             capture_output=True, text=True, timeout=180)
+        self.assertEqual(out.returncode, 0, out.stdout[-4000:] + out.stderr[-4000:])
+
 
 if __name__ == "__main__":
     unittest.main()
