@@ -222,7 +222,11 @@ def gen_spec(rnd, s, opset):
             vals = rand_values(rnd, et, shape)
             if const and et == TensorProto.INT64 and rnd.random() < 0.25:
                 vals = [rnd.choice([10**12, 2**40, -1, 0, 2**62]) for _ in vals]
-            inputs.append({"type": et, "shape": shape, "const": const, "values": vals})
+            # How a fed input is declared: its shape, symbolic dims (ONNX
+            # Runtime's shape inference cannot check them at store), or
+            # no shape at all.
+            decl = rnd.choice(["fixed", "fixed", "symbolic", "none"])
+            inputs.append({"type": et, "shape": shape, "const": const, "values": vals, "decl": decl})
     while inputs and inputs[-1] is None:
         inputs.pop()
     attrs = {}
@@ -259,7 +263,13 @@ def build(spec):
         if inp["const"]:
             inits.append(tensor_proto(name, inp["type"], inp["shape"], inp["values"]))
         else:
-            graph_inputs.append(helper.make_tensor_value_info(name, inp["type"], inp["shape"]))
+            decl = inp.get("decl", "fixed")
+            shape = inp["shape"]
+            if decl == "symbolic":
+                shape = ["d%d_%d" % (i, k) for k in range(len(shape))]
+            elif decl == "none":
+                shape = None
+            graph_inputs.append(helper.make_tensor_value_info(name, inp["type"], shape))
             feeds.append((name, inp["type"], inp["shape"], inp["values"]))
     outs = ["out%d" % i for i in range(spec["nout"])]
     attrs = {}
@@ -524,6 +534,8 @@ def main():
             "operators_implemented": len(implemented), "operators_tried": len(ops_tried),
             "operators_ran_ok": len(ops_ran),
             "unimplemented": sorted(n for _, n in unimplemented),
+            "operators_not_tried": sorted(set(x[0].name for x in all_schemas) - ops_tried),
+            "operators_never_ran_clean": sorted(ops_tried - ops_ran),
             "server_restarts": srv.restarts,
             "findings": sorted(buckets.values(), key=lambda b: (b["op"], b["stage"], b["signal"])),
         }

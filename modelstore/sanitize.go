@@ -457,7 +457,8 @@ var rules = []rule{
 	{"LpNormalization", "p", intIn(1, 2)},
 	{"LpNormalization", "axis", axisIn(0, 0)},                                              // hunt: SIGFPE
 	{"ai.onnx.ml:SVMRegressor ai.onnx.ml:SVMClassifier", "kernel_params", floatsLen(0, 3)}, // hunt: SIGABRT
-	{"Flatten Softmax LogSoftmax Hardmax Concat Gather GatherElements ScatterElements Split Compress CumSum ArgMax ArgMin TopK Unique", "axis", axisIn(0, 0)},
+	{"Flatten", "axis", axisIn(0, 1)},                                                      // Flatten's axis may equal the rank
+	{"Softmax LogSoftmax Hardmax Concat Gather GatherElements ScatterElements Split Compress CumSum ArgMax ArgMin TopK Unique", "axis", axisIn(0, 0)},
 	{"LpNormalization", "", noZeroDim(0)},                                                 // hunt: SIGFPE
 	{"Unique", "axis", func(c *ruleCtx, _ *gAttr) string { return noZeroDim(0)(c, nil) }}, // hunt: SIGABRT
 	{"MaxUnpool", "", sameShape(0, 1)},                                                    // hunt: SIGSEGV
