@@ -465,8 +465,10 @@ var rules = []rule{
 	{"OneHot", "", elemsOf(1, 1)},                                                         // hunt: SIGABRT
 	{"OneHot", "", elemsOf(2, 2)},                                                         // hunt: SIGABRT
 	{"ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceSumSquare", "", axesInput(1)}, // hunt: SIGABRT
-	{"ScatterND GatherND", "", indexDepth}, // hunt: SIGFPE
-	{"Einsum", "", einsumEllipsis},         // hunt: SIGSEGV
+	{"ScatterND GatherND", "", indexDepth},              // hunt: SIGFPE
+	{"Einsum", "", einsumEllipsis},                      // hunt: SIGSEGV
+	{"GatherND", "", batchDimsAgree},                    // hunt: SIGFPE
+	{"Trilu", "", constScalarBetween(1, -1<<40, 1<<40)}, // hunt: SIGSEGV (k = INT64_MIN)
 	// Resource bombs: outputs whose size is known at store.
 	{"ConstantOfShape", "", staticSize(shapeFromInput(0))},
 	{"Expand", "", staticSize(shapeFromInput(1))},
@@ -622,6 +624,37 @@ func einsumEllipsis(c *ruleCtx, _ *gAttr) string {
 		}
 	}
 	return ""
+}
+
+// batchDimsAgree: GatherND's data and indices agree on their first
+// batch_dims dimensions where both are known.
+func batchDimsAgree(c *ruleCtx, _ *gAttr) string {
+	bd := c.n.attr("batch_dims")
+	if bd == nil || bd.ref || bd.i <= 0 || bd.i >= maxRank {
+		return ""
+	}
+	for d := 0; d < int(bd.i); d++ {
+		a, b := c.dim(0, d), c.dim(1, d)
+		if a >= 0 && b >= 0 && a != b {
+			return fmt.Sprintf("batch dimension %d is %d in the data but %d in the indices", d, a, b)
+		}
+	}
+	return ""
+}
+
+// constScalarBetween: input i, where it is a known constant, lies in
+// [min, max].
+func constScalarBetween(i int, min, max int64) func(*ruleCtx, *gAttr) string {
+	return func(c *ruleCtx, _ *gAttr) string {
+		if v := c.in(i); v != nil && v.known {
+			for _, x := range v.ints {
+				if x < min || x > max {
+					return fmt.Sprintf("input %d is %d, outside [%d, %d]", i, x, min, max)
+				}
+			}
+		}
+		return ""
+	}
 }
 
 func lenExactly(n int) func(*ruleCtx, *gAttr) string {
