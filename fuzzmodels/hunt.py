@@ -492,6 +492,7 @@ def main():
     ap.add_argument("--minutes", type=float, default=0)
     ap.add_argument("--seconds", type=float, default=0)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--models", type=int, default=0, help="stop after this many models (0: no limit)")
     ap.add_argument("--out", default=os.path.join(REPO, "fuzzmodels", "out"))
     ap.add_argument("--binary", default=os.environ.get("ENCLAVEAI_SERVER") or os.path.join(REPO, "bin", "enclaveai-server"))
     ap.add_argument("--hang", type=float, default=20.0, help="seconds without a reply that make a hang")
@@ -547,7 +548,8 @@ def main():
     try:
         while time.monotonic() < deadline:
             for s, opset in rnd.sample(all_schemas, len(all_schemas)):
-                if time.monotonic() >= deadline:
+                if time.monotonic() >= deadline or (args.models and stats["models"] >= args.models):
+                    deadline = 0
                     break
                 if time.monotonic() - last_dump > 60:
                     write_summary()

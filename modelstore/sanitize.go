@@ -459,7 +459,7 @@ var rules = []rule{
 	{"ai.onnx.ml:SVMRegressor ai.onnx.ml:SVMClassifier", "kernel_params", floatsLen(0, 3)}, // hunt: SIGABRT
 	{"Flatten", "axis", axisIn(0, 1)},                                                      // Flatten's axis may equal the rank
 	{"Softmax LogSoftmax Hardmax Concat Gather GatherElements ScatterElements Split Compress CumSum ArgMax ArgMin TopK Unique", "axis", axisIn(0, 0)},
-	{"LpNormalization", "", noZeroDim(0)},                                                 // hunt: SIGFPE
+	{"LpNormalization TopK", "", noZeroDim(0)},                                            // hunt: SIGFPE
 	{"Unique", "axis", func(c *ruleCtx, _ *gAttr) string { return noZeroDim(0)(c, nil) }}, // hunt: SIGABRT
 	{"MaxUnpool", "", sameShape(0, 1)},                                                    // hunt: SIGSEGV
 	{"OneHot", "", elemsOf(1, 1)},                                                         // hunt: SIGABRT
