@@ -80,6 +80,10 @@ func errorText(err error) string {
 	if errors.As(err, &ort) {
 		return "ERR " + ort.Msg
 	}
+	var ee *modelstore.EngineError
+	if errors.As(err, &ee) {
+		return "ERR " + ee.Msg
+	}
 	slog.Error("internal error", "err", err)
 	return "ERR internal error"
 }
