@@ -2,6 +2,7 @@
 """Regression models for every crash class the hunt found (`make test`).
 
     /usr/bin/python3 fuzzmodels/regressions.py modelstore/testdata/crash
+    /usr/bin/python3 fuzzmodels/regressions.py --add "<how found>" findings-seed3.json ...
 
 Writes one model per class to OUTDIR (<name>.onnx) and OUTDIR/index.json:
 {name: {"expect": "refused" | "guarded" | "clean", "stage": "store" | "run",
@@ -189,7 +190,30 @@ def json_number(x):
     return x
 
 
+def add_findings(paths, source):
+    """Appends the findings of hunt runs to crashes.json, one per class
+    (operator, stage, signal) not recorded yet."""
+    path = os.path.join(HERE, "crashes.json")
+    crashes = json.load(open(path)) if os.path.exists(path) else []
+    names = {c["name"] for c in crashes}
+    for p in paths:
+        for f in json.load(open(p))["findings"]:
+            name = "hunt_%s_%s_%s" % (f["op"].lower(), f["stage"], f["signal"].lower().replace(":", "_"))
+            if name in names:
+                continue
+            names.add(name)
+            crashes.append({"name": name, "op": f["op"], "stage": f["stage"], "signal": f["signal"],
+                            "expect": "guarded" if f["op"] in ("Div", "Mod") else "refused",
+                            "found": source, "spec": f["spec"]})
+            print("recorded", name)
+    with open(path, "w") as out:
+        json.dump(crashes, out, indent=1)
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--add":
+        add_findings(sys.argv[3:], sys.argv[2])
+        return
     outdir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "modelstore", "testdata", "crash")
     os.makedirs(outdir, exist_ok=True)
     index = {}
