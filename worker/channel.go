@@ -24,8 +24,6 @@ import (
 type channel struct {
 	fd   int
 	file *os.File // owns fd
-	buf  []byte   // the reader's
-	oob  []byte
 	// mu keeps close from reusing fd's number under a send in flight.
 	mu     sync.RWMutex
 	closed bool
@@ -37,7 +35,7 @@ func newChannel(f *os.File) (*channel, error) {
 		f.Close()
 		return nil, err
 	}
-	return &channel{fd: fd, file: f, buf: make([]byte, maxMessage), oob: make([]byte, syscall.CmsgSpace(4*4))}, nil
+	return &channel{fd: fd, file: f}, nil
 }
 
 // close closes the socket once no send is in flight; later sends fail.
@@ -81,19 +79,27 @@ func (ch *channel) send(msg []byte, fds ...int) error {
 	}
 }
 
-// recv reads one message: a fresh copy of its bytes and the descriptors
-// that came with it (now the caller's to close).
-func (ch *channel) recv() ([]byte, []int, error) {
-	n, oobn, flags, _, err := unix.Recvmsg(ch.fd, ch.buf, ch.oob, unix.MSG_CMSG_CLOEXEC)
+// recvBuf is one reader's buffers: several goroutines may read a channel
+// at once (the worker's), each with its own.
+type recvBuf struct{ buf, oob []byte }
+
+func newRecvBuf() *recvBuf {
+	return &recvBuf{buf: make([]byte, maxMessage), oob: make([]byte, syscall.CmsgSpace(4*4))}
+}
+
+// recv reads one message into rb: a fresh copy of its bytes and the
+// descriptors that came with it (now the caller's to close).
+func (ch *channel) recv(rb *recvBuf) ([]byte, []int, error) {
+	n, oobn, flags, _, err := unix.Recvmsg(ch.fd, rb.buf, rb.oob, unix.MSG_CMSG_CLOEXEC)
 	for err == unix.EINTR {
-		n, oobn, flags, _, err = unix.Recvmsg(ch.fd, ch.buf, ch.oob, unix.MSG_CMSG_CLOEXEC)
+		n, oobn, flags, _, err = unix.Recvmsg(ch.fd, rb.buf, rb.oob, unix.MSG_CMSG_CLOEXEC)
 	}
 	if err != nil {
 		return nil, nil, err
 	}
 	var fds []int
 	if oobn > 0 {
-		msgs, err := syscall.ParseSocketControlMessage(ch.oob[:oobn])
+		msgs, err := syscall.ParseSocketControlMessage(rb.oob[:oobn])
 		if err == nil {
 			for _, m := range msgs {
 				if r, err := syscall.ParseUnixRights(&m); err == nil {
@@ -110,7 +116,7 @@ func (ch *channel) recv() ([]byte, []int, error) {
 		closeAll(fds)
 		return nil, nil, errClosed
 	}
-	return append([]byte(nil), ch.buf[:n]...), fds, nil
+	return append([]byte(nil), rb.buf[:n]...), fds, nil
 }
 
 var errClosed = fmt.Errorf("worker: control socket closed")

@@ -78,9 +78,10 @@ func serve() error {
 // other waits starts one. Readers beyond maxIdleReaders waiting at once
 // end instead of waiting too: each message wakes every waiting thread.
 func (w *child) read() {
+	rb := newRecvBuf()
 	for {
 		w.idle.Add(1)
-		msg, fds, err := w.ch.recv()
+		msg, fds, err := w.ch.recv(rb)
 		waiting := w.idle.Add(-1)
 		if err != nil {
 			w.stop.Do(func() { close(w.done) })

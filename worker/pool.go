@@ -462,8 +462,9 @@ func (p *proc) readStderr(r *os.File) {
 }
 
 func (p *proc) readLoop() {
+	rb := newRecvBuf()
 	for {
-		msg, fds, err := p.ch.recv()
+		msg, fds, err := p.ch.recv(rb)
 		if err != nil {
 			p.die()
 			return
