@@ -124,6 +124,7 @@ func (s *Server) Stop() {
 		}
 	})
 	s.wg.Wait()
+	s.Cmds.CloseLog()
 	if s.pool != nil {
 		s.pool.Close()
 	}
@@ -284,7 +285,7 @@ func (s *Server) Start() error {
 			s.log.Error("accept loop ended", "err", err)
 		}
 	}()
-	if err := s.Cmds.LoadSnapshot(); err != nil {
+	if err := s.Cmds.LoadData(); err != nil {
 		s.Stop()
 		return err
 	}
