@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -180,7 +181,9 @@ func (p *Pool) Compile(src modelstore.ModelSource, opts modelstore.SessionOption
 	src.Buf.Ref()
 	pr, err := sl.proc()
 	if err == nil {
+		s.mu.Lock() // compileOn's rule; no one else has s yet
 		err = s.compileOn(pr)
+		s.mu.Unlock()
 	}
 	if err != nil {
 		src.Buf.Unref()
@@ -459,8 +462,9 @@ func (p *proc) readStderr(r *os.File) {
 }
 
 func (p *proc) readLoop() {
+	rb := newRecvBuf()
 	for {
-		msg, fds, err := p.ch.recv()
+		msg, fds, err := p.ch.recv(rb)
 		if err != nil {
 			p.die()
 			return
@@ -480,6 +484,10 @@ func (p *proc) readLoop() {
 			continue
 		}
 		c.reply <- reply{msg: d.b, fds: fds}
+		// The caller is now runnable on this P: let it run here before
+		// this goroutine blocks in recvmsg again, which would hold the P
+		// in a system call until another thread steals the caller.
+		runtime.Gosched()
 	}
 }
 
@@ -519,14 +527,18 @@ func (p *proc) die() {
 			crashed[c.sess] = true
 		}
 		named = named || c.sess != nil
-		c.reply <- reply{err: deathError(c.stage, cause)}
 	}
+	// Quarantined before the failed runs are answered: a client that
+	// retries at once is refused.
 	quarantine := isCrash(cause)
 	for s := range crashed {
 		if quarantine {
 			s.quarantine(cause)
 		}
-		s.logDeath(cause, "run", detail, quarantine)
+		s.logDeath(cause, "run", detail, quarantine, false)
+	}
+	for _, c := range pending {
+		c.reply <- reply{err: deathError(c.stage, cause)}
 	}
 	if !named {
 		pool.log.Warn("engine worker died", "group", p.slot.group, "worker", p.slot.idx, "pid", p.pid(),
@@ -692,7 +704,7 @@ type session struct {
 	quarantined atomic.Pointer[modelstore.EngineError]
 }
 
-// compileOn creates the session in worker p.
+// compileOn creates the session in worker p; s.mu is held.
 func (s *session) compileOn(p *proc) error {
 	e := &enc{}
 	e.head(opCompile, 0)
@@ -723,7 +735,7 @@ func (s *session) compileOn(p *proc) error {
 			cause := p.cause
 			detail := crashLine(p.stderrHead)
 			p.mu.Unlock()
-			s.logDeath(cause, "store", detail, false)
+			s.logDeath(cause, "store", detail, false, true)
 		}
 		return err
 	}
@@ -765,16 +777,39 @@ func (s *session) quarantine(cause string) {
 }
 
 // logDeath logs a worker death that a model of this session was in
-// flight for; the digest is computed here when it was not known.
-func (s *session) logDeath(cause, stage, detail string, quarantined bool) {
-	sum := s.sum
-	if sum == "" {
-		h := sha256.Sum256(s.buf.Bytes())
-		sum = hex.EncodeToString(h[:])
+// flight for. When the digest is not known it is computed first, in the
+// background (a second a GB), holding a reference to the bytes; a session
+// closed meanwhile is logged without it. locked says whether the caller
+// holds s.mu.
+func (s *session) logDeath(cause, stage, detail string, quarantined, locked bool) {
+	log := func(sum string) {
+		s.slot.pool.log.Warn("engine worker died", "key", s.origin.Key, "sha256", sum, "owner", s.origin.Owner,
+			"cause", cause, "stage", stage, "quarantined", quarantined, "group", s.slot.group,
+			"worker", s.slot.idx, "detail", detail)
 	}
-	s.slot.pool.log.Warn("engine worker died", "key", s.origin.Key, "sha256", sum, "owner", s.origin.Owner,
-		"cause", cause, "stage", stage, "quarantined", quarantined, "group", s.slot.group,
-		"worker", s.slot.idx, "detail", detail)
+	if s.sum != "" {
+		log(s.sum)
+		return
+	}
+	if !locked {
+		s.mu.Lock()
+	}
+	open := !s.closed
+	if open {
+		s.buf.Ref() // Close drops the session's only after closed is set
+	}
+	if !locked {
+		s.mu.Unlock()
+	}
+	if !open {
+		log("")
+		return
+	}
+	go func() {
+		defer s.buf.Unref()
+		h := sha256.Sum256(s.buf.Bytes())
+		log(hex.EncodeToString(h[:]))
+	}()
 }
 
 // Inputs implements modelstore.EngineSession.

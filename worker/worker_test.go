@@ -169,6 +169,48 @@ func TestWorkerRunsLikeInProcess(t *testing.T) {
 	}
 }
 
+// TestConcurrentRuns: many runs in flight at once on one worker each get
+// their own answer (the worker reads the socket from several threads).
+func TestConcurrentRuns(t *testing.T) {
+	pool := newTestPool(t, Config{})
+	remote := compile(t, pool, "linear.onnx")
+	local := compile(t, modelstore.InProcess{}, "linear.onnx")
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				rows := int64(1 + (g+i)%5)
+				if i%10 == 0 {
+					rows = 8000 // above inlineMax: a memfd each way
+				}
+				in := []*modelstore.Tensor{floats([]int64{rows, 4}, func(k int) float32 { return float32(g*1000 + i + k) })}
+				want, err := local.Run(context.Background(), in)
+				if err != nil {
+					errs <- err
+					return
+				}
+				got, err := remote.Run(context.Background(), in)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if !bytes.Equal(got[0].Data, want[0].Data) {
+					errs <- fmt.Errorf("goroutine %d run %d: wrong output", g, i)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
 // TestWorkerErrorsKeepTheirIdentity: errors from the worker read as the
 // in-process ones do (text and sentinel).
 func TestWorkerErrorsKeepTheirIdentity(t *testing.T) {
