@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -22,8 +23,8 @@ type sample struct {
 	secs float64
 	lat  []time.Duration
 	// cpuPerOp is the server's CPU time per operation, recorded ones or
-	// not (0: not measured).
-	cpuPerOp time.Duration
+	// not (0: not measured); clientPerOp is this process's (the clients').
+	cpuPerOp, clientPerOp time.Duration
 }
 
 func (s sample) rate() float64 { return float64(s.ops) / s.secs }
@@ -74,6 +75,7 @@ func runLoop(addr string, srv *proc, clients int, warm, dur time.Duration, f bod
 	if srv != nil {
 		cpu0 = srv.cpu()
 	}
+	self0 := cpuOf(os.Getpid())
 	start := time.Now()
 	from, until := start.Add(warm), start.Add(warm+dur)
 	lats := make([][]time.Duration, clients)
@@ -111,6 +113,7 @@ func runLoop(addr string, srv *proc, clients int, warm, dur time.Duration, f bod
 			all += n
 		}
 		s.cpuPerOp = (srv.cpu() - cpu0) / time.Duration(max(all, 1))
+		s.clientPerOp = (cpuOf(os.Getpid()) - self0) / time.Duration(max(all, 1))
 	}
 	for i := range clients {
 		if errs[i] != nil {

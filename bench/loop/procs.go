@@ -111,8 +111,11 @@ func freePort() (int, error) {
 // cpu is the CPU time the process's threads have used so far (the sum of
 // /proc/PID/task/*/schedstat's first field, in nanoseconds): what a loop
 // cost the server, whatever else the machine runs meanwhile.
-func (p *proc) cpu() time.Duration {
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", p.cmd.Process.Pid))
+func (p *proc) cpu() time.Duration { return cpuOf(p.cmd.Process.Pid) }
+
+// cpuOf is the CPU time of process pid's threads so far.
+func cpuOf(pid int) time.Duration {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
 	var total int64
 	for _, t := range tasks {
 		b, err := os.ReadFile(t)

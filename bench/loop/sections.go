@@ -221,8 +221,8 @@ func measureLoops(o *options, ea, rd *proc, blob []byte) (*loops, error) {
 				if err != nil {
 					return nil, fmt.Errorf("%s at %d clients: %w", k, c, err)
 				}
-				fmt.Printf("   %-12s %3d clients %9.0f loops/s  p50 %7.1f us  p99 %7.1f us  server CPU %6.1f us/loop\n",
-					k, c, s.rate(), us(s.pct(0.5)), us(s.pct(0.99)), us(s.cpuPerOp))
+				fmt.Printf("   %-12s %3d clients %9.0f loops/s  p50 %7.1f us  p99 %7.1f us  CPU us/loop: server %6.1f, clients %6.1f\n",
+					k, c, s.rate(), us(s.pct(0.5)), us(s.pct(0.99)), us(s.cpuPerOp), us(s.clientPerOp))
 				res.by[loopKey(k, c)] = append(res.by[loopKey(k, c)], s)
 			}
 		}
