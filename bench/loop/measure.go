@@ -126,12 +126,15 @@ func runLoop(addr string, srv *proc, clients int, warm, dur time.Duration, f bod
 	return s, nil
 }
 
-// timeCalls runs f n times back to back, one at a time, and records each
-// call's latency; secs is their total time.
-func timeCalls(n int, f func() error) (sample, error) {
+// timeCalls runs f n times, one at a time, after pause (untimed, if not
+// nil), and records each call's latency; secs is their total time.
+func timeCalls(n int, pause func(), f func() error) (sample, error) {
 	s := sample{lat: make([]time.Duration, 0, n)}
 	t := time.Now()
 	for range n {
+		if pause != nil {
+			pause()
+		}
 		t0 := time.Now()
 		if err := f(); err != nil {
 			return sample{}, err

@@ -79,7 +79,7 @@ func (r *report) markdown() string {
 		}
 	}
 	if l := r.lat; l != nil {
-		p("\nLatency, one connection, one call at a time (%d calls of each kind in 4 alternating blocks): ort is the model run in the benchmark's own process through onnxruntime_go (ORT's default options: all optimizations, a spinning pool of one thread per core; ort-1thr: 1 intra-op thread), tensors allocated once.\n\n", r.o.latencyN)
+		p("\nLatency, one connection, one call at a time (%d calls of each kind in 4 alternating blocks): ort is the model run in the benchmark's own process through onnxruntime_go (ORT's default options: all optimizations, a spinning pool of one thread per core; ort-1thr: 1 intra-op thread; ort-1thr-idle: the same, each call after an untimed 100 µs sleep, as a server's thread runs a model after waiting for the network), tensors allocated once.\n\n", r.o.latencyN)
 		p("| kind | p50 µs | p99 µs |\n|---|---:|---:|\n")
 		for _, k := range l.kinds {
 			s := l.by[k]
