@@ -275,7 +275,7 @@ func (c *modelStoreCmd) Run(x *Ctx) error {
 	}
 	meta := c.meta
 	meta.Owner = x.stamp()
-	m, err := x.compileModel(meta, c.optimize, data, buf)
+	m, err := x.compileModel(c.key, meta, c.optimize, data, buf)
 	if err != nil {
 		return err
 	}
@@ -366,21 +366,36 @@ func readModelFile(dir, path string, max int64) ([]byte, error) {
 
 // compileModel makes a Model from bytes through the shared blob registry,
 // which compiles only bytes it has not seen, after checking that they fit
-// in maxmemory (bytes it already holds add nothing).
-func (x *Ctx) compileModel(meta modelstore.ModelMeta, optimize bool, data []byte, buf *modelstore.ModelBuffer) (*modelstore.Model, error) {
+// in maxmemory (bytes it already holds add nothing). key names the model
+// in the engine's logs.
+func (x *Ctx) compileModel(key string, meta modelstore.ModelMeta, optimize bool, data []byte, buf *modelstore.ModelBuffer) (*modelstore.Model, error) {
+	from := modelstore.Origin{Owner: meta.Owner, Key: key}
 	opts := modelstore.SessionOptions{
 		Optimize:       optimize,
 		IntraOpThreads: int(x.AI.IntraOpParallelism.Load()),
 		InterOpThreads: int(x.AI.InterOpParallelism.Load()),
 	}
-	var blob *modelstore.Blob
-	var err error
 	if buf != nil {
-		blob, err = x.Models.AcquireBuffer(buf, opts, x.Keys.CheckMemory)
+		data = buf.Bytes()
+	}
+	// The sealed model file of the append-only log is written while the
+	// model compiles, and is in place before the model is stored.
+	mf, err := x.startModelFile(data, meta.NoPersist)
+	if err != nil {
+		return nil, err
+	}
+	var blob *modelstore.Blob
+	if buf != nil {
+		blob, err = x.Models.AcquireBuffer(buf, from, opts, x.Keys.CheckMemory)
 	} else {
-		blob, err = x.Models.AcquireIfRoom(data, opts, x.Keys.CheckMemory)
+		blob, err = x.Models.AcquireIfRoom(data, from, opts, x.Keys.CheckMemory)
 	}
 	if err != nil {
+		mf.abort()
+		return nil, err
+	}
+	if err := mf.finish(x, blob); err != nil {
+		blob.Release()
 		return nil, err
 	}
 	meta.Created = time.Now()

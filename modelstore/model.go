@@ -11,21 +11,22 @@ import (
 	"time"
 )
 
-// Blob is a model's bytes with the ONNX Runtime session compiled from
-// them. Keys whose model bytes and session options are identical share one
-// Blob: the bytes are held once and the session is created once.
+// Blob is a model's bytes with the session an Engine compiled from them.
+// Keys whose model bytes, session options and placement group are identical
+// share one Blob: the bytes are held once and the session is created once.
 type Blob struct {
 	Data    []byte
 	Opts    SessionOptions
-	Session *Session
+	Session EngineSession
 	// Weights says whether the session reads the large initializers in
 	// Data (SharedBytes of them) or holds its own copy.
 	Weights     WeightsMode
 	SharedBytes int64
 
-	buf *ModelBuffer // Data's memory, when the model came in through one
-	fp  uint64       // Fingerprint(Data)
-	sha digest
+	buf   *ModelBuffer // Data's memory, when the model came in through one
+	fp    uint64       // Fingerprint(Data)
+	group string       // the Engine's placement group
+	sha   digest
 
 	reg  *Registry
 	refs int // guarded by reg.mu: stored models plus runs in flight
@@ -83,9 +84,10 @@ func (b *Blob) SHA256Hex() string {
 // blobKey indexes blobs; blobs with equal keys may still differ (the
 // fingerprint is 64 bits) and are told apart by their bytes.
 type blobKey struct {
-	fp   uint64
-	size int
-	opts SessionOptions
+	fp    uint64
+	size  int
+	opts  SessionOptions
+	group string // Engine.Group of the owner
 }
 
 // Registry deduplicates model blobs and reference-counts their sessions.
@@ -96,13 +98,33 @@ type Registry struct {
 	blobs map[blobKey][]*Blob
 	gen   uint64 // guarded by mu: counts the blobs added, for acquire
 	bytes atomic.Int64
-	// compile creates sessions; tests may replace it.
-	compile func(data []byte, buf *ModelBuffer, opts SessionOptions) (*Session, error)
+	// engine compiles sessions; set before the first Acquire.
+	engine Engine
 }
 
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry {
-	return &Registry{blobs: make(map[blobKey][]*Blob), compile: NewSharedSession}
+// NewRegistry returns an empty registry whose models are compiled by
+// engine (InProcess when nil).
+func NewRegistry(engine Engine) *Registry {
+	if engine == nil {
+		engine = InProcess{}
+	}
+	return &Registry{blobs: make(map[blobKey][]*Blob), engine: engine}
+}
+
+// SetEngine replaces the engine; only before the first model is acquired
+// (the server picks one at start, from its configuration).
+func (r *Registry) SetEngine(e Engine) { r.engine = e }
+
+// Engine is the engine that compiles the registry's models.
+func (r *Registry) Engine() Engine { return r.engine }
+
+// BufferEngine is implemented by engines that need every model in a
+// shareable ModelBuffer (a worker process maps it): the Registry copies
+// bytes that arrive in Go memory (a snapshot, a model file) into one
+// before compiling, and keeps only that copy.
+type BufferEngine interface {
+	Engine
+	NeedsBuffer() bool
 }
 
 // Bytes is the memory held by distinct model blobs.
@@ -126,29 +148,30 @@ func (r *Registry) Len() int {
 // only when no identical blob is registered, since sharing one adds
 // nothing. Compilation runs without the registry lock: two clients storing
 // the same new model at once may both compile, and the second session is
-// dropped.
-func (r *Registry) AcquireIfRoom(data []byte, opts SessionOptions, room func(n int64) error) (*Blob, error) {
-	return r.acquire(data, nil, Fingerprint(data), nil, opts, room)
+// dropped. from names who stores it: the owner's placement group
+// (Engine.Group) is part of what makes two blobs identical.
+func (r *Registry) AcquireIfRoom(data []byte, from Origin, opts SessionOptions, room func(n int64) error) (*Blob, error) {
+	return r.acquire(data, nil, Fingerprint(data), nil, from, opts, room)
 }
 
 // AcquireVerified is AcquireIfRoom, without a memory check, for bytes whose
 // SHA-256 the caller has already verified (a snapshot's blob): a new Blob
 // takes that digest instead of hashing the bytes again.
-func (r *Registry) AcquireVerified(data []byte, sum [32]byte, opts SessionOptions) (*Blob, error) {
-	return r.acquire(data, nil, Fingerprint(data), &sum, opts, nil)
+func (r *Registry) AcquireVerified(data []byte, sum [32]byte, from Origin, opts SessionOptions) (*Blob, error) {
+	return r.acquire(data, nil, Fingerprint(data), &sum, from, opts, nil)
 }
 
 // AcquireBuffer is AcquireIfRoom for a model in a ModelBuffer, using the
 // fingerprint computed while it filled. A new Blob (and its session) take
 // references to buf; the caller keeps its own, to drop when done.
-func (r *Registry) AcquireBuffer(buf *ModelBuffer, opts SessionOptions, room func(n int64) error) (*Blob, error) {
-	return r.acquire(buf.Bytes(), buf, buf.Fingerprint(), nil, opts, room)
+func (r *Registry) AcquireBuffer(buf *ModelBuffer, from Origin, opts SessionOptions, room func(n int64) error) (*Blob, error) {
+	return r.acquire(buf.Bytes(), buf, buf.Fingerprint(), nil, from, opts, room)
 }
 
 // acquire does the work of the Acquire methods; sum, if not nil, is the
 // bytes' verified SHA-256.
-func (r *Registry) acquire(data []byte, buf *ModelBuffer, fp uint64, sum *[32]byte, opts SessionOptions, room func(n int64) error) (*Blob, error) {
-	k := blobKey{fp, len(data), opts}
+func (r *Registry) acquire(data []byte, buf *ModelBuffer, fp uint64, sum *[32]byte, from Origin, opts SessionOptions, room func(n int64) error) (*Blob, error) {
+	k := blobKey{fp, len(data), opts, r.engine.Group(from.Owner)}
 	if b, _ := r.find(k, data); b != nil {
 		return b, nil
 	}
@@ -160,7 +183,19 @@ func (r *Registry) acquire(data []byte, buf *ModelBuffer, fp uint64, sum *[32]by
 	if err := CheckModelBlob(data); err != nil {
 		return nil, err
 	}
-	sess, err := r.compile(data, buf, opts)
+	if be, ok := r.engine.(BufferEngine); ok && be.NeedsBuffer() && (buf == nil || !buf.Shareable()) {
+		copied, err := CopyToBuffer(data)
+		if err != nil {
+			return nil, err
+		}
+		defer copied.Unref() // the Blob and session take their own
+		data, buf = copied.Bytes(), copied
+	}
+	src := ModelSource{Data: data, Buf: buf, Origin: from}
+	if sum != nil {
+		src.SHA256 = hex.EncodeToString(sum[:])
+	}
+	sess, err := r.engine.Compile(src, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +210,7 @@ func (r *Registry) acquire(data []byte, buf *ModelBuffer, fp uint64, sum *[32]by
 			r.mu.Unlock()
 			continue // a blob was added since find looked: it may be this one
 		}
-		b = &Blob{Data: data, Opts: opts, Session: sess, reg: r, refs: 1, buf: buf, fp: fp}
+		b = &Blob{Data: data, Opts: opts, Session: sess, reg: r, refs: 1, buf: buf, fp: fp, group: k.group}
 		b.sha.done = make(chan struct{})
 		b.Weights, b.SharedBytes = sess.Weights()
 		if buf != nil {
@@ -216,13 +251,22 @@ func (r *Registry) find(k blobKey, data []byte) (*Blob, uint64) {
 	r.mu.Unlock()
 	var found *Blob
 	for _, b := range cands {
-		if found == nil && bytes.Equal(b.Data, data) {
+		if found == nil && b.Quarantined() == nil && bytes.Equal(b.Data, data) {
 			found = b
 		} else {
 			b.Release()
 		}
 	}
 	return found, gen
+}
+
+// Quarantined returns the error runs of a model that crashed its engine
+// get (the session implements Quarantiner), or nil.
+func (b *Blob) Quarantined() error {
+	if q, ok := b.Session.(Quarantiner); ok {
+		return q.Quarantined()
+	}
+	return nil
 }
 
 // Retain adds a reference (a run in flight, a second model).
@@ -239,7 +283,7 @@ func (b *Blob) Release() {
 	b.refs--
 	last := b.refs == 0
 	if last {
-		k := blobKey{b.fp, len(b.Data), b.Opts}
+		k := blobKey{b.fp, len(b.Data), b.Opts, b.group}
 		bs := slices.DeleteFunc(r.blobs[k], func(x *Blob) bool { return x == b })
 		if len(bs) == 0 {
 			delete(r.blobs, k)

@@ -395,6 +395,16 @@ func newSession(model []byte, opts SessionOptions, share *sharePlan, buf *ModelB
 		}
 		graph = share.graph
 	}
+	// The sanitizer refuses models that crash ONNX Runtime and guards
+	// integer division (sanitize.go); it reads the graph ORT will load.
+	if safe, err := sanitizeChecked(graph); err != nil {
+		if s.shared != nil {
+			s.shared.release()
+		}
+		return nil, err
+	} else if safe != nil {
+		graph = safe
+	}
 	// The binding only fails here when ORT does: it was initialized and
 	// the model is not empty (both checked above).
 	s.sess, err = ort.NewDynamicAdvancedSessionWithONNXData(graph, inNames, outNames, o)

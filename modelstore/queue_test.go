@@ -12,7 +12,7 @@ import (
 func queueModel(t *testing.T, name string, meta ModelMeta) *Model {
 	t.Helper()
 	requireRuntime(t)
-	b, err := NewRegistry().AcquireIfRoom(readModel(t, name), SessionOptions{Optimize: true}, nil)
+	b, err := NewRegistry(nil).AcquireIfRoom(readModel(t, name), Origin{}, SessionOptions{Optimize: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
