@@ -64,7 +64,7 @@ type options struct {
 	clients                                           []int
 	kinds                                             []string
 	aiconfig                                          [][2]string
-	serverEnv                                         []string
+	serverEnv, serverArgs                             []string
 	rounds                                            int
 	warm, dur                                         time.Duration
 	sections                                          map[string]bool
@@ -73,7 +73,7 @@ type options struct {
 
 func main() {
 	var o options
-	var clients, sections, kinds, aiconfig, serverEnv string
+	var clients, sections, kinds, aiconfig, serverEnv, serverArgs string
 	flag.StringVar(&o.server, "server", "bin/enclaveai-server", "EnclaveAI server binary")
 	flag.StringVar(&o.redisServer, "redis-server", "redis-server", "Redis server binary (the floor)")
 	flag.StringVar(&o.model, "model", "redis_tests/models/mlp.onnx", "ONNX model: one FLOAT [N,784] input, one [N,10] output")
@@ -84,6 +84,7 @@ func main() {
 	flag.StringVar(&kinds, "kinds", strings.Join(loopKinds, ","), "kinds of loop to run (for profiling one)")
 	flag.StringVar(&aiconfig, "aiconfig", "", "AI.CONFIG settings for the EnclaveAI server, NAME=VALUE,... (e.g. THREADS_PER_QUEUE=1)")
 	flag.StringVar(&serverEnv, "server-env", "", "environment of the EnclaveAI server, NAME=VALUE,... (e.g. GOMAXPROCS=1)")
+	flag.StringVar(&serverArgs, "server-args", "", "more arguments of the EnclaveAI server, space-separated (e.g. \"--engine-isolation off\")")
 	flag.StringVar(&sections, "sections", "latency,loop,transformer,core", "what to measure")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds (each measures every kind once per client count)")
 	flag.DurationVar(&o.warm, "warm", 500*time.Millisecond, "unrecorded start of each loop run")
@@ -114,6 +115,7 @@ func main() {
 			o.aiconfig = append(o.aiconfig, [2]string{name, value})
 		}
 	}
+	o.serverArgs = strings.Fields(serverArgs)
 	if serverEnv != "" {
 		o.serverEnv = strings.Split(serverEnv, ",")
 	}
@@ -183,7 +185,7 @@ func run(o *options) (*report, error) {
 		return nil, err
 	}
 
-	ea, err := startProc("enclaveai-server", o.server, o.serverEnv)
+	ea, err := startProc("enclaveai-server", o.server, o.serverEnv, o.serverArgs...)
 	if err != nil {
 		return nil, err
 	}
