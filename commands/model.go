@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/enclaveai/enclaveai/config"
 	"github.com/enclaveai/enclaveai/modelstore"
 )
 
@@ -67,14 +68,22 @@ type AISettings struct {
 	BackendsPath          atomic.Pointer[string]
 }
 
-func newAISettings() *AISettings {
+// newAISettings starts from the configuration's threads-per-queue,
+// intra-op-parallelism and inter-op-parallelism.
+func newAISettings(opts *config.Options) *AISettings {
 	s := &AISettings{}
 	s.ModelChunkSize.Store(511 << 20)
 	s.ModelExecutionTimeout.Store(5000)
-	// One worker per CPU, each running its model on one thread
+	// By default one worker per CPU, each running its model on one thread
 	// (modelstore.SessionOptions): RedisAI's default is 1 worker whose
 	// runs spread over every core through ORT's spinning pool.
-	s.ThreadsPerQueue.Store(int64(runtime.GOMAXPROCS(0)))
+	workers := opts.ThreadsPerQueue.Load()
+	if workers == 0 {
+		workers = int64(runtime.GOMAXPROCS(0))
+	}
+	s.ThreadsPerQueue.Store(workers)
+	s.IntraOpParallelism.Store(opts.IntraOpParallelism.Load())
+	s.InterOpParallelism.Store(opts.InterOpParallelism.Load())
 	p := "/usr/lib/enclaveai/backends"
 	s.BackendsPath.Store(&p)
 	return s

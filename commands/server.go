@@ -75,7 +75,7 @@ type Stats struct {
 func NewServer(opts *config.Options, log *slog.Logger) *Server {
 	s := &Server{Opts: opts, Log: log, clients: make(map[int64]*Client), started: time.Now()}
 	s.Models = modelstore.NewRegistry(nil)
-	s.AI = newAISettings()
+	s.AI = newAISettings(opts)
 	s.Queue = modelstore.NewRunQueue(int(s.AI.ThreadsPerQueue.Load()))
 	// Model blobs are accounted once by the registry, however many keys
 	// share them: the keyspace's budget is what they leave.

@@ -54,6 +54,13 @@ type Options struct {
 	EngineStoreTimeout int64
 	MaxModels          atomic.Int64 // 0 = unlimited
 	MaxModelSize       atomic.Int64
+	// The run queue's workers and the sessions' thread counts at start
+	// (RedisAI's load-time THREADS_PER_QUEUE, INTRA_OP_PARALLELISM and
+	// INTER_OP_PARALLELISM; AI.CONFIG changes them later). 0 means the
+	// default: a worker per CPU, one thread per run, no inter-op pool.
+	ThreadsPerQueue    atomic.Int64
+	IntraOpParallelism atomic.Int64
+	InterOpParallelism atomic.Int64
 	ModelDir           string
 	SealKeyFile        string
 	// TLS: a second listener on TLSPort (0 = none). Without cert and key
@@ -242,6 +249,12 @@ var directives = func() map[string]*directive {
 	add("max-models", true, g, s)
 	g, s = num(func(o *Options) *atomic.Int64 { return &o.MaxModelSize }, 1, 1<<62, true)
 	add("max-model-size", true, g, s)
+	g, s = num(func(o *Options) *atomic.Int64 { return &o.ThreadsPerQueue }, 0, 1024, false)
+	add("threads-per-queue", false, g, s)
+	g, s = num(func(o *Options) *atomic.Int64 { return &o.IntraOpParallelism }, 0, 1024, false)
+	add("intra-op-parallelism", false, g, s)
+	g, s = num(func(o *Options) *atomic.Int64 { return &o.InterOpParallelism }, 0, 1024, false)
+	add("inter-op-parallelism", false, g, s)
 	g, s = str(func(o *Options) *string { return &o.ModelDir })
 	add("model-dir", false, g, s)
 	g, s = str(func(o *Options) *string { return &o.SealKeyFile })

@@ -322,6 +322,7 @@ type Session struct {
 	active int  // Runs in flight
 	closed bool // Close was called; sess is freed when active drops to 0
 	sess   *ort.DynamicAdvancedSession
+	pool   []*runOpts // run options for reuse (watchdog.go)
 	// shared holds the initializers ORT reads in the model's own bytes
 	// (extinit.go); nil when ORT copied them.
 	shared *sharedWeights
@@ -482,6 +483,10 @@ func (s *Session) release() {
 
 func (s *Session) freeLocked() {
 	if s.closed && s.active == 0 && s.sess != nil {
+		for _, r := range s.pool {
+			r.ro.Destroy()
+		}
+		s.pool = nil
 		s.sess.Destroy()
 		s.sess = nil
 		if s.shared != nil {
@@ -498,9 +503,10 @@ func (s *Session) freeLocked() {
 // input data type. Actual: (tensor(int32)) , expected: (tensor(float))",
 // "Got invalid dimensions for input: ..."), returned as *ORTError. If ctx
 // is done before the run starts, Run returns ctx.Err() without running;
-// if it becomes done during the run, Run sets ORT's terminate flag and
-// returns ORT's error "Exiting due to terminate flag being set to true."
-// (callers that want to know why can check ctx.Err()). A run that
+// if it becomes done during the run, Run sets ORT's terminate flag (within
+// watchTick, watchdog.go) and returns ORT's error "Exiting due to terminate
+// flag being set to true." (callers that want to know why can check
+// ctx.Err()). A run that
 // completes anyway returns its results.
 func (s *Session) Run(ctx context.Context, inputs []*Tensor) ([]*Tensor, error) {
 	if err := ctx.Err(); err != nil {
@@ -565,18 +571,19 @@ func (s *Session) Run(ctx context.Context, inputs []*Tensor) ([]*Tensor, error) 
 		}
 	}
 
-	var runOpts *ort.RunOptions
+	var ro *ort.RunOptions
 	if ctx.Done() != nil {
-		ro, err := ort.NewRunOptions()
+		r, err := s.takeRunOpts()
 		if err != nil {
-			return nil, newORTError(err)
+			return nil, err
 		}
-		defer ro.Destroy() // after stop (deferred below, so it runs first)
-		stop := terminateWhenDone(ctx, ro)
-		defer stop()
-		runOpts = ro
+		watch(r, ctx)
+		// Deferred after release, so it runs before: the options go back
+		// to the pool while the session is still held.
+		defer func() { s.putRunOpts(r, unwatch(r)) }()
+		ro = r.ro
 	}
-	err := s.sess.RunWithOptions(in, out, runOpts)
+	err := s.sess.RunWithOptions(in, out, ro)
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "Error running network: ") {
 			return nil, newORTError(err)
@@ -593,27 +600,6 @@ func (s *Session) Run(ctx context.Context, inputs []*Tensor) ([]*Tensor, error) 
 		results[i] = t
 	}
 	return results, nil
-}
-
-// terminateWhenDone sets ro's terminate flag when ctx is done. The returned
-// stop must be called before ro is destroyed; after it returns, Terminate
-// is not running and will not run.
-func terminateWhenDone(ctx context.Context, ro *ort.RunOptions) (stop func()) {
-	var mu sync.Mutex
-	finished := false
-	unregister := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if !finished {
-			ro.Terminate()
-		}
-	})
-	return func() {
-		unregister()
-		mu.Lock()
-		finished = true
-		mu.Unlock()
-	}
 }
 
 // destroyValues destroys and clears the values. A slot may hold a typed

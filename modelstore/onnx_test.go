@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -813,5 +814,37 @@ func TestErrorMessageCleanup(t *testing.T) {
 		if got := newORTError(fmt.Errorf("Error running network: %w", errors.New(tc.in))).Msg; got != tc.want {
 			t.Errorf("%q:\n got %q\nwant %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// Runs under a deadline reuse their ORT run options, and a terminated run
+// leaves no terminate flag behind: the next run on the same options runs
+// until its own deadline, not a moment.
+func TestRunOptionsReused(t *testing.T) {
+	s := openSession(t, "slow.onnx", SessionOptions{Optimize: true})
+	x := floats([]int64{1, 1}, 0.5)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	_, err := s.Run(ctx, []*Tensor{x})
+	cancel()
+	wantORTError(t, err, "Exiting due to terminate flag being set to true")
+	s.mu.Lock()
+	pooled := slices.Clone(s.pool)
+	s.mu.Unlock()
+	if len(pooled) != 1 || pooled[0].terminated || pooled[0].ctx != nil {
+		t.Fatalf("pool after a terminated run: %+v", pooled)
+	}
+	start := time.Now()
+	ctx, cancel = context.WithTimeout(context.Background(), 600*time.Millisecond)
+	_, err = s.Run(ctx, []*Tensor{x})
+	cancel()
+	wantORTError(t, err, "Exiting due to terminate flag being set to true")
+	if e := time.Since(start); e < 500*time.Millisecond {
+		t.Errorf("the second run ended after %v, before its deadline: a stale terminate flag", e)
+	}
+	s.mu.Lock()
+	again := slices.Clone(s.pool)
+	s.mu.Unlock()
+	if len(again) != 1 || again[0] != pooled[0] {
+		t.Errorf("the run options were not reused: %v then %v", pooled, again)
 	}
 }

@@ -113,12 +113,16 @@ func measureLatency(o *options, addr string, onnx, blob []byte) (*latency, error
 	calls := map[string]func() error{
 		"ort":      ortDefault,
 		"ort-1thr": ort1,
+		// The same run after the thread has slept 100 µs (untimed), as a
+		// server's thread has between one client's commands: its core idles
+		// (or runs something else) meanwhile and the run starts cold.
+		"ort-1thr-idle": ort1,
 		"MODELEXECUTE": func() error {
 			return conn.Do(ctx, "AI.MODELEXECUTE", "mlp", "INPUTS", 1, "lat:x", "OUTPUTS", 1, "lat:y").Err()
 		},
 		"PING": func() error { return conn.Ping(ctx).Err() },
 	}
-	l := &latency{kinds: []string{"ort", "ort-1thr", "MODELEXECUTE", "PING"}, by: map[string]sample{}}
+	l := &latency{kinds: []string{"ort", "ort-1thr", "ort-1thr-idle", "MODELEXECUTE", "PING"}, by: map[string]sample{}}
 	const blocks, warm = 4, 50
 	per := max(o.latencyN/blocks, 1)
 	parts := map[string][]sample{}
@@ -130,7 +134,11 @@ func measureLatency(o *options, addr string, onnx, blob []byte) (*latency, error
 					return nil, fmt.Errorf("%s: %w", k, err)
 				}
 			}
-			s, err := timeCalls(per, f)
+			var pause func()
+			if k == "ort-1thr-idle" {
+				pause = func() { time.Sleep(100 * time.Microsecond) }
+			}
+			s, err := timeCalls(per, pause, f)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", k, err)
 			}
@@ -221,8 +229,8 @@ func measureLoops(o *options, ea, rd *proc, blob []byte) (*loops, error) {
 				if err != nil {
 					return nil, fmt.Errorf("%s at %d clients: %w", k, c, err)
 				}
-				fmt.Printf("   %-12s %3d clients %9.0f loops/s  p50 %7.1f us  p99 %7.1f us  server CPU %6.1f us/loop\n",
-					k, c, s.rate(), us(s.pct(0.5)), us(s.pct(0.99)), us(s.cpuPerOp))
+				fmt.Printf("   %-12s %3d clients %9.0f loops/s  p50 %7.1f us  p99 %7.1f us  CPU us/loop: server %6.1f, clients %6.1f\n",
+					k, c, s.rate(), us(s.pct(0.5)), us(s.pct(0.99)), us(s.cpuPerOp), us(s.clientPerOp))
 				res.by[loopKey(k, c)] = append(res.by[loopKey(k, c)], s)
 			}
 		}
