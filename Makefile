@@ -37,7 +37,8 @@ run: build
 	bin/enclaveai-server --dir ./data
 
 # Debian packages the black-box tests use, installed only when missing.
-TEST_DEBS := redis-tools redis-server python3-redis python3-numpy python3-onnx python3-torch
+TEST_DEBS := redis-tools redis-server python3-redis python3-numpy python3-onnx python3-torch \
+             python3-tqdm python3-venv python3-pip python3-setuptools
 deps:
 	@missing=""; for p in $(TEST_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
