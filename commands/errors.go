@@ -55,7 +55,7 @@ var storeErrors = []struct {
 // ONNX Runtime sees it; their text (with detail) goes to the client.
 var modelErrors = []error{
 	modelstore.ErrModelEmpty, modelstore.ErrModelMalformed, modelstore.ErrModelTooDeep,
-	modelstore.ErrModelExternalData, modelstore.ErrModelTensorSize,
+	modelstore.ErrModelExternalData, modelstore.ErrModelTensorSize, modelstore.ErrModelUnsafe,
 }
 
 // errorText is the one place where an error becomes RESP error text.
@@ -79,6 +79,10 @@ func errorText(err error) string {
 	var ort *modelstore.ORTError
 	if errors.As(err, &ort) {
 		return "ERR " + ort.Msg
+	}
+	var ee *modelstore.EngineError
+	if errors.As(err, &ee) {
+		return "ERR " + ee.Msg
 	}
 	slog.Error("internal error", "err", err)
 	return "ERR internal error"

@@ -37,10 +37,24 @@ type Options struct {
 	LogLevel               atomic.Pointer[string]
 	LogFile                string
 	ONNXRuntimeLibrary     string
-	MaxModels              atomic.Int64 // 0 = unlimited
-	MaxModelSize           atomic.Int64
-	ModelDir               string
-	SealKeyFile            string
+	// EngineIsolation is where ONNX Runtime runs: "per-tenant" (default:
+	// in worker processes, each user's models in workers of their own),
+	// "shared" (in worker processes shared by all users) or "off" (in the
+	// server process itself).
+	EngineIsolation string
+	// EngineWorkers is the number of worker processes per placement group
+	// (0: one per 8 cores, at least 1 and at most 8).
+	EngineWorkers int64
+	// EngineWorkerMemory is each worker's memory limit in bytes (its
+	// RLIMIT_DATA; 0: half the machine's memory).
+	EngineWorkerMemory int64
+	// EngineStoreTimeout is how long a worker may take to create a
+	// session, in seconds.
+	EngineStoreTimeout int64
+	MaxModels          atomic.Int64 // 0 = unlimited
+	MaxModelSize       atomic.Int64
+	ModelDir           string
+	SealKeyFile        string
 	// TLS: a second listener on TLSPort (0 = none). Without cert and key
 	// files the server generates its key pair in memory at start (inside an
 	// enclave the private key then never leaves it).
@@ -55,6 +69,20 @@ type Options struct {
 	// LoadBadSnapshot, when true, starts with an empty keyspace if the
 	// snapshot cannot be loaded (the bad file is moved aside, never overwritten).
 	LoadBadSnapshot bool
+	// AppendOnly turns the sealed append-only log on (docs/DURABILITY.md).
+	AppendOnly bool
+	// AppendFsync is always, everysec or no.
+	AppendFsync atomic.Pointer[string]
+	// AppendDirName is the log's directory under Dir.
+	AppendDirName string
+	// AutoAOFRewritePercentage and AutoAOFRewriteMinSize start a rewrite
+	// when the log has grown by the percentage over its base and is at
+	// least the size (percentage 0: never).
+	AutoAOFRewritePercentage atomic.Int64
+	AutoAOFRewriteMinSize    atomic.Int64
+	// AOFLoadTruncated: a torn last record is cut off at start (yes) or
+	// stops the start (no).
+	AOFLoadTruncated bool
 	// LoadModels are the `loadmodel` lines: each the arguments after the directive.
 	LoadModels [][]string
 	// Users are the `user` lines by name (users.go); nil when none.
@@ -71,7 +99,13 @@ func (o *Options) SlogLevel() *slog.LevelVar { return &o.slogLevel }
 // Default returns Options with redis-server's defaults where a directive
 // exists in Redis, and EnclaveAI's own otherwise.
 func Default() *Options {
-	o := &Options{Bind: "127.0.0.1", Dir: ".", DBFilename: "dump.aidb", SealKeyFile: "seal.key", SealPolicy: "product"}
+	o := &Options{Bind: "127.0.0.1", Dir: ".", DBFilename: "dump.aidb", SealKeyFile: "seal.key", SealPolicy: "product",
+		AppendOnly: true, AppendDirName: "appendonlydir", AOFLoadTruncated: true,
+		EngineIsolation: "per-tenant", EngineStoreTimeout: 60}
+	everysec := "everysec"
+	o.AppendFsync.Store(&everysec)
+	o.AutoAOFRewritePercentage.Store(100)
+	o.AutoAOFRewriteMinSize.Store(64 << 20)
 	o.Port.Store(6379)
 	empty, info, save := "", "notice", "3600 1 300 100 60 10000"
 	o.Requirepass.Store(&empty)
@@ -168,6 +202,41 @@ var directives = func() map[string]*directive {
 	add("logfile", false, g, s)
 	g, s = str(func(o *Options) *string { return &o.ONNXRuntimeLibrary })
 	add("onnxruntime-library", false, g, s)
+	add("engine-isolation", false, func(o *Options) string { return o.EngineIsolation }, func(o *Options, a []string) error {
+		switch v := strings.ToLower(a[0]); v {
+		case "per-tenant", "shared", "off":
+			o.EngineIsolation = v
+			return nil
+		}
+		return errors.New("argument must be one of: per-tenant, shared, off")
+	})
+	add("engine-workers", false, func(o *Options) string { return strconv.FormatInt(o.EngineWorkers, 10) },
+		func(o *Options, a []string) error {
+			n, err := strconv.ParseInt(a[0], 10, 64)
+			if err != nil || n < 0 || n > 256 {
+				return errors.New("argument must be between 0 and 256 inclusive")
+			}
+			o.EngineWorkers = n
+			return nil
+		})
+	add("engine-worker-memory", false, func(o *Options) string { return strconv.FormatInt(o.EngineWorkerMemory, 10) },
+		func(o *Options, a []string) error {
+			n, err := ParseMemory(a[0])
+			if err != nil || n < 0 || (n > 0 && n < 64<<20) {
+				return errors.New("argument must be 0 (half the machine's memory) or a memory value of at least 64mb")
+			}
+			o.EngineWorkerMemory = n
+			return nil
+		})
+	add("engine-store-timeout", false, func(o *Options) string { return strconv.FormatInt(o.EngineStoreTimeout, 10) },
+		func(o *Options, a []string) error {
+			n, err := strconv.ParseInt(a[0], 10, 64)
+			if err != nil || n < 1 || n > 86400 {
+				return errors.New("argument must be between 1 and 86400 inclusive")
+			}
+			o.EngineStoreTimeout = n
+			return nil
+		})
 	g, s = num(func(o *Options) *atomic.Int64 { return &o.MaxModels }, 0, 1<<31-1, false)
 	add("max-models", true, g, s)
 	g, s = num(func(o *Options) *atomic.Int64 { return &o.MaxModelSize }, 1, 1<<62, true)
@@ -205,12 +274,37 @@ var directives = func() map[string]*directive {
 		return setSave(o, a)
 	})
 	ds[len(ds)-1].joined = true
-	add("appendonly", false, func(*Options) string { return "no" }, func(_ *Options, a []string) error {
-		if strings.ToLower(a[0]) != "no" {
-			return errors.New("the append-only file is not supported: snapshots only")
+	add("appendonly", false, func(o *Options) string { return yesNo(o.AppendOnly) },
+		func(o *Options, a []string) error {
+			v, err := parseYesNo(a[0])
+			o.AppendOnly = v
+			return err
+		})
+	g, setFsync := atomicStr(func(o *Options) *atomic.Pointer[string] { return &o.AppendFsync })
+	add("appendfsync", true, g, func(o *Options, a []string) error {
+		switch l := strings.ToLower(a[0]); l {
+		case "always", "everysec", "no":
+			return setFsync(o, []string{l})
 		}
+		return errors.New("argument(s) must be one of the following: always, everysec, no")
+	})
+	add("appenddirname", false, func(o *Options) string { return o.AppendDirName }, func(o *Options, a []string) error {
+		if a[0] == "" || a[0] == "." || a[0] == ".." || strings.ContainsAny(a[0], "/\\") {
+			return errors.New("appenddirname must be a plain directory name")
+		}
+		o.AppendDirName = a[0]
 		return nil
 	})
+	g, s = num(func(o *Options) *atomic.Int64 { return &o.AutoAOFRewritePercentage }, 0, 1<<31-1, false)
+	add("auto-aof-rewrite-percentage", true, g, s)
+	g, s = num(func(o *Options) *atomic.Int64 { return &o.AutoAOFRewriteMinSize }, 0, 1<<62, true)
+	add("auto-aof-rewrite-min-size", true, g, s)
+	add("aof-load-truncated", false, func(o *Options) string { return yesNo(o.AOFLoadTruncated) },
+		func(o *Options, a []string) error {
+			v, err := parseYesNo(a[0])
+			o.AOFLoadTruncated = v
+			return err
+		})
 	add("load-bad-snapshot", false, func(o *Options) string { return yesNo(o.LoadBadSnapshot) },
 		func(o *Options, a []string) error {
 			v, err := parseYesNo(a[0])

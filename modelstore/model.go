@@ -5,28 +5,28 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// Blob is a model's bytes with the ONNX Runtime session compiled from
-// them. Keys whose model bytes and session options are identical share one
-// Blob: the bytes are held once and the session is created once.
+// Blob is a model's bytes with the session an Engine compiled from them.
+// Keys whose model bytes, session options and placement group are identical
+// share one Blob: the bytes are held once and the session is created once.
 type Blob struct {
 	Data    []byte
 	Opts    SessionOptions
-	Session *Session
+	Session EngineSession
 	// Weights says whether the session reads the large initializers in
 	// Data (SharedBytes of them) or holds its own copy.
 	Weights     WeightsMode
 	SharedBytes int64
 
-	buf *ModelBuffer // Data's memory, when the model came in through one
-	fp  uint64       // Fingerprint(Data)
-	sha digest
+	buf   *ModelBuffer // Data's memory, when the model came in through one
+	fp    uint64       // Fingerprint(Data)
+	group string       // the Engine's placement group
+	sha   digest
 
 	reg  *Registry
 	refs int // guarded by reg.mu: stored models plus runs in flight
@@ -84,9 +84,10 @@ func (b *Blob) SHA256Hex() string {
 // blobKey indexes blobs; blobs with equal keys may still differ (the
 // fingerprint is 64 bits) and are told apart by their bytes.
 type blobKey struct {
-	fp   uint64
-	size int
-	opts SessionOptions
+	fp    uint64
+	size  int
+	opts  SessionOptions
+	group string // Engine.Group of the owner
 }
 
 // Registry deduplicates model blobs and reference-counts their sessions.
@@ -97,13 +98,33 @@ type Registry struct {
 	blobs map[blobKey][]*Blob
 	gen   uint64 // guarded by mu: counts the blobs added, for acquire
 	bytes atomic.Int64
-	// compile creates sessions; tests may replace it.
-	compile func(data []byte, buf *ModelBuffer, opts SessionOptions) (*Session, error)
+	// engine compiles sessions; set before the first Acquire.
+	engine Engine
 }
 
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry {
-	return &Registry{blobs: make(map[blobKey][]*Blob), compile: NewSharedSession}
+// NewRegistry returns an empty registry whose models are compiled by
+// engine (InProcess when nil).
+func NewRegistry(engine Engine) *Registry {
+	if engine == nil {
+		engine = InProcess{}
+	}
+	return &Registry{blobs: make(map[blobKey][]*Blob), engine: engine}
+}
+
+// SetEngine replaces the engine; only before the first model is acquired
+// (the server picks one at start, from its configuration).
+func (r *Registry) SetEngine(e Engine) { r.engine = e }
+
+// Engine is the engine that compiles the registry's models.
+func (r *Registry) Engine() Engine { return r.engine }
+
+// BufferEngine is implemented by engines that need every model in a
+// shareable ModelBuffer (a worker process maps it): the Registry copies
+// bytes that arrive in Go memory (a snapshot, a model file) into one
+// before compiling, and keeps only that copy.
+type BufferEngine interface {
+	Engine
+	NeedsBuffer() bool
 }
 
 // Bytes is the memory held by distinct model blobs.
@@ -127,29 +148,30 @@ func (r *Registry) Len() int {
 // only when no identical blob is registered, since sharing one adds
 // nothing. Compilation runs without the registry lock: two clients storing
 // the same new model at once may both compile, and the second session is
-// dropped.
-func (r *Registry) AcquireIfRoom(data []byte, opts SessionOptions, room func(n int64) error) (*Blob, error) {
-	return r.acquire(data, nil, Fingerprint(data), nil, opts, room)
+// dropped. from names who stores it: the owner's placement group
+// (Engine.Group) is part of what makes two blobs identical.
+func (r *Registry) AcquireIfRoom(data []byte, from Origin, opts SessionOptions, room func(n int64) error) (*Blob, error) {
+	return r.acquire(data, nil, Fingerprint(data), nil, from, opts, room)
 }
 
 // AcquireVerified is AcquireIfRoom, without a memory check, for bytes whose
 // SHA-256 the caller has already verified (a snapshot's blob): a new Blob
 // takes that digest instead of hashing the bytes again.
-func (r *Registry) AcquireVerified(data []byte, sum [32]byte, opts SessionOptions) (*Blob, error) {
-	return r.acquire(data, nil, Fingerprint(data), &sum, opts, nil)
+func (r *Registry) AcquireVerified(data []byte, sum [32]byte, from Origin, opts SessionOptions) (*Blob, error) {
+	return r.acquire(data, nil, Fingerprint(data), &sum, from, opts, nil)
 }
 
 // AcquireBuffer is AcquireIfRoom for a model in a ModelBuffer, using the
 // fingerprint computed while it filled. A new Blob (and its session) take
 // references to buf; the caller keeps its own, to drop when done.
-func (r *Registry) AcquireBuffer(buf *ModelBuffer, opts SessionOptions, room func(n int64) error) (*Blob, error) {
-	return r.acquire(buf.Bytes(), buf, buf.Fingerprint(), nil, opts, room)
+func (r *Registry) AcquireBuffer(buf *ModelBuffer, from Origin, opts SessionOptions, room func(n int64) error) (*Blob, error) {
+	return r.acquire(buf.Bytes(), buf, buf.Fingerprint(), nil, from, opts, room)
 }
 
 // acquire does the work of the Acquire methods; sum, if not nil, is the
 // bytes' verified SHA-256.
-func (r *Registry) acquire(data []byte, buf *ModelBuffer, fp uint64, sum *[32]byte, opts SessionOptions, room func(n int64) error) (*Blob, error) {
-	k := blobKey{fp, len(data), opts}
+func (r *Registry) acquire(data []byte, buf *ModelBuffer, fp uint64, sum *[32]byte, from Origin, opts SessionOptions, room func(n int64) error) (*Blob, error) {
+	k := blobKey{fp, len(data), opts, r.engine.Group(from.Owner)}
 	if b, _ := r.find(k, data); b != nil {
 		return b, nil
 	}
@@ -161,7 +183,19 @@ func (r *Registry) acquire(data []byte, buf *ModelBuffer, fp uint64, sum *[32]by
 	if err := CheckModelBlob(data); err != nil {
 		return nil, err
 	}
-	sess, err := r.compile(data, buf, opts)
+	if be, ok := r.engine.(BufferEngine); ok && be.NeedsBuffer() && (buf == nil || !buf.Shareable()) {
+		copied, err := CopyToBuffer(data)
+		if err != nil {
+			return nil, err
+		}
+		defer copied.Unref() // the Blob and session take their own
+		data, buf = copied.Bytes(), copied
+	}
+	src := ModelSource{Data: data, Buf: buf, Origin: from}
+	if sum != nil {
+		src.SHA256 = hex.EncodeToString(sum[:])
+	}
+	sess, err := r.engine.Compile(src, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +210,7 @@ func (r *Registry) acquire(data []byte, buf *ModelBuffer, fp uint64, sum *[32]by
 			r.mu.Unlock()
 			continue // a blob was added since find looked: it may be this one
 		}
-		b = &Blob{Data: data, Opts: opts, Session: sess, reg: r, refs: 1, buf: buf, fp: fp}
+		b = &Blob{Data: data, Opts: opts, Session: sess, reg: r, refs: 1, buf: buf, fp: fp, group: k.group}
 		b.sha.done = make(chan struct{})
 		b.Weights, b.SharedBytes = sess.Weights()
 		if buf != nil {
@@ -217,13 +251,22 @@ func (r *Registry) find(k blobKey, data []byte) (*Blob, uint64) {
 	r.mu.Unlock()
 	var found *Blob
 	for _, b := range cands {
-		if found == nil && bytes.Equal(b.Data, data) {
+		if found == nil && b.Quarantined() == nil && bytes.Equal(b.Data, data) {
 			found = b
 		} else {
 			b.Release()
 		}
 	}
 	return found, gen
+}
+
+// Quarantined returns the error runs of a model that crashed its engine
+// get (the session implements Quarantiner), or nil.
+func (b *Blob) Quarantined() error {
+	if q, ok := b.Session.(Quarantiner); ok {
+		return q.Quarantined()
+	}
+	return nil
 }
 
 // Retain adds a reference (a run in flight, a second model).
@@ -240,7 +283,7 @@ func (b *Blob) Release() {
 	b.refs--
 	last := b.refs == 0
 	if last {
-		k := blobKey{b.fp, len(b.Data), b.Opts}
+		k := blobKey{b.fp, len(b.Data), b.Opts, b.group}
 		bs := slices.DeleteFunc(r.blobs[k], func(x *Blob) bool { return x == b })
 		if len(bs) == 0 {
 			delete(r.blobs, k)
@@ -317,17 +360,15 @@ type Model struct {
 	Blob  *Blob
 	Stats Stats
 
-	batcher  *batcher // nil unless BatchSize > 0
 	released atomic.Bool
+	// batching is set while a batch of this (batched) model runs; guarded
+	// by the lock of the RunQueue that runs it.
+	batching bool
 }
 
 // NewModel wraps an acquired blob; the model owns that reference.
 func NewModel(meta ModelMeta, blob *Blob) *Model {
-	m := &Model{ModelMeta: meta, Blob: blob}
-	if meta.BatchSize > 0 {
-		m.batcher = newBatcher(m)
-	}
-	return m
+	return &Model{ModelMeta: meta, Blob: blob}
 }
 
 // TypeName implements Value.
@@ -341,9 +382,6 @@ func (m *Model) MemSize() int64 { return 512 + int64(len(m.Tag)+len(m.Device)) }
 // has left the keyspace.
 func (m *Model) Release() {
 	if m.released.CompareAndSwap(false, true) {
-		if m.batcher != nil {
-			m.batcher.stop()
-		}
 		m.Blob.Release()
 	}
 }
@@ -351,87 +389,6 @@ func (m *Model) Release() {
 // Inputs and Outputs describe the model's graph inputs and outputs.
 func (m *Model) Inputs() []IOInfo  { return m.Blob.Session.Inputs() }
 func (m *Model) Outputs() []IOInfo { return m.Blob.Session.Outputs() }
-
-// ErrTimedOut is returned when a run waited in the queue longer than the
-// request's TIMEOUT (RedisAI replies TIMEDOUT).
-var ErrTimedOut = errors.New("timed out")
-
-// ErrBatchSize is RedisAI's error when a batched run's outputs do not keep
-// the batch dimension.
-var ErrBatchSize = errors.New("model did not generate the expected batch size")
-
-// RunRequest is one model execution.
-type RunRequest struct {
-	Inputs []*Tensor
-	// Queued is when the request entered the queue; Timeout (0 = none)
-	// bounds the wait before the run starts, as RedisAI's TIMEOUT does.
-	Queued  time.Time
-	Timeout time.Duration
-	// ExecTimeout bounds the run itself (MODEL_EXECUTION_TIMEOUT): ONNX
-	// Runtime is told to terminate when it passes.
-	ExecTimeout time.Duration
-}
-
-// Runner limits how many model runs execute at once (THREADS_PER_QUEUE);
-// requests beyond that wait, in order, and may time out while waiting.
-type Runner struct {
-	slots chan struct{}
-}
-
-// NewRunner allows n concurrent runs.
-func NewRunner(n int) *Runner {
-	if n < 1 {
-		n = 1
-	}
-	return &Runner{slots: make(chan struct{}, n)}
-}
-
-func (r *Runner) acquire(req *RunRequest) error {
-	if req.Timeout <= 0 {
-		r.slots <- struct{}{}
-		return nil
-	}
-	left := req.Timeout - time.Since(req.Queued)
-	if left <= 0 {
-		return ErrTimedOut
-	}
-	t := time.NewTimer(left)
-	defer t.Stop()
-	select {
-	case r.slots <- struct{}{}:
-		return nil
-	case <-t.C:
-		return ErrTimedOut
-	}
-}
-
-func (r *Runner) release() { <-r.slots }
-
-// Run executes the model on req and returns its outputs (nil entries for
-// outputs that are not tensors). Batched models merge concurrent requests.
-// The caller holds no lock.
-func (r *Runner) Run(m *Model, req *RunRequest) ([]*Tensor, error) {
-	if req.Queued.IsZero() {
-		req.Queued = time.Now()
-	}
-	// The model may have been deleted since the caller fetched it: then its
-	// session is closed (or closing) and it reads as missing.
-	if !m.Blob.TryRetain() {
-		return nil, ErrNoModel
-	}
-	defer m.Blob.Release()
-	if m.batcher != nil {
-		return m.batcher.submit(r, req)
-	}
-	if err := r.acquire(req); err != nil {
-		return nil, err
-	}
-	defer r.release()
-	start := time.Now()
-	outs, err := m.runSession(req.Inputs, req.ExecTimeout)
-	m.account(start, outs, err)
-	return outs, err
-}
 
 func (m *Model) runSession(inputs []*Tensor, execTimeout time.Duration) ([]*Tensor, error) {
 	ctx := context.Background()

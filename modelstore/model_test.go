@@ -12,17 +12,17 @@ import (
 // is registered.
 func TestRegistryDeduplicates(t *testing.T) {
 	requireRuntime(t)
-	r := NewRegistry()
+	r := NewRegistry(nil)
 	data := readModel(t, "linear.onnx")
-	a, err := r.AcquireIfRoom(data, SessionOptions{}, nil)
+	a, err := r.AcquireIfRoom(data, Origin{}, SessionOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := r.AcquireIfRoom(append([]byte(nil), data...), SessionOptions{}, nil)
+	b, err := r.AcquireIfRoom(append([]byte(nil), data...), Origin{}, SessionOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := r.AcquireIfRoom(data, SessionOptions{Optimize: true}, nil)
+	c, err := r.AcquireIfRoom(data, Origin{}, SessionOptions{Optimize: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,22 +50,22 @@ func TestRegistryDeduplicates(t *testing.T) {
 // only 64 bits).
 func TestRegistryFingerprintCollision(t *testing.T) {
 	requireRuntime(t)
-	r := NewRegistry()
+	r := NewRegistry(nil)
 	lin := readModel(t, "linear.onnx")
 	other := bytes.Replace(lin, []byte("enclaveai-gen_models"), []byte("enclaveai-gen_modelX"), 1)
 	if bytes.Equal(lin, other) {
 		t.Fatal("linear.onnx has no producer name to change")
 	}
 	same := Fingerprint(lin)
-	a, err := r.acquire(lin, nil, same, nil, SessionOptions{}, nil)
+	a, err := r.acquire(lin, nil, same, nil, Origin{}, SessionOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := r.acquire(other, nil, same, nil, SessionOptions{}, nil)
+	b, err := r.acquire(other, nil, same, nil, Origin{}, SessionOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a2, err := r.acquire(lin, nil, same, nil, SessionOptions{}, nil)
+	a2, err := r.acquire(lin, nil, same, nil, Origin{}, SessionOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestRegistryFingerprintCollision(t *testing.T) {
 // its digest may still be running frees the buffer once the digest stops.
 func TestRegistryBuffer(t *testing.T) {
 	requireRuntime(t)
-	r := NewRegistry()
+	r := NewRegistry(nil)
 	data := readModel(t, "linear.onnx")
 	fill := func() *ModelBuffer {
 		buf, err := NewModelBuffer(1<<20, int64(len(data)))
@@ -103,12 +103,12 @@ func TestRegistryBuffer(t *testing.T) {
 		return buf
 	}
 	buf := fill()
-	a, err := r.AcquireBuffer(buf, SessionOptions{}, nil)
+	a, err := r.AcquireBuffer(buf, Origin{}, SessionOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	buf2 := fill()
-	b, err := r.AcquireBuffer(buf2, SessionOptions{}, nil)
+	b, err := r.AcquireBuffer(buf2, Origin{}, SessionOptions{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestRegistryBuffer(t *testing.T) {
 // though several may compile it (the byte compare runs without the lock).
 func TestRegistryConcurrentAcquire(t *testing.T) {
 	requireRuntime(t)
-	r := NewRegistry()
+	r := NewRegistry(nil)
 	data := readModel(t, "linear.onnx")
 	const n = 8
 	got := make([]*Blob, n)
@@ -142,7 +142,7 @@ func TestRegistryConcurrentAcquire(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got[i], errs[i] = r.AcquireIfRoom(bytes.Clone(data), SessionOptions{}, nil)
+			got[i], errs[i] = r.AcquireIfRoom(bytes.Clone(data), Origin{}, SessionOptions{}, nil)
 		}()
 	}
 	wg.Wait()
@@ -166,9 +166,9 @@ func TestRegistryConcurrentAcquire(t *testing.T) {
 // hashing goroutine runs for it.
 func TestRegistryAcquireVerified(t *testing.T) {
 	requireRuntime(t)
-	r := NewRegistry()
+	r := NewRegistry(nil)
 	data := readModel(t, "linear.onnx")
-	b, err := r.AcquireVerified(data, sha256.Sum256(data), SessionOptions{})
+	b, err := r.AcquireVerified(data, sha256.Sum256(data), Origin{}, SessionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestRegistryAcquireVerified(t *testing.T) {
 	if sum, ok := b.SHA256(); !ok || sum != sha256.Sum256(data) {
 		t.Errorf("digest %x %v", sum, ok)
 	}
-	again, err := r.AcquireIfRoom(bytes.Clone(data), SessionOptions{}, nil)
+	again, err := r.AcquireIfRoom(bytes.Clone(data), Origin{}, SessionOptions{}, nil)
 	if err != nil || again != b {
 		t.Fatalf("the same bytes uploaded: %v, same blob %v", err, again == b)
 	}

@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
+	"syscall"
 )
 
 // ModelBuffer holds the bytes of one uploaded model in a single contiguous
@@ -23,6 +24,12 @@ import (
 //     (strict overcommit, an enclave's fixed heap);
 //   - a Go allocation of the expected size, where mmap is unavailable.
 //
+// When ShareBuffers is on (the engine runs in worker processes), the
+// mappings are of a memfd instead of anonymous memory, so that a worker
+// maps the same pages read-only (FD): the model is held once for both
+// processes. Shared memory is backed by huge pages only if the kernel's
+// shmem_enabled setting allows; the buffer advises them in any case.
+//
 // Only the last two may have to grow, when the chunks turn out larger than
 // expected: Extend then copies what is in place once, and keeps the old
 // memory until the buffer is freed, since earlier chunks still point there.
@@ -40,9 +47,12 @@ type ModelBuffer struct {
 	n      int    // bytes handed out by Extend
 	filled int    // bytes reported in place by Filled
 	mapped bool   // mem is a mapping of ours (munmap on release)
+	fd     int    // the memfd mem maps, or -1
 	refs   atomic.Int32
-	// retired holds mappings left by growth, unmapped with the buffer.
-	retired [][]byte
+	// retired holds mappings left by growth, unmapped with the buffer;
+	// retiredFDs their memfds.
+	retired    [][]byte
+	retiredFDs []int
 
 	h       hashPipe
 	pre     prefaulter
@@ -111,18 +121,36 @@ var ErrBufferFull = errors.New("model buffer limit reached")
 // forceHeap makes NewModelBuffer skip mmap (tests of the fallback).
 var forceHeap atomic.Bool
 
+// shareBuffers: NewModelBuffer maps memfds (see ShareBuffers).
+var shareBuffers atomic.Bool
+
+// ShareBuffers makes the buffers made from now on shareable with another
+// process (a memfd, FD) when on, private anonymous memory when off (the
+// default). The server turns it on when models run in worker processes.
+func ShareBuffers(on bool) { shareBuffers.Store(on) }
+
+// mapRegion maps size bytes of the kind ShareBuffers asks for; fd is -1
+// for anonymous memory.
+func mapRegion(size int64) ([]byte, int, error) {
+	if shareBuffers.Load() {
+		return mapShared(size)
+	}
+	mem, err := mapAnon(size)
+	return mem, -1, err
+}
+
 // NewModelBuffer makes an empty buffer for a model of at most limit bytes,
 // expected to be about expect bytes. The caller holds its one reference.
 func NewModelBuffer(limit, expect int64) (*ModelBuffer, error) {
 	if expect > limit {
 		expect = limit
 	}
-	b := &ModelBuffer{limit: limit}
+	b := &ModelBuffer{limit: limit, fd: -1}
 	b.refs.Store(1)
 	if !forceHeap.Load() {
 		for _, size := range []int64{limit, expect} {
-			if mem, err := mapAnon(size); err == nil {
-				b.mem, b.mapped = mem, true
+			if mem, fd, err := mapRegion(size); err == nil {
+				b.mem, b.mapped, b.fd = mem, true, fd
 				return b, nil
 			}
 		}
@@ -167,9 +195,9 @@ func (b *ModelBuffer) Extend(n int64) ([]byte, error) {
 // grow moves the bytes in place to new memory of size bytes.
 func (b *ModelBuffer) grow(size int64) {
 	b.pre.stop() // it may be faulting in the old memory
-	mem, err := []byte(nil), errors.ErrUnsupported
+	mem, fd, err := []byte(nil), -1, errors.ErrUnsupported
 	if !forceHeap.Load() {
-		mem, err = mapAnon(size)
+		mem, fd, err = mapRegion(size)
 	}
 	if err != nil {
 		mem = make([]byte, 0, int(size))
@@ -179,7 +207,10 @@ func (b *ModelBuffer) grow(size int64) {
 	if b.mapped {
 		b.retired = append(b.retired, b.mem)
 	}
-	b.mem, b.mapped = mem, err == nil
+	if b.fd >= 0 {
+		b.retiredFDs = append(b.retiredFDs, b.fd)
+	}
+	b.mem, b.mapped, b.fd = mem, err == nil, fd
 }
 
 // Filled reports that k more bytes are in place (in Extend order). Large
@@ -260,15 +291,25 @@ func (b *ModelBuffer) Bytes() []byte { return b.mem[:b.n:b.n] }
 // Len is the number of bytes handed out so far.
 func (b *ModelBuffer) Len() int { return b.n }
 
-// Mapped reports whether the buffer is a private mapping rather than Go
-// memory.
+// Mapped reports whether the buffer is a mapping rather than Go memory.
 func (b *ModelBuffer) Mapped() bool { return b.mapped }
+
+// Shareable reports whether another process can map the buffer (FD).
+func (b *ModelBuffer) Shareable() bool { return b.fd >= 0 }
+
+// FD is the memfd holding the buffer's bytes from offset 0, or -1 when it
+// is not Shareable. It stays open while the buffer is referenced; a
+// receiver maps Len bytes of it.
+func (b *ModelBuffer) FD() int { return b.fd }
 
 // Seal marks the buffer complete: no more Extend. A mapping's unused
 // reservation is returned to the system.
 func (b *ModelBuffer) Seal() {
 	b.pre.stop()
-	if b.mapped {
+	switch {
+	case b.fd >= 0:
+		b.mem = trimShared(b.mem, b.fd, b.n)
+	case b.mapped:
 		b.mem = trimAnon(b.mem, b.n)
 	}
 }
@@ -296,7 +337,44 @@ func (b *ModelBuffer) free() {
 	for _, m := range b.retired {
 		unmapAnon(m)
 	}
-	b.mem, b.n, b.filled, b.retired = nil, 0, 0, nil
+	for _, fd := range append(b.retiredFDs, b.fd) {
+		if fd >= 0 {
+			syscall.Close(fd)
+		}
+	}
+	b.mem, b.n, b.filled, b.retired, b.retiredFDs, b.fd = nil, 0, 0, nil, nil, -1
+}
+
+// CopyToBuffer returns a new, sealed buffer (of the kind ShareBuffers
+// asks for) holding a copy of data; the caller holds its one reference.
+func CopyToBuffer(data []byte) (*ModelBuffer, error) {
+	b, err := NewModelBuffer(int64(len(data)), int64(len(data)))
+	if err != nil {
+		return nil, err
+	}
+	dst, err := b.Extend(int64(len(data)))
+	if err != nil {
+		b.Unref()
+		return nil, err
+	}
+	copy(dst, data)
+	b.Filled(len(dst))
+	b.Seal()
+	return b, nil
+}
+
+// MapBuffer maps size bytes of the memfd fd read-only, as a sealed
+// buffer that owns fd (closed with the last reference): a worker process's
+// view of a buffer the server shares with it (FD). The caller holds its
+// one reference.
+func MapBuffer(fd int, size int) (*ModelBuffer, error) {
+	mem, err := mapReadOnly(fd, size)
+	if err != nil {
+		return nil, err
+	}
+	b := &ModelBuffer{mem: mem, limit: int64(size), n: size, filled: size, mapped: true, fd: fd}
+	b.refs.Store(1)
+	return b, nil
 }
 
 // Holds reports whether parts are the buffer's bytes, in order, end to end

@@ -3,6 +3,8 @@ package modelstore
 import (
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // hugePage is the size of a transparent huge page on the platforms we run
@@ -82,4 +84,54 @@ func populateAnon(mem []byte) error {
 		return errno
 	}
 	return nil
+}
+
+// mapShared reserves size bytes of a new memfd, mapped shared, so that
+// another process given the file descriptor can map the same pages. Shared
+// memory gets transparent huge pages only where
+// /sys/kernel/mm/transparent_hugepage/shmem_enabled allows them (the
+// advice is given for when it does); elsewhere it is faulted in 4 KiB pages.
+func mapShared(size int64) ([]byte, int, error) {
+	if size <= 0 || size != int64(int(size)) {
+		return nil, -1, syscall.EINVAL
+	}
+	fd, err := unix.MemfdCreate("enclaveai-model", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, -1, err
+	}
+	if err := unix.Ftruncate(fd, size); err != nil {
+		unix.Close(fd)
+		return nil, -1, err
+	}
+	raw, _, errno := syscall.Syscall6(syscall.SYS_MMAP, 0, uintptr(size),
+		syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED|syscall.MAP_NORESERVE, uintptr(fd), 0)
+	if errno != 0 {
+		unix.Close(fd)
+		return nil, -1, errno
+	}
+	syscall.Syscall(syscall.SYS_MADVISE, raw, uintptr(size), syscall.MADV_HUGEPAGE)
+	mem := unsafe.Slice((*byte)(foreignPointer(raw)), int(size))
+	return mem[:0], fd, nil
+}
+
+// trimShared is trimAnon for a mapShared region: the file shrinks too, so
+// that whoever maps it later sees only the model's pages.
+func trimShared(mem []byte, fd, n int) []byte {
+	mem = trimAnon(mem, n)
+	unix.Ftruncate(fd, int64(cap(mem)))
+	return mem
+}
+
+// mapReadOnly maps the first size bytes of the file fd read-only and
+// shared (a worker's view of a model buffer).
+func mapReadOnly(fd int, size int) ([]byte, error) {
+	if size <= 0 {
+		return nil, syscall.EINVAL
+	}
+	raw, _, errno := syscall.Syscall6(syscall.SYS_MMAP, 0, uintptr(size),
+		syscall.PROT_READ, syscall.MAP_SHARED, uintptr(fd), 0)
+	if errno != 0 {
+		return nil, errno
+	}
+	return unsafe.Slice((*byte)(foreignPointer(raw)), size), nil
 }

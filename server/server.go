@@ -33,6 +33,7 @@ import (
 	"github.com/enclaveai/enclaveai/commands"
 	"github.com/enclaveai/enclaveai/config"
 	"github.com/enclaveai/enclaveai/modelstore"
+	"github.com/enclaveai/enclaveai/worker"
 )
 
 // Server listens for clients and serves them.
@@ -46,6 +47,7 @@ type Server struct {
 	wg       sync.WaitGroup
 	done     chan struct{}
 	stopOnce sync.Once
+	pool     *worker.Pool // the engine workers; nil with engine-isolation off
 }
 
 // New creates a server over a fresh command layer.
@@ -122,6 +124,10 @@ func (s *Server) Stop() {
 		}
 	})
 	s.wg.Wait()
+	s.Cmds.CloseLog()
+	if s.pool != nil {
+		s.pool.Close()
+	}
 }
 
 func (s *Server) tick() {
@@ -293,10 +299,9 @@ func (s *Server) Start() error {
 	if err != nil {
 		return err
 	}
-	if err := modelstore.InitRuntime(lib); err != nil {
-		return fmt.Errorf("loading ONNX Runtime from %s: %w", lib, err)
+	if err := s.startEngine(lib); err != nil {
+		return err
 	}
-	s.log.Info("ONNX Runtime loaded", "library", lib, "version", modelstore.RuntimeVersion())
 	if err := os.MkdirAll(s.opts.Dir, 0o700); err != nil {
 		return fmt.Errorf("dir: %w", err)
 	}
@@ -329,7 +334,7 @@ func (s *Server) Start() error {
 			s.log.Error("accept loop ended", "err", err)
 		}
 	}()
-	if err := s.Cmds.LoadSnapshot(); err != nil {
+	if err := s.Cmds.LoadData(); err != nil {
 		s.Stop()
 		return err
 	}

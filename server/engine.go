@@ -1,0 +1,73 @@
+package server
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/enclaveai/enclaveai/commands"
+	"github.com/enclaveai/enclaveai/modelstore"
+	"github.com/enclaveai/enclaveai/worker"
+)
+
+// startEngine sets up where models are compiled and run, as
+// engine-isolation says: ONNX Runtime in worker processes (the server
+// process then never loads it), or in this process ("off").
+func (s *Server) startEngine(lib string) error {
+	o := s.opts
+	if o.EngineIsolation == "off" {
+		if err := modelstore.InitRuntime(lib); err != nil {
+			return fmt.Errorf("loading ONNX Runtime from %s: %w", lib, err)
+		}
+		s.log.Info("ONNX Runtime loaded in the server process (engine-isolation off)",
+			"library", lib, "version", modelstore.RuntimeVersion())
+		return nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("engine workers: finding this executable: %w", err)
+	}
+	pool, err := worker.NewPool(worker.Config{
+		Exe: exe, Lib: lib, Workers: EngineWorkers(o.EngineWorkers), Memory: EngineWorkerMemory(o.EngineWorkerMemory),
+		Isolation: o.EngineIsolation, CompileTimeout: time.Duration(o.EngineStoreTimeout) * time.Second,
+		TestHooks: os.Getenv("ENCLAVEAI_ENGINE_TEST_HOOKS") == "1", Log: s.log,
+	})
+	if err != nil {
+		return err
+	}
+	modelstore.ShareBuffers(true)
+	s.Cmds.Models.SetEngine(pool)
+	s.pool = pool
+	commands.RegisterInfoSection(commands.InfoSection{Name: "Engine",
+		Fields: func(*commands.Server) [][2]string { return pool.Info() }})
+	s.log.Info("ONNX Runtime runs in engine worker processes", "library", lib, "isolation", o.EngineIsolation,
+		"workers_per_group", EngineWorkers(o.EngineWorkers), "worker_memory", EngineWorkerMemory(o.EngineWorkerMemory))
+	return nil
+}
+
+// EngineWorkers resolves engine-workers: n, or when 0 one worker per 8
+// cores, at least 1 and at most 8. One worker already runs a model's
+// operators on every core (ONNX Runtime's thread pool) and many runs at
+// once; more workers add control channels and smaller blast radii.
+func EngineWorkers(n int64) int {
+	if n > 0 {
+		return int(n)
+	}
+	return min(8, max(1, runtime.NumCPU()/8))
+}
+
+// EngineWorkerMemory resolves engine-worker-memory: n, or when 0 half the
+// machine's memory.
+func EngineWorkerMemory(n int64) int64 {
+	if n > 0 {
+		return n
+	}
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) != nil {
+		return 0
+	}
+	return int64(si.Totalram) * int64(si.Unit) / 2
+}

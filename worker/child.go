@@ -1,0 +1,226 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/enclaveai/enclaveai/modelstore"
+)
+
+// Environment of a worker process, set by the server that starts it.
+const (
+	envWorker    = "ENCLAVEAI_ENGINE_WORKER"     // "1" in a worker
+	envMemory    = "ENCLAVEAI_ENGINE_MEMORY"     // RLIMIT_DATA in bytes, "0" = none
+	envTestHooks = "ENCLAVEAI_ENGINE_TEST_HOOKS" // "1": see hangMarker
+	envSeccomp   = "ENCLAVEAI_ENGINE_SECCOMP"    // "0": no filter
+	controlFD    = 3                             // the control socket (exec.Cmd ExtraFiles[0])
+)
+
+// hangMarker: with test hooks on, a worker asked to compile a model whose
+// bytes contain it never answers, as a session creation that hangs inside
+// ONNX Runtime would (no real model that does so is at hand; see
+// docs/ENGINE_ISOLATION.md).
+var hangMarker = []byte("enclaveai-test-hang-at-compile")
+
+// IsWorker reports whether this process was started as an engine worker:
+// the server's main calls Main then, before anything else.
+func IsWorker() bool { return os.Getenv(envWorker) == "1" }
+
+// Main runs an engine worker until its control socket closes, then exits.
+// It never returns.
+func Main() {
+	if err := serve(); err != nil {
+		fmt.Fprintln(os.Stderr, "engine worker:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func serve() error {
+	// No core files: a crash is reported by the server, and a core would
+	// hold model weights and tensors.
+	unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{})
+	if n, err := strconv.ParseInt(os.Getenv(envMemory), 10, 64); err == nil && n > 0 {
+		if err := unix.Setrlimit(unix.RLIMIT_DATA, &unix.Rlimit{Cur: uint64(n), Max: uint64(n)}); err != nil {
+			return fmt.Errorf("setting RLIMIT_DATA: %w", err)
+		}
+	}
+	if err := modelstore.InitRuntime(os.Getenv(modelstore.RuntimeLibraryEnv)); err != nil {
+		return err
+	}
+	ch, err := newChannel(os.NewFile(controlFD, "engine-control"))
+	if err != nil {
+		return err
+	}
+	if os.Getenv(envSeccomp) != "0" {
+		if err := installSeccomp(); err != nil {
+			return fmt.Errorf("seccomp: %w", err)
+		}
+	}
+	w := &child{ch: ch, sessions: map[uint64]*modelstore.Session{}, runs: map[uint64]context.CancelFunc{},
+		hooks: os.Getenv(envTestHooks) == "1", done: make(chan struct{})}
+	go w.read()
+	<-w.done // the server closed the socket or is gone
+	return nil
+}
+
+// read reads and handles messages until the socket fails. Runs are
+// handled leader/follower style: the reader that receives one hands the
+// socket to a new reader goroutine and runs the model itself, so that the
+// run starts on the thread the kernel woke, with no hand-off to another.
+func (w *child) read() {
+	for {
+		msg, fds, err := w.ch.recv()
+		if err != nil {
+			close(w.done)
+			return
+		}
+		if len(msg) > 0 && msg[0] == opRun {
+			go w.read()
+			w.handle(msg, fds)
+			return
+		}
+		w.handle(msg, fds)
+	}
+}
+
+// child is a worker's state: its sessions and the runs in flight.
+type child struct {
+	ch    *channel
+	hooks bool
+	done  chan struct{} // closed when the socket fails
+
+	mu       sync.Mutex
+	sessions map[uint64]*modelstore.Session
+	runs     map[uint64]context.CancelFunc
+}
+
+func (w *child) handle(msg []byte, fds []int) {
+	d := &dec{b: msg}
+	op, id := d.u8(), d.u64()
+	if d.err != nil {
+		closeAll(fds)
+		return
+	}
+	switch op {
+	case opCompile:
+		go w.compile(id, d, fds)
+	case opRun:
+		ctx, cancel := context.WithCancel(context.Background())
+		w.mu.Lock()
+		w.runs[id] = cancel
+		w.mu.Unlock()
+		w.run(ctx, id, d, fds) // on a reader that handed the socket on (read)
+	case opCancel:
+		w.mu.Lock()
+		cancel := w.runs[id]
+		w.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+		closeAll(fds)
+	case opClose:
+		sid := d.u64()
+		w.mu.Lock()
+		s := w.sessions[sid]
+		delete(w.sessions, sid)
+		w.mu.Unlock()
+		if s != nil {
+			s.Close()
+		}
+		closeAll(fds)
+	default:
+		closeAll(fds)
+	}
+}
+
+func (w *child) reply(id uint64, err error, fill func(e *enc) error) {
+	e := &enc{}
+	e.head(opReply, id)
+	if err == nil && fill != nil {
+		e.u8(0)
+		if err = fill(e); err == nil {
+			return
+		}
+		e.b = e.b[:0]
+		e.head(opReply, id)
+	}
+	if err != nil {
+		putError(e, err)
+	} else {
+		e.u8(0)
+	}
+	w.ch.send(e.b)
+}
+
+func (w *child) compile(id uint64, d *dec, fds []int) {
+	sid := d.u64()
+	opts := modelstore.SessionOptions{Optimize: d.u8() == 1, IntraOpThreads: int(d.u32()), InterOpThreads: int(d.u32())}
+	size := d.u64()
+	if d.err != nil || len(fds) != 1 || size == 0 || checkSize(size) != nil {
+		closeAll(fds)
+		w.reply(id, errShort, nil)
+		return
+	}
+	buf, err := modelstore.MapBuffer(fds[0], int(size))
+	if err != nil {
+		closeAll(fds)
+		w.reply(id, fmt.Errorf("mapping the model: %w", err), nil)
+		return
+	}
+	defer buf.Unref() // a session that reads the weights in place holds its own
+	if w.hooks && bytes.Contains(buf.Bytes(), hangMarker) {
+		select {}
+	}
+	s, err := modelstore.NewSharedSession(buf.Bytes(), buf, opts)
+	if err != nil {
+		w.reply(id, err, nil)
+		return
+	}
+	w.mu.Lock()
+	w.sessions[sid] = s
+	w.mu.Unlock()
+	w.reply(id, nil, func(e *enc) error {
+		putIO(e, s.Inputs())
+		putIO(e, s.Outputs())
+		mode, shared := s.Weights()
+		e.u8(byte(mode))
+		e.u64(uint64(shared))
+		return w.ch.send(e.b)
+	})
+}
+
+func (w *child) run(ctx context.Context, id uint64, d *dec, fds []int) {
+	defer func() {
+		w.mu.Lock()
+		delete(w.runs, id)
+		w.mu.Unlock()
+	}()
+	sid := d.u64()
+	inputs, done, err := recvTensors(d, fds, false)
+	closeAll(fds)
+	if err != nil {
+		w.reply(id, err, nil)
+		return
+	}
+	defer done()
+	w.mu.Lock()
+	s := w.sessions[sid]
+	w.mu.Unlock()
+	if s == nil {
+		w.reply(id, modelstore.ErrSessionClosed, nil)
+		return
+	}
+	outs, err := s.Run(ctx, inputs)
+	if err != nil {
+		w.reply(id, err, nil)
+		return
+	}
+	w.reply(id, nil, func(e *enc) error { return w.ch.sendTensors(e, outs) })
+}

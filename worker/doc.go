@@ -1,0 +1,20 @@
+// Package worker runs ONNX Runtime in supervised worker processes: an
+// engine (modelstore.Engine) whose sessions live in child processes of the
+// server, so that a model that crashes, hangs or bloats native code takes
+// down one worker, never the server. The server never loads ONNX Runtime.
+//
+// The worker is the server's own binary re-executed with
+// ENCLAVEAI_ENGINE_WORKER=1 (the main calls Main when IsWorker). It talks
+// to the server over one SOCK_SEQPACKET socket pair (proto.go): compile
+// a model whose bytes it maps read-only from the server's memfd (the
+// upload buffer itself, modelstore.ModelBuffer.FD: one copy of the model
+// for both processes); run a session on tensors that travel in the
+// message when small and in a memfd when large; cancel; close.
+//
+// The Pool supervises: a worker that dies (any signal, its RLIMIT_DATA,
+// an overrun deadline) is reaped and replaced, its calls in flight fail
+// with "engine worker died (SIGSEGV)", the models that were running on it
+// when it crashed are quarantined, and its other sessions are recreated
+// in the replacement from their shared buffers. docs/ENGINE_ISOLATION.md
+// gives the threat model.
+package worker

@@ -1,0 +1,889 @@
+package worker
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/enclaveai/enclaveai/modelstore"
+)
+
+// Isolation modes (the engine-isolation directive).
+const (
+	// PerTenant: with users configured, each user's models run in workers
+	// of their own.
+	PerTenant = "per-tenant"
+	// Shared: every model runs in one pool of workers.
+	Shared = "shared"
+)
+
+// Config configures a Pool.
+type Config struct {
+	// Exe is the binary started in worker mode (IsWorker): the server's own.
+	Exe string
+	// Lib is the ONNX Runtime library the workers load.
+	Lib string
+	// Workers is the number of worker processes per placement group (>= 1).
+	Workers int
+	// Memory is each worker's RLIMIT_DATA in bytes (0: none).
+	Memory int64
+	// Isolation is PerTenant or Shared.
+	Isolation string
+	// CompileTimeout bounds a session creation (0: one minute).
+	CompileTimeout time.Duration
+	// KillGrace is how long a run may go on after its deadline, which
+	// asks ONNX Runtime to stop it, before its worker is killed (0: 1 s).
+	KillGrace time.Duration
+	// TestHooks turns on the workers' test hooks (see hangMarker).
+	TestHooks bool
+	// NoSeccomp runs the workers without their system-call filter.
+	NoSeccomp bool
+	Log       *slog.Logger
+}
+
+// Restart rate limit: a worker slot restarts at most restartBurst times in
+// restartWindow; beyond that its models get ErrRestartLimited until the
+// window has room again, so that a client who keeps crashing workers
+// cannot keep the machine busy starting them.
+const (
+	restartBurst  = 5
+	restartWindow = 10 * time.Second
+)
+
+// Pool runs models in supervised worker processes. It implements
+// modelstore.Engine.
+type Pool struct {
+	cfg Config
+	log *slog.Logger
+
+	mu     sync.Mutex
+	groups map[string][]*slot
+	closed bool
+
+	deathsMu sync.Mutex
+	deaths   map[string]int64 // by cause
+	restarts atomic.Int64
+	// lastRestart is the time the last replacement took to start and
+	// recreate its sessions, in microseconds.
+	lastRestart atomic.Int64
+	nextSID     atomic.Uint64
+}
+
+// NewPool returns a pool; workers start when the first model needs one.
+func NewPool(cfg Config) (*Pool, error) {
+	if cfg.Workers < 1 {
+		cfg.Workers = 1
+	}
+	if cfg.CompileTimeout <= 0 {
+		cfg.CompileTimeout = time.Minute
+	}
+	if cfg.KillGrace <= 0 {
+		cfg.KillGrace = time.Second
+	}
+	if cfg.Isolation != PerTenant && cfg.Isolation != Shared {
+		return nil, fmt.Errorf("worker: unknown isolation %q", cfg.Isolation)
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Pool{cfg: cfg, log: cfg.Log, groups: map[string][]*slot{}, deaths: map[string]int64{}}, nil
+}
+
+// Name implements modelstore.Engine.
+func (p *Pool) Name() string { return "onnxruntime-worker" }
+
+// NeedsBuffer implements modelstore.BufferEngine: workers map the model's
+// memfd.
+func (p *Pool) NeedsBuffer() bool { return true }
+
+// Group implements modelstore.Engine.
+func (p *Pool) Group(owner string) string {
+	if p.cfg.Isolation == PerTenant {
+		return "user:" + owner
+	}
+	return ""
+}
+
+// Close stops every worker; sessions fail from then on.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	p.closed = true
+	var slots []*slot
+	for _, g := range p.groups {
+		slots = append(slots, g...)
+	}
+	p.mu.Unlock()
+	for _, s := range slots {
+		s.mu.Lock()
+		cur := s.cur
+		s.mu.Unlock()
+		if cur != nil {
+			cur.kill("shutdown")
+		}
+	}
+}
+
+// place picks the slot of group with the fewest sessions.
+func (p *Pool) place(group string) (*slot, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, errPoolClosed
+	}
+	g := p.groups[group]
+	if g == nil {
+		g = make([]*slot, p.cfg.Workers)
+		for i := range g {
+			g[i] = &slot{pool: p, group: group, idx: i, sessions: map[*session]struct{}{}}
+		}
+		p.groups[group] = g
+	}
+	best := g[0]
+	for _, s := range g[1:] {
+		if s.count() < best.count() {
+			best = s
+		}
+	}
+	return best, nil
+}
+
+var errPoolClosed = errors.New("engine workers are shut down")
+
+// ErrRestartLimited is returned while a worker slot may not restart.
+var ErrRestartLimited = errors.New("engine worker restarting too often; try again later")
+
+// Compile implements modelstore.Engine: the model is compiled in a worker
+// of the owner's group, which maps the model's buffer read-only.
+func (p *Pool) Compile(src modelstore.ModelSource, opts modelstore.SessionOptions) (modelstore.EngineSession, error) {
+	if src.Buf == nil || !src.Buf.Shareable() {
+		return nil, errors.New("engine workers need the model in a shared buffer")
+	}
+	sl, err := p.place(p.Group(src.Owner))
+	if err != nil {
+		return nil, err
+	}
+	s := &session{slot: sl, buf: src.Buf, opts: opts, origin: src.Origin, sum: src.SHA256, sid: p.nextSID.Add(1)}
+	src.Buf.Ref()
+	pr, err := sl.proc()
+	if err == nil {
+		err = s.compileOn(pr)
+	}
+	if err != nil {
+		src.Buf.Unref()
+		return nil, err
+	}
+	sl.add(s)
+	return s, nil
+}
+
+// countDeath adds a worker death to the INFO counters.
+func (p *Pool) countDeath(cause string) {
+	p.deathsMu.Lock()
+	p.deaths[cause]++
+	p.deathsMu.Unlock()
+}
+
+// Info is the engine's INFO section.
+func (p *Pool) Info() [][2]string {
+	p.mu.Lock()
+	workers, sessions := 0, 0
+	for _, g := range p.groups {
+		for _, s := range g {
+			s.mu.Lock()
+			if s.cur != nil {
+				workers++
+			}
+			sessions += len(s.sessions)
+			s.mu.Unlock()
+		}
+	}
+	groups := len(p.groups)
+	p.mu.Unlock()
+	f := [][2]string{
+		{"engine", p.Name()},
+		{"engine_isolation", p.cfg.Isolation},
+		{"engine_workers_per_group", strconv.Itoa(p.cfg.Workers)},
+		{"engine_worker_memory", strconv.FormatInt(p.cfg.Memory, 10)},
+		{"engine_groups", strconv.Itoa(groups)},
+		{"engine_workers_running", strconv.Itoa(workers)},
+		{"engine_sessions", strconv.Itoa(sessions)},
+		{"engine_worker_restarts", strconv.FormatInt(p.restarts.Load(), 10)},
+		{"engine_worker_last_restart_us", strconv.FormatInt(p.lastRestart.Load(), 10)},
+	}
+	p.deathsMu.Lock()
+	causes := make([]string, 0, len(p.deaths))
+	var total int64
+	for c, n := range p.deaths {
+		causes = append(causes, c)
+		total += n
+	}
+	sort.Strings(causes)
+	f = append(f, [2]string{"engine_worker_deaths", strconv.FormatInt(total, 10)})
+	for _, c := range causes {
+		f = append(f, [2]string{"engine_worker_deaths_" + strings.ToLower(c), strconv.FormatInt(p.deaths[c], 10)})
+	}
+	p.deathsMu.Unlock()
+	return f
+}
+
+// slot is one worker of a group, across its restarts.
+type slot struct {
+	pool  *Pool
+	group string
+	idx   int
+
+	mu       sync.Mutex
+	cur      *proc // nil when no worker runs
+	sessions map[*session]struct{}
+	starts   []time.Time // restarts within restartWindow
+}
+
+func (sl *slot) count() int {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	return len(sl.sessions)
+}
+
+func (sl *slot) add(s *session) {
+	sl.mu.Lock()
+	sl.sessions[s] = struct{}{}
+	sl.mu.Unlock()
+}
+
+func (sl *slot) remove(s *session) {
+	sl.mu.Lock()
+	delete(sl.sessions, s)
+	sl.mu.Unlock()
+}
+
+// proc returns the slot's running worker, starting one if there is none.
+func (sl *slot) proc() (*proc, error) {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if sl.cur != nil && !sl.cur.isDead() {
+		return sl.cur, nil
+	}
+	restart := sl.cur != nil
+	if restart {
+		now := time.Now()
+		keep := sl.starts[:0]
+		for _, t := range sl.starts {
+			if now.Sub(t) < restartWindow {
+				keep = append(keep, t)
+			}
+		}
+		sl.starts = keep
+		if len(sl.starts) >= restartBurst {
+			return nil, ErrRestartLimited
+		}
+		sl.starts = append(sl.starts, now)
+		sl.pool.restarts.Add(1)
+	}
+	p, err := sl.start()
+	if err != nil {
+		return nil, err
+	}
+	sl.cur = p
+	return p, nil
+}
+
+// revive replaces a dead worker at once and recreates its sessions there
+// from their shared buffers, so that the next runs do not wait for it.
+func (sl *slot) revive() {
+	start := time.Now()
+	p, err := sl.proc()
+	if err != nil {
+		sl.pool.log.Warn("engine worker not restarted", "group", sl.group, "worker", sl.idx, "err", err)
+		return
+	}
+	sl.mu.Lock()
+	ss := make([]*session, 0, len(sl.sessions))
+	for s := range sl.sessions {
+		ss = append(ss, s)
+	}
+	sl.mu.Unlock()
+	n := 0
+	for _, s := range ss {
+		if s.ensure(p) == nil {
+			n++
+		}
+	}
+	took := time.Since(start)
+	sl.pool.lastRestart.Store(took.Microseconds())
+	sl.pool.log.Info("engine worker restarted", "group", sl.group, "worker", sl.idx, "pid", p.pid(),
+		"sessions", n, "took", took.String())
+}
+
+// start launches a worker process.
+func (sl *slot) start() (*proc, error) {
+	cfg := &sl.pool.cfg
+	parent, child, err := socketPair()
+	if err != nil {
+		return nil, err
+	}
+	defer child.Close()
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		parent.Close()
+		return nil, err
+	}
+	cmd := exec.Command(cfg.Exe)
+	// A minimal environment: the server's may hold secrets.
+	cmd.Env = []string{envWorker + "=1", modelstore.RuntimeLibraryEnv + "=" + cfg.Lib,
+		envMemory + "=" + strconv.FormatInt(cfg.Memory, 10), "GOTRACEBACK=none"}
+	if cfg.TestHooks {
+		cmd.Env = append(cmd.Env, envTestHooks+"=1")
+	}
+	if cfg.NoSeccomp {
+		cmd.Env = append(cmd.Env, envSeccomp+"=0")
+	}
+	cmd.Dir = "/"
+	cmd.ExtraFiles = []*os.File{child} // fd 3: controlFD
+	cmd.Stderr = errW
+	// The worker dies with the server; its own process group keeps the
+	// terminal's ^C (meant for the server) away from it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	err = cmd.Start()
+	errW.Close()
+	if err != nil {
+		parent.Close()
+		errR.Close()
+		return nil, fmt.Errorf("starting an engine worker: %w", err)
+	}
+	ch, err := newChannel(parent)
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		errR.Close()
+		return nil, err
+	}
+	p := &proc{slot: sl, cmd: cmd, ch: ch, pending: map[uint64]*call{}, dead: make(chan struct{}),
+		stderrDone: make(chan struct{})}
+	go p.readStderr(errR)
+	go p.readLoop()
+	return p, nil
+}
+
+// proc is one worker process.
+type proc struct {
+	slot *slot
+	cmd  *exec.Cmd
+	ch   *channel
+
+	mu       sync.Mutex
+	pending  map[uint64]*call
+	nextID   uint64
+	killedAs string // why the server killed it ("" if it did not)
+	cause    string // set before dead is closed
+	dead     chan struct{}
+
+	// What it wrote on stderr: a crash report names the signal at its
+	// start and may run long (every goroutine's stack).
+	stderrHead []byte // the first stderrMax bytes
+	stderrTail []byte // the last stderrMax bytes
+	stderrDone chan struct{}
+}
+
+type call struct {
+	sess  *session // nil for a compile
+	stage string   // "store" or "run"
+	reply chan reply
+}
+
+type reply struct {
+	msg []byte
+	fds []int
+	err error
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+func (p *proc) isDead() bool {
+	select {
+	case <-p.dead:
+		return true
+	default:
+		return false
+	}
+}
+
+// kill kills the process (once), recording why.
+func (p *proc) kill(why string) {
+	p.mu.Lock()
+	if p.killedAs == "" {
+		p.killedAs = why
+	}
+	p.mu.Unlock()
+	p.cmd.Process.Kill()
+}
+
+// stderrMax is how much of a worker's last output is kept.
+const stderrMax = 8 << 10
+
+func (p *proc) readStderr(r *os.File) {
+	defer close(p.stderrDone)
+	defer r.Close()
+	br := bufio.NewReader(r)
+	buf := make([]byte, 4096)
+	for {
+		n, err := br.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			if room := stderrMax - len(p.stderrHead); room > 0 {
+				p.stderrHead = append(p.stderrHead, buf[:min(n, room)]...)
+			}
+			p.stderrTail = append(p.stderrTail, buf[:n]...)
+			if len(p.stderrTail) > stderrMax {
+				p.stderrTail = append([]byte(nil), p.stderrTail[len(p.stderrTail)-stderrMax:]...)
+			}
+			p.mu.Unlock()
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *proc) readLoop() {
+	for {
+		msg, fds, err := p.ch.recv()
+		if err != nil {
+			p.die()
+			return
+		}
+		d := &dec{b: msg}
+		op, id := d.u8(), d.u64()
+		if op != opReply || d.err != nil {
+			closeAll(fds)
+			continue
+		}
+		p.mu.Lock()
+		c := p.pending[id]
+		delete(p.pending, id)
+		p.mu.Unlock()
+		if c == nil {
+			closeAll(fds) // a run given up on
+			continue
+		}
+		c.reply <- reply{msg: d.b, fds: fds}
+	}
+}
+
+// die handles the end of a worker: finds why, fails the calls in flight,
+// quarantines the models that crashed it, and starts a replacement.
+func (p *proc) die() {
+	p.cmd.Process.Kill()
+	p.cmd.Wait()
+	state := p.cmd.ProcessState
+	select {
+	case <-p.stderrDone:
+	case <-time.After(time.Second): // a descendant holding the pipe
+	}
+	p.ch.close()
+	p.mu.Lock()
+	report := append(append([]byte(nil), p.stderrHead...), p.stderrTail...)
+	cause := classify(state, report, p.killedAs)
+	p.cause = cause
+	pending := p.pending
+	p.pending = nil
+	detail := crashLine(report)
+	close(p.dead)
+	p.mu.Unlock()
+
+	pool := p.slot.pool
+	if cause == "shutdown" {
+		for _, c := range pending {
+			c.reply <- reply{err: deathError(c.stage, cause)}
+		}
+		return
+	}
+	pool.countDeath(cause)
+	crashed := map[*session]bool{}
+	named := false // a call whose model is logged (compileOn logs stores)
+	for _, c := range pending {
+		if c.sess != nil && c.stage == "run" {
+			crashed[c.sess] = true
+		}
+		named = named || c.sess != nil
+		c.reply <- reply{err: deathError(c.stage, cause)}
+	}
+	quarantine := isCrash(cause)
+	for s := range crashed {
+		if quarantine {
+			s.quarantine(cause)
+		}
+		s.logDeath(cause, "run", detail, quarantine)
+	}
+	if !named {
+		pool.log.Warn("engine worker died", "group", p.slot.group, "worker", p.slot.idx, "pid", p.pid(),
+			"cause", cause, "stage", "idle", "detail", detail)
+	}
+	p.slot.mu.Lock()
+	closed := pool.isClosed()
+	p.slot.mu.Unlock()
+	if !closed {
+		go p.slot.revive()
+	}
+}
+
+func (p *Pool) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
+// deathError is what a call in flight on a worker that died gets.
+func deathError(stage, cause string) error {
+	what := "engine worker died (" + cause + ")"
+	switch cause {
+	case "timeout":
+		what = "engine worker killed: a run or session creation overran its deadline"
+	case "shutdown":
+		what = "engine worker stopped: the server is shutting down"
+	}
+	if stage == "store" {
+		return &modelstore.EngineError{Msg: "model could not be loaded: " + what + " while creating its session"}
+	}
+	return &modelstore.EngineError{Msg: "model execution failed: " + what}
+}
+
+var sigRE = regexp.MustCompile(`\b(SIG[A-Z]+)\b`)
+
+// classify names why a worker ended: the signal that killed it (as its Go
+// runtime reported it, or as the kernel did), "memory" for an allocation
+// its memory limit refused, "timeout" or "shutdown" when the server
+// killed it, else "exit N".
+func classify(state *os.ProcessState, tail []byte, killedAs string) string {
+	if killedAs != "" {
+		return killedAs
+	}
+	text := string(tail)
+	switch {
+	case strings.Contains(text, "out of memory"), strings.Contains(text, "bad_alloc"),
+		strings.Contains(text, "cannot allocate memory"):
+		return "memory"
+	}
+	if m := sigRE.FindStringSubmatch(text); m != nil {
+		return m[1]
+	}
+	if state != nil {
+		if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return signalName(ws.Signal())
+		}
+		return "exit " + strconv.Itoa(state.ExitCode())
+	}
+	return "unknown"
+}
+
+func signalName(s syscall.Signal) string {
+	names := map[syscall.Signal]string{syscall.SIGSEGV: "SIGSEGV", syscall.SIGABRT: "SIGABRT",
+		syscall.SIGFPE: "SIGFPE", syscall.SIGBUS: "SIGBUS", syscall.SIGILL: "SIGILL",
+		syscall.SIGKILL: "SIGKILL", syscall.SIGTERM: "SIGTERM", syscall.SIGSYS: "SIGSYS",
+		syscall.SIGTRAP: "SIGTRAP", syscall.SIGXCPU: "SIGXCPU"}
+	if n, ok := names[s]; ok {
+		return n
+	}
+	return "signal " + strconv.Itoa(int(s))
+}
+
+// isCrash: deaths the model in flight is to blame for (a SIGKILL comes
+// from outside: an operator, the kernel's OOM killer).
+func isCrash(cause string) bool {
+	switch cause {
+	case "SIGKILL", "SIGTERM", "timeout", "shutdown", "unknown":
+		return false
+	}
+	return !strings.HasPrefix(cause, "exit ")
+}
+
+// crashLine is the first line of the worker's crash report, for the log.
+func crashLine(tail []byte) string {
+	for _, line := range strings.Split(string(tail), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "fatal error:") || strings.HasPrefix(line, "SIG") ||
+			strings.HasPrefix(line, "terminate called") || strings.HasPrefix(line, "[signal") {
+			return line
+		}
+	}
+	return ""
+}
+
+// call sends a request and waits for its reply, the worker's death, or
+// ctx. When ctx ends first, a run is asked to stop (opCancel) and gets
+// KillGrace more; a compile, or a run that does not stop, kills the worker.
+func (p *proc) call(ctx context.Context, msg []byte, fds []int, sess *session, stage string) ([]byte, []int, error) {
+	c := &call{sess: sess, stage: stage, reply: make(chan reply, 1)}
+	p.mu.Lock()
+	if p.pending == nil {
+		p.mu.Unlock()
+		return nil, nil, deathError(stage, p.cause)
+	}
+	p.nextID++
+	id := p.nextID
+	p.pending[id] = c
+	p.mu.Unlock()
+	// The id goes in the header's bytes 1..8, written by the caller as 0.
+	putID(msg, id)
+	if err := p.ch.send(msg, fds...); err != nil {
+		p.kill("")
+		r := <-c.reply // the reader sees the socket fail
+		return r.msg, r.fds, r.err
+	}
+	select {
+	case r := <-c.reply:
+		return r.msg, r.fds, r.err
+	case <-ctx.Done():
+	}
+	if stage == "run" {
+		e := &enc{}
+		e.head(opCancel, id)
+		p.ch.send(e.b)
+		t := time.NewTimer(p.slot.pool.cfg.KillGrace)
+		defer t.Stop()
+		select {
+		case r := <-c.reply:
+			return r.msg, r.fds, r.err
+		case <-t.C:
+		}
+	}
+	p.kill("timeout")
+	r := <-c.reply
+	return r.msg, r.fds, r.err
+}
+
+func putID(msg []byte, id uint64) {
+	for i := 0; i < 8; i++ {
+		msg[1+i] = byte(id >> (8 * i))
+	}
+}
+
+// session is a model compiled in a worker of a slot. It survives the
+// worker: a replacement recompiles it from the shared buffer.
+type session struct {
+	slot   *slot
+	buf    *modelstore.ModelBuffer
+	opts   modelstore.SessionOptions
+	origin modelstore.Origin
+	sum    string
+	sid    uint64
+
+	inputs, outputs []modelstore.IOInfo
+	weights         modelstore.WeightsMode
+	shared          int64
+
+	mu     sync.Mutex
+	on     *proc // the worker that has it compiled
+	closed bool
+
+	quarantined atomic.Pointer[modelstore.EngineError]
+}
+
+// compileOn creates the session in worker p.
+func (s *session) compileOn(p *proc) error {
+	e := &enc{}
+	e.head(opCompile, 0)
+	e.u64(s.sid)
+	opt := byte(0)
+	if s.opts.Optimize {
+		opt = 1
+	}
+	e.u8(opt)
+	e.u32(uint32(s.opts.IntraOpThreads))
+	e.u32(uint32(s.opts.InterOpThreads))
+	e.u64(uint64(s.buf.Len()))
+	ctx, cancel := context.WithTimeout(context.Background(), s.slot.pool.cfg.CompileTimeout)
+	defer cancel()
+	msg, fds, err := p.call(ctx, e.b, []int{s.buf.FD()}, s, "store")
+	closeAll(fds)
+	if err != nil {
+		if ctx.Err() != nil {
+			s.slot.pool.log.Warn("engine worker killed: session creation overran its deadline",
+				"key", s.origin.Key, "owner", s.origin.Owner, "deadline", s.slot.pool.cfg.CompileTimeout.String(),
+				"stage", "store")
+			return &modelstore.EngineError{Msg: fmt.Sprintf("model could not be loaded: session creation did not finish within %s",
+				s.slot.pool.cfg.CompileTimeout)}
+		}
+		var ee *modelstore.EngineError
+		if errors.As(err, &ee) {
+			p.mu.Lock()
+			cause := p.cause
+			detail := crashLine(p.stderrHead)
+			p.mu.Unlock()
+			s.logDeath(cause, "store", detail, false)
+		}
+		return err
+	}
+	d := &dec{b: msg}
+	if d.u8() != 0 {
+		return getError(d)
+	}
+	ins, outs := getIO(d), getIO(d)
+	mode, shared := modelstore.WeightsMode(d.u8()), int64(d.u64())
+	if d.err != nil {
+		return d.err
+	}
+	if s.on == nil && s.inputs == nil { // the first compile describes it
+		s.inputs, s.outputs, s.weights, s.shared = ins, outs, mode, shared
+	}
+	s.on = p
+	return nil
+}
+
+// ensure makes sure the session is compiled in p.
+func (s *session) ensure(p *proc) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return modelstore.ErrSessionClosed
+	}
+	if q := s.quarantined.Load(); q != nil {
+		return q
+	}
+	if s.on == p {
+		return nil
+	}
+	return s.compileOn(p)
+}
+
+func (s *session) quarantine(cause string) {
+	s.quarantined.CompareAndSwap(nil, &modelstore.EngineError{Msg: "model execution failed: the model is quarantined: it crashed an engine worker (" +
+		cause + "); store it again to retry"})
+}
+
+// logDeath logs a worker death that a model of this session was in
+// flight for; the digest is computed here when it was not known.
+func (s *session) logDeath(cause, stage, detail string, quarantined bool) {
+	sum := s.sum
+	if sum == "" {
+		h := sha256.Sum256(s.buf.Bytes())
+		sum = hex.EncodeToString(h[:])
+	}
+	s.slot.pool.log.Warn("engine worker died", "key", s.origin.Key, "sha256", sum, "owner", s.origin.Owner,
+		"cause", cause, "stage", stage, "quarantined", quarantined, "group", s.slot.group,
+		"worker", s.slot.idx, "detail", detail)
+}
+
+// Inputs implements modelstore.EngineSession.
+func (s *session) Inputs() []modelstore.IOInfo { return s.inputs }
+
+// Outputs implements modelstore.EngineSession.
+func (s *session) Outputs() []modelstore.IOInfo { return s.outputs }
+
+// Weights implements modelstore.EngineSession.
+func (s *session) Weights() (modelstore.WeightsMode, int64) { return s.weights, s.shared }
+
+// Quarantined implements modelstore.Quarantiner.
+func (s *session) Quarantined() error {
+	if q := s.quarantined.Load(); q != nil {
+		return q
+	}
+	return nil
+}
+
+// Close implements modelstore.EngineSession.
+func (s *session) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	on := s.on
+	s.on = nil
+	s.mu.Unlock()
+	s.slot.remove(s)
+	if on != nil && !on.isDead() {
+		e := &enc{}
+		e.head(opClose, 0)
+		e.u64(s.sid)
+		on.ch.send(e.b)
+	}
+	s.buf.Unref()
+	return nil
+}
+
+// Run implements modelstore.EngineSession.
+func (s *session) Run(ctx context.Context, inputs []*modelstore.Tensor) ([]*modelstore.Tensor, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if q := s.quarantined.Load(); q != nil {
+		return nil, q
+	}
+	if len(inputs) != len(s.inputs) {
+		return nil, fmt.Errorf("%w: expected %d inputs but got %d", modelstore.ErrInputCount, len(s.inputs), len(inputs))
+	}
+	if len(s.inputs) == 0 {
+		return nil, fmt.Errorf("%w: the model has no inputs", modelstore.ErrInputCount)
+	}
+	for _, t := range inputs {
+		if t == nil {
+			return nil, errors.New("missing tensor")
+		}
+	}
+	p, err := s.slot.proc()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.ensure(p); err != nil {
+		return nil, err
+	}
+	e := &enc{}
+	e.head(opRun, 0)
+	e.u64(s.sid)
+	size := tensorsSize(inputs)
+	var shmFD = -1
+	if size <= inlineMax {
+		payload := make([]byte, size)
+		putTensors(e, inputs, payload)
+		e.u8(payloadInline)
+		e.b = append(e.b, payload...)
+	} else {
+		fd, mem, err := newShm(size)
+		if err != nil {
+			return nil, err
+		}
+		shmFD = fd
+		defer syscall.Close(fd)
+		putTensors(e, inputs, mem)
+		syscall.Munmap(mem)
+		e.u8(payloadShm)
+		e.u64(uint64(size))
+	}
+	var fds []int
+	if shmFD >= 0 {
+		fds = []int{shmFD}
+	}
+	msg, rfds, err := p.call(ctx, e.b, fds, s, "run")
+	defer closeAll(rfds)
+	if err != nil {
+		return nil, err
+	}
+	d := &dec{b: msg}
+	if d.u8() != 0 {
+		return nil, getError(d)
+	}
+	outs, done, err := recvTensors(d, rfds, true)
+	if err != nil {
+		return nil, err
+	}
+	done()
+	if len(outs) != len(s.outputs) {
+		return nil, fmt.Errorf("engine worker returned %d outputs for %d", len(outs), len(s.outputs))
+	}
+	return outs, nil
+}
