@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/tidwall/redcon"
@@ -39,8 +40,12 @@ func info(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "models: %d\n", len(items(scan)))
-	for _, m := range items(scan) {
+	models := items(scan)
+	slices.SortFunc(models, func(a, b redcon.RESP) int {
+		return strings.Compare(items(a)[0].String(), items(b)[0].String())
+	})
+	fmt.Fprintf(out, "models: %d\n", len(models))
+	for _, m := range models {
 		kt := items(m)
 		if len(kt) != 2 {
 			continue
