@@ -53,8 +53,12 @@ type Options struct {
 	EngineStoreTimeout int64
 	MaxModels          atomic.Int64 // 0 = unlimited
 	MaxModelSize       atomic.Int64
-	ModelDir           string
-	SealKeyFile        string
+	// SlowlogSlowerThan (µs; -1 off, 0 every command) and SlowlogMaxLen
+	// are Redis's slowlog-log-slower-than and slowlog-max-len.
+	SlowlogSlowerThan atomic.Int64
+	SlowlogMaxLen     atomic.Int64
+	ModelDir          string
+	SealKeyFile       string
 	// TLS: a second listener on TLSPort (0 = none). Without cert and key
 	// files the server generates its key pair in memory at start (inside an
 	// enclave the private key then never leaves it).
@@ -115,6 +119,8 @@ func Default() *Options {
 	o.ProtoMaxBulkLen.Store(512 << 20)
 	o.ClientQueryBufferLimit.Store(1 << 30)
 	o.MaxModelSize.Store(4 << 30)
+	o.SlowlogSlowerThan.Store(10000)
+	o.SlowlogMaxLen.Store(128)
 	return o
 }
 
@@ -241,6 +247,10 @@ var directives = func() map[string]*directive {
 	add("max-models", true, g, s)
 	g, s = num(func(o *Options) *atomic.Int64 { return &o.MaxModelSize }, 1, 1<<62, true)
 	add("max-model-size", true, g, s)
+	g, s = num(func(o *Options) *atomic.Int64 { return &o.SlowlogSlowerThan }, -1, 1<<62, false)
+	add("slowlog-log-slower-than", true, g, s)
+	g, s = num(func(o *Options) *atomic.Int64 { return &o.SlowlogMaxLen }, 0, 1<<31-1, false)
+	add("slowlog-max-len", true, g, s)
 	g, s = str(func(o *Options) *string { return &o.ModelDir })
 	add("model-dir", false, g, s)
 	g, s = str(func(o *Options) *string { return &o.SealKeyFile })
