@@ -12,8 +12,11 @@ export ENCLAVEAI_ONNXRUNTIME_LIB := $(ORT_LIB)
 
 build: bin/enclaveai-server bin/enclaveai-cli
 
+# The revision --version shows (GOFLAGS may turn off go build's VCS stamp).
+REVISION := $(shell git rev-parse --short=12 HEAD 2>/dev/null)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
+
 bin/enclaveai-server: $(ORT_LIB) FORCE
-	$(GO) build -o $@ ./cmd/enclaveai-server
+	$(GO) build -ldflags "-X main.revision=$(REVISION)" -o $@ ./cmd/enclaveai-server
 	cp -f $(ORT_LIB) bin/libonnxruntime.so.1.tmp && mv -f bin/libonnxruntime.so.1.tmp bin/libonnxruntime.so.1
 
 bin/enclaveai-cli: FORCE
@@ -32,12 +35,17 @@ $(ORT_LIB):
 	mv $(ORT_DIR)/pack/package/bin/napi-v6/linux/x64/libonnxruntime.so.1 $@.tmp && mv $@.tmp $@
 	rm -rf $(ORT_DIR)/pack
 
+# make run PORT=6380 BIND=0.0.0.0 DIR=/tmp/ai ARGS="--maxmemory 8gb"
+PORT ?= 6379
+BIND ?= 127.0.0.1
+DIR  ?= ./data
 run: build
-	mkdir -p data
-	bin/enclaveai-server --dir ./data
+	mkdir -p $(DIR)
+	bin/enclaveai-server --port $(PORT) --bind $(BIND) --dir $(DIR) $(ARGS)
 
 # Debian packages the black-box tests use, installed only when missing.
-TEST_DEBS := redis-tools redis-server python3-redis python3-numpy python3-onnx python3-torch
+TEST_DEBS := redis-tools redis-server python3-redis python3-numpy python3-onnx python3-torch \
+             python3-tqdm python3-venv python3-pip python3-setuptools
 deps:
 	@missing=""; for p in $(TEST_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi

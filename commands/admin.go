@@ -141,6 +141,9 @@ func parseConfig(a Args) (Runner, error) {
 type InfoSection struct {
 	Name   string
 	Fields func(s *Server) [][2]string
+	// NotDefault sections are shown only when asked for by name, or by
+	// "all" or "everything" (as Redis's commandstats).
+	NotDefault bool
 }
 
 var extraSections []InfoSection
@@ -160,12 +163,13 @@ func parseInfo(a Args) (Runner, error) {
 // default ones when none, "all" or "everything").
 func (s *Server) Info(sections []string) string {
 	want := map[string]bool{}
-	all := len(sections) == 0
+	all, every := len(sections) == 0, false
 	for _, sec := range sections {
 		sec = strings.ToLower(sec)
 		if sec == "all" || sec == "everything" || sec == "default" {
 			all = true
 		}
+		every = every || sec == "all" || sec == "everything"
 		want[sec] = true
 	}
 	var b strings.Builder
@@ -222,6 +226,9 @@ func (s *Server) Info(sections []string) string {
 		{"total_error_replies", itoa(st.Errors.Load())},
 	})
 	for _, sec := range extraSections {
+		if sec.NotDefault && !every && !want[strings.ToLower(sec.Name)] {
+			continue
+		}
 		emit(sec.Name, sec.Fields(s))
 	}
 	n, exp := s.Keys.Len()

@@ -38,6 +38,8 @@ type Server struct {
 
 	// uploading is the payload bytes of uploads in flight (upload.go).
 	uploading atomic.Int64
+	// slow is SLOWLOG's ring (observe.go).
+	slow slowLog
 
 	// Snapshot is the sealed snapshot's state; the front end sets SealKey.
 	Snapshot Snapshotter
@@ -340,6 +342,9 @@ func (s *Server) Dispatch(c *Client, argv [][]byte, owned func(int) bool) {
 	c.lastActive.Store(time.Now().UnixMilli())
 	spec := table.Lookup(argv[0])
 	if err := s.check(c, spec, argv); err != nil {
+		if spec != nil {
+			spec.stats.rejected.Add(1)
+		}
 		if c.inMulti {
 			c.multiDirty = true
 		}
@@ -373,10 +378,13 @@ func (s *Server) Dispatch(c *Client, argv [][]byte, owned func(int) bool) {
 	}
 	r, err := spec.Parse(a)
 	if err != nil {
+		spec.stats.rejected.Add(1)
 		s.replyError(c.W, err)
 		return
 	}
-	s.run(&Ctx{Server: s, C: c, W: c.W}, spec, r)
+	start := time.Now()
+	failed := s.run(&Ctx{Server: s, C: c, W: c.W}, spec, r)
+	s.recordRun(c, spec, argv, time.Since(start), failed)
 }
 
 // txControl marks MULTI, EXEC, DISCARD, QUIT, RESET: run at once inside a
@@ -435,7 +443,8 @@ func truncate(b []byte, n int) []byte {
 }
 
 // run executes a parsed command under the lock its flags ask for.
-func (s *Server) run(x *Ctx, spec *Spec, r Runner) {
+// run runs a parsed command and reports whether it failed.
+func (s *Server) run(x *Ctx, spec *Spec, r Runner) bool {
 	x.C.busy.Store(true)
 	defer x.C.busy.Store(false)
 	var err error
@@ -473,6 +482,7 @@ func (s *Server) run(x *Ctx, spec *Spec, r Runner) {
 			x.C.logSeq = now
 		}
 	}
+	return err != nil
 }
 
 func (s *Server) replyError(w *Writer, err error) {

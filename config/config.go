@@ -61,8 +61,12 @@ type Options struct {
 	ThreadsPerQueue    atomic.Int64
 	IntraOpParallelism atomic.Int64
 	InterOpParallelism atomic.Int64
-	ModelDir           string
-	SealKeyFile        string
+	// SlowlogSlowerThan (µs; -1 off, 0 every command) and SlowlogMaxLen
+	// are Redis's slowlog-log-slower-than and slowlog-max-len.
+	SlowlogSlowerThan atomic.Int64
+	SlowlogMaxLen     atomic.Int64
+	ModelDir          string
+	SealKeyFile       string
 	// TLS: a second listener on TLSPort (0 = none). Without cert and key
 	// files the server generates its key pair in memory at start (inside an
 	// enclave the private key then never leaves it).
@@ -123,6 +127,8 @@ func Default() *Options {
 	o.ProtoMaxBulkLen.Store(512 << 20)
 	o.ClientQueryBufferLimit.Store(1 << 30)
 	o.MaxModelSize.Store(4 << 30)
+	o.SlowlogSlowerThan.Store(10000)
+	o.SlowlogMaxLen.Store(128)
 	return o
 }
 
@@ -255,6 +261,11 @@ var directives = func() map[string]*directive {
 	add("intra-op-parallelism", false, g, s)
 	g, s = num(func(o *Options) *atomic.Int64 { return &o.InterOpParallelism }, 0, 1024, false)
 	add("inter-op-parallelism", false, g, s)
+
+	g, s = num(func(o *Options) *atomic.Int64 { return &o.SlowlogSlowerThan }, -1, 1<<62, false)
+	add("slowlog-log-slower-than", true, g, s)
+	g, s = num(func(o *Options) *atomic.Int64 { return &o.SlowlogMaxLen }, 0, 1<<31-1, false)
+	add("slowlog-max-len", true, g, s)
 	g, s = str(func(o *Options) *string { return &o.ModelDir })
 	add("model-dir", false, g, s)
 	g, s = str(func(o *Options) *string { return &o.SealKeyFile })

@@ -66,21 +66,71 @@ func TestIngestDirect(t *testing.T) {
 	}
 }
 
-// A small first chunk keeps the ordinary path: allocations of their own.
-func TestIngestSmallFirstChunk(t *testing.T) {
-	in := bulkCmd("AI.MODELSET", "k", "ONNX", "CPU", "INPUTS", "a", "OUTPUTS", "b", "BLOB", "xy", strings.Repeat("z", 2<<20))
+// The path is decided by the running total: a small model keeps the
+// ordinary path (allocations of their own); the chunk that brings the total
+// to directMin moves the small ones before it into the model's buffer, so
+// that a model sent in 1,000,000-byte chunks is not joined in a second copy.
+func TestIngestRunningTotal(t *testing.T) {
+	in := bulkCmd("AI.MODELSET", "k", "ONNX", "CPU", "INPUTS", "a", "OUTPUTS", "b", "BLOB", "xy", strings.Repeat("z", 1000))
 	f := newIngestFixture(t, in, nil)
 	cmd, err := f.read()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if f.up.take() != nil {
-		t.Error("an upload buffer for a model whose first chunk is 2 bytes")
+		t.Error("an upload buffer for a 1002-byte model")
 	}
 	if !cmd.Owned(9) || !cmd.Owned(10) || string(cmd.Args[9]) != "xy" {
 		t.Error("chunks not in allocations of their own")
 	}
 	f.up.done()
+
+	chunks := []string{"xy"}
+	want := "xy"
+	for i := range 5 {
+		c := strings.Repeat(string(rune('a'+i)), 1_000_000)
+		chunks, want = append(chunks, c), want+c
+	}
+	in = bulkCmd(append([]string{"AI.MODELSTORE", "k", "ONNX", "CPU", "BLOB"}, chunks...)...) + bulkCmd("PING")
+	f = newIngestFixture(t, in, nil)
+	if cmd, err = f.read(); err != nil {
+		t.Fatal(err)
+	}
+	buf := f.up.take()
+	if buf == nil {
+		t.Fatal("no upload buffer for a 5 MB model in 1,000,000-byte chunks")
+	}
+	if !buf.Holds(cmd.Args[5:]) || string(buf.Bytes()) != want {
+		t.Error("the chunks (the first two moved) are not the buffer's bytes")
+	}
+	if f.up.reserved != int64(len(want)) {
+		t.Errorf("reserved %d bytes, want %d", f.up.reserved, len(want))
+	}
+	f.up.done()
+	buf.Unref()
+	if cmd, err = f.read(); err != nil || string(cmd.Args[0]) != "PING" {
+		t.Fatalf("next command: %v", err)
+	}
+}
+
+// A single chunk is bounded by max-model-size, not proto-max-bulk-len.
+func TestIngestChunkAboveProtoMaxBulkLen(t *testing.T) {
+	chunk := strings.Repeat("m", 3<<20)
+	in := bulkCmd("AI.MODELSTORE", "k", "ONNX", "CPU", "BLOB", chunk) + bulkCmd("SET", "k", chunk)
+	f := newIngestFixture(t, in, func(o *config.Options) { o.ProtoMaxBulkLen.Store(1 << 20) })
+	cmd, err := f.read()
+	if err != nil {
+		t.Fatalf("a 3 MiB chunk under a 1 MiB proto-max-bulk-len: %v", err)
+	}
+	buf := f.up.take()
+	if buf == nil || !buf.Holds(cmd.Args[5:]) {
+		t.Fatal("the chunk is not in the upload buffer")
+	}
+	f.up.done()
+	buf.Unref()
+	if _, err := f.read(); !IsProtocol(err) || !strings.Contains(err.Error(), "invalid bulk length") {
+		t.Fatalf("SET of 3 MiB: %v, want proto-max-bulk-len's protocol error", err)
+	}
 }
 
 // max-model-size refuses the chunk that would pass it, from its length
