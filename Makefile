@@ -15,13 +15,18 @@ export ENCLAVEAI_ONNXRUNTIME_LIB := $(ORT_LIB)
 # looks in .cache/onnxruntime_go (modelstore/extinit_cgo.go), linked here.
 ORT_GO_LINK := .cache/onnxruntime_go
 
-.PHONY: enclave build run test test-go test-redis deps ort models bench bench-core bench-snapshot bench-huge bench-mem fuzz clean
+.PHONY: enclave build run test test-go test-redis test-nocgo deps ort models bench bench-core bench-snapshot bench-huge bench-mem fuzz clean
 
-build: bin/enclaveai-server bin/enclaveai-cli
+build: bin/enclaveai-server bin/enclaveai-cli bin/enclaveai-server-nocgo
 
 bin/enclaveai-server: $(ORT_LIB) $(ORT_GO_LINK) FORCE
 	$(GO) build -o $@ ./cmd/enclaveai-server
 	cp -f $(ORT_LIB) bin/libonnxruntime.so.1.tmp && mv -f bin/libonnxruntime.so.1.tmp bin/libonnxruntime.so.1
+
+# The cgo-free static build: no ONNX Runtime, the pure-Go engine only (the
+# code an enclave runs; `make enclave` builds the same with EGo).
+bin/enclaveai-server-nocgo: FORCE
+	CGO_ENABLED=0 $(GO) build -o $@ ./cmd/enclaveai-server
 
 bin/enclaveai-cli: FORCE
 	$(GO) build -o $@ ./cmd/enclaveai-cli
@@ -56,7 +61,7 @@ deps:
 models: deps
 	$(PYTHON) redis_tests/models/gen_models.py redis_tests/models
 
-test: deps build models test-go test-redis
+test: deps build models test-go test-redis test-nocgo
 
 test-go: $(ORT_LIB) $(ORT_GO_LINK)
 	$(GO) vet ./...
@@ -64,6 +69,16 @@ test-go: $(ORT_LIB) $(ORT_GO_LINK)
 
 test-redis: build models
 	$(PYTHON) -m unittest discover -s redis_tests -p 'test_*.py' -v
+
+# The engine-independent suites again, against the cgo-free static binary
+# (tensors, keys, transactions, users, redis-cli: about 15 s here);
+# test_goengine.py, run by test-redis, compares its inference with ONNX
+# Runtime's. The model suites are not rerun: their error texts are ORT's.
+NOCGO_SUITES := test_core.py test_users.py test_redis_cli.py
+test-nocgo: bin/enclaveai-server-nocgo models
+	CGO_ENABLED=0 $(GO) vet ./...
+	CGO_ENABLED=0 $(GO) test -count=1 ./goengine ./config ./persistence
+	for s in $(NOCGO_SUITES); do ENCLAVEAI_SERVER=$(CURDIR)/bin/enclaveai-server-nocgo $(PYTHON) -m unittest discover -s redis_tests -p $$s || exit 1; done
 
 # Speed against baselines measured in the same run (docs/BENCHMARKS.md).
 # Each benchmark is its own target that adds itself to `bench`; bench-core

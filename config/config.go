@@ -51,10 +51,14 @@ type Options struct {
 	// EngineStoreTimeout is how long a worker may take to create a
 	// session, in seconds.
 	EngineStoreTimeout int64
-	MaxModels          atomic.Int64 // 0 = unlimited
-	MaxModelSize       atomic.Int64
-	ModelDir           string
-	SealKeyFile        string
+	// InferenceEngine is the engine that compiles and runs models:
+	// EngineONNXRuntime or EngineGo (the default where the build has no
+	// ONNX Runtime, which then refuses EngineONNXRuntime).
+	InferenceEngine string
+	MaxModels       atomic.Int64 // 0 = unlimited
+	MaxModelSize    atomic.Int64
+	ModelDir        string
+	SealKeyFile     string
 	// TLS: a second listener on TLSPort (0 = none). Without cert and key
 	// files the server generates its key pair in memory at start (inside an
 	// enclave the private key then never leaves it).
@@ -86,7 +90,7 @@ func (o *Options) SlogLevel() *slog.LevelVar { return &o.slogLevel }
 // exists in Redis, and EnclaveAI's own otherwise.
 func Default() *Options {
 	o := &Options{Bind: "127.0.0.1", Dir: ".", DBFilename: "dump.aidb", SealKeyFile: "seal.key", SealPolicy: "product",
-		EngineIsolation: "per-tenant", EngineStoreTimeout: 60}
+		EngineIsolation: "per-tenant", EngineStoreTimeout: 60, InferenceEngine: DefaultInferenceEngine}
 	o.Port.Store(6379)
 	empty, info, save := "", "notice", "3600 1 300 100 60 10000"
 	o.Requirepass.Store(&empty)
@@ -190,6 +194,20 @@ var directives = func() map[string]*directive {
 			return nil
 		}
 		return errors.New("argument must be one of: per-tenant, shared, off")
+	})
+	add("inference-engine", false, func(o *Options) string { return o.InferenceEngine }, func(o *Options, a []string) error {
+		switch v := strings.ToLower(a[0]); v {
+		case EngineGo:
+			o.InferenceEngine = v
+			return nil
+		case EngineONNXRuntime:
+			if !HasONNXRuntime {
+				return errors.New("this build has no ONNX Runtime (CGO_ENABLED=0 or the enclave build): only go")
+			}
+			o.InferenceEngine = v
+			return nil
+		}
+		return errors.New("argument must be one of: onnxruntime, go")
 	})
 	add("engine-workers", false, func(o *Options) string { return strconv.FormatInt(o.EngineWorkers, 10) },
 		func(o *Options, a []string) error {

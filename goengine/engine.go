@@ -66,6 +66,11 @@ func (Engine) Compile(src modelstore.ModelSource, _ modelstore.SessionOptions) (
 	if err != nil {
 		return nil, err
 	}
+	for _, io := range append(slices.Clip(inputs), outputs...) {
+		if io.DType == modelstore.DTypeInvalid || io.DType == modelstore.String {
+			return nil, refuse("%s is %s, which this engine does not run", io.Name, io.ElemType)
+		}
+	}
 	mp, err := gonnx.ModelProtoFromBytes(src.Data)
 	if err != nil {
 		return nil, refuse("cannot parse the model: %v", err)
@@ -127,6 +132,13 @@ func checkModel(mp *gonnxproto.ModelProto) error {
 	return nil
 }
 
+// terminated is Run's error when its context ended it (the model's
+// MODEL_EXECUTION_TIMEOUT), worded like ONNX Runtime's for clients that
+// look for "terminate".
+func terminated(err error) error {
+	return refuse("the run was terminated: %v (MODEL_EXECUTION_TIMEOUT)", err)
+}
+
 // session is a compiled model. gonnx evaluates the graph node by node;
 // Run resolves operators through a getter that first checks the run's
 // context, so a TIMEOUT stops a run at the next node.
@@ -154,7 +166,7 @@ func (s *session) Close() error {
 // Run implements modelstore.EngineSession.
 func (s *session) Run(ctx context.Context, inputs []*modelstore.Tensor) ([]*modelstore.Tensor, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, terminated(err)
 	}
 	if len(inputs) != len(s.inputs) {
 		return nil, fmt.Errorf("%w: the model takes %d, got %d", modelstore.ErrInputCount, len(s.inputs), len(inputs))
@@ -189,7 +201,7 @@ func (s *session) Run(ctx context.Context, inputs []*modelstore.Tensor) ([]*mode
 	res, err := m.Run(feed)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
-			return nil, ctxErr
+			return nil, terminated(ctxErr)
 		}
 		return nil, refuse("%v", err)
 	}

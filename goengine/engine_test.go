@@ -74,7 +74,7 @@ func TestRunsLinear(t *testing.T) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
-	if _, err := s.Run(ctx, []*modelstore.Tensor{x}); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := s.Run(ctx, []*modelstore.Tensor{x}); err == nil || !strings.Contains(err.Error(), "terminated") {
 		t.Fatalf("expired context: %v", err)
 	}
 	s.Close()

@@ -49,7 +49,7 @@ func toGonnx(t *modelstore.Tensor) (tensor.Tensor, error) {
 		}
 		backing = b
 	default:
-		return nil, fmt.Errorf("%w: the pure-Go engine does not take %s tensors", modelstore.ErrUnsupportedDType, t.DType)
+		return nil, refuse("%s tensors are not supported", t.DType)
 	}
 	if len(shape) == 0 {
 		return tensor.New(tensor.FromScalar(scalarOf(backing))), nil
