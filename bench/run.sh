@@ -9,7 +9,8 @@
 #           is 400) (BENCH_VARIANTS=0 skips those)
 #   models  bench/latency: AI.MODELEXECUTE of mlp.onnx at batch 1 against
 #           onnxruntime_go in-process and a loopback PING
-#   go      the Go benchmarks of packages commands and server
+#   go      the Go benchmarks of packages commands and server, and the
+#           keyspace's SCAN and expiry at 10k and 1M keys
 #
 # With no section, all of them. `make bench` runs it after `make build models`.
 # Every server it starts listens on 127.0.0.1 only and is stopped on exit,
@@ -265,13 +266,11 @@ section_models() {
 section_go() {
 	say "go: Go benchmarks (commands, server)"
 	go test -run '^$' -bench . -benchmem -benchtime 1s ./commands ./server | grep -E '^(Benchmark|ok|FAIL)' | tee -a "$SUMMARY"
+	# SCAN and active expiry at 10k and 1M keys: the cost per call must not
+	# grow with the keyspace.
+	go test -run '^$' -bench Keyspace -benchmem -benchtime 2000x ./modelstore | grep -E '^(Benchmark|ok|FAIL)' | tee -a "$SUMMARY"
 }
 
-# The binding's cgo code needs the ORT C header shipped in its module; the
-# Makefile exports the flag, this covers running the script by hand.
-if [[ "${CGO_CFLAGS:-}" != *onnxruntime_go* ]]; then
-	export CGO_CFLAGS="${CGO_CFLAGS:-} -I$(go list -m -f '{{.Dir}}' github.com/yalue/onnxruntime_go)"
-fi
 [ -x "$SERVER" ] || { echo "$SERVER is missing: run make build" >&2; exit 1; }
 
 {

@@ -9,21 +9,47 @@ import (
 
 // AI.DAGEXECUTE [LOAD n key ...] [PERSIST n key ...] [ROUTING key] [TIMEOUT ms] |> op [|> op ...]
 // AI.DAGEXECUTE_RO: the same without PERSIST.
+// AI.DAGRUN, AI.DAGRUN_RO: the deprecated forms, which RedisAI 1.2.7 still
+// accepts: LOAD, PERSIST and ROUTING are optional and the model op is
+// AI.MODELRUN (key INPUTS in ... OUTPUTS out ...), not AI.MODELEXECUTE.
 //
-// Ops: AI.TENSORSET, AI.TENSORGET, AI.MODELEXECUTE. Tensor names are local
-// to the DAG; only LOAD reads and PERSIST writes the keyspace.
+// Ops: AI.TENSORSET, AI.TENSORGET, AI.MODELEXECUTE (AI.MODELRUN in the
+// deprecated forms). Tensor names are local to the DAG; only LOAD reads and
+// PERSIST writes the keyspace.
 func init() {
 	register(
 		&Spec{Name: "ai.dagexecute", Arity: -2, Flags: Write | DenyOOM | NoMulti | NoTxLock, Group: "models",
 			Summary: "Runs a graph of tensor and model operations with DAG-local tensors.",
 			Syntax:  "[LOAD n key ...] [PERSIST n key ...] [ROUTING key] [TIMEOUT ms] |> op [|> op ...]",
-			Parse:   parseDAG(false)},
+			Parse:   parseDAG(dagExecute)},
 		&Spec{Name: "ai.dagexecute_ro", Arity: -2, Flags: Readonly | NoMulti | NoTxLock, Group: "models",
 			Summary: "Read-only AI.DAGEXECUTE: no PERSIST.",
 			Syntax:  "[LOAD n key ...] [ROUTING key] [TIMEOUT ms] |> op [|> op ...]",
-			Parse:   parseDAG(true)},
+			Parse:   parseDAG(dagExecuteRO)},
+		&Spec{Name: "ai.dagrun", Arity: -2, Flags: Write | DenyOOM | NoMulti | NoTxLock, Group: "models",
+			Summary: "Deprecated form of AI.DAGEXECUTE, with AI.MODELRUN ops.",
+			Syntax:  "[LOAD n key ...] [PERSIST n key ...] [TIMEOUT ms] |> op [|> op ...]",
+			Parse:   parseDAG(dagRun)},
+		&Spec{Name: "ai.dagrun_ro", Arity: -2, Flags: Readonly | NoMulti | NoTxLock, Group: "models",
+			Summary: "Deprecated form of AI.DAGEXECUTE_RO, with AI.MODELRUN ops.",
+			Syntax:  "[LOAD n key ...] [TIMEOUT ms] |> op [|> op ...]",
+			Parse:   parseDAG(dagRunRO)},
 	)
 }
+
+// dagForm tells the four DAG commands apart.
+type dagForm struct {
+	name       string
+	readonly   bool
+	deprecated bool // AI.DAGRUN(_RO)
+}
+
+var (
+	dagExecute   = dagForm{name: "AI.DAGEXECUTE"}
+	dagExecuteRO = dagForm{name: "AI.DAGEXECUTE_RO", readonly: true}
+	dagRun       = dagForm{name: "AI.DAGRUN", deprecated: true}
+	dagRunRO     = dagForm{name: "AI.DAGRUN_RO", readonly: true, deprecated: true}
+)
 
 type dagOpKind int
 
@@ -52,13 +78,15 @@ type dagCmd struct {
 // dagNA is the reply for ops that did not run because an earlier one failed.
 const dagNA = "NA"
 
-func parseDAG(readonly bool) func(a Args) (Runner, error) {
+func parseDAG(form dagForm) func(a Args) (Runner, error) {
+	readonly, name := form.readonly, form.name
 	return func(a Args) (Runner, error) {
-		name := "AI.DAGEXECUTE"
-		if readonly {
-			name = "AI.DAGEXECUTE_RO"
-		}
-		if len(a.V) < 6 {
+		// The shortest commands: AI.DAGRUN |> AI.TENSORGET t, and
+		// AI.DAGEXECUTE ROUTING k |> AI.TENSORGET t (RedisAI's counts).
+		switch {
+		case form.deprecated && len(a.V) < 4:
+			return nil, errorf("ERR wrong number of arguments for '%s' command", name)
+		case !form.deprecated && len(a.V) < 6:
 			return nil, errorf("ERR missing arguments for '%s' command", name)
 		}
 		c := &dagCmd{cmdName: name}
@@ -113,7 +141,7 @@ func parseDAG(readonly bool) func(a Args) (Runner, error) {
 				return nil, errorf("ERR Invalid DAG command. Unexpected argument:  %s", a.Peek())
 			}
 		}
-		if !hasLoad && !hasPersist && !routing {
+		if !form.deprecated && !hasLoad && !hasPersist && !routing {
 			return nil, Reply("ERR AI.DAGEXECUTE and AI.DAGEXECUTE_RO commands must contain at least one out of ROUTING, LOAD, PERSIST keywords")
 		}
 		for a.Match("|>") {
@@ -124,7 +152,7 @@ func parseDAG(readonly bool) func(a Args) (Runner, error) {
 			if a.Pos() == start {
 				return nil, errorf("ERR Invalid DAG command. Unexpected argument:  |>")
 			}
-			op, err := parseDAGOp(NewArgs(a.V[start-1:a.Pos()], nil), readonly)
+			op, err := parseDAGOp(NewArgs(a.V[start-1:a.Pos()], nil), form)
 			if err != nil {
 				return nil, err
 			}
@@ -139,7 +167,20 @@ func parseDAG(readonly bool) func(a Args) (Runner, error) {
 
 // parseDAGOp parses one op; a.V[0] is the "|>" that introduced it, so the
 // op's own name is a.V[1] and the cursor starts on it.
-func parseDAGOp(a Args, readonly bool) (dagOp, error) {
+func parseDAGOp(a Args, form dagForm) (dagOp, error) {
+	if form.deprecated {
+		switch {
+		case a.Match("AI.MODELRUN"):
+			return parseDAGModelRun(a)
+		case a.Match("AI.MODELEXECUTE"):
+			return dagOp{}, errorf("AI.MODELEXECUTE cannot be used in a deprecated %s command", "AI.DAGRUN")
+		case a.Match("AI.SCRIPTEXECUTE"):
+			return dagOp{}, errorf("AI.SCRIPTEXECUTE cannot be used in a deprecated %s command", "AI.DAGRUN")
+		case a.Match("AI.SCRIPTRUN"):
+			return dagOp{}, errLoadBackend
+		}
+	}
+	readonly := form.readonly
 	switch {
 	case a.Match("AI.TENSORSET"):
 		if a.Remaining() < 2 {
@@ -190,6 +231,32 @@ func parseDAGOp(a Args, readonly bool) (dagOp, error) {
 		return dagOp{}, Reply("Deprecated AI.SCRIPTRUN cannot be used in AI.DAGEXECUTE command")
 	}
 	return dagOp{}, Reply("Unsupported command within DAG")
+}
+
+// parseDAGModelRun parses AI.MODELRUN's syntax inside AI.DAGRUN:
+// key [TIMEOUT ms] INPUTS in ... [OUTPUTS out ...] (a.V[0] is the "|>").
+// Input and output counts are checked against the model when the DAG runs.
+func parseDAGModelRun(a Args) (dagOp, error) {
+	if len(a.V)-1 < 6 {
+		return dagOp{}, Reply("ERR wrong number of arguments for 'AI.MODELRUN' command")
+	}
+	e := &modelExecCmd{key: a.NextString()}
+	if a.Match("TIMEOUT") {
+		if _, err := parseTimeout(&a); err != nil {
+			return dagOp{}, err
+		}
+		return dagOp{}, Reply("ERR TIMEOUT not allowed within a DAG command")
+	}
+	if !a.Match("INPUTS") {
+		return dagOp{}, Reply("ERR INPUTS not specified")
+	}
+	for a.More() && !isWord(a.Peek(), "OUTPUTS") {
+		e.inputs = append(e.inputs, a.NextString())
+	}
+	if a.Match("OUTPUTS") {
+		e.outputs = keyStrings(a.Rest())
+	}
+	return dagOp{kind: opModelExec, exec: e}, nil
 }
 
 type dagResult struct {

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"slices"
 	"strings"
 )
 
@@ -9,15 +10,21 @@ import (
 // markers below is this text; TestREADMECommands keeps them equal.
 func CommandsMarkdown() string {
 	groups := map[string][]*Spec{}
-	var order []string
 	for _, s := range table.Sorted() {
-		if _, ok := groups[s.Group]; !ok {
-			order = append(order, s.Group)
-		}
 		groups[s.Group] = append(groups[s.Group], s)
 	}
+	// The usual groups first, in this order; any other group after them
+	// (sorted), so that a new group is never left out of the README.
+	order := []string{"tensors", "models", "keyspace", "connection", "transactions", "server"}
+	var others []string
+	for g := range groups {
+		if !slices.Contains(order, g) {
+			others = append(others, g)
+		}
+	}
+	slices.Sort(others)
 	var b strings.Builder
-	for _, g := range []string{"tensors", "models", "keyspace", "connection", "transactions", "server"} {
+	for _, g := range append(order, others...) {
 		specs := groups[g]
 		if len(specs) == 0 {
 			continue

@@ -43,7 +43,8 @@ type Options struct {
 	// server process itself).
 	EngineIsolation string
 	// EngineWorkers is the number of worker processes per placement group
-	// (0: one per 8 cores, at least 1 and at most 8).
+	// (0: one per 8 cores, at least 1 and at most 8; one per user when
+	// each user has a group of their own).
 	EngineWorkers int64
 	// EngineWorkerMemory is each worker's memory limit in bytes (its
 	// RLIMIT_DATA; 0: half the machine's memory).

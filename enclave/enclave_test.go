@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/edgelesssys/ego/attestation"
@@ -124,6 +125,34 @@ func TestKeyFileCreatedAndReused(t *testing.T) {
 	}
 	if bytes.Equal(k1.Key, other.Key) {
 		t.Fatal("two new key files hold the same key")
+	}
+}
+
+// Servers started at once on a fresh directory must agree on one key: the
+// loser of the race reads the winner's whole file (before, it returned the
+// "file not found" of its first look, or read a file not yet written).
+func TestKeyFileConcurrentFirstStart(t *testing.T) {
+	for round := 0; round < 20; round++ {
+		path := filepath.Join(t.TempDir(), "seal.key")
+		const n = 8
+		keys := make([][]byte, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() { keys[i], errs[i] = keyFromFile(path) })
+		}
+		wg.Wait()
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("round %d, loader %d: %v", round, i, errs[i])
+			}
+			if !bytes.Equal(keys[i], keys[0]) {
+				t.Fatalf("round %d: loaders got different keys", round)
+			}
+		}
+		if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".seal.key.tmp*")); len(left) != 0 {
+			t.Fatalf("temporary files left behind: %v", left)
+		}
 	}
 }
 

@@ -154,12 +154,15 @@ func isZero(b []byte) bool {
 }
 
 // keyFromFile reads the key file, creating it first if it does not exist.
+// Two processes starting at once agree on one key: the file appears whole
+// (createKeyFile links a finished temporary file into place), and the one
+// that loses the race reads the winner's.
 func keyFromFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		key, err := createKeyFile(path)
-		if !errors.Is(err, os.ErrExist) {
-			return key, err
+		key, cerr := createKeyFile(path)
+		if !errors.Is(cerr, os.ErrExist) {
+			return key, cerr
 		}
 		f, err = os.Open(path) // created by someone else meanwhile
 	}
@@ -187,18 +190,22 @@ func keyFromFile(path string) ([]byte, error) {
 }
 
 // createKeyFile creates a key file with a fresh random key, durably: the
-// key must not be lost once a snapshot is sealed with it.
+// key must not be lost once a snapshot is sealed with it. The key is written
+// and fsynced under a temporary name first and then hard-linked to path,
+// which fails with os.ErrExist if path exists: no process ever reads a
+// key file that is still being written.
 func createKeyFile(path string) (key []byte, err error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(path)
-		}
-	}()
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	defer f.Close()
+	if err := f.Chmod(0o600); err != nil {
+		return nil, err
+	}
 	key = make([]byte, SealKeySize)
 	if _, err := rand.Read(key); err != nil {
 		return nil, err
@@ -209,10 +216,10 @@ func createKeyFile(path string) (key []byte, err error) {
 	if err := f.Sync(); err != nil {
 		return nil, err
 	}
-	if err := f.Close(); err != nil {
+	if err := os.Link(tmp, path); err != nil {
 		return nil, err
 	}
-	d, err := os.Open(filepath.Dir(path))
+	d, err := os.Open(dir)
 	if err != nil {
 		return nil, err
 	}

@@ -13,8 +13,9 @@ var (
 	ErrStringElements = errors.New("number of string elements does not match tensor length")
 	ErrBoolValue      = errors.New("BOOL tensor elements must be 0 or 1")
 	ErrInvalidValue   = errors.New("invalid value")
-	ErrNullInString   = errors.New("C-string value contains null character")
-	ErrOOM            = errors.New("command not allowed when used memory > 'maxmemory'")
+	//lint:ignore ST1005 C-string names the type, as RedisAI's message does
+	ErrNullInString = errors.New("C-string value contains null character")
+	ErrOOM          = errors.New("command not allowed when used memory > 'maxmemory'")
 )
 
 // Errors of the ONNX layer (onnx.go, onnxcheck.go). Errors that ONNX Runtime
@@ -23,10 +24,12 @@ var (
 var (
 	// ErrModelEmpty: an empty model blob. The text is what RedisAI (ONNX
 	// Runtime) replies to one.
+	//lint:ignore ST1005 ONNX Runtime's exact text, which clients see
 	ErrModelEmpty = errors.New("No graph was found in the protobuf.")
 	// ErrModelMalformed: the blob is not valid protobuf (an HTML page, a
 	// truncated upload). Wrapped with where parsing failed; the sentinel's
 	// text is ONNX Runtime's own message for such input.
+	//lint:ignore ST1005 ONNX Runtime's exact text, which clients see
 	ErrModelMalformed = errors.New("Failed to load model because protobuf parsing failed.")
 	// ErrModelTooDeep: messages nested more than MaxModelDepth levels (a
 	// protobuf bomb). RedisAI's ORT answers those with ErrModelMalformed's text.

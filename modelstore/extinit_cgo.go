@@ -5,12 +5,12 @@ package modelstore
 // The cgo shim behind shared weights: the binding (onnxruntime_go) does not
 // wrap OrtApi::AddInitializer, so this file calls it, and the few functions
 // around it, through the OrtApi table of the library the binding loaded.
-// The C header is the binding's own copy (onnxruntime_c_api.h, API version
-// 24): the Makefile exports CGO_CFLAGS=-I<onnxruntime_go module dir>, and
-// links that directory to .cache/onnxruntime_go for plain `go test` runs.
+// The C header (onnxruntime_c_api.h, API version 24) is kept in ortapi/,
+// a copy of the binding's own, so that a fresh clone builds with plain
+// `go build` (see ortapi/README.md).
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../.cache/onnxruntime_go
+#cgo CFLAGS: -I${SRCDIR}/ortapi
 #cgo LDFLAGS: -ldl
 #include <dlfcn.h>
 #include <stdlib.h>

@@ -15,10 +15,11 @@ package modelstore
 import (
 	"hash/maphash"
 	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tidwall/btree"
 )
 
 // Value is anything stored under a key.
@@ -41,10 +42,17 @@ type entry struct {
 }
 
 // Keyspace is the single database of keys.
+//
+// Besides the key map it keeps, as Redis does, what makes SCAN and active
+// expiry cost O(keys returned or sampled) rather than O(keys): order, every
+// key sorted by (hash, key), which SCAN walks from its cursor; and ttl, the
+// keys that have an expiry (Redis's expires dict), which SweepExpired
+// samples.
 type Keyspace struct {
-	mu      sync.RWMutex
-	m       map[string]entry
-	expires int // number of keys with a TTL
+	mu    sync.RWMutex
+	m     map[string]entry
+	order *btree.BTreeG[slot]
+	ttl   map[string]int64 // key -> expireAt, for keys with a TTL
 	// dropped holds the values of expired, not yet swept keys that a write
 	// or DEL removed: SweepExpired hands them back for release with the rest.
 	dropped []Value
@@ -63,9 +71,26 @@ func NewKeyspace(maxmemory func() int64) *Keyspace {
 	if maxmemory == nil {
 		maxmemory = func() int64 { return 0 }
 	}
-	return &Keyspace{m: make(map[string]entry), maxmemory: maxmemory,
+	return &Keyspace{m: make(map[string]entry), order: newOrder(), ttl: map[string]int64{}, maxmemory: maxmemory,
 		now: func() int64 { return time.Now().UnixMilli() }, seed: maphash.MakeSeed()}
 }
+
+// slot is a key's place in Keyspace.order.
+type slot struct {
+	h   uint64
+	key string
+}
+
+func newOrder() *btree.BTreeG[slot] {
+	// Keyspace.mu guards it: the tree's own lock would be a second one.
+	return btree.NewBTreeGOptions(func(a, b slot) bool {
+		return a.h < b.h || (a.h == b.h && a.key < b.key)
+	}, btree.Options{NoLocks: true})
+}
+
+// scanHash is key's SCAN order. Hashes live in [1, 2^62) so that a cursor
+// is a positive int64 and 0 can mean "start" and "done".
+func (k *Keyspace) scanHash(key string) uint64 { return maphash.String(k.seed, key)>>2 | 1 }
 
 func (e entry) live(now int64) bool { return e.v != nil && (e.expireAt == 0 || e.expireAt > now) }
 
@@ -168,18 +193,24 @@ func (k *Keyspace) CheckMemory(n int64) error {
 	return nil
 }
 
-// setLocked replaces key's entry, keeping used and expires in step.
+// setLocked replaces key's entry, keeping used, order and ttl in step.
 func (k *Keyspace) setLocked(key string, e entry) {
 	if prev, ok := k.m[key]; ok {
 		k.used.Add(-entrySize(key, prev.v))
-		if prev.expireAt != 0 {
-			k.expires--
-		}
+	} else {
+		k.order.Set(slot{k.scanHash(key), key})
 	}
 	k.m[key] = e
 	k.used.Add(entrySize(key, e.v))
-	if e.expireAt != 0 {
-		k.expires++
+	k.setTTLLocked(key, e.expireAt)
+}
+
+// setTTLLocked records key's expiry (0: none) in ttl.
+func (k *Keyspace) setTTLLocked(key string, at int64) {
+	if at == 0 {
+		delete(k.ttl, key)
+	} else {
+		k.ttl[key] = at
 	}
 }
 
@@ -197,10 +228,9 @@ func (k *Keyspace) deleteLocked(key string) (Value, bool) {
 		return nil, false
 	}
 	delete(k.m, key)
+	k.order.Delete(slot{k.scanHash(key), key})
+	delete(k.ttl, key)
 	k.used.Add(-entrySize(key, e.v))
-	if e.expireAt != 0 {
-		k.expires--
-	}
 	return e.v, true
 }
 
@@ -300,15 +330,9 @@ func (k *Keyspace) SetExpire(allow Allow, key string, at int64) (bool, Value, er
 		k.deleteLocked(key)
 		return true, e.v, nil
 	}
-	if (e.expireAt == 0) != (at == 0) {
-		if at == 0 {
-			k.expires--
-		} else {
-			k.expires++
-		}
-	}
 	e.expireAt = at
 	k.m[key] = e
+	k.setTTLLocked(key, at)
 	return true, nil, nil
 }
 
@@ -332,7 +356,7 @@ func (k *Keyspace) Now() int64 { return k.now() }
 func (k *Keyspace) Len() (keys, expires int) {
 	k.mu.RLock()
 	defer k.mu.RUnlock()
-	return len(k.m), k.expires
+	return len(k.m), len(k.ttl)
 }
 
 // Used is the memory accounted to keys and values.
@@ -364,7 +388,7 @@ func (k *Keyspace) Flush(allow Allow) ([]Value, error) {
 	}
 	old := k.m
 	k.m = make(map[string]entry)
-	k.expires = 0
+	k.order, k.ttl = newOrder(), map[string]int64{}
 	k.used.Store(0)
 	k.dirty.Add(int64(len(old)))
 	k.mu.Unlock()
@@ -375,23 +399,45 @@ func (k *Keyspace) Flush(allow Allow) ([]Value, error) {
 	return out, nil
 }
 
-// SweepExpired deletes expired keys and returns the values removed,
-// including those of expired keys that writes or DEL removed meanwhile.
+// Active expiry, as Redis's activeExpireCycle: each SweepExpired samples
+// expireSample keys that have a TTL and deletes the expired ones, and
+// samples again while more than a quarter of a sample had expired, for
+// expireBudget at most. Keys nobody samples yet expire when read (every
+// read checks the expiry), so the cost per sweep does not grow with the
+// keyspace while memory of expired keys is still reclaimed.
+const (
+	expireSample = 20
+	expireBudget = time.Millisecond
+)
+
+// SweepExpired deletes expired keys (a bounded sample of them, above) and
+// returns the values removed, including those of expired keys that writes
+// or DEL removed meanwhile.
 func (k *Keyspace) SweepExpired() []Value {
 	now := k.now()
+	start := time.Now()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	out := k.dropped
 	k.dropped = nil
 	k.expired.Add(int64(len(out)))
-	if k.expires == 0 {
-		return out
-	}
-	for key, e := range k.m {
-		if e.expireAt != 0 && e.expireAt <= now {
-			k.deleteLocked(key)
-			out = append(out, e.v)
-			k.expired.Add(1)
+	for len(k.ttl) > 0 {
+		sampled, expired := 0, 0
+		// Go starts every range over a map at a random place.
+		for key, at := range k.ttl {
+			if sampled == expireSample {
+				break
+			}
+			sampled++
+			if at <= now {
+				v, _ := k.deleteLocked(key)
+				out = append(out, v)
+				expired++
+			}
+		}
+		k.expired.Add(int64(expired))
+		if expired*4 <= sampled || time.Since(start) > expireBudget {
+			break
 		}
 	}
 	return out
@@ -433,18 +479,19 @@ func (k *Keyspace) ItemsRetained(retain func(Value)) []Item {
 // the values it replaced.
 func (k *Keyspace) Replace(items []Item) []Value {
 	m := make(map[string]entry, len(items))
+	order, ttl := newOrder(), map[string]int64{}
 	var used int64
-	expires := 0
 	for _, it := range items {
 		m[it.Key] = entry{v: it.Value, expireAt: it.ExpireAt}
+		order.Set(slot{k.scanHash(it.Key), it.Key})
 		used += entrySize(it.Key, it.Value)
 		if it.ExpireAt != 0 {
-			expires++
+			ttl[it.Key] = it.ExpireAt
 		}
 	}
 	k.mu.Lock()
 	old := k.m
-	k.m, k.expires = m, expires
+	k.m, k.order, k.ttl = m, order, ttl
 	k.used.Store(used)
 	k.dirty.Store(0)
 	k.mu.Unlock()
@@ -459,43 +506,36 @@ func (k *Keyspace) Replace(items []Item) []Value {
 // and the cursor to continue from (0 when done). Like Redis's SCAN, every
 // key present for the whole iteration is returned at least once; keys
 // added or removed meanwhile may or may not be. accept filters keys
-// (MATCH, TYPE) after they are counted, as Redis does.
+// (MATCH, TYPE) after they are counted, as Redis does. It walks count keys
+// of order from the cursor: its cost does not grow with the keyspace.
 func (k *Keyspace) Scan(cursor uint64, count int, accept func(Item) bool) ([]string, uint64) {
-	type hk struct {
-		h  uint64
-		it Item
-	}
 	now := k.now()
+	var items []Item
+	var next uint64
+	counted := 0
+	var last uint64
 	k.mu.RLock()
-	all := make([]hk, 0, len(k.m))
-	for key, e := range k.m {
-		// Hashes live in [1, 2^62) so that a cursor is a positive int64 and
-		// 0 can mean "start" and "done".
-		h := maphash.String(k.seed, key)>>2 | 1
-		if h >= cursor && e.live(now) {
-			all = append(all, hk{h, Item{key, e.v, e.expireAt}})
+	k.order.Ascend(slot{h: cursor}, func(s slot) bool {
+		// Never split keys of equal hash across two replies.
+		if counted >= count && s.h != last {
+			next = s.h
+			return false
 		}
-	}
+		if e, ok := k.m[s.key]; ok && e.live(now) {
+			items = append(items, Item{s.key, e.v, e.expireAt})
+			counted++
+			last = s.h
+		}
+		return true
+	})
 	k.mu.RUnlock()
-	sort.Slice(all, func(i, j int) bool { return all[i].h < all[j].h })
 	var keys []string
-	i := 0
-	for ; i < len(all) && i < count; i++ {
-		if accept(all[i].it) {
-			keys = append(keys, all[i].it.Key)
+	for _, it := range items {
+		if accept(it) {
+			keys = append(keys, it.Key)
 		}
 	}
-	// Never split keys of equal hash across two replies.
-	for i > 0 && i < len(all) && all[i].h == all[i-1].h {
-		if accept(all[i].it) {
-			keys = append(keys, all[i].it.Key)
-		}
-		i++
-	}
-	if i >= len(all) {
-		return keys, 0
-	}
-	return keys, all[i].h
+	return keys, next
 }
 
 // SortedKeys returns the live keys that accept admits, sorted.

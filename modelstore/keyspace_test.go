@@ -46,13 +46,22 @@ func checkAccounting(t *testing.T, k *Keyspace) {
 		used += entrySize(key, e.v)
 		if e.expireAt != 0 {
 			expires++
+			if at, ok := k.ttl[key]; !ok || at != e.expireAt {
+				t.Errorf("ttl[%q] = %d, %v; the entry expires at %d", key, at, ok, e.expireAt)
+			}
+		}
+		if _, ok := k.order.Get(slot{k.scanHash(key), key}); !ok {
+			t.Errorf("key %q is missing from the SCAN order", key)
 		}
 	}
 	if got := k.Used(); got != used {
 		t.Errorf("Used() = %d, entries add up to %d", got, used)
 	}
-	if k.expires != expires {
-		t.Errorf("expires = %d, entries with a TTL: %d", k.expires, expires)
+	if len(k.ttl) != expires {
+		t.Errorf("ttl holds %d keys, entries with a TTL: %d", len(k.ttl), expires)
+	}
+	if k.order.Len() != len(k.m) {
+		t.Errorf("SCAN order holds %d keys, the map %d", k.order.Len(), len(k.m))
 	}
 }
 
@@ -532,4 +541,81 @@ func TestAllowRefusesWhole(t *testing.T) {
 	if got, err := k.Delete(allow, "f", "none"); err != nil || len(got) != 1 {
 		t.Errorf("Delete of an allowed key: %v %v", got, err)
 	}
+}
+
+// Active expiry samples: one sweep over a keyspace where most keys with a
+// TTL have expired removes many of them (it samples again while a quarter
+// of a sample had expired), repeated sweeps remove them all, and keys that
+// have not expired, or have no TTL, stay.
+func TestSweepExpiredSamples(t *testing.T) {
+	k, c := newTestKeyspace(t, 0)
+	for i := range 1000 {
+		key := strconv.Itoa(i)
+		k.Set(key, newU8(1), false)
+		switch {
+		case i < 900:
+			setExpire(k, key, c.ms+10) // will expire
+		case i < 950:
+			setExpire(k, key, c.ms+1_000_000)
+		}
+	}
+	c.ms += 100
+	first := len(k.SweepExpired())
+	if first < 2*expireSample {
+		t.Errorf("first sweep removed %d keys; it should sample again while most are expired", first)
+	}
+	total := first
+	for range 1000 {
+		total += len(k.SweepExpired())
+	}
+	if total != 900 {
+		t.Fatalf("sweeps removed %d keys, want the 900 expired", total)
+	}
+	if n, ttl := k.Len(); n != 100 || ttl != 50 {
+		t.Fatalf("Len = %d keys, %d with a TTL; want 100, 50", n, ttl)
+	}
+	if got := k.ExpiredKeys(); got != 900 {
+		t.Fatalf("ExpiredKeys = %d", got)
+	}
+}
+
+// The keyspace costs of issue 11: SCAN and active expiry per call at 10k
+// and 1M keys (make bench, bench/run.sh go). Both should be flat.
+func BenchmarkKeyspaceScan(b *testing.B) {
+	for _, n := range []int{10_000, 1_000_000} {
+		k := filledKeyspace(n, false)
+		b.Run(strconv.Itoa(n)+"keys", func(b *testing.B) {
+			var cursor uint64
+			for b.Loop() {
+				_, cursor = k.Scan(cursor, 10, func(Item) bool { return true })
+			}
+		})
+	}
+}
+
+func BenchmarkKeyspaceSweepExpired(b *testing.B) {
+	for _, n := range []int{10_000, 1_000_000} {
+		k := filledKeyspace(n, true)
+		b.Run(strconv.Itoa(n)+"keys", func(b *testing.B) {
+			for b.Loop() {
+				k.SweepExpired()
+			}
+		})
+	}
+}
+
+// filledKeyspace holds n one-byte tensors; with ttl, each expires in an
+// hour (so a sweep finds nothing to delete and must not walk them all).
+func filledKeyspace(n int, ttl bool) *Keyspace {
+	k := NewKeyspace(nil)
+	t := newU8(1)
+	at := k.Now() + 3_600_000
+	for i := range n {
+		key := "key:" + strconv.Itoa(i)
+		k.Set(key, t, false)
+		if ttl {
+			k.SetExpire(nil, key, at)
+		}
+	}
+	return k
 }

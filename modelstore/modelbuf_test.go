@@ -56,8 +56,8 @@ func testModelBuffer(t *testing.T, heap bool) {
 	if !bytes.Equal(b.Bytes(), whole) || b.Len() != len(whole) {
 		t.Fatal("Bytes() differ from the chunks")
 	}
-	if b.Fingerprint() != Fingerprint(whole) || b.Fingerprint() != Fingerprint(whole) {
-		t.Fatal("Sum differs from SHA-256 of the bytes")
+	if b.Fingerprint() != Fingerprint(whole) {
+		t.Fatal("Fingerprint() differs from the fingerprint of the bytes")
 	}
 	if !b.Holds(parts) {
 		t.Error("Holds(the Extend slices) = false")

@@ -141,5 +141,3 @@ func frames(t testing.TB, b []byte) []int {
 	}
 	return offs
 }
-
-func sum(b []byte) [32]byte { return sha256.Sum256(b) }

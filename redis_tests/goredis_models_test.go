@@ -5,11 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"math"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -19,68 +16,21 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// startModelServer starts bin/enclaveai-server (built by `make build`) on a
-// free port with a temporary dir and returns its address once it serves
-// (DBSIZE answers: PING is answered while the server is still loading).
-// The server is stopped at cleanup.
+// startModelServer starts a server of its own (startServer) for one test
+// and returns its address; the server is stopped at cleanup, and a crash
+// or panic on its stderr fails the test.
 func startModelServer(t *testing.T, args ...string) string {
 	t.Helper()
-	bin, err := filepath.Abs(filepath.Join("..", "bin", "enclaveai-server"))
+	s, err := startServer(args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if env := os.Getenv("ENCLAVEAI_SERVER"); env != "" {
-		bin = env
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Skipf("server binary %s not built (run `make build`): %v", bin, err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	dir := t.TempDir()
-	cmd := exec.Command(bin, append([]string{"--port", strconv.Itoa(port), "--dir", dir}, args...)...)
-	cmd.Dir = dir
-	stderr, err := os.Create(filepath.Join(dir, "server.stderr"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		stderr.Close()
+		if err := s.stop(); err != nil {
+			t.Error(err)
+		}
 	})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	probe := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
-	defer probe.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		select {
-		case err := <-exited:
-			out, _ := os.ReadFile(stderr.Name())
-			t.Fatalf("server exited before it was ready: %v\n%s", err, out)
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := probe.DBSize(ctx).Result()
-		cancel()
-		if err == nil {
-			return addr
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server not ready after 10s: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return s.addr
 }
 
 // TestGoRedisModels stores linear.onnx and runs it through go-redis v9
@@ -88,7 +38,7 @@ func startModelServer(t *testing.T, args ...string) string {
 func TestGoRedisModels(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join("models", "linear.onnx"))
 	if err != nil {
-		t.Skipf("linear.onnx not generated (run `make models`): %v", err)
+		t.Fatalf("linear.onnx not generated (run `make models`): %v", err)
 	}
 	addr := startModelServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -3,8 +3,10 @@
 // would; the Python files next to it do the same with redis-py, raw
 // sockets and redis-cli.
 //
-// The binary is $ENCLAVEAI_SERVER, else <repo>/bin/enclaveai-server (make
-// build), else one built here with `go build` into a temporary directory.
+// The binary is $ENCLAVEAI_SERVER (make test-go sets it to the binary it
+// has just built), else one built here from the working tree with
+// `go build` into a temporary directory, never a bin/enclaveai-server that
+// may be older than the code under test.
 package redis_tests
 
 import (
@@ -36,7 +38,11 @@ var (
 	shared     *server
 	sharedErr  error
 	sharedOnce sync.Once
-	buildDir   string
+
+	buildOnce sync.Once
+	buildDir  string
+	builtBin  string
+	buildErr  error
 )
 
 func TestMain(m *testing.M) {
@@ -53,30 +59,29 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// serverBinary finds (or builds) the binary under test.
+// serverBinary returns the binary under test: $ENCLAVEAI_SERVER, or the
+// working tree built once per test binary.
 func serverBinary() (string, error) {
 	if p := os.Getenv("ENCLAVEAI_SERVER"); p != "" {
 		return p, nil
 	}
-	repo, err := filepath.Abs("..")
-	if err != nil {
-		return "", err
-	}
-	p := filepath.Join(repo, "bin", "enclaveai-server")
-	if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
-		return p, nil
-	}
-	buildDir, err = os.MkdirTemp("", "enclaveai-bin-")
-	if err != nil {
-		return "", err
-	}
-	p = filepath.Join(buildDir, "enclaveai-server")
-	cmd := exec.Command("go", "build", "-o", p, "./cmd/enclaveai-server")
-	cmd.Dir = repo
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return p, nil
+	buildOnce.Do(func() {
+		repo, err := filepath.Abs("..")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		if buildDir, buildErr = os.MkdirTemp("", "enclaveai-bin-"); buildErr != nil {
+			return
+		}
+		builtBin = filepath.Join(buildDir, "enclaveai-server")
+		cmd := exec.Command("go", "build", "-o", builtBin, "./cmd/enclaveai-server")
+		cmd.Dir = repo
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	return builtBin, buildErr
 }
 
 // lockedBuffer collects the server's stderr.
@@ -116,8 +121,23 @@ func freePort() (int, error) {
 }
 
 // startServer starts the binary with extra flags and polls until it
-// answers (PING, then DBSIZE until it is no longer -LOADING).
+// answers (PING, then DBSIZE until it is no longer -LOADING). The port is
+// found free by listening on it and closing it, so another process may
+// take it before the server listens: a start that fails on a port in use
+// is retried on a new one.
 func startServer(args ...string) (*server, error) {
+	for attempt := 1; ; attempt++ {
+		s, err := startServerOnce(args)
+		if errors.Is(err, errPortInUse) && attempt < 5 {
+			continue
+		}
+		return s, err
+	}
+}
+
+var errPortInUse = errors.New("port in use")
+
+func startServerOnce(args []string) (*server, error) {
 	bin, err := serverBinary()
 	if err != nil {
 		return nil, err
@@ -151,6 +171,9 @@ func startServer(args ...string) (*server, error) {
 		select {
 		case <-s.exited:
 			os.RemoveAll(dir)
+			if strings.Contains(s.stderr.String(), "address already in use") {
+				return nil, fmt.Errorf("%w: %s", errPortInUse, s.addr)
+			}
 			return nil, fmt.Errorf("server exited before it was ready (%v); stderr:\n%s", s.err, s.stderr)
 		default:
 		}

@@ -132,6 +132,27 @@ class UploadTest(HugeCase):
         after = self.settled_rss(base)
         self.assertLess(after - base, 64 * MiB, "RSS %d MiB above baseline after DEL" % ((after - base) // MiB))
 
+    def test_worker_reads_the_model_in_the_servers_pages(self):
+        """With the engine wall (the default), the worker that runs the
+        model maps the server's upload buffer (a memfd): its share of the
+        model's bytes is the server's pages (RssShmem), and what it holds
+        of its own stays a small fraction of the model, so server plus
+        worker hold the model about once."""
+        c = self.conn()
+        reply, size = self.upload(c)
+        self.assertEqual(reply, "OK")
+        self.assert_runs(c)
+        workers = []
+        for tid in os.listdir("/proc/%d/task" % self.pid):
+            with open("/proc/%d/task/%s/children" % (self.pid, tid)) as f:
+                workers += [int(k) for k in f.read().split()]
+        self.assertEqual(len(workers), 1, workers)
+        w = workers[0]
+        shared = proc_status(w, "RssShmem")
+        own = proc_status(w, "VmHWM") - shared
+        self.assertGreaterEqual(shared, 0.9 * size, "the worker maps %.2fx the model" % (shared / size))
+        self.assertLess(own, 0.1 * size, "the worker's own peak is %.2fx the model" % (own / size))
+
     def test_upload_queued_in_multi_keeps_one_copy(self):
         # Queued by MULTI, the chunks stay where the upload put them until
         # EXEC: no copy of them is made for the queue, nor to join them.

@@ -998,6 +998,41 @@ class DAGTest(ModelCase):
         np.testing.assert_allclose(np.frombuffer(rep[1], np.float32).reshape(3, 3), y, rtol=1e-6, atol=1e-6)
         self.assertEqual(self.r.exists("o"), 0)
 
+    def test_dagrun_deprecated_forms(self):
+        # AI.DAGRUN(_RO), deprecated but accepted by RedisAI 1.2.7
+        # (REDISAI.md 3.10): LOAD/PERSIST/ROUTING optional, AI.MODELRUN ops.
+        x, y = reference("linear")
+        tset(self.r, "x", x)
+        self.assertEqual(self.r.execute_command("AI.DAGRUN", "LOAD", 1, "x", "PERSIST", 1, "y",
+                                                "|>", "AI.MODELRUN", "lin", "INPUTS", "x", "OUTPUTS", "y"),
+                         [b"OK"])
+        np.testing.assert_allclose(tget(self.r, "y"), y, rtol=1e-6, atol=1e-6)
+        rep = self.r.execute_command("AI.DAGRUN_RO", "LOAD", 1, "x",
+                                     "|>", "AI.MODELRUN", "lin", "INPUTS", "x", "OUTPUTS", "o",
+                                     "|>", "AI.TENSORGET", "o", "BLOB")
+        self.assertEqual(rep[0], b"OK")
+        np.testing.assert_allclose(np.frombuffer(rep[1], np.float32).reshape(3, 3), y, rtol=1e-6, atol=1e-6)
+        self.assertEqual(self.r.execute_command("AI.DAGRUN", "|>", "AI.TENSORSET", "t", "INT32", 2, "VALUES", 4, 5,
+                                                "|>", "AI.TENSORGET", "t", "VALUES"), [b"OK", [4, 5]])
+        self.assertEqual(self.r.exists("o", "t"), 0)
+        D, S = "AI.DAGRUN", ["|>", "AI.TENSORSET", "t", "FLOAT", 1, "VALUES", 1]
+        rows = [
+            ("ERR wrong number of arguments for 'AI.DAGRUN' command", D, "|>"),
+            ("ERR wrong number of arguments for 'AI.DAGRUN_RO' command", "AI.DAGRUN_RO", "|>"),
+            ("ERR PERSIST cannot be specified in a read-only DAG", "AI.DAGRUN_RO", "PERSIST", 1, "t", *S),
+            ("AI.MODELEXECUTE cannot be used in a deprecated AI.DAGRUN command", D, "LOAD", 1, "x",
+             "|>", "AI.MODELEXECUTE", "lin", "INPUTS", 1, "x", "OUTPUTS", 1, "y"),
+            ("ERR TIMEOUT not allowed within a DAG command", D, "LOAD", 1, "x",
+             "|>", "AI.MODELRUN", "lin", "TIMEOUT", 5, "INPUTS", "x", "OUTPUTS", "y"),
+            ("ERR INPUTS not specified", D, "LOAD", 1, "x", "|>", "AI.MODELRUN", "lin", "FOO", "x", "OUTPUTS", "y"),
+            (IN_MISMATCH, D, "LOAD", 1, "x", "|>", "AI.MODELRUN", "lin", "INPUTS", "x", "x", "OUTPUTS", "y"),
+            (NO_MODEL, D, "LOAD", 1, "x", "|>", "AI.MODELRUN", "nosuch", "INPUTS", "x", "OUTPUTS", "y"),
+            ("Unsupported command within DAG", D, "|>", "SET", "k", "v"),
+        ]
+        for want, *args in rows:
+            self.assertErr(want, *args)
+        self.assertEqual(self.r.exists("t", "y2"), 0)
+
     def test_op_error_then_na_and_nothing_persisted(self):
         self.r.execute_command("AI.TENSORSET", "keep", "FLOAT", 1, "VALUES", 5)
         rep = self.r.execute_command(

@@ -36,14 +36,19 @@ func (s *Server) startEngine() error {
 		}
 		s.log.Info("ONNX Runtime loaded in the server process (engine-isolation off)",
 			"library", lib, "version", modelstore.RuntimeVersion())
+		commands.RegisterInfoSection(commands.InfoSection{Name: "Engine",
+			Fields: func(*commands.Server) [][2]string {
+				return [][2]string{{"engine", modelstore.InProcess{}.Name()}, {"engine_isolation", "off"}}
+			}})
 		return nil
 	}
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("engine workers: finding this executable: %w", err)
 	}
+	workers := EngineWorkers(o.EngineWorkers, o.EngineIsolation == worker.PerTenant && o.UsersEnabled())
 	pool, err := worker.NewPool(worker.Config{
-		Exe: exe, Lib: lib, Workers: EngineWorkers(o.EngineWorkers), Memory: EngineWorkerMemory(o.EngineWorkerMemory),
+		Exe: exe, Lib: lib, Workers: workers, Memory: EngineWorkerMemory(o.EngineWorkerMemory),
 		Isolation: o.EngineIsolation, CompileTimeout: time.Duration(o.EngineStoreTimeout) * time.Second,
 		TestHooks: os.Getenv("ENCLAVEAI_ENGINE_TEST_HOOKS") == "1", Log: s.log,
 	})
@@ -56,17 +61,22 @@ func (s *Server) startEngine() error {
 	commands.RegisterInfoSection(commands.InfoSection{Name: "Engine",
 		Fields: func(*commands.Server) [][2]string { return pool.Info() }})
 	s.log.Info("ONNX Runtime runs in engine worker processes", "library", lib, "isolation", o.EngineIsolation,
-		"workers_per_group", EngineWorkers(o.EngineWorkers), "worker_memory", EngineWorkerMemory(o.EngineWorkerMemory))
+		"workers_per_group", workers, "worker_memory", EngineWorkerMemory(o.EngineWorkerMemory))
 	return nil
 }
 
 // EngineWorkers resolves engine-workers: n, or when 0 one worker per 8
-// cores, at least 1 and at most 8. One worker already runs a model's
-// operators on every core (ONNX Runtime's thread pool) and many runs at
-// once; more workers add control channels and smaller blast radii.
-func EngineWorkers(n int64) int {
-	if n > 0 {
+// cores, at least 1 and at most 8, for the one group of all models; with
+// a group per tenant (perTenant) one per tenant. One worker already runs a
+// model's operators on every core (ONNX Runtime's thread pool) and many
+// runs at once; more workers add control channels and smaller blast radii,
+// and each costs its own ONNX Runtime (tens of MB).
+func EngineWorkers(n int64, perTenant bool) int {
+	switch {
+	case n > 0:
 		return int(n)
+	case perTenant:
+		return 1
 	}
 	return min(8, max(1, runtime.NumCPU()/8))
 }

@@ -3,6 +3,18 @@
 // each to the command layer and writes the replies back, batching the
 // replies of pipelined commands into one write.
 //
+// Why not redcon's server: redcon's reader (the loop behind redcon.Serve)
+// buffers each whole command, doubling its buffer as the bytes come and then
+// copying every argument into Command.Raw and Args, and it cannot refuse a
+// `$600000000` length header before allocating for it, nor read a 500 MB
+// BLOB chunk into memory the caller chose. Reading one AI.MODELSTORE of
+// three 500 MB chunks peaks at 5165 MB of RSS through
+// redcon.Reader.ReadCommand (3.44x the model) and at 1510 MB (1.01x)
+// through this package's Reader with the upload Sink (`go run
+// ./bench/readers`, docs/BENCHMARKS.md). So this package reads RESP itself
+// (reader.go), checking every length against its limit first, while replies
+// are encoded with redcon's Append* functions (commands/writer.go).
+//
 // Concurrency: one goroutine per connection runs that connection's commands
 // in order; a ticker goroutine drives periodic work (expiry, idle clients).
 package server

@@ -1,9 +1,10 @@
 package worker
 
 import (
+	"errors"
 	"fmt"
-	"net"
 	"os"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -14,25 +15,41 @@ import (
 // channel is one end of a control socket (SOCK_SEQPACKET: each write is
 // one message, which a read gets whole). Writes may come from many
 // goroutines at once; reads from one.
+//
+// The socket is used in blocking mode with plain system calls, not
+// through Go's network poller: the reader's thread sleeps in recvmsg and
+// the kernel wakes it directly when a message arrives, one hop fewer than
+// epoll waking the poller which then wakes the reading goroutine. A run's
+// round trip crosses the socket twice, so each hop counts.
 type channel struct {
-	c   *net.UnixConn
-	buf []byte // the reader's
-	oob []byte
+	fd   int
+	file *os.File // owns fd
+	// mu keeps close from reusing fd's number under a send in flight.
+	mu     sync.RWMutex
+	closed bool
 }
 
 func newChannel(f *os.File) (*channel, error) {
-	fc, err := net.FileConn(f)
-	f.Close()
-	if err != nil {
+	fd := int(f.Fd()) // Fd puts the descriptor in blocking mode
+	if err := unix.SetNonblock(fd, false); err != nil {
+		f.Close()
 		return nil, err
 	}
-	uc, ok := fc.(*net.UnixConn)
-	if !ok {
-		fc.Close()
-		return nil, fmt.Errorf("worker: control socket is a %T", fc)
-	}
-	return &channel{c: uc, buf: make([]byte, maxMessage), oob: make([]byte, syscall.CmsgSpace(4*4))}, nil
+	return &channel{fd: fd, file: f}, nil
 }
+
+// close closes the socket once no send is in flight; later sends fail.
+// The reader must be done.
+func (ch *channel) close() {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if !ch.closed {
+		ch.closed = true
+		ch.file.Close()
+	}
+}
+
+var errClosedChannel = errors.New("worker: control socket closed")
 
 // socketPair makes a control socket: the parent's end and the child's.
 func socketPair() (parent, child *os.File, err error) {
@@ -49,23 +66,40 @@ func (ch *channel) send(msg []byte, fds ...int) error {
 	if len(fds) > 0 {
 		oob = syscall.UnixRights(fds...)
 	}
-	n, _, err := ch.c.WriteMsgUnix(msg, oob, nil)
-	if err == nil && n != len(msg) {
-		err = fmt.Errorf("worker: short write (%d of %d bytes)", n, len(msg))
+	ch.mu.RLock()
+	defer ch.mu.RUnlock()
+	if ch.closed {
+		return errClosedChannel
 	}
-	return err
+	for {
+		err := unix.Sendmsg(ch.fd, msg, oob, nil, unix.MSG_NOSIGNAL)
+		if err != unix.EINTR {
+			return err
+		}
+	}
 }
 
-// recv reads one message: a fresh copy of its bytes and the descriptors
-// that came with it (now the caller's to close).
-func (ch *channel) recv() ([]byte, []int, error) {
-	n, oobn, flags, _, err := ch.c.ReadMsgUnix(ch.buf, ch.oob)
+// recvBuf is one reader's buffers: several goroutines may read a channel
+// at once (the worker's), each with its own.
+type recvBuf struct{ buf, oob []byte }
+
+func newRecvBuf() *recvBuf {
+	return &recvBuf{buf: make([]byte, maxMessage), oob: make([]byte, syscall.CmsgSpace(4*4))}
+}
+
+// recv reads one message into rb: a fresh copy of its bytes and the
+// descriptors that came with it (now the caller's to close).
+func (ch *channel) recv(rb *recvBuf) ([]byte, []int, error) {
+	n, oobn, flags, _, err := unix.Recvmsg(ch.fd, rb.buf, rb.oob, unix.MSG_CMSG_CLOEXEC)
+	for err == unix.EINTR {
+		n, oobn, flags, _, err = unix.Recvmsg(ch.fd, rb.buf, rb.oob, unix.MSG_CMSG_CLOEXEC)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
 	var fds []int
 	if oobn > 0 {
-		msgs, err := syscall.ParseSocketControlMessage(ch.oob[:oobn])
+		msgs, err := syscall.ParseSocketControlMessage(rb.oob[:oobn])
 		if err == nil {
 			for _, m := range msgs {
 				if r, err := syscall.ParseUnixRights(&m); err == nil {
@@ -82,7 +116,7 @@ func (ch *channel) recv() ([]byte, []int, error) {
 		closeAll(fds)
 		return nil, nil, errClosed
 	}
-	return append([]byte(nil), ch.buf[:n]...), fds, nil
+	return append([]byte(nil), rb.buf[:n]...), fds, nil
 }
 
 var errClosed = fmt.Errorf("worker: control socket closed")

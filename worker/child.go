@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -64,20 +65,48 @@ func serve() error {
 		}
 	}
 	w := &child{ch: ch, sessions: map[uint64]*modelstore.Session{}, runs: map[uint64]context.CancelFunc{},
-		hooks: os.Getenv(envTestHooks) == "1"}
+		hooks: os.Getenv(envTestHooks) == "1", done: make(chan struct{})}
+	go w.read()
+	<-w.done // the server closed the socket or is gone
+	return nil
+}
+
+// read reads and handles messages until the socket fails. A reader runs
+// the model of a run it receives itself, on the thread the kernel woke,
+// with no hand-off to another; so that the socket is still read
+// meanwhile (other runs, cancels), a reader that takes a run while no
+// other waits starts one. Readers beyond maxIdleReaders waiting at once
+// end instead of waiting too: each message wakes every waiting thread.
+func (w *child) read() {
+	rb := newRecvBuf()
 	for {
-		msg, fds, err := ch.recv()
+		w.idle.Add(1)
+		msg, fds, err := w.ch.recv(rb)
+		waiting := w.idle.Add(-1)
 		if err != nil {
-			return nil // the server closed the socket or is gone
+			w.stop.Do(func() { close(w.done) })
+			return
+		}
+		if len(msg) > 0 && msg[0] == opRun && waiting == 0 {
+			go w.read()
 		}
 		w.handle(msg, fds)
+		if w.idle.Load() >= maxIdleReaders {
+			return
+		}
 	}
 }
+
+// maxIdleReaders: see read.
+const maxIdleReaders = 2
 
 // child is a worker's state: its sessions and the runs in flight.
 type child struct {
 	ch    *channel
 	hooks bool
+	done  chan struct{} // closed when the socket fails
+	stop  sync.Once     // closes done
+	idle  atomic.Int32  // readers waiting in recv
 
 	mu       sync.Mutex
 	sessions map[uint64]*modelstore.Session
@@ -99,7 +128,7 @@ func (w *child) handle(msg []byte, fds []int) {
 		w.mu.Lock()
 		w.runs[id] = cancel
 		w.mu.Unlock()
-		go w.run(ctx, id, d, fds)
+		w.run(ctx, id, d, fds) // on the reader (see read)
 	case opCancel:
 		w.mu.Lock()
 		cancel := w.runs[id]

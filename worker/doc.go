@@ -17,4 +17,11 @@
 // when it crashed are quarantined, and its other sessions are recreated
 // in the replacement from their shared buffers. docs/ENGINE_ISOLATION.md
 // gives the threat model.
+//
+// Lock order (server side): Pool.mu before slot.mu; session.mu before
+// proc.mu. slot.mu and proc.mu are never held while taking another lock,
+// and no lock is held while waiting for a worker's reply, except
+// session.mu during a (re)compile of that session, which its own runs wait
+// for anyway. The callers' locks (the keyspace's, the registry's) are
+// never held across Engine or EngineSession calls (modelstore's rule).
 package worker

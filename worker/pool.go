@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -180,7 +181,9 @@ func (p *Pool) Compile(src modelstore.ModelSource, opts modelstore.SessionOption
 	src.Buf.Ref()
 	pr, err := sl.proc()
 	if err == nil {
+		s.mu.Lock() // compileOn's rule; no one else has s yet
 		err = s.compileOn(pr)
+		s.mu.Unlock()
 	}
 	if err != nil {
 		src.Buf.Unref()
@@ -344,7 +347,7 @@ func (sl *slot) start() (*proc, error) {
 	cmd := exec.Command(cfg.Exe)
 	// A minimal environment: the server's may hold secrets.
 	cmd.Env = []string{envWorker + "=1", modelstore.RuntimeLibraryEnv + "=" + cfg.Lib,
-		envMemory + "=" + strconv.FormatInt(cfg.Memory, 10), "GOTRACEBACK=single"}
+		envMemory + "=" + strconv.FormatInt(cfg.Memory, 10), "GOTRACEBACK=none"}
 	if cfg.TestHooks {
 		cmd.Env = append(cmd.Env, envTestHooks+"=1")
 	}
@@ -391,7 +394,10 @@ type proc struct {
 	cause    string // set before dead is closed
 	dead     chan struct{}
 
-	stderrTail []byte // the last bytes it wrote (crash reports)
+	// What it wrote on stderr: a crash report names the signal at its
+	// start and may run long (every goroutine's stack).
+	stderrHead []byte // the first stderrMax bytes
+	stderrTail []byte // the last stderrMax bytes
 	stderrDone chan struct{}
 }
 
@@ -440,6 +446,9 @@ func (p *proc) readStderr(r *os.File) {
 		n, err := br.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
+			if room := stderrMax - len(p.stderrHead); room > 0 {
+				p.stderrHead = append(p.stderrHead, buf[:min(n, room)]...)
+			}
 			p.stderrTail = append(p.stderrTail, buf[:n]...)
 			if len(p.stderrTail) > stderrMax {
 				p.stderrTail = append([]byte(nil), p.stderrTail[len(p.stderrTail)-stderrMax:]...)
@@ -453,8 +462,9 @@ func (p *proc) readStderr(r *os.File) {
 }
 
 func (p *proc) readLoop() {
+	rb := newRecvBuf()
 	for {
-		msg, fds, err := p.ch.recv()
+		msg, fds, err := p.ch.recv(rb)
 		if err != nil {
 			p.die()
 			return
@@ -474,6 +484,10 @@ func (p *proc) readLoop() {
 			continue
 		}
 		c.reply <- reply{msg: d.b, fds: fds}
+		// The caller is now runnable on this P: let it run here before
+		// this goroutine blocks in recvmsg again, which would hold the P
+		// in a system call until another thread steals the caller.
+		runtime.Gosched()
 	}
 }
 
@@ -487,38 +501,48 @@ func (p *proc) die() {
 	case <-p.stderrDone:
 	case <-time.After(time.Second): // a descendant holding the pipe
 	}
-	p.ch.c.Close()
+	p.ch.close()
 	p.mu.Lock()
-	cause := classify(state, p.stderrTail, p.killedAs)
+	report := append(append([]byte(nil), p.stderrHead...), p.stderrTail...)
+	cause := classify(state, report, p.killedAs)
 	p.cause = cause
 	pending := p.pending
 	p.pending = nil
-	detail := crashLine(p.stderrTail)
+	detail := crashLine(report)
 	close(p.dead)
 	p.mu.Unlock()
 
 	pool := p.slot.pool
+	if cause == "shutdown" {
+		for _, c := range pending {
+			c.reply <- reply{err: deathError(c.stage, cause)}
+		}
+		return
+	}
 	pool.countDeath(cause)
-	crashed := map[*session]string{}
-	storing := 0
+	crashed := map[*session]bool{}
+	named := false // a call whose model is logged (compileOn logs stores)
 	for _, c := range pending {
 		if c.sess != nil && c.stage == "run" {
-			crashed[c.sess] = c.stage
-		} else {
-			storing++
+			crashed[c.sess] = true
 		}
-		c.reply <- reply{err: deathError(c.stage, cause)}
+		named = named || c.sess != nil
 	}
+	// Quarantined before the failed runs are answered: a client that
+	// retries at once is refused.
 	quarantine := isCrash(cause)
 	for s := range crashed {
 		if quarantine {
 			s.quarantine(cause)
 		}
-		s.logDeath(cause, "run", detail, quarantine)
+		s.logDeath(cause, "run", detail, quarantine, false)
 	}
-	if len(crashed) == 0 {
+	for _, c := range pending {
+		c.reply <- reply{err: deathError(c.stage, cause)}
+	}
+	if !named {
 		pool.log.Warn("engine worker died", "group", p.slot.group, "worker", p.slot.idx, "pid", p.pid(),
-			"cause", cause, "stage", stageOf(storing), "detail", detail)
+			"cause", cause, "stage", "idle", "detail", detail)
 	}
 	p.slot.mu.Lock()
 	closed := pool.isClosed()
@@ -526,13 +550,6 @@ func (p *proc) die() {
 	if !closed {
 		go p.slot.revive()
 	}
-}
-
-func stageOf(storing int) string {
-	if storing > 0 {
-		return "store"
-	}
-	return "idle"
 }
 
 func (p *Pool) isClosed() bool {
@@ -687,7 +704,7 @@ type session struct {
 	quarantined atomic.Pointer[modelstore.EngineError]
 }
 
-// compileOn creates the session in worker p.
+// compileOn creates the session in worker p; s.mu is held.
 func (s *session) compileOn(p *proc) error {
 	e := &enc{}
 	e.head(opCompile, 0)
@@ -716,9 +733,9 @@ func (s *session) compileOn(p *proc) error {
 		if errors.As(err, &ee) {
 			p.mu.Lock()
 			cause := p.cause
-			detail := crashLine(p.stderrTail)
+			detail := crashLine(p.stderrHead)
 			p.mu.Unlock()
-			s.logDeath(cause, "store", detail, false)
+			s.logDeath(cause, "store", detail, false, true)
 		}
 		return err
 	}
@@ -760,16 +777,39 @@ func (s *session) quarantine(cause string) {
 }
 
 // logDeath logs a worker death that a model of this session was in
-// flight for; the digest is computed here when it was not known.
-func (s *session) logDeath(cause, stage, detail string, quarantined bool) {
-	sum := s.sum
-	if sum == "" {
-		h := sha256.Sum256(s.buf.Bytes())
-		sum = hex.EncodeToString(h[:])
+// flight for. When the digest is not known it is computed first, in the
+// background (a second a GB), holding a reference to the bytes; a session
+// closed meanwhile is logged without it. locked says whether the caller
+// holds s.mu.
+func (s *session) logDeath(cause, stage, detail string, quarantined, locked bool) {
+	log := func(sum string) {
+		s.slot.pool.log.Warn("engine worker died", "key", s.origin.Key, "sha256", sum, "owner", s.origin.Owner,
+			"cause", cause, "stage", stage, "quarantined", quarantined, "group", s.slot.group,
+			"worker", s.slot.idx, "detail", detail)
 	}
-	s.slot.pool.log.Warn("engine worker died", "key", s.origin.Key, "sha256", sum, "owner", s.origin.Owner,
-		"cause", cause, "stage", stage, "quarantined", quarantined, "group", s.slot.group,
-		"worker", s.slot.idx, "detail", detail)
+	if s.sum != "" {
+		log(s.sum)
+		return
+	}
+	if !locked {
+		s.mu.Lock()
+	}
+	open := !s.closed
+	if open {
+		s.buf.Ref() // Close drops the session's only after closed is set
+	}
+	if !locked {
+		s.mu.Unlock()
+	}
+	if !open {
+		log("")
+		return
+	}
+	go func() {
+		defer s.buf.Unref()
+		h := sha256.Sum256(s.buf.Bytes())
+		log(hex.EncodeToString(h[:]))
+	}()
 }
 
 // Inputs implements modelstore.EngineSession.

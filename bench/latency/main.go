@@ -26,7 +26,11 @@
 //   - MODELEXECUTE: one client, one go-redis connection, one command in
 //     flight: AI.MODELEXECUTE m INPUTS 1 x OUTPUTS 1 y on the server, which
 //     it starts on a free 127.0.0.1 port unless -addr is given;
-//   - PING on the same connection: the round trip without any work.
+//   - PING on the same connection: the round trip without any work;
+//   - MODELEXECUTE-off and PING-off: the same on a second server started
+//     with engine-isolation off (ONNX Runtime in the server process), so
+//     that the engine wall's cost per run is their difference (only when
+//     the tool starts the servers itself).
 //
 // Both sessions use the options AI.MODELSTORE uses by default (all graph
 // optimizations, ORT's default thread pools), so the server's extra cost
@@ -146,6 +150,7 @@ func run(modelPath string, n, warmup, rounds int, binPath, addr, lib string) err
 	defer closeDirect()
 
 	ctx := context.Background()
+	var connOff *redis.Conn // the server with engine-isolation off, if started
 	if addr == "" {
 		srv, err := startServer(binPath)
 		if err != nil {
@@ -153,6 +158,21 @@ func run(modelPath string, n, warmup, rounds int, binPath, addr, lib string) err
 		}
 		defer srv.stop()
 		addr = srv.addr
+		off, err := startServer(binPath, "--engine-isolation", "off")
+		if err != nil {
+			return err
+		}
+		defer off.stop()
+		clientOff := redis.NewClient(&redis.Options{Addr: off.addr, Protocol: 2, PoolSize: 1})
+		defer clientOff.Close()
+		connOff = clientOff.Conn()
+		defer connOff.Close()
+		if err := connOff.Do(ctx, "AI.MODELSTORE", "bench:mlp", "ONNX", "CPU", "BLOB", onnx).Err(); err != nil {
+			return fmt.Errorf("AI.MODELSTORE: %w", err)
+		}
+		if err := connOff.Do(ctx, "AI.TENSORSET", "bench:x", "FLOAT", 1, inputLen, "BLOB", blob).Err(); err != nil {
+			return fmt.Errorf("AI.TENSORSET: %w", err)
+		}
 	}
 	// Protocol 2: the RESP2 replies redis-benchmark and most clients read.
 	client := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, PoolSize: 1})
@@ -174,6 +194,11 @@ func run(modelPath string, n, warmup, rounds int, binPath, addr, lib string) err
 			return conn.Do(ctx, "AI.MODELEXECUTE", "bench:mlp", "INPUTS", 1, "bench:x", "OUTPUTS", 1, "bench:y").Err()
 		}},
 		{name: "PING", call: func() error { return conn.Ping(ctx).Err() }},
+	}
+	if connOff != nil {
+		kinds = append(kinds, &kind{name: "MODELEXECUTE-off", call: func() error {
+			return connOff.Do(ctx, "AI.MODELEXECUTE", "bench:mlp", "INPUTS", 1, "bench:x", "OUTPUTS", 1, "bench:y").Err()
+		}}, &kind{name: "PING-off", call: func() error { return connOff.Ping(ctx).Err() }})
 	}
 	for _, k := range kinds {
 		for range warmup {
@@ -329,7 +354,7 @@ type server struct {
 
 // startServer starts the binary on a free loopback port with snapshots
 // off and waits until it answers PING (polled, not slept for).
-func startServer(binPath string) (*server, error) {
+func startServer(binPath string, extra ...string) (*server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
@@ -345,7 +370,7 @@ func startServer(binPath string) (*server, error) {
 	}
 	defer logf.Close() // the child has its own descriptor
 	s := &server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, exited: make(chan error, 1)}
-	s.cmd = exec.Command(binPath, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--dir", dir, "--save", "")
+	s.cmd = exec.Command(binPath, append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--dir", dir, "--save", ""}, extra...)...)
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	if err := s.cmd.Start(); err != nil {
 		os.RemoveAll(dir)

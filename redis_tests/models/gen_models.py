@@ -34,6 +34,14 @@ Redis-test models (OUTDIR):
                         layers (4-head self-attention, 1024-wide Relu FFN,
                         residuals, mean/variance norms); about 0.4 GFLOP a
                         run, a heavy model for bench/loop
+  crash_div_run.onnx    x INT32 [N] -> y = x / 0: ONNX Runtime's integer Div
+                        divides by zero at run time (SIGFPE)
+  crash_div_store.onnx  the same with x a constant too: constant folding
+                        divides by zero while the session is created
+  bomb.onnx             n INT64 [1] -> y = ConstantOfShape(n) FLOAT [n]: asks
+                        for 4n bytes (10 GB with n = 2.5e9)
+  hang_store.onnx       linear with the producer name the engine workers'
+                        test hook (ENCLAVEAI_ENGINE_TEST_HOOKS=1) hangs on
   <name>_ref.npz        reference inputs/outputs for linear, mlp (and cnn),
                         arrays named after the model's inputs and outputs
   reference.json        the same, as {model: {"inputs": {name: {"dtype",
@@ -456,6 +464,54 @@ def transformer_model():
     return make_model(graph)
 
 
+# Hostile models: each would take down a server that runs ONNX Runtime in
+# its own process (docs/ENGINE_ISOLATION.md).
+
+
+def crash_div_model(folded):
+    """INT32 division by an all-zero divisor. ORT's integer Div does not
+    check for zero, so the CPU traps (SIGFPE). With folded, both operands
+    are initializers and the division runs during session creation (constant
+    folding, at the optimization level AI.MODELSTORE uses by default); the
+    output then adds the input so the graph still has one."""
+    zero = numpy_helper.from_array(np.zeros(4, dtype=np.int32), "zero")
+    inits = [zero]
+    if folded:
+        inits.append(numpy_helper.from_array(np.arange(1, 5, dtype=np.int32), "a"))
+        nodes = [helper.make_node("Div", ["a", "zero"], ["q"]), helper.make_node("Add", ["x", "q"], ["y"])]
+    else:
+        nodes = [helper.make_node("Div", ["x", "zero"], ["y"])]
+    graph = helper.make_graph(
+        nodes,
+        "crash_div_store" if folded else "crash_div_run",
+        [helper.make_tensor_value_info("x", TensorProto.INT32, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [4])],
+        initializer=inits,
+    )
+    return make_model(graph)
+
+
+def bomb_model():
+    graph = helper.make_graph(
+        [helper.make_node("ConstantOfShape", ["n"], ["y"],
+                          value=helper.make_tensor("v", TensorProto.FLOAT, [1], [1.0]))],
+        "bomb",
+        [helper.make_tensor_value_info("n", TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["M"])],
+    )
+    return make_model(graph)
+
+
+# The marker package worker's test hook looks for (worker/child.go).
+HANG_MARKER = "enclaveai-test-hang-at-compile"
+
+
+def hang_store_model():
+    m = linear_model()
+    m.producer_name = HANG_MARKER
+    return m
+
+
 # --- the two output sets -----------------------------------------------------
 
 
@@ -474,6 +530,10 @@ def write_redis_models(outdir):
     write_bytes(outdir, "html.onnx", HTML)
     lin = linear_model().SerializeToString()
     write_bytes(outdir, "truncated.onnx", lin[: len(lin) // 2])
+    save(crash_div_model(False), outdir, "crash_div_run.onnx")
+    save(crash_div_model(True), outdir, "crash_div_store.onnx")
+    save(bomb_model(), outdir, "bomb.onnx")
+    save(hang_store_model(), outdir, "hang_store.onnx")
 
     refs = {"linear": linear_reference(), "mlp": mlp_reference()}
     cnn = cnn_model_and_reference()

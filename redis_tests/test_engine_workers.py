@@ -1,0 +1,334 @@
+"""The engine wall (package worker, docs/ENGINE_ISOLATION.md): ONNX Runtime
+runs in worker processes, so a model that crashes, hangs or bloats native
+code costs one worker, never the server.
+
+    /usr/bin/python3 -m unittest redis_tests.test_engine_workers -v
+
+Models: redis_tests/models (gen_models.py: crash_div_run, crash_div_store,
+bomb, hang_store; `make models`).
+"""
+
+import os
+import signal
+import sys
+import threading
+import time
+import unittest
+
+import numpy as np
+import redis
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import REPO, Server, poll, rss_of  # noqa: E402
+
+MODELS = os.path.join(REPO, "redis_tests", "models")
+
+
+def model(name):
+    with open(os.path.join(MODELS, name), "rb") as f:
+        return f.read()
+
+
+def children(pid):
+    """The server's worker processes, oldest first."""
+    kids = []
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/children" % (pid, tid)) as f:
+                kids += [int(k) for k in f.read().split()]
+        except OSError:
+            pass
+
+    def started(k):
+        try:
+            with open("/proc/%d/stat" % k) as f:
+                return int(f.read().rsplit(")", 1)[1].split()[19])
+        except OSError:
+            return 0
+    return sorted(set(kids), key=started)
+
+
+def maps(pid):
+    with open("/proc/%d/maps" % pid) as f:
+        return f.read()
+
+
+def error_text(fn):
+    try:
+        fn()
+    except redis.ResponseError as e:
+        return str(e)
+    raise AssertionError("no error")
+
+
+class WallTest(unittest.TestCase):
+    """One server with the wall on (the default) for the simple cases."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = Server("--engine-worker-memory", "512mb").start()
+        cls.r = cls.srv.client()
+        cls.r.execute_command("AI.MODELSTORE", "mlp", "ONNX", "CPU", "BLOB", model("mlp.onnx"))
+        x = np.random.default_rng(1).random((1, 784), dtype=np.float32)
+        cls.r.execute_command("AI.TENSORSET", "x", "FLOAT", 1, 784, "BLOB", x.tobytes())
+        cls.r.execute_command("AI.TENSORSET", "xi", "INT32", 4, "VALUES", 1, 2, 3, 4)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+
+    def run_mlp(self):
+        self.assertEqual(self.r.execute_command("AI.MODELEXECUTE", "mlp", "INPUTS", 1, "x", "OUTPUTS", 1, "y"), b"OK")
+
+    def test_server_never_maps_onnxruntime(self):
+        self.run_mlp()
+        self.assertNotIn("libonnxruntime", maps(self.srv.proc.pid))
+        workers = children(self.srv.proc.pid)
+        self.assertTrue(workers, "no worker process")
+        self.assertTrue(any("libonnxruntime" in maps(w) for w in workers))
+        info = self.r.info("engine")
+        self.assertEqual(info["engine"], "onnxruntime-worker")
+        self.assertEqual(info["engine_isolation"], "per-tenant")
+
+    def test_worker_holds_only_its_channel_and_shared_memory(self):
+        """A worker's descriptors: stdin and stdout on /dev/null, stderr a
+        pipe to the server, one socket (the control socketpair, which cannot
+        listen), memfds of models it reads in place, and the Go runtime's
+        own (epoll, eventfd, pidfd, the cgroup CPU quota GOMAXPROCS follows).
+        No file of the server, no listener."""
+        self.run_mlp()
+        for w in children(self.srv.proc.pid):
+            targets = {int(fd): os.readlink("/proc/%d/fd/%s" % (w, fd)) for fd in os.listdir("/proc/%d/fd" % w)}
+            self.assertEqual(targets[0], "/dev/null")
+            self.assertEqual(targets[1], "/dev/null")
+            self.assertTrue(targets[2].startswith("pipe:"), targets)
+            with open("/proc/%d/status" % w) as f:
+                status = dict(line.split(":", 1) for line in f if ":" in line)
+            self.assertEqual(status["Seccomp"].strip(), "2")  # a filter (worker/seccomp.go)
+            self.assertEqual(status["NoNewPrivs"].strip(), "1")
+            sockets = [t for t in targets.values() if t.startswith("socket:")]
+            self.assertEqual(len(sockets), 1, targets)
+            for fd, t in targets.items():
+                if fd > 2 and not t.startswith("socket:"):
+                    self.assertTrue(t.startswith(("/memfd:", "anon_inode:", "/sys/fs/cgroup/")), (fd, t))
+
+    def test_crash_at_run_is_contained_and_quarantined(self):
+        self.r.execute_command("AI.MODELSTORE", "crash", "ONNX", "CPU", "BLOB", model("crash_div_run.onnx"))
+        before = self.r.info("engine").get("engine_worker_deaths_sigfpe", 0)
+        err = error_text(lambda: self.r.execute_command("AI.MODELEXECUTE", "crash", "INPUTS", 1, "xi", "OUTPUTS", 1, "yi"))
+        self.assertEqual(err, "model execution failed: engine worker died (SIGFPE)")
+        err = error_text(lambda: self.r.execute_command("AI.MODELEXECUTE", "crash", "INPUTS", 1, "xi", "OUTPUTS", 1, "yi"))
+        self.assertEqual(err, "model execution failed: the model is quarantined: it crashed an engine worker (SIGFPE); "
+                         "store it again to retry")
+        self.assertTrue(self.srv.alive())
+        self.run_mlp()  # recreated in the replacement worker, no re-upload
+        self.assertEqual(self.r.info("engine")["engine_worker_deaths_sigfpe"], before + 1)
+        # Storing it again lifts the quarantine (and it crashes again).
+        self.r.execute_command("AI.MODELSTORE", "crash", "ONNX", "CPU", "BLOB", model("crash_div_run.onnx"))
+        err = error_text(lambda: self.r.execute_command("AI.MODELEXECUTE", "crash", "INPUTS", 1, "xi", "OUTPUTS", 1, "yi"))
+        self.assertEqual(err, "model execution failed: engine worker died (SIGFPE)")
+        self.r.delete("crash")
+        self.run_mlp()
+        self.assertIn("sha256=", self.srv.stderr())
+        self.assertIn("stage=run", self.srv.stderr())
+
+    def test_crash_at_store_is_refused(self):
+        err = error_text(lambda: self.r.execute_command("AI.MODELSTORE", "folded", "ONNX", "CPU", "BLOB",
+                                                        model("crash_div_store.onnx")))
+        self.assertEqual(err, "model could not be loaded: engine worker died (SIGFPE) while creating its session")
+        self.assertFalse(self.r.exists("folded"))
+        self.assertTrue(self.srv.alive())
+        self.run_mlp()
+        self.assertIn("stage=store", self.srv.stderr())
+
+    def test_memory_bomb_stays_in_the_worker(self):
+        self.run_mlp()
+        rss = rss_of(self.srv.proc.pid)
+        self.r.execute_command("AI.MODELSTORE", "bomb", "ONNX", "CPU", "BLOB", model("bomb.onnx"))
+        self.r.execute_command("AI.TENSORSET", "n", "INT64", 1, "VALUES", 2_500_000_000)  # 10 GB of FLOAT
+        err = error_text(lambda: self.r.execute_command("AI.MODELEXECUTE", "bomb", "INPUTS", 1, "n", "OUTPUTS", 1, "big"))
+        # The worker's RLIMIT_DATA (512 MB) refuses the allocation: ONNX
+        # Runtime reports it, or the worker dies of it.
+        self.assertTrue("Failed to allocate memory" in err or "engine worker died (memory)" in err, err)
+        self.assertLess(rss_of(self.srv.proc.pid), rss + (32 << 20))
+        self.run_mlp()
+
+
+class KillTest(unittest.TestCase):
+    def test_kill9_fails_only_runs_in_flight_on_that_worker(self):
+        """32 clients loop MODELEXECUTE, 16 on a model in worker A and 16 on
+        one in worker B; worker A is killed with SIGKILL. Only A's runs in
+        flight (at most one per client) fail, each with the worker-death
+        error; every other request succeeds, and A's clients go on
+        succeeding after the replacement recreated the session."""
+        srv = Server("--engine-isolation", "shared", "--engine-workers", "2").start()
+        try:
+            r = srv.client()
+            r.execute_command("AI.MODELSTORE", "a", "ONNX", "CPU", "BLOB", model("mlp.onnx"))
+            # Placed on the worker with the fewest sessions: the other one.
+            r.execute_command("AI.MODELSTORE", "b", "ONNX", "CPU", "BLOB", model("linear.onnx"))
+            x = np.random.default_rng(2).random((1, 784), dtype=np.float32)
+            r.execute_command("AI.TENSORSET", "x", "FLOAT", 1, 784, "BLOB", x.tobytes())
+            r.execute_command("AI.TENSORSET", "xl", "FLOAT", 1, 4, "VALUES", 1, 2, 3, 4)
+            workers = children(srv.proc.pid)
+            self.assertEqual(len(workers), 2, workers)
+            victim = workers[0]  # started for "a", the first model
+            stop = threading.Event()
+            counts = {}
+            errors = []
+            lock = threading.Lock()
+
+            def loop(i):
+                c = srv.client()
+                key, args = ("a", ("x", "y%d" % i)) if i % 2 == 0 else ("b", ("xl", "y%d" % i))
+                ok = fail = 0
+                while not stop.is_set():
+                    try:
+                        c.execute_command("AI.MODELEXECUTE", key, "INPUTS", 1, args[0], "OUTPUTS", 1, args[1])
+                        ok += 1
+                    except redis.ResponseError as e:
+                        fail += 1
+                        with lock:
+                            errors.append((key, str(e)))
+                with lock:
+                    counts[i] = (key, ok, fail)
+
+            threads = [threading.Thread(target=loop, args=(i,)) for i in range(32)]
+            for t in threads:
+                t.start()
+            time.sleep(1.0)
+            os.kill(victim, signal.SIGKILL)
+            poll(lambda: len(children(srv.proc.pid)) == 2 and victim not in children(srv.proc.pid),
+                 timeout=10, what="a replacement worker")
+            time.sleep(1.0)
+            stop.set()
+            for t in threads:
+                t.join()
+            a_ok = sum(ok for k, ok, _ in counts.values() if k == "a")
+            b_ok = sum(ok for k, ok, _ in counts.values() if k == "b")
+            a_fail = sum(f for k, _, f in counts.values() if k == "a")
+            b_fail = sum(f for k, _, f in counts.values() if k == "b")
+            print("\nkill -9 under 32 clients: a ok %d failed %d, b ok %d failed %d" % (a_ok, a_fail, b_ok, b_fail))
+            self.assertEqual(b_fail, 0, errors)
+            self.assertLessEqual(a_fail, 16)  # at most the runs in flight
+            for key, text in errors:
+                self.assertEqual((key, text), ("a", "model execution failed: engine worker died (SIGKILL)"))
+            self.assertGreater(a_ok, 0)
+            self.assertGreater(b_ok, 0)
+            # a's clients succeeded after the kill too: every one of them ran
+            # again once the session was recreated.
+            self.assertEqual(r.execute_command("AI.MODELEXECUTE", "a", "INPUTS", 1, "x", "OUTPUTS", 1, "y"), b"OK")
+            self.assertEqual(r.info("engine")["engine_worker_deaths_sigkill"], 1)
+            self.assertTrue(srv.alive())
+        finally:
+            srv.stop()
+
+
+class HangTest(unittest.TestCase):
+    def test_session_creation_hang_is_refused_at_the_deadline(self):
+        """No model at hand hangs ONNX Runtime's session creation, so the
+        worker's test hook (ENCLAVEAI_ENGINE_TEST_HOOKS=1) hangs on
+        hang_store.onnx's marker; the server side is the real one."""
+        os.environ["ENCLAVEAI_ENGINE_TEST_HOOKS"] = "1"
+        try:
+            srv = Server("--engine-store-timeout", "2").start()
+        finally:
+            del os.environ["ENCLAVEAI_ENGINE_TEST_HOOKS"]
+        try:
+            r = srv.client()
+            r.execute_command("AI.MODELSTORE", "lin", "ONNX", "CPU", "BLOB", model("linear.onnx"))
+            r.execute_command("AI.TENSORSET", "xl", "FLOAT", 1, 4, "VALUES", 1, 2, 3, 4)
+            result = {}
+
+            def store():
+                c = srv.client()
+                t0 = time.monotonic()
+                try:
+                    c.execute_command("AI.MODELSTORE", "hang", "ONNX", "CPU", "BLOB", model("hang_store.onnx"))
+                    result["reply"] = "OK"
+                except redis.ResponseError as e:
+                    result["reply"] = str(e)
+                result["took"] = time.monotonic() - t0
+
+            t = threading.Thread(target=store)
+            t.start()
+            time.sleep(0.3)
+            # Meanwhile the server answers, promptly.
+            for _ in range(20):
+                t0 = time.monotonic()
+                self.assertTrue(r.ping())
+                self.assertLess(time.monotonic() - t0, 0.5)
+            t.join()
+            self.assertEqual(result["reply"], "model could not be loaded: session creation did not finish within 2s")
+            self.assertGreaterEqual(result["took"], 1.9)
+            self.assertLess(result["took"], 10)
+            self.assertFalse(r.exists("hang"))
+            # The killed worker's other session is recreated in its replacement.
+            self.assertEqual(r.execute_command("AI.MODELEXECUTE", "lin", "INPUTS", 1, "xl", "OUTPUTS", 1, "yl"), b"OK")
+            self.assertEqual(r.info("engine")["engine_worker_deaths_timeout"], 1)
+        finally:
+            srv.stop()
+
+
+class TenantTest(unittest.TestCase):
+    def test_tenants_never_share_a_worker(self):
+        """With users, alice's crash costs alice's worker only: bob's runs,
+        looping meanwhile, all succeed."""
+        srv = Server("--user", "alice", "on", ">pa", "--user", "bob", "on", ">pb").start()
+        try:
+            alice = srv.client(username="alice", password="pa")
+            bob = srv.client(username="bob", password="pb")
+            # The same bytes: without users (or with engine-isolation shared)
+            # the two keys would share one session.
+            for c, n in ((alice, "a"), (bob, "b")):
+                c.execute_command("AI.MODELSTORE", "m" + n, "ONNX", "CPU", "BLOB", model("linear.onnx"))
+                c.execute_command("AI.TENSORSET", "x" + n, "FLOAT", 1, 4, "VALUES", 1, 2, 3, 4)
+            self.assertEqual(alice.info("engine")["engine_groups"], 2)
+            self.assertEqual(len(children(srv.proc.pid)), 2)
+            stop = threading.Event()
+            bob_counts = [0, 0]
+
+            def bob_loop():
+                c = srv.client(username="bob", password="pb")
+                while not stop.is_set():
+                    try:
+                        c.execute_command("AI.MODELEXECUTE", "mb", "INPUTS", 1, "xb", "OUTPUTS", 1, "yb")
+                        bob_counts[0] += 1
+                    except redis.ResponseError:
+                        bob_counts[1] += 1
+
+            t = threading.Thread(target=bob_loop)
+            t.start()
+            alice.execute_command("AI.MODELSTORE", "crash", "ONNX", "CPU", "BLOB", model("crash_div_run.onnx"))
+            alice.execute_command("AI.TENSORSET", "xi", "INT32", 4, "VALUES", 1, 2, 3, 4)
+            for _ in range(3):
+                alice.execute_command("AI.MODELSTORE", "crash", "ONNX", "CPU", "BLOB", model("crash_div_run.onnx"))
+                err = error_text(lambda: alice.execute_command("AI.MODELEXECUTE", "crash", "INPUTS", 1, "xi",
+                                                               "OUTPUTS", 1, "yi"))
+                self.assertEqual(err, "model execution failed: engine worker died (SIGFPE)")
+            time.sleep(0.3)
+            stop.set()
+            t.join()
+            self.assertGreater(bob_counts[0], 0)
+            self.assertEqual(bob_counts[1], 0)
+            self.assertEqual(alice.execute_command("AI.MODELEXECUTE", "ma", "INPUTS", 1, "xa", "OUTPUTS", 1, "ya"), b"OK")
+        finally:
+            srv.stop()
+
+
+class WallOffTest(unittest.TestCase):
+    def test_off_runs_in_process(self):
+        srv = Server("--engine-isolation", "off").start()
+        try:
+            r = srv.client()
+            r.execute_command("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", model("linear.onnx"))
+            r.execute_command("AI.TENSORSET", "xl", "FLOAT", 1, 4, "VALUES", 1, 2, 3, 4)
+            self.assertEqual(r.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 1, "xl", "OUTPUTS", 1, "yl"), b"OK")
+            self.assertIn("libonnxruntime", maps(srv.proc.pid))
+            self.assertEqual(children(srv.proc.pid), [])
+        finally:
+            srv.stop()
+
+
+if __name__ == "__main__":
+    unittest.main()

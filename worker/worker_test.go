@@ -1,0 +1,439 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/enclaveai/enclaveai/modelstore"
+)
+
+// The test binary doubles as the worker (as the server's binary does) and
+// as the subject of the seccomp test.
+func TestMain(m *testing.M) {
+	if IsWorker() {
+		Main()
+	}
+	if os.Getenv("WORKER_TEST_SECCOMP") != "" {
+		seccompChild(os.Getenv("WORKER_TEST_SECCOMP"))
+	}
+	os.Exit(m.Run())
+}
+
+var runtimeOnce sync.Once
+var runtimeLib string
+
+// requireRuntime loads ONNX Runtime in the test process too (to compare
+// with the in-process engine) and returns its path.
+func requireRuntime(t *testing.T) string {
+	t.Helper()
+	runtimeOnce.Do(func() {
+		lib, err := modelstore.FindRuntimeLibrary("")
+		if err != nil {
+			lib, err = modelstore.FindRuntimeLibrary(filepath.Join("..", ".cache", "onnxruntime",
+				modelstore.RuntimeVersionWanted, "libonnxruntime.so.1"))
+		}
+		if err == nil && modelstore.InitRuntime(lib) == nil {
+			runtimeLib = lib
+		}
+	})
+	if runtimeLib == "" {
+		t.Fatal("ONNX Runtime not found: run `make build`")
+	}
+	return runtimeLib
+}
+
+func newTestPool(t *testing.T, cfg Config) *Pool {
+	t.Helper()
+	cfg.Exe = os.Args[0]
+	cfg.Lib = requireRuntime(t)
+	if cfg.Isolation == "" {
+		cfg.Isolation = Shared
+	}
+	p, err := NewPool(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+func readModel(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "modelstore", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// compile compiles a model from the testdata in the pool, its bytes in a
+// shared buffer as the Registry would make.
+func compile(t *testing.T, e modelstore.Engine, name string) modelstore.EngineSession {
+	t.Helper()
+	modelstore.ShareBuffers(true)
+	defer modelstore.ShareBuffers(false)
+	buf, err := modelstore.CopyToBuffer(readModel(t, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buf.Unref()
+	s, err := e.Compile(modelstore.ModelSource{Data: buf.Bytes(), Buf: buf, Origin: modelstore.Origin{Key: name}},
+		modelstore.SessionOptions{Optimize: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func floats(shape []int64, f func(i int) float32) *modelstore.Tensor {
+	n := int(modelstore.ShapeLen(shape))
+	vals := make([]float32, n)
+	for i := range vals {
+		vals[i] = f(i)
+	}
+	t, err := modelstore.NewTensorFromValues(modelstore.Float, shape, anySlice(vals))
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+func anySlice[T any](v []T) [][]byte {
+	s := make([][]byte, len(v))
+	for i, x := range v {
+		s[i] = []byte(fmt.Sprint(x))
+	}
+	return s
+}
+
+// TestWorkerRunsLikeInProcess: the same models and inputs give the same
+// outputs, byte for byte, in a worker and in this process, for inline
+// and memfd-carried tensors, strings, scalars and non-tensor outputs.
+func TestWorkerRunsLikeInProcess(t *testing.T) {
+	pool := newTestPool(t, Config{})
+	strs, err := modelstore.NewTensorFromValues(modelstore.String, []int64{3}, [][]byte{[]byte("a"), {}, []byte("ccc")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		model  string
+		inputs []*modelstore.Tensor
+	}{
+		{"linear.onnx", []*modelstore.Tensor{floats([]int64{1, 4}, func(i int) float32 { return float32(i + 1) })}},
+		// 10000x4 floats in (160 KB), 10000x3 out (120 KB): both above inlineMax.
+		{"linear.onnx", []*modelstore.Tensor{floats([]int64{10000, 4}, func(i int) float32 { return float32(i%7) * 0.5 })}},
+		{"string_identity.onnx", []*modelstore.Tensor{strs}},
+		{"mixed_outputs.onnx", []*modelstore.Tensor{floats([]int64{3, 2}, func(i int) float32 { return float32(i) })}},
+	}
+	for _, c := range cases {
+		t.Run(c.model, func(t *testing.T) {
+			remote := compile(t, pool, c.model)
+			local := compile(t, modelstore.InProcess{}, c.model)
+			if fmt.Sprint(remote.Inputs(), remote.Outputs()) != fmt.Sprint(local.Inputs(), local.Outputs()) {
+				t.Fatalf("io: worker %v %v, in process %v %v", remote.Inputs(), remote.Outputs(), local.Inputs(), local.Outputs())
+			}
+			want, err := local.Run(context.Background(), c.inputs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := remote.Run(context.Background(), c.inputs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("%d outputs, want %d", len(got), len(want))
+			}
+			for i := range want {
+				if (got[i] == nil) != (want[i] == nil) {
+					t.Fatalf("output %d: %v, want %v", i, got[i], want[i])
+				}
+				if want[i] != nil && (got[i].DType != want[i].DType || fmt.Sprint(got[i].Shape) != fmt.Sprint(want[i].Shape) ||
+					!bytes.Equal(got[i].Data, want[i].Data)) {
+					t.Fatalf("output %d differs: %v %v", i, got[i].DType, got[i].Shape)
+				}
+			}
+		})
+	}
+}
+
+// TestConcurrentRuns: many runs in flight at once on one worker each get
+// their own answer (the worker reads the socket from several threads).
+func TestConcurrentRuns(t *testing.T) {
+	pool := newTestPool(t, Config{})
+	remote := compile(t, pool, "linear.onnx")
+	local := compile(t, modelstore.InProcess{}, "linear.onnx")
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				rows := int64(1 + (g+i)%5)
+				if i%10 == 0 {
+					rows = 8000 // above inlineMax: a memfd each way
+				}
+				in := []*modelstore.Tensor{floats([]int64{rows, 4}, func(k int) float32 { return float32(g*1000 + i + k) })}
+				want, err := local.Run(context.Background(), in)
+				if err != nil {
+					errs <- err
+					return
+				}
+				got, err := remote.Run(context.Background(), in)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if !bytes.Equal(got[0].Data, want[0].Data) {
+					errs <- fmt.Errorf("goroutine %d run %d: wrong output", g, i)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// TestWorkerErrorsKeepTheirIdentity: errors from the worker read as the
+// in-process ones do (text and sentinel).
+func TestWorkerErrorsKeepTheirIdentity(t *testing.T) {
+	pool := newTestPool(t, Config{})
+	remote := compile(t, pool, "linear.onnx")
+	local := compile(t, modelstore.InProcess{}, "linear.onnx")
+	bad := floats([]int64{1, 5}, func(int) float32 { return 1 })
+	_, want := local.Run(context.Background(), []*modelstore.Tensor{bad})
+	_, got := remote.Run(context.Background(), []*modelstore.Tensor{bad})
+	var ortErr *modelstore.ORTError
+	if !errors.As(got, &ortErr) || got.Error() != want.Error() {
+		t.Fatalf("got %T %q, want %q", got, got, want)
+	}
+	_, got = remote.Run(context.Background(), nil)
+	if !errors.Is(got, modelstore.ErrInputCount) {
+		t.Fatalf("got %v", got)
+	}
+	half := compile(t, pool, "half_output.onnx")
+	_, got = half.Run(context.Background(), []*modelstore.Tensor{floats([]int64{2}, func(int) float32 { return 1 })})
+	if !errors.Is(got, modelstore.ErrUnsupportedDType) {
+		t.Fatalf("got %T %v", got, got)
+	}
+}
+
+// TestRunDeadlineStopsTheRunNotTheWorker: a run past its deadline is
+// stopped by ONNX Runtime's terminate flag (opCancel), as in process; the
+// worker lives on.
+func TestRunDeadlineStopsTheRunNotTheWorker(t *testing.T) {
+	pool := newTestPool(t, Config{KillGrace: 5 * time.Second})
+	slow := compile(t, pool, "slow.onnx")
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := slow.Run(ctx, []*modelstore.Tensor{floats([]int64{1, 1}, func(int) float32 { return 1 })})
+	var ortErr *modelstore.ORTError
+	if !errors.As(err, &ortErr) || !strings.Contains(err.Error(), "terminate") {
+		t.Fatalf("got %v", err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("took %v", took)
+	}
+	if n := pool.deathCount(); n != 0 {
+		t.Fatalf("%d worker deaths", n)
+	}
+}
+
+func (p *Pool) deathCount() int64 {
+	p.deathsMu.Lock()
+	defer p.deathsMu.Unlock()
+	var n int64
+	for _, c := range p.deaths {
+		n += c
+	}
+	return n
+}
+
+func workerPID(t *testing.T, s modelstore.EngineSession) int {
+	t.Helper()
+	p, err := s.(*session).slot.proc()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.pid()
+}
+
+// TestCrashInFlight: a worker that dies of SIGSEGV during a run fails
+// that run with the death error and quarantines its model; the worker's
+// other session is recreated in the replacement and runs.
+func TestCrashInFlight(t *testing.T) {
+	pool := newTestPool(t, Config{})
+	slow := compile(t, pool, "slow.onnx")
+	lin := compile(t, pool, "linear.onnx")
+	pid := workerPID(t, slow)
+	done := make(chan error, 1)
+	go func() {
+		_, err := slow.Run(context.Background(), []*modelstore.Tensor{floats([]int64{1, 1}, func(int) float32 { return 1 })})
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // the run is under way (it takes seconds)
+	syscall.Kill(pid, syscall.SIGSEGV)
+	err := <-done
+	if err == nil || err.Error() != "model execution failed: engine worker died (SIGSEGV)" {
+		t.Fatalf("got %v", err)
+	}
+	if q := slow.(modelstore.Quarantiner).Quarantined(); q == nil || !strings.Contains(q.Error(), "quarantined") {
+		t.Fatalf("not quarantined: %v", q)
+	}
+	if _, err := lin.Run(context.Background(), []*modelstore.Tensor{floats([]int64{1, 4}, func(int) float32 { return 1 })}); err != nil {
+		t.Fatal(err)
+	}
+	if workerPID(t, lin) == pid {
+		t.Fatal("same worker")
+	}
+	if pool.Info()[len(pool.Info())-1] != [2]string{"engine_worker_deaths_sigsegv", "1"} {
+		t.Fatalf("info %v", pool.Info())
+	}
+}
+
+// TestRestartRateLimit: past restartBurst restarts in restartWindow, a
+// slot refuses to start another worker.
+func TestRestartRateLimit(t *testing.T) {
+	pool := newTestPool(t, Config{})
+	lin := compile(t, pool, "linear.onnx")
+	in := []*modelstore.Tensor{floats([]int64{1, 4}, func(int) float32 { return 1 })}
+	limited := false
+	for i := 0; i < restartBurst+3 && !limited; i++ {
+		pid := workerPID(t, lin)
+		syscall.Kill(pid, syscall.SIGKILL)
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			_, err := lin.Run(context.Background(), in)
+			if errors.Is(err, ErrRestartLimited) {
+				limited = true
+				break
+			}
+			if err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if !limited {
+		t.Fatal("never rate limited")
+	}
+}
+
+func TestClassify(t *testing.T) {
+	for _, c := range []struct {
+		text, killed, want string
+	}{
+		{"fatal error: unexpected signal during runtime execution\n[signal SIGSEGV: segmentation violation]", "", "SIGSEGV"},
+		{"SIGFPE: floating-point exception\nPC=0x0", "", "SIGFPE"},
+		{"terminate called after throwing an instance of 'std::bad_alloc'\nSIGABRT: abort", "", "memory"},
+		{"fatal error: runtime: out of memory", "", "memory"},
+		{"SIGSEGV", "timeout", "timeout"},
+	} {
+		if got := classify(nil, []byte(c.text), c.killed); got != c.want {
+			t.Errorf("classify(%q) = %q, want %q", c.text, got, c.want)
+		}
+	}
+	if !isCrash("SIGSEGV") || !isCrash("memory") || isCrash("SIGKILL") || isCrash("timeout") || isCrash("exit 1") {
+		t.Error("isCrash")
+	}
+}
+
+func TestProtocolRejectsBadMessages(t *testing.T) {
+	e := &enc{}
+	in := []*modelstore.Tensor{floats([]int64{2, 2}, func(i int) float32 { return float32(i) }), nil}
+	payload := make([]byte, tensorsSize(in))
+	putTensors(e, in, payload)
+	for n := 0; n < len(e.b); n++ {
+		d := &dec{b: e.b[:n]}
+		if getTensors(d); d.err == nil {
+			t.Fatalf("truncated at %d: no error", n)
+		}
+	}
+	d := &dec{b: e.b}
+	refs := getTensors(d)
+	if _, err := locate(refs, payload[:len(payload)-1], false); err == nil {
+		t.Fatal("short payload accepted")
+	}
+	out, err := locate(refs, payload, false)
+	if err != nil || out[1] != nil || !bytes.Equal(out[0].Data, in[0].Data) {
+		t.Fatalf("%v %v", out, err)
+	}
+}
+
+// seccompChild runs in a child test process: it installs the filter and
+// tries what it denies.
+func seccompChild(what string) {
+	if err := installSeccomp(); err != nil {
+		fmt.Println("install:", err)
+		os.Exit(3)
+	}
+	switch what {
+	case "socket":
+		_, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
+		fmt.Println("socket:", err)
+	case "exec":
+		err := syscall.Exec("/bin/true", []string{"true"}, nil)
+		fmt.Println("exec:", err)
+	}
+	os.Exit(0)
+}
+
+func TestSeccompDenies(t *testing.T) {
+	out, err := exec.Command(os.Args[0], "-test.run=^$").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "WORKER_TEST_SECCOMP=socket")
+	out, err = cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "socket: operation not permitted") {
+		t.Fatalf("socket: %v %s", err, out)
+	}
+	cmd = exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "WORKER_TEST_SECCOMP=exec")
+	out, err = cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGSYS {
+		t.Fatalf("exec: %v %s", err, out)
+	}
+}
+
+// BenchmarkRun times one run of linear.onnx at batch 1, one at a time, in
+// a worker and in this process: the difference is the wall's cost per run
+// (the control socket's round trip), without the network front end.
+func BenchmarkRun(b *testing.B) {
+	t := &testing.T{}
+	pool := newTestPool(t, Config{})
+	in := []*modelstore.Tensor{floats([]int64{1, 4}, func(i int) float32 { return float32(i) })}
+	for _, e := range []struct {
+		name   string
+		engine modelstore.Engine
+	}{{"worker", pool}, {"in-process", modelstore.InProcess{}}} {
+		s := compile(t, e.engine, "linear.onnx")
+		b.Run(e.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := s.Run(context.Background(), in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
