@@ -8,7 +8,7 @@ PYTHON      := /usr/bin/python3
 GO          ?= go
 export ENCLAVEAI_ONNXRUNTIME_LIB := $(ORT_LIB)
 
-.PHONY: enclave build run test lint test-go test-redis deps ort models bench bench-readers bench-core bench-snapshot bench-huge bench-mem bench-wall fuzz test-nocgo clean
+.PHONY: enclave build run test lint test-go test-redis deps ort models crash-models fuzz-models bench bench-readers bench-core bench-snapshot bench-huge bench-mem bench-wall bench-loop fuzz test-nocgo clean
 
 build: bin/enclaveai-server bin/enclaveai-cli bin/enclaveai-server-nocgo
 
@@ -50,7 +50,12 @@ deps:
 models: deps
 	$(PYTHON) redis_tests/models/gen_models.py redis_tests/models
 
-test: deps build models lint test-go test-redis test-nocgo
+# The regression models of every crash class the model hunt found
+# (fuzzmodels/regressions.py; committed, rewritten identically).
+crash-models: deps
+	$(PYTHON) fuzzmodels/regressions.py modelstore/testdata/crash
+
+test: deps build models crash-models lint test-go test-redis test-nocgo
 
 # Static checks, each failing the build on a finding: formatting, go.mod in
 # step with the imports, go vet, and staticcheck at a pinned version.
@@ -67,7 +72,7 @@ lint:
 test-go: bin/enclaveai-server
 	ENCLAVEAI_SERVER=$(CURDIR)/bin/enclaveai-server $(GO) test -count=1 ./...
 
-test-redis: build models
+test-redis: build models crash-models
 	$(PYTHON) -m unittest discover -s redis_tests -p 'test_*.py' -v
 
 # The engine-independent suites again, against the cgo-free static binary
@@ -79,6 +84,13 @@ test-nocgo: bin/enclaveai-server-nocgo models
 	CGO_ENABLED=0 $(GO) vet ./...
 	CGO_ENABLED=0 $(GO) test -count=1 ./goengine ./config ./persistence
 	for s in $(NOCGO_SUITES); do ENCLAVEAI_SERVER=$(CURDIR)/bin/enclaveai-server-nocgo $(PYTHON) -m unittest discover -s redis_tests -p $$s || exit 1; done
+
+# crash-test: the kill -9 harness of the append-only log, 50 rounds per
+# fsync policy (redis_tests/crash.py; a 6-round sample runs in make test).
+.PHONY: crash-test
+crash-test: build models
+	cd redis_tests && $(PYTHON) crash.py --rounds 50 --appendfsync everysec
+	cd redis_tests && $(PYTHON) crash.py --rounds 50 --appendfsync always
 
 # Speed against baselines measured in the same run (docs/BENCHMARKS.md).
 # Each benchmark is its own target that adds itself to `bench`; bench-core
@@ -121,6 +133,17 @@ bench: bench-mem
 bench-mem: build deps
 	$(PYTHON) bench/tensormem.py --doc docs/BENCHMARKS.md
 
+# The inference loop (AI.TENSORSET -> AI.MODELEXECUTE -> AI.TENSORGET) at 1, 8
+# and 32 clients, plain and batched, against Redis's SET -> PING -> GET of the
+# same sizes; MODELEXECUTE latency against in-process ORT; the transformer
+# against in-process ORT; TENSORSET/TENSORGET against SET/GET. One run, about
+# two minutes; rewrites the figures of the "Inference loop" section of
+# docs/BENCHMARKS.md (bench/loop; BENCH_LOOP_ARGS adds flags, e.g. -rounds 5).
+bench: bench-loop
+bench-loop: build models
+	$(GO) build -o bin/bench-loop ./bench/loop
+	timeout 900 bin/bench-loop -doc docs/BENCHMARKS.md $(BENCH_LOOP_ARGS)
+
 # Every fuzz target for FUZZTIME each: the RESP reader, the command parsers,
 # the model checker, the snapshot loader.
 FUZZTIME ?= 30s
@@ -128,8 +151,18 @@ fuzz: $(ORT_LIB)
 	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./server
 	$(GO) test -run '^$$' -fuzz '^FuzzDispatch$$' -fuzztime $(FUZZTIME) ./commands
 	$(GO) test -run '^$$' -fuzz '^FuzzCheckModelBlob$$' -fuzztime $(FUZZTIME) ./modelstore
+	$(GO) test -run '^$$' -fuzz '^FuzzSanitizeModel$$' -fuzztime $(FUZZTIME) ./modelstore
 	$(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME) ./persistence
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecords$$' -fuzztime $(FUZZTIME) ./persistence
+
+# The generated crash hunt: models of every ONNX operator with degenerate
+# attributes, shapes and values, sent to the server binary, which is
+# restarted when it dies (fuzzmodels/hunt.py; docs/MODEL_VALIDATION.md).
+# Findings go to fuzzmodels/out/findings-seed<SEED>.json.
+HUNT_MINUTES ?= 20
+HUNT_SEED ?= 1
+fuzz-models: build deps
+	$(PYTHON) fuzzmodels/hunt.py --minutes $(HUNT_MINUTES) --seed $(HUNT_SEED) --out fuzzmodels/out
 
 # An SGX enclave image with EGo: builds with ego-go and signs with enclave.json
 # (key private.pem, made by `ego sign` on first use). See docs/ENCLAVE.md for

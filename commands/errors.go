@@ -55,7 +55,7 @@ var storeErrors = []struct {
 // ONNX Runtime sees it; their text (with detail) goes to the client.
 var modelErrors = []error{
 	modelstore.ErrModelEmpty, modelstore.ErrModelMalformed, modelstore.ErrModelTooDeep,
-	modelstore.ErrModelExternalData, modelstore.ErrModelTensorSize,
+	modelstore.ErrModelExternalData, modelstore.ErrModelTensorSize, modelstore.ErrModelUnsafe,
 }
 
 // errorText is the one place where an error becomes RESP error text.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -70,7 +71,10 @@ func newAISettings() *AISettings {
 	s := &AISettings{}
 	s.ModelChunkSize.Store(511 << 20)
 	s.ModelExecutionTimeout.Store(5000)
-	s.ThreadsPerQueue.Store(1)
+	// One worker per CPU, each running its model on one thread
+	// (modelstore.SessionOptions): RedisAI's default is 1 worker whose
+	// runs spread over every core through ORT's spinning pool.
+	s.ThreadsPerQueue.Store(int64(runtime.GOMAXPROCS(0)))
 	p := "/usr/lib/enclaveai/backends"
 	s.BackendsPath.Store(&p)
 	return s
@@ -362,14 +366,27 @@ func (x *Ctx) compileModel(key string, meta modelstore.ModelMeta, optimize bool,
 		IntraOpThreads: int(x.AI.IntraOpParallelism.Load()),
 		InterOpThreads: int(x.AI.InterOpParallelism.Load()),
 	}
+	if buf != nil {
+		data = buf.Bytes()
+	}
+	// The sealed model file of the append-only log is written while the
+	// model compiles, and is in place before the model is stored.
+	mf, err := x.startModelFile(data, meta.NoPersist)
+	if err != nil {
+		return nil, err
+	}
 	var blob *modelstore.Blob
-	var err error
 	if buf != nil {
 		blob, err = x.Models.AcquireBuffer(buf, from, opts, x.Keys.CheckMemory)
 	} else {
 		blob, err = x.Models.AcquireIfRoom(data, from, opts, x.Keys.CheckMemory)
 	}
 	if err != nil {
+		mf.abort()
+		return nil, err
+	}
+	if err := mf.finish(x, blob); err != nil {
+		blob.Release()
 		return nil, err
 	}
 	meta.Created = time.Now()
@@ -703,7 +720,7 @@ func (c *modelExecCmd) Run(x *Ctx) error {
 
 // runModel runs m with the current run limits.
 func (x *Ctx) runModel(m *modelstore.Model, inputs []*modelstore.Tensor, queued time.Time, timeout time.Duration) ([]*modelstore.Tensor, error) {
-	return x.runner().Run(m, &modelstore.RunRequest{
+	return x.Queue.Run(m, &modelstore.RunRequest{
 		Inputs: inputs, Queued: queued, Timeout: timeout,
 		ExecTimeout: time.Duration(x.AI.ModelExecutionTimeout.Load()) * time.Millisecond,
 	})
@@ -969,15 +986,12 @@ func parseAIConfig(a Args) (Runner, error) {
 	return RunFunc(func(x *Ctx) error {
 		s.v(x.AI).Store(n)
 		if sub == "THREADS_PER_QUEUE" {
-			x.runners.Store(modelstore.NewRunner(int(n)))
+			x.Queue.SetWorkers(int(n))
 		}
 		x.W.OK()
 		return nil
 	}), nil
 }
-
-// runner is the current run limiter (THREADS_PER_QUEUE).
-func (x *Ctx) runner() *modelstore.Runner { return x.runners.Load() }
 
 // LoadStartupModels stores the models named by `loadmodel` directives:
 // `loadmodel key ONNX CPU /path/model.onnx [TAG t] [BATCHSIZE n ...]`.

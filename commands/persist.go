@@ -28,7 +28,9 @@ func init() {
 		p(&Spec{Name: "lastsave", Arity: 1, Flags: Fast | LoadingOK,
 			Summary: "Returns the unix time of the last successful snapshot.", Parse: parseLastsave}),
 	)
-	RegisterInfoSection(InfoSection{Name: "Persistence", Fields: persistenceInfo})
+	RegisterInfoSection(InfoSection{Name: "Persistence", Fields: func(s *Server) [][2]string {
+		return append(persistenceInfo(s), aofInfo(s)...)
+	}})
 }
 
 // Snapshotter writes and loads the sealed snapshot. A save copies the
@@ -44,6 +46,15 @@ type Snapshotter struct {
 	lastStatus atomic.Bool  // true = ok
 	lastSecs   atomic.Int64 // duration of the last save
 	saves      atomic.Int64
+	lastError  atomic.Pointer[error] // the last failed save's error
+}
+
+// lastErr is the cause of the last failed save, as MISCONF shows it.
+func (sn *Snapshotter) lastErr() string {
+	if p := sn.lastError.Load(); p != nil {
+		return errCause(*p)
+	}
+	return "unknown error"
 }
 
 // ErrSaveInProgress is returned when a save is already running.
@@ -111,6 +122,7 @@ func (s *Server) Save() error {
 	sn.lastSecs.Store(int64(time.Since(start).Seconds()))
 	sn.lastStatus.Store(err == nil)
 	if err != nil {
+		sn.lastError.Store(&err)
 		s.Log.Error("snapshot failed", "file", s.snapshotPath(), "err", err)
 		return err
 	}
@@ -220,7 +232,6 @@ func persistenceInfo(s *Server) [][2]string {
 		{"rdb_last_bgsave_time_sec", itoa(sn.lastSecs.Load())},
 		{"rdb_saves", itoa(sn.saves.Load())},
 		{"rdb_filename", s.snapshotPath()},
-		{"aof_enabled", "0"},
 	}
 }
 
@@ -244,18 +255,26 @@ func (l *snapshotLoader) Tensor(r persistence.TensorRecord) error {
 }
 
 func (l *snapshotLoader) Model(r persistence.ModelRecord, blob []byte) error {
-	opts := modelstore.SessionOptions{Optimize: r.Optimize,
-		IntraOpThreads: int(l.s.AI.IntraOpParallelism.Load()), InterOpThreads: int(l.s.AI.InterOpParallelism.Load())}
-	// Read verified the blob's digest: the blob takes it as is.
-	b, err := l.s.Models.AcquireVerified(blob, *r.BlobSHA256, modelstore.Origin{Owner: r.Owner, Key: r.Key}, opts)
+	m, err := l.s.modelFromRecord(r, blob)
 	if err != nil {
-		return fmt.Errorf("model %q: %w", r.Key, err)
+		return err
 	}
-	m := modelstore.NewModel(modelstore.ModelMeta{Backend: r.Backend, Device: r.Device, Tag: r.Tag,
-		BatchSize: int64(r.BatchSize), MinBatchSize: int64(r.MinBatchSize), MinBatchTimeout: int64(r.MinBatchTimeoutMs),
-		ID: r.ID, Created: time.UnixMilli(r.CreatedUnixMs), Owner: r.Owner}, b)
 	l.items = append(l.items, modelstore.Item{Key: r.Key, Value: m, ExpireAt: r.ExpireAtUnixMs})
 	return nil
+}
+
+// modelFromRecord compiles a model loaded from disk. The loader verified
+// the blob's digest (r.BlobSHA256): the blob takes it as is.
+func (s *Server) modelFromRecord(r persistence.ModelRecord, blob []byte) (*modelstore.Model, error) {
+	opts := modelstore.SessionOptions{Optimize: r.Optimize,
+		IntraOpThreads: int(s.AI.IntraOpParallelism.Load()), InterOpThreads: int(s.AI.InterOpParallelism.Load())}
+	b, err := s.Models.AcquireVerified(blob, *r.BlobSHA256, modelstore.Origin{Owner: r.Owner, Key: r.Key}, opts)
+	if err != nil {
+		return nil, fmt.Errorf("model %q: %w", r.Key, err)
+	}
+	return modelstore.NewModel(modelstore.ModelMeta{Backend: r.Backend, Device: r.Device, Tag: r.Tag,
+		BatchSize: int64(r.BatchSize), MinBatchSize: int64(r.MinBatchSize), MinBatchTimeout: int64(r.MinBatchTimeoutMs),
+		ID: r.ID, Created: time.UnixMilli(r.CreatedUnixMs), Owner: r.Owner}, b), nil
 }
 
 func (l *snapshotLoader) Progress(done, total int64) { l.log(done, total) }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/enclaveai/enclaveai/config"
 	"github.com/enclaveai/enclaveai/modelstore"
+	"github.com/enclaveai/enclaveai/persistence"
 )
 
 // Version is EnclaveAI's version; RedisVersion is the Redis version whose
@@ -31,13 +32,21 @@ type Server struct {
 	AI     *AISettings
 	Log    *slog.Logger
 
-	runners atomic.Pointer[modelstore.Runner] // THREADS_PER_QUEUE limiter
+	// Queue is the CPU device's run queue; THREADS_PER_QUEUE workers
+	// serve it.
+	Queue *modelstore.RunQueue
 
 	// uploading is the payload bytes of uploads in flight (upload.go).
 	uploading atomic.Int64
 
 	// Snapshot is the sealed snapshot's state; the front end sets SealKey.
 	Snapshot Snapshotter
+	// aof is the append-only log, nil with appendonly no (aof.go).
+	aof      *persistence.Log
+	aofState aofState
+	// LogFS is the append-only log's file layer, nil for the OS's; tests
+	// make it fail (ENOSPC, EIO, fsync errors).
+	LogFS persistence.FS
 	// Enclave is set by the front end at start.
 	Enclave EnclaveInfo
 
@@ -67,7 +76,7 @@ func NewServer(opts *config.Options, log *slog.Logger) *Server {
 	s := &Server{Opts: opts, Log: log, clients: make(map[int64]*Client), started: time.Now()}
 	s.Models = modelstore.NewRegistry(nil)
 	s.AI = newAISettings()
-	s.runners.Store(modelstore.NewRunner(int(s.AI.ThreadsPerQueue.Load())))
+	s.Queue = modelstore.NewRunQueue(int(s.AI.ThreadsPerQueue.Load()))
 	// Model blobs are accounted once by the registry, however many keys
 	// share them: the keyspace's budget is what they leave.
 	s.Keys = modelstore.NewKeyspace(func() int64 {
@@ -109,6 +118,9 @@ func (s *Server) Tick() {
 	}
 	if !s.loading.Load() && !s.Snapshot.inProgress.Load() && s.saveRulesDue(now.Unix()) {
 		s.BackgroundSave()
+	}
+	if s.aof != nil && !s.loading.Load() {
+		s.aofTick(now.UnixMilli())
 	}
 	if t := s.Opts.Timeout.Load(); t > 0 {
 		limit := now.UnixMilli() - t*1000
@@ -387,6 +399,13 @@ func (s *Server) check(c *Client, spec *Spec, argv [][]byte) error {
 	if s.loading.Load() && !spec.Has(LoadingOK) {
 		return errLoading
 	}
+	// As Redis's MISCONF: while the log or the snapshot cannot be written,
+	// writes are refused and reads go on.
+	if spec.Has(Write) {
+		if err := s.persistErr(); err != nil {
+			return err
+		}
+	}
 	// Over maxmemory a deny-oom command is refused, and inside MULTI that
 	// refusal aborts the transaction (EXECABORT), as in Redis.
 	if spec.Has(DenyOOM) {
@@ -411,6 +430,11 @@ func (s *Server) run(x *Ctx, spec *Spec, r Runner) {
 	x.C.busy.Store(true)
 	defer x.C.busy.Store(false)
 	var err error
+	var seq uint64
+	mark := x.W.Len()
+	if s.aof != nil {
+		seq = s.aof.Seq()
+	}
 	if spec.Has(NoTxLock) {
 		err = r.Run(x)
 	} else {
@@ -421,6 +445,11 @@ func (s *Server) run(x *Ctx, spec *Spec, r Runner) {
 	}
 	if err != nil {
 		s.replyError(x.W, err)
+	}
+	// What a write changed is in the log before its reply leaves (EXEC's
+	// queued writes included). Reads do not wait for other clients' writes.
+	if s.aof != nil && spec.Has(Write|txControl) {
+		s.commitLog(x.W, seq, mark)
 	}
 }
 

@@ -74,6 +74,20 @@ type Options struct {
 	// LoadBadSnapshot, when true, starts with an empty keyspace if the
 	// snapshot cannot be loaded (the bad file is moved aside, never overwritten).
 	LoadBadSnapshot bool
+	// AppendOnly turns the sealed append-only log on (docs/DURABILITY.md).
+	AppendOnly bool
+	// AppendFsync is always, everysec or no.
+	AppendFsync atomic.Pointer[string]
+	// AppendDirName is the log's directory under Dir.
+	AppendDirName string
+	// AutoAOFRewritePercentage and AutoAOFRewriteMinSize start a rewrite
+	// when the log has grown by the percentage over its base and is at
+	// least the size (percentage 0: never).
+	AutoAOFRewritePercentage atomic.Int64
+	AutoAOFRewriteMinSize    atomic.Int64
+	// AOFLoadTruncated: a torn last record is cut off at start (yes) or
+	// stops the start (no).
+	AOFLoadTruncated bool
 	// LoadModels are the `loadmodel` lines: each the arguments after the directive.
 	LoadModels [][]string
 	// Users are the `user` lines by name (users.go); nil when none.
@@ -91,7 +105,12 @@ func (o *Options) SlogLevel() *slog.LevelVar { return &o.slogLevel }
 // exists in Redis, and EnclaveAI's own otherwise.
 func Default() *Options {
 	o := &Options{Bind: "127.0.0.1", Dir: ".", DBFilename: "dump.aidb", SealKeyFile: "seal.key", SealPolicy: "product",
+		AppendOnly: true, AppendDirName: "appendonlydir", AOFLoadTruncated: true,
 		EngineIsolation: "per-tenant", EngineStoreTimeout: 60, InferenceEngine: DefaultInferenceEngine}
+	everysec := "everysec"
+	o.AppendFsync.Store(&everysec)
+	o.AutoAOFRewritePercentage.Store(100)
+	o.AutoAOFRewriteMinSize.Store(64 << 20)
 	o.Port.Store(6379)
 	empty, info, save := "", "notice", "3600 1 300 100 60 10000"
 	o.Requirepass.Store(&empty)
@@ -274,12 +293,37 @@ var directives = func() map[string]*directive {
 		return setSave(o, a)
 	})
 	ds[len(ds)-1].joined = true
-	add("appendonly", false, func(*Options) string { return "no" }, func(_ *Options, a []string) error {
-		if strings.ToLower(a[0]) != "no" {
-			return errors.New("the append-only file is not supported: snapshots only")
+	add("appendonly", false, func(o *Options) string { return yesNo(o.AppendOnly) },
+		func(o *Options, a []string) error {
+			v, err := parseYesNo(a[0])
+			o.AppendOnly = v
+			return err
+		})
+	g, setFsync := atomicStr(func(o *Options) *atomic.Pointer[string] { return &o.AppendFsync })
+	add("appendfsync", true, g, func(o *Options, a []string) error {
+		switch l := strings.ToLower(a[0]); l {
+		case "always", "everysec", "no":
+			return setFsync(o, []string{l})
 		}
+		return errors.New("argument(s) must be one of the following: always, everysec, no")
+	})
+	add("appenddirname", false, func(o *Options) string { return o.AppendDirName }, func(o *Options, a []string) error {
+		if a[0] == "" || a[0] == "." || a[0] == ".." || strings.ContainsAny(a[0], "/\\") {
+			return errors.New("appenddirname must be a plain directory name")
+		}
+		o.AppendDirName = a[0]
 		return nil
 	})
+	g, s = num(func(o *Options) *atomic.Int64 { return &o.AutoAOFRewritePercentage }, 0, 1<<31-1, false)
+	add("auto-aof-rewrite-percentage", true, g, s)
+	g, s = num(func(o *Options) *atomic.Int64 { return &o.AutoAOFRewriteMinSize }, 0, 1<<62, true)
+	add("auto-aof-rewrite-min-size", true, g, s)
+	add("aof-load-truncated", false, func(o *Options) string { return yesNo(o.AOFLoadTruncated) },
+		func(o *Options, a []string) error {
+			v, err := parseYesNo(a[0])
+			o.AOFLoadTruncated = v
+			return err
+		})
 	add("load-bad-snapshot", false, func(o *Options) string { return yesNo(o.LoadBadSnapshot) },
 		func(o *Options, a []string) error {
 			v, err := parseYesNo(a[0])

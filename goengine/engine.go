@@ -66,12 +66,21 @@ func (Engine) Compile(src modelstore.ModelSource, _ modelstore.SessionOptions) (
 	if err != nil {
 		return nil, err
 	}
+	// The sanitizer's rules refuse attributes no engine should trust, and
+	// it guards integer division, which would panic in Go: a model whose
+	// guard needs operators this engine lacks (Where) is refused below.
+	data := src.Data
+	if safe, err := modelstore.SanitizeModel(data); err != nil {
+		return nil, err
+	} else if safe != nil {
+		data = safe
+	}
 	for _, io := range append(slices.Clip(inputs), outputs...) {
 		if io.DType == modelstore.DTypeInvalid || io.DType == modelstore.String {
 			return nil, refuse("%s is %s, which this engine does not run", io.Name, io.ElemType)
 		}
 	}
-	mp, err := gonnx.ModelProtoFromBytes(src.Data)
+	mp, err := gonnx.ModelProtoFromBytes(data)
 	if err != nil {
 		return nil, refuse("cannot parse the model: %v", err)
 	}

@@ -3,76 +3,22 @@ package modelstore
 import (
 	"bytes"
 	"slices"
-	"sync"
 	"time"
 )
 
-// batcher implements RedisAI's auto-batching for one model (BATCHSIZE,
-// MINBATCHSIZE, MINBATCHTIMEOUT): concurrent requests whose inputs agree
-// in everything but dimension 0 are concatenated along it, run once, and
-// the outputs are split back. A goroutine per batched model forms batches.
-type batcher struct {
-	m       *Model
-	mu      sync.Mutex
-	wake    chan struct{} // capacity 1: a new request or stop
-	pending []*batchReq
-	stopped bool
-	started bool
-}
+// Auto-batching (RedisAI's BATCHSIZE, MINBATCHSIZE, MINBATCHTIMEOUT): when
+// a RunQueue worker takes a request for a batched model, it also takes the
+// queued requests for the same model whose inputs agree in everything but
+// dimension 0, concatenates them along it, runs them once and splits the
+// outputs back. Nothing waits for a batch to fill unless MINBATCHSIZE asks
+// it to: a batch is whatever the queue holds when a worker is free.
 
-type batchReq struct {
-	*RunRequest
-	runner *Runner
-	size   int64 // dim 0 of the inputs; 0 when they disagree or are scalars
-	done   chan batchResult
-}
-
-type batchResult struct {
-	outs []*Tensor
-	err  error
-}
-
-func newBatcher(m *Model) *batcher {
-	return &batcher{m: m, wake: make(chan struct{}, 1)}
-}
-
-func (b *batcher) signal() {
-	select {
-	case b.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (b *batcher) stop() {
-	b.mu.Lock()
-	b.stopped = true
-	b.mu.Unlock()
-	b.signal()
-}
-
-// submit queues a request and waits for its result.
-func (b *batcher) submit(r *Runner, req *RunRequest) ([]*Tensor, error) {
-	br := &batchReq{RunRequest: req, runner: r, size: batchDim(req.Inputs), done: make(chan batchResult, 1)}
-	b.mu.Lock()
-	if b.stopped {
-		b.mu.Unlock()
-		return nil, ErrNoModel
-	}
-	b.pending = append(b.pending, br)
-	if !b.started {
-		b.started = true
-		go b.loop()
-	}
-	b.mu.Unlock()
-	b.signal()
-	res := <-br.done
-	return res.outs, res.err
-}
-
+// batchDim is dimension 0 shared by every input, or 0 when they disagree
+// or one is a scalar (such a request runs alone).
 func batchDim(inputs []*Tensor) int64 {
 	var n int64
 	for i, t := range inputs {
-		if len(t.Shape) == 0 {
+		if t == nil || len(t.Shape) == 0 {
 			return 0
 		}
 		if i == 0 {
@@ -84,14 +30,14 @@ func batchDim(inputs []*Tensor) int64 {
 	return n
 }
 
-// compatible: same number of inputs, each with the same dtype, rank and
-// dimensions except dimension 0.
-func compatible(a, b *batchReq) bool {
-	if len(a.Inputs) != len(b.Inputs) || b.size == 0 {
+// compatible: b may join a batch led by a (same model, same number of
+// inputs, each with the same dtype, rank and dimensions but dimension 0).
+func compatible(a, b *job) bool {
+	if a.m != b.m || len(a.req.Inputs) != len(b.req.Inputs) || b.size == 0 {
 		return false
 	}
-	for i := range a.Inputs {
-		x, y := a.Inputs[i], b.Inputs[i]
+	for i := range a.req.Inputs {
+		x, y := a.req.Inputs[i], b.req.Inputs[i]
 		if x.DType != y.DType || len(x.Shape) != len(y.Shape) || !slices.Equal(x.Shape[1:], y.Shape[1:]) {
 			return false
 		}
@@ -99,140 +45,87 @@ func compatible(a, b *batchReq) bool {
 	return true
 }
 
-// poll is how often a batch waiting for MINBATCHSIZE re-checks timeouts,
-// like RedisAI's worker that re-queues a request and yields for 1 ms.
-const poll = 2 * time.Millisecond
-
-func (b *batcher) loop() {
-	for {
-		batch, wait := b.next()
-		if batch == nil && wait < 0 {
-			return
-		}
-		if batch != nil {
-			b.execute(batch)
-			continue
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-b.wake:
-		case <-t.C:
-		}
-		t.Stop()
-	}
-}
-
-// next picks the batch to run now, or how long to wait (-1: stopped and
-// idle, the loop ends).
-func (b *batcher) next() ([]*batchReq, time.Duration) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	now := time.Now()
-	// Requests whose TIMEOUT passed while queued are answered TIMEDOUT.
-	live := b.pending[:0]
-	for _, r := range b.pending {
-		if r.Timeout > 0 && now.Sub(r.Queued) > r.Timeout {
-			r.done <- batchResult{err: ErrTimedOut}
-			continue
-		}
-		live = append(live, r)
-	}
-	b.pending = live
-	if len(b.pending) == 0 {
-		if b.stopped {
-			b.started = false
-			return nil, -1
-		}
-		return nil, time.Hour
-	}
-	front := b.pending[0]
-	max := b.m.BatchSize
-	if front.size == 0 || front.size >= max {
-		b.pending = b.pending[1:]
-		return []*batchReq{front}, 0
-	}
-	batch := []*batchReq{front}
+// gather forms the batch led by the job at pending[i] (a batched model's),
+// adding compatible jobs behind it until BATCHSIZE is reached. ready is
+// false when MINBATCHSIZE is not reached and its timeout (if any) has not
+// passed since the leader was queued; then at is when to look again.
+func gather(pending []*job, i int, now time.Time) (batch []*job, ready bool, at time.Time) {
+	front := pending[i]
+	m := front.m
+	batch = append(batch, front)
 	acc := front.size
-	for _, r := range b.pending[1:] {
-		if acc >= max {
+	for _, j := range pending[i+1:] {
+		if acc >= m.BatchSize {
 			break
 		}
-		if compatible(front, r) {
-			batch = append(batch, r)
-			acc += r.size
+		if compatible(front, j) {
+			batch = append(batch, j)
+			acc += j.size
 		}
 	}
-	if min := b.m.MinBatchSize; min > 0 && acc < min && !b.stopped {
-		to := time.Duration(b.m.MinBatchTimeout) * time.Millisecond
-		if to <= 0 || now.Sub(front.Queued) < to {
-			return nil, poll
+	if min := m.MinBatchSize; min > 0 && acc < min && !m.released.Load() {
+		if m.MinBatchTimeout <= 0 {
+			// No timeout: look again now and then, as RedisAI's workers
+			// do (a deleted model runs what it has at once).
+			return batch, false, now.Add(poll)
+		}
+		at = front.req.Queued.Add(time.Duration(m.MinBatchTimeout) * time.Millisecond)
+		if now.Before(at) {
+			return batch, false, at
 		}
 	}
-	rest := b.pending[:0]
-	for _, r := range b.pending {
-		if !slices.Contains(batch, r) {
-			rest = append(rest, r)
-		}
-	}
-	b.pending = rest
-	return batch, 0
+	return batch, true, time.Time{}
 }
 
-func (b *batcher) execute(batch []*batchReq) {
-	m := b.m
-	if err := batch[0].runner.acquire(&RunRequest{}); err != nil {
-		for _, r := range batch {
-			r.done <- batchResult{err: err}
-		}
-		return
-	}
-	defer batch[0].runner.release()
+// poll is how often a batch waiting for MINBATCHSIZE without a timeout is
+// looked at again, like RedisAI's worker that re-queues such a request
+// and yields for 1 ms.
+const poll = 2 * time.Millisecond
+
+// runBatch runs several requests as one (the worker holds no lock).
+func runBatch(batch []*job) {
+	m := batch[0].m
+	first := batch[0].req
 	start := time.Now()
-	if len(batch) == 1 {
-		outs, err := m.runSession(batch[0].Inputs, batch[0].ExecTimeout)
-		m.account(start, outs, err)
-		batch[0].done <- batchResult{outs, err}
-		return
-	}
-	inputs := make([]*Tensor, len(batch[0].Inputs))
 	var total int64
-	for _, r := range batch {
-		total += r.size
+	for _, j := range batch {
+		total += j.size
 	}
+	inputs := make([]*Tensor, len(first.Inputs))
+	parts := make([][]byte, len(batch))
 	for i := range inputs {
-		parts := make([][]byte, len(batch))
-		for j, r := range batch {
-			parts[j] = r.Inputs[i].Data
+		for k, j := range batch {
+			parts[k] = j.req.Inputs[i].Data
 		}
-		first := batch[0].Inputs[i]
-		shape := append([]int64{total}, first.Shape[1:]...)
-		inputs[i] = &Tensor{DType: first.DType, Shape: shape, Data: bytes.Join(parts, nil)}
+		in := first.Inputs[i]
+		shape := append([]int64{total}, in.Shape[1:]...)
+		inputs[i] = &Tensor{DType: in.DType, Shape: shape, Data: bytes.Join(parts, nil)}
 	}
-	outs, err := m.runSession(inputs, batch[0].ExecTimeout)
+	outs, err := m.runSession(inputs, first.ExecTimeout)
 	elapsed := time.Since(start).Microseconds()
 	var split [][]*Tensor
 	if err == nil {
 		split, err = splitOutputs(outs, batch, total)
 	}
-	for j, r := range batch {
+	for k, j := range batch {
 		m.Stats.Calls.Add(1)
 		if err != nil {
 			m.Stats.Errors.Add(1)
-			r.done <- batchResult{err: err}
+			j.finish(nil, err)
 			continue
 		}
 		m.Stats.Duration.Add(elapsed)
-		m.Stats.Samples.Add(r.size)
-		r.done <- batchResult{outs: split[j]}
+		m.Stats.Samples.Add(j.size)
+		j.finish(split[k], nil)
 	}
 }
 
 // splitOutputs cuts each output along dimension 0 back into the requests'
 // shares. Every output must keep the batch dimension.
-func splitOutputs(outs []*Tensor, batch []*batchReq, total int64) ([][]*Tensor, error) {
+func splitOutputs(outs []*Tensor, batch []*job, total int64) ([][]*Tensor, error) {
 	res := make([][]*Tensor, len(batch))
-	for j := range res {
-		res[j] = make([]*Tensor, len(outs))
+	for k := range res {
+		res[k] = make([]*Tensor, len(outs))
 	}
 	for i, o := range outs {
 		if o == nil {
@@ -243,15 +136,15 @@ func splitOutputs(outs []*Tensor, batch []*batchReq, total int64) ([][]*Tensor, 
 		}
 		rowElems := ShapeLen(o.Shape[1:])
 		off := 0
-		for j, r := range batch {
+		for k, j := range batch {
 			var n int
 			if o.DType == String {
-				n = stringBytes(o.Data[off:], r.size*rowElems)
+				n = stringBytes(o.Data[off:], j.size*rowElems)
 			} else {
-				n = int(r.size * rowElems * int64(o.DType.Size()))
+				n = int(j.size * rowElems * int64(o.DType.Size()))
 			}
-			shape := append([]int64{r.size}, o.Shape[1:]...)
-			res[j][i] = &Tensor{DType: o.DType, Shape: shape, Data: o.Data[off : off+n : off+n]}
+			shape := append([]int64{j.size}, o.Shape[1:]...)
+			res[k][i] = &Tensor{DType: o.DType, Shape: shape, Data: o.Data[off : off+n : off+n]}
 			off += n
 		}
 	}

@@ -63,6 +63,33 @@ type Keyspace struct {
 	maxmemory func() int64
 	now       func() int64 // unix ms; replaceable in tests
 	seed      maphash.Seed
+	journal   Journal // nil: changes are not recorded
+}
+
+// Journal hears of every change to the keyspace, in the order the changes
+// happen, while the keyspace lock is held: an append-only log records them
+// through it. It must be quick and must not call back into the keyspace.
+// Expiry that removes a key is not reported: expiry times are absolute,
+// so a replay expires the key by itself.
+type Journal interface {
+	// Set: key now holds v, with no TTL.
+	Set(key string, v Value)
+	// Delete: key is gone.
+	Delete(key string)
+	// Expire: key's expiry is now at (unix ms; 0 = none).
+	Expire(key string, at int64)
+	// Rename: src's value and TTL moved to dst.
+	Rename(src, dst string)
+	// Flush: every key is gone.
+	Flush()
+}
+
+// SetJournal makes j hear of every change from now on (nil: none). Set
+// it before the keyspace is shared.
+func (k *Keyspace) SetJournal(j Journal) {
+	k.mu.Lock()
+	k.journal = j
+	k.mu.Unlock()
 }
 
 // NewKeyspace returns an empty keyspace; maxmemory (may be nil) is consulted
@@ -179,6 +206,9 @@ func (k *Keyspace) SetMany(ws []Write) ([]Value, error) {
 	for _, w := range ws {
 		k.dropIfExpired(w.Key, now)
 		k.setLocked(w.Key, entry{v: w.Value})
+		if k.journal != nil {
+			k.journal.Set(w.Key, w.Value)
+		}
 	}
 	k.dirty.Add(int64(len(ws)))
 	return old, nil
@@ -251,6 +281,9 @@ func (k *Keyspace) Delete(allow Allow, keys ...string) ([]Value, error) {
 			if e.live(now) {
 				out = append(out, e.v)
 				k.dirty.Add(1)
+				if k.journal != nil {
+					k.journal.Delete(key)
+				}
 			}
 		}
 	}
@@ -279,6 +312,9 @@ func (k *Keyspace) DeleteIf(key string, v Value) bool {
 	if e, ok := k.m[key]; ok && e.v == v {
 		k.deleteLocked(key)
 		k.dirty.Add(1)
+		if k.journal != nil {
+			k.journal.Delete(key)
+		}
 		return true
 	}
 	return false
@@ -308,6 +344,9 @@ func (k *Keyspace) Rename(allow Allow, src, dst string) (Value, error) {
 	k.deleteLocked(src)
 	k.setLocked(dst, e)
 	k.dirty.Add(1)
+	if k.journal != nil {
+		k.journal.Rename(src, dst)
+	}
 	return replaced, nil
 }
 
@@ -328,7 +367,13 @@ func (k *Keyspace) SetExpire(allow Allow, key string, at int64) (bool, Value, er
 	k.dirty.Add(1)
 	if at != 0 && at <= now {
 		k.deleteLocked(key)
+		if k.journal != nil {
+			k.journal.Delete(key)
+		}
 		return true, e.v, nil
+	}
+	if k.journal != nil {
+		k.journal.Expire(key, at)
 	}
 	e.expireAt = at
 	k.m[key] = e
@@ -391,6 +436,9 @@ func (k *Keyspace) Flush(allow Allow) ([]Value, error) {
 	k.order, k.ttl = newOrder(), map[string]int64{}
 	k.used.Store(0)
 	k.dirty.Add(int64(len(old)))
+	if k.journal != nil {
+		k.journal.Flush()
+	}
 	k.mu.Unlock()
 	out := make([]Value, 0, len(old))
 	for _, e := range old {
@@ -463,6 +511,10 @@ func (k *Keyspace) ItemsRetained(retain func(Value)) []Item {
 	now := k.now()
 	k.mu.RLock()
 	defer k.mu.RUnlock()
+	return k.itemsLocked(now, retain)
+}
+
+func (k *Keyspace) itemsLocked(now int64, retain func(Value)) []Item {
 	out := make([]Item, 0, len(k.m))
 	for key, e := range k.m {
 		if e.live(now) {
@@ -472,6 +524,18 @@ func (k *Keyspace) ItemsRetained(retain func(Value)) []Item {
 			}
 		}
 	}
+	return out
+}
+
+// Cut is ItemsRetained that also runs at while the keyspace is still
+// locked against writes: what at does (a log's switch to a new file)
+// happens at the very instant of the copy.
+func (k *Keyspace) Cut(retain func(Value), at func()) []Item {
+	now := k.now()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := k.itemsLocked(now, retain)
+	at()
 	return out
 }
 

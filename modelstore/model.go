@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -363,17 +362,15 @@ type Model struct {
 	Blob  *Blob
 	Stats Stats
 
-	batcher  *batcher // nil unless BatchSize > 0
 	released atomic.Bool
+	// batching is set while a batch of this (batched) model runs; guarded
+	// by the lock of the RunQueue that runs it.
+	batching bool
 }
 
 // NewModel wraps an acquired blob; the model owns that reference.
 func NewModel(meta ModelMeta, blob *Blob) *Model {
-	m := &Model{ModelMeta: meta, Blob: blob}
-	if meta.BatchSize > 0 {
-		m.batcher = newBatcher(m)
-	}
-	return m
+	return &Model{ModelMeta: meta, Blob: blob}
 }
 
 // TypeName implements Value.
@@ -387,9 +384,6 @@ func (m *Model) MemSize() int64 { return 512 + int64(len(m.Tag)+len(m.Device)) }
 // has left the keyspace.
 func (m *Model) Release() {
 	if m.released.CompareAndSwap(false, true) {
-		if m.batcher != nil {
-			m.batcher.stop()
-		}
 		m.Blob.Release()
 	}
 }
@@ -397,87 +391,6 @@ func (m *Model) Release() {
 // Inputs and Outputs describe the model's graph inputs and outputs.
 func (m *Model) Inputs() []IOInfo  { return m.Blob.Session.Inputs() }
 func (m *Model) Outputs() []IOInfo { return m.Blob.Session.Outputs() }
-
-// ErrTimedOut is returned when a run waited in the queue longer than the
-// request's TIMEOUT (RedisAI replies TIMEDOUT).
-var ErrTimedOut = errors.New("timed out")
-
-// ErrBatchSize is RedisAI's error when a batched run's outputs do not keep
-// the batch dimension.
-var ErrBatchSize = errors.New("model did not generate the expected batch size")
-
-// RunRequest is one model execution.
-type RunRequest struct {
-	Inputs []*Tensor
-	// Queued is when the request entered the queue; Timeout (0 = none)
-	// bounds the wait before the run starts, as RedisAI's TIMEOUT does.
-	Queued  time.Time
-	Timeout time.Duration
-	// ExecTimeout bounds the run itself (MODEL_EXECUTION_TIMEOUT): ONNX
-	// Runtime is told to terminate when it passes.
-	ExecTimeout time.Duration
-}
-
-// Runner limits how many model runs execute at once (THREADS_PER_QUEUE);
-// requests beyond that wait, in order, and may time out while waiting.
-type Runner struct {
-	slots chan struct{}
-}
-
-// NewRunner allows n concurrent runs.
-func NewRunner(n int) *Runner {
-	if n < 1 {
-		n = 1
-	}
-	return &Runner{slots: make(chan struct{}, n)}
-}
-
-func (r *Runner) acquire(req *RunRequest) error {
-	if req.Timeout <= 0 {
-		r.slots <- struct{}{}
-		return nil
-	}
-	left := req.Timeout - time.Since(req.Queued)
-	if left <= 0 {
-		return ErrTimedOut
-	}
-	t := time.NewTimer(left)
-	defer t.Stop()
-	select {
-	case r.slots <- struct{}{}:
-		return nil
-	case <-t.C:
-		return ErrTimedOut
-	}
-}
-
-func (r *Runner) release() { <-r.slots }
-
-// Run executes the model on req and returns its outputs (nil entries for
-// outputs that are not tensors). Batched models merge concurrent requests.
-// The caller holds no lock.
-func (r *Runner) Run(m *Model, req *RunRequest) ([]*Tensor, error) {
-	if req.Queued.IsZero() {
-		req.Queued = time.Now()
-	}
-	// The model may have been deleted since the caller fetched it: then its
-	// session is closed (or closing) and it reads as missing.
-	if !m.Blob.TryRetain() {
-		return nil, ErrNoModel
-	}
-	defer m.Blob.Release()
-	if m.batcher != nil {
-		return m.batcher.submit(r, req)
-	}
-	if err := r.acquire(req); err != nil {
-		return nil, err
-	}
-	defer r.release()
-	start := time.Now()
-	outs, err := m.runSession(req.Inputs, req.ExecTimeout)
-	m.account(start, outs, err)
-	return outs, err
-}
 
 func (m *Model) runSession(inputs []*Tensor, execTimeout time.Duration) ([]*Tensor, error) {
 	ctx := context.Background()

@@ -269,8 +269,8 @@ func newSession(model []byte, opts SessionOptions, share *sharePlan, buf *ModelB
 	if err := o.SetGraphOptimizationLevel(level); err != nil {
 		return nil, newORTError(err)
 	}
-	if err := o.SetIntraOpNumThreads(opts.IntraOpThreads); err != nil {
-		return nil, newORTError(err)
+	if err := setThreadPolicy(o, opts); err != nil {
+		return nil, err
 	}
 	if opts.InterOpThreads > 1 {
 		if err := o.SetExecutionMode(ort.ExecutionModeParallel); err != nil {
@@ -287,6 +287,16 @@ func newSession(model []byte, opts SessionOptions, share *sharePlan, buf *ModelB
 		}
 		graph = share.graph
 	}
+	// The sanitizer refuses models that crash ONNX Runtime and guards
+	// integer division (sanitize.go); it reads the graph ORT will load.
+	if safe, err := sanitizeChecked(graph); err != nil {
+		if s.shared != nil {
+			s.shared.release()
+		}
+		return nil, err
+	} else if safe != nil {
+		graph = safe
+	}
 	// The binding only fails here when ORT does: it was initialized and
 	// the model is not empty (both checked above).
 	s.sess, err = ort.NewDynamicAdvancedSessionWithONNXData(graph, inNames, outNames, o)
@@ -297,6 +307,32 @@ func newSession(model []byte, opts SessionOptions, share *sharePlan, buf *ModelB
 		return nil, newORTError(err)
 	}
 	return s, nil
+}
+
+// setThreadPolicy sizes the session's intra-op threads and keeps ORT's
+// pool threads from spinning.
+//
+// The server runs models on a run queue whose workers (THREADS_PER_QUEUE,
+// one per CPU by default) each call Run on their own thread. By default
+// (IntraOpThreads 0) a session has no pool at all: the calling worker does
+// all of a run's work, so concurrent requests use the cores side by side
+// and no thread is ever left spinning. ORT's own default, a pool of one
+// thread per core that spins for a while after each parallel section,
+// keeps a core busy between runs: on a 2-core machine that is the core
+// the connections' goroutines need (issue 9 measured 54% of the server's
+// CPU there). An explicit IntraOpThreads > 1 (AI.CONFIG
+// INTRA_OP_PARALLELISM) gives a session that many threads, still without
+// spinning; likewise the inter-op pool (INTER_OP_PARALLELISM).
+func setThreadPolicy(o *ort.SessionOptions, opts SessionOptions) error {
+	if err := o.SetIntraOpNumThreads(max(opts.IntraOpThreads, 1)); err != nil {
+		return newORTError(err)
+	}
+	for _, key := range []string{"session.intra_op.allow_spinning", "session.inter_op.allow_spinning"} {
+		if err := o.AddSessionConfigEntry(key, "0"); err != nil {
+			return newORTError(err)
+		}
+	}
+	return nil
 }
 
 // Inputs describes the model's inputs, in the order Run takes them.

@@ -85,8 +85,8 @@ type SessionOptions struct {
 	// Optimize enables all of ORT's graph optimizations (its default);
 	// false disables them, which loads faster and keeps the graph as written.
 	Optimize bool
-	// IntraOpThreads is the size of the session's thread pool for work
-	// within an operator; 0 means ORT's default (one per physical core).
+	// IntraOpThreads is the number of threads that share the work within
+	// an operator, the caller's included; 0 means 1 (see threadPolicy).
 	IntraOpThreads int
 	// InterOpThreads > 1 runs independent operators in parallel (ORT's
 	// parallel execution mode) on that many threads; 0 or 1 runs them one

@@ -897,6 +897,7 @@ class RuntimeErrorTest(ModelCase):
         # The smallest kill-switch timeout: slow.onnx runs for seconds even on
         # an idle machine, so the run is terminated after ~1 s.
         self.aiconfig("MODEL_EXECUTION_TIMEOUT", 1000)
+        self.aiconfig("THREADS_PER_QUEUE", 1)
         store(self.r, "slow", "slow.onnx")
         tset(self.r, "sx", np.ones((1, 1), np.float32))
         result = {}
@@ -915,8 +916,9 @@ class RuntimeErrorTest(ModelCase):
         t0 = time.monotonic()
         t.start()
         time.sleep(0.3)  # let the run start (its stats appear only at the end)
-        # One run at a time (THREADS_PER_QUEUE 1, 5.1): a request behind the
-        # slow run times out in the queue.
+        # One run at a time (THREADS_PER_QUEUE 1, RedisAI's default, 5.1;
+        # ours is one worker per CPU): a request behind the slow run times
+        # out in the queue.
         tset(self.r, "lx", np.ones((1, 4), np.float32))
         self.assertEqual(execute(self.r, "lin", ["lx"], ["ly"], "TIMEOUT", 100), b"TIMEDOUT")
         self.assertEqual(self.r.exists("ly"), 0)
@@ -1212,6 +1214,77 @@ class AutoBatchingTest(ModelCase):
         np.testing.assert_allclose(tget(self.r, "y4"), linear_np(x4), rtol=1e-6)
         d = info(self.r, "bm")
         self.assertEqual((d["calls"], d["samples"]), (2, 5))
+
+    def send_execute(self, c, model, x, y):
+        c.send(c.encode("AI.MODELEXECUTE", model, "INPUTS", 1, x, "OUTPUTS", 1, y))
+
+    def test_batched_rows_equal_rows_run_alone(self):
+        """Requests from several clients merge into one run (MINBATCHSIZE 6
+        with a 60 s timeout: only a merged run can answer within the clients'
+        20 s) and each gets the bytes the model gives its rows alone."""
+        store(self.r, "lin", "linear.onnx", "BATCHSIZE", 8, "MINBATCHSIZE", 6, "MINBATCHTIMEOUT", 60000)
+        store(self.r, "plain", "linear.onnx")
+        rng = np.random.default_rng(3)
+        xs = [rng.standard_normal((n, 4)).astype(np.float32) for n in (1, 2, 3)]
+        conns = [self.raw(timeout=20) for _ in xs]
+        for i, (c, x) in enumerate(zip(conns, xs)):
+            self.assertEqual(c.cmd("AI.TENSORSET", "x%d" % i, "FLOAT", *x.shape, "BLOB", x.tobytes()), "OK")
+        for i, c in enumerate(conns):
+            self.send_execute(c, "lin", "x%d" % i, "y%d" % i)
+        for c in conns:
+            self.assertEqual(c.read_reply(), "OK")
+        d = info(self.r, "lin")
+        self.assertEqual((d["calls"], d["samples"], d["errors"]), (3, 6, 0))
+        for i, x in enumerate(xs):
+            got = self.r.execute_command("AI.TENSORGET", "y%d" % i, "BLOB")
+            self.assertEqual(execute(self.r, "plain", ["x%d" % i], ["p%d" % i]), b"OK")
+            # The same bytes as the model run on this client's rows alone.
+            self.assertEqual(got, self.r.execute_command("AI.TENSORGET", "p%d" % i, "BLOB"), i)
+            np.testing.assert_allclose(tget(self.r, "y%d" % i), linear_np(x), rtol=1e-5, atol=1e-5)
+
+    def test_mlp_outputs_same_with_and_without_batching(self):
+        store(self.r, "mb", "mlp.onnx", "BATCHSIZE", 4, "MINBATCHSIZE", 4, "MINBATCHTIMEOUT", 60000)
+        store(self.r, "m", "mlp.onnx")
+        rng = np.random.default_rng(5)
+        conns = [self.raw(timeout=20) for _ in range(4)]
+        for i, c in enumerate(conns):
+            x = rng.standard_normal((1, 784)).astype(np.float32)
+            self.assertEqual(c.cmd("AI.TENSORSET", "x%d" % i, "FLOAT", 1, 784, "BLOB", x.tobytes()), "OK")
+        for i, c in enumerate(conns):
+            self.send_execute(c, "mb", "x%d" % i, "y%d" % i)
+        for c in conns:
+            self.assertEqual(c.read_reply(), "OK")
+        self.assertEqual(info(self.r, "mb")["calls"], 4)
+        for i in range(4):
+            self.assertEqual(execute(self.r, "m", ["x%d" % i], ["z%d" % i]), b"OK")
+            a, b = tget(self.r, "y%d" % i), tget(self.r, "z%d" % i)
+            self.assertEqual(a.shape, (1, 10))
+            # A batch of 4 rows may take another GEMM kernel than 1 row:
+            # equal to float32 rounding.
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+    def test_client_gone_mid_batch(self):
+        """A client that disconnects while its request waits in a batch does
+        not break the batch: the others get their results, the server goes on."""
+        store(self.r, "lin", "linear.onnx", "BATCHSIZE", 4, "MINBATCHSIZE", 3, "MINBATCHTIMEOUT", 60000)
+        x = np.ones((1, 4), np.float32)
+        tset(self.r, "x", x)
+        gone = self.raw()
+        self.send_execute(gone, "lin", "x", "ygone")
+        gone.close()
+        conns = [self.raw(timeout=20) for _ in range(2)]
+        for i, c in enumerate(conns):
+            self.send_execute(c, "lin", "x", "y%d" % i)
+        for c in conns:
+            self.assertEqual(c.read_reply(), "OK")
+        for i in range(2):
+            np.testing.assert_allclose(tget(self.r, "y%d" % i), linear_np(x), rtol=1e-6)
+        self.assertTrue(self.r.ping())
+        # The departed client's request ran in the batch too.
+        poll(lambda: self.r.exists("ygone") == 1, timeout=10, what="the departed client's output")
+        self.assertEqual(info(self.r, "lin")["calls"], 3)
+        store(self.r, "lin2", "linear.onnx")
+        self.assertLinearRuns("lin2")
 
 
 class HostileModelTest(ModelCase):

@@ -123,6 +123,7 @@ func (s *Server) Stop() {
 		}
 	})
 	s.wg.Wait()
+	s.Cmds.CloseLog()
 	if s.closeEngine != nil {
 		s.closeEngine()
 	}
@@ -279,7 +280,7 @@ func (s *Server) Start() error {
 			s.log.Error("accept loop ended", "err", err)
 		}
 	}()
-	if err := s.Cmds.LoadSnapshot(); err != nil {
+	if err := s.Cmds.LoadData(); err != nil {
 		s.Stop()
 		return err
 	}

@@ -251,7 +251,7 @@ var sentinels = []error{
 	modelstore.ErrUnsupportedShape, modelstore.ErrDataLength, modelstore.ErrStringElements,
 	modelstore.ErrNullInString, modelstore.ErrModelEmpty, modelstore.ErrModelMalformed,
 	modelstore.ErrModelTooDeep, modelstore.ErrModelExternalData, modelstore.ErrModelTensorSize,
-	modelstore.ErrRuntimeNotInitialized,
+	modelstore.ErrRuntimeNotInitialized, modelstore.ErrModelUnsafe,
 }
 
 func putError(e *enc, err error) {

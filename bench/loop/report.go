@@ -1,0 +1,233 @@
+//go:build cgo && !noort
+
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// report is everything one run measured.
+type report struct {
+	o                        *options
+	start, end               time.Time
+	loadBefore, loadAfter    string
+	ortVersion, redisVersion string
+	lat                      *latency
+	loops                    *loops
+	tf                       *transformer
+	core                     *core
+	notes                    []string
+}
+
+// target is one of issue 9's goals, checked against this run.
+type target struct {
+	what, measured string
+	met            bool
+}
+
+func (r *report) markdown() string {
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	p("%s\n", beginMarker)
+	p("Run: %s–%s UTC, commit %s; %d CPUs (%s), %s, ONNX Runtime %s, Redis %s; load average %s before, %s after.\n",
+		r.start.UTC().Format("2006-01-02 15:04"), r.end.UTC().Format("15:04"), commit(), runtime.NumCPU(), cpuModel(),
+		runtime.Version(), r.ortVersion, r.redisVersion, r.loadBefore, r.loadAfter)
+	p("Command: `bench/loop %s`.\n", strings.Join(os.Args[1:], " "))
+	var targets []target
+	if l := r.loops; l != nil {
+		p("\nLoop: per client AI.TENSORSET [1,784] FLOAT → AI.MODELEXECUTE mlp → AI.TENSORGET BLOB [1,10], against the floor: Redis SET 3136 B → PING → GET 40 B. ")
+		p("%d rounds of %s (after %s unrecorded) per kind and client count; loops/s is the median over rounds, x floor the median of each round's ratio to the floor run beside it, p50/p99 are over every loop of every round; server CPU is the CPU time the server process (Redis for the floor) used per loop, a figure that other load on the machine disturbs little.\n\n", r.o.rounds, r.o.dur, r.o.warm)
+		p("| clients | kind | loops/s | x floor | p50 µs | p99 µs | p99 / floor p99 | server CPU µs/loop |\n|---:|---|---:|---:|---:|---:|---:|---:|\n")
+		for _, c := range r.o.clients {
+			fl := merge(l.by[loopKey("floor", c)])
+			for _, k := range r.o.kinds {
+				ss := l.by[loopKey(k, c)]
+				m := merge(ss)
+				x := r.ratio(k, c)
+				name := k
+				if k == "floor" {
+					name = "floor (Redis)"
+				}
+				p("| %d | %s | %.0f | %.2f | %.0f | %.0f | %.2f | %.1f |\n", c, name, medianRate(ss), x,
+					us(m.pct(0.5)), us(m.pct(0.99)), us(m.pct(0.99))/us(fl.pct(0.99)), us(medianCPU(ss)))
+			}
+		}
+		add := func(kind string, c int, goal float64) {
+			if !slices.Contains(r.o.clients, c) || !slices.Contains(r.o.kinds, kind) || !slices.Contains(r.o.kinds, "floor") {
+				return
+			}
+			x := r.ratio(kind, c)
+			targets = append(targets, target{fmt.Sprintf("%s at %d clients ≥ %.2fx floor", kind, c, goal), fmt.Sprintf("%.2fx", x), x >= goal})
+		}
+		add("mlp", 1, 0.75)
+		add("mlp", 32, 0.5)
+		add("mlp-batch32", 32, 0.8)
+		if slices.Contains(r.o.clients, 32) && slices.Contains(r.o.kinds, "floor") {
+			fl := merge(l.by[loopKey("floor", 32)])
+			for _, k := range []string{"mlp", "mlp-batch32"} {
+				if !slices.Contains(r.o.kinds, k) {
+					continue
+				}
+				m := merge(l.by[loopKey(k, 32)])
+				x := us(m.pct(0.99)) / us(fl.pct(0.99))
+				targets = append(targets, target{k + " p99 at 32 clients ≤ 2x floor's p99", fmt.Sprintf("%.2fx (%.0f / %.0f µs)", x, us(m.pct(0.99)), us(fl.pct(0.99))), x <= 2})
+			}
+		}
+	}
+	if l := r.lat; l != nil {
+		p("\nLatency, one connection, one call at a time (%d calls of each kind in 4 alternating blocks): ort is the model run in the benchmark's own process through onnxruntime_go (ORT's default options: all optimizations, a spinning pool of one thread per core; ort-1thr: 1 intra-op thread), tensors allocated once.\n\n", r.o.latencyN)
+		p("| kind | p50 µs | p99 µs |\n|---|---:|---:|\n")
+		for _, k := range l.kinds {
+			s := l.by[k]
+			p("| %s | %.1f | %.1f |\n", k, us(s.pct(0.5)), us(s.pct(0.99)))
+		}
+		me, ping, ort := us(l.by["MODELEXECUTE"].pct(0.5)), us(l.by["PING"].pct(0.5)), us(l.by["ort"].pct(0.5))
+		targets = append(targets, target{"MODELEXECUTE p50 ≤ PING p50 + ort p50 + 20 µs",
+			fmt.Sprintf("%.1f ≤ %.1f + %.1f + 20 = %.1f µs", me, ping, ort, ping+ort+20), me <= ping+ort+20})
+	}
+	if t := r.tf; t != nil {
+		p("\nTransformer (input FLOAT %v): in this process back to back with 1 and 2 intra-op threads, and the loop above through the server at 1 and 8 clients. Rates are medians over %d rounds.\n\n", t.shape, len(t.by["ort-1thr"]))
+		p("| kind | runs/s | p50 ms | p99 ms |\n|---|---:|---:|---:|\n")
+		for _, k := range t.kinds {
+			m := merge(t.by[k])
+			p("| %s | %.1f | %.2f | %.2f |\n", k, medianRate(t.by[k]), us(m.pct(0.5))/1000, us(m.pct(0.99))/1000)
+		}
+		s8, o2 := medianRate(t.by["server-8"]), medianRate(t.by["ort-2thr"])
+		targets = append(targets, target{"transformer, 8 clients ≥ in-process 2 threads",
+			fmt.Sprintf("%.1f vs %.1f runs/s (%.2fx)", s8, o2, s8/o2), s8 >= o2})
+	}
+	if c := r.core; c != nil {
+		p("\nTensors against Redis strings: `redis-benchmark -n %d -c %d -P %d` of AI.TENSORSET t FLOAT 784 BLOB <3136 B> / AI.TENSORGET t BLOB against SET t <3136 B> / GET t, %d rounds alternating; medians, and x the median of per-round ratios.\n\n",
+			c.requests, c.clients, c.pipeline, len(c.by["redis SET"]))
+		p("| operation | Redis ops/s | EnclaveAI ops/s | x |\n|---|---:|---:|---:|\n")
+		for _, op := range []string{"SET", "GET"} {
+			x := c.ratio(op)
+			p("| %s / TENSOR%s | %.0f | %.0f | %.2f |\n", op, op, median(c.by["redis "+op]), median(c.by["enclaveai "+op]), x)
+			targets = append(targets, target{"TENSOR" + op + " ≥ 1.0x Redis " + op, fmt.Sprintf("%.2fx", x), x >= 1})
+		}
+	}
+	if len(targets) > 0 {
+		p("\n| target (issue 9) | measured | met |\n|---|---|---|\n")
+		for _, t := range targets {
+			met := "no"
+			if t.met {
+				met = "yes"
+			}
+			p("| %s | %s | %s |\n", t.what, t.measured, met)
+		}
+	}
+	for _, n := range r.notes {
+		p("\nNote: %s\n", n)
+	}
+	p("%s\n", endMarker)
+	return b.String()
+}
+
+// ratio is the median over rounds of kind's loops/s over the floor's at
+// the same client count in the same round.
+func (r *report) ratio(kind string, clients int) float64 {
+	ks, fs := r.loops.by[loopKey(kind, clients)], r.loops.by[loopKey("floor", clients)]
+	var xs []float64
+	for i := range min(len(ks), len(fs)) {
+		xs = append(xs, ks[i].rate()/fs[i].rate())
+	}
+	if len(xs) == 0 {
+		return 0
+	}
+	return median(xs)
+}
+
+func (c *core) ratio(op string) float64 {
+	e, r := c.by["enclaveai "+op], c.by["redis "+op]
+	var xs []float64
+	for i := range min(len(e), len(r)) {
+		xs = append(xs, e[i]/r[i])
+	}
+	return median(xs)
+}
+
+// medianCPU is the median over rounds of the server's CPU per loop.
+func medianCPU(ss []sample) time.Duration {
+	xs := make([]float64, len(ss))
+	for i, s := range ss {
+		xs[i] = float64(s.cpuPerOp)
+	}
+	return time.Duration(median(xs))
+}
+
+func medianRate(ss []sample) float64 {
+	xs := make([]float64, len(ss))
+	for i, s := range ss {
+		xs[i] = s.rate()
+	}
+	return median(xs)
+}
+
+func commit() string {
+	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return "?"
+	}
+	c := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+		c += " with uncommitted changes"
+	}
+	return c
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "?"
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
+}
+
+// The report's place in docs/BENCHMARKS.md: between the markers, inside
+// the section with this heading. What the section says outside the
+// markers (how to read the figures, the profiles) is written by hand and
+// kept.
+const (
+	sectionHeading = "## Inference loop: MODELEXECUTE against Redis round trips"
+	beginMarker    = "<!-- bench/loop: figures from here are rewritten by `make bench-loop` -->"
+	endMarker      = "<!-- bench/loop: end of figures -->"
+)
+
+// writeSection puts text (which carries the markers) in place of the
+// marked part of the section, adding the section or the marked part at
+// its end when missing.
+func writeSection(path, text string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	doc := string(raw)
+	text = strings.TrimRight(text, "\n")
+	if i := strings.Index(doc, beginMarker); i >= 0 {
+		j := strings.Index(doc[i:], endMarker)
+		if j < 0 {
+			return fmt.Errorf("%s: %q without %q", path, beginMarker, endMarker)
+		}
+		doc = doc[:i] + text + doc[i+j+len(endMarker):]
+	} else if i := strings.Index(doc, "\n"+sectionHeading+"\n"); i >= 0 {
+		end := len(doc)
+		if j := strings.Index(doc[i+1+len(sectionHeading):], "\n## "); j >= 0 {
+			end = i + 1 + len(sectionHeading) + j + 1
+		}
+		doc = strings.TrimRight(doc[:end], "\n") + "\n\n" + text + "\n\n" + strings.TrimLeft(doc[end:], "\n")
+	} else {
+		doc = strings.TrimRight(doc, "\n") + "\n\n" + sectionHeading + "\n\n" + text + "\n"
+	}
+	return os.WriteFile(path, []byte(doc), 0o644)
+}

@@ -1,0 +1,366 @@
+//go:build cgo && !noort
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	ort "github.com/yalue/onnxruntime_go"
+
+	"github.com/enclaveai/enclaveai/modelstore"
+)
+
+// rawORT returns a call that runs the model through onnxruntime_go with
+// its input tensor allocated once, as a program that owns its buffers
+// would; threads 0 keeps ORT's default intra-op pool (one thread per
+// core, spinning between runs), the fastest back-to-back setting. The
+// model must have one FLOAT input; its -1 dimensions are taken as 1.
+// ORT allocates the outputs.
+func rawORT(onnx []byte, threads int) (call func() error, closeFn func(), err error) {
+	info, err := modelstore.NewSession(onnx, modelstore.SessionOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	ins, outs := info.Inputs(), info.Outputs()
+	info.Close()
+	if len(ins) != 1 || ins[0].DType != modelstore.Float {
+		return nil, nil, fmt.Errorf("want one FLOAT input, the model has %d", len(ins))
+	}
+	shape := make([]int64, len(ins[0].Shape))
+	for i, d := range ins[0].Shape {
+		shape[i] = max(d, 1)
+	}
+	data := make([]float32, modelstore.ShapeLen(shape))
+	for i := range data {
+		data[i] = float32(i%17) / 17
+	}
+	in, err := ort.NewTensor(ort.NewShape(shape...), data)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts, err := ort.NewSessionOptions()
+	if err != nil {
+		in.Destroy()
+		return nil, nil, err
+	}
+	defer opts.Destroy()
+	// AI.MODELSTORE's default (OPTIMIZE 1) is ORT's full optimization.
+	if err := opts.SetGraphOptimizationLevel(ort.GraphOptimizationLevelEnableAll); err != nil {
+		in.Destroy()
+		return nil, nil, err
+	}
+	if threads > 0 {
+		if err := opts.SetIntraOpNumThreads(threads); err != nil {
+			in.Destroy()
+			return nil, nil, err
+		}
+	}
+	outNames := make([]string, len(outs))
+	for i, o := range outs {
+		outNames[i] = o.Name
+	}
+	sess, err := ort.NewDynamicAdvancedSessionWithONNXData(onnx, []string{ins[0].Name}, outNames, opts)
+	if err != nil {
+		in.Destroy()
+		return nil, nil, err
+	}
+	inVals := []ort.Value{in}
+	call = func() error {
+		outVals := make([]ort.Value, len(outNames))
+		err := sess.Run(inVals, outVals)
+		for _, v := range outVals {
+			if v != nil {
+				v.Destroy()
+			}
+		}
+		return err
+	}
+	return call, func() { sess.Destroy(); in.Destroy() }, nil
+}
+
+// latency is section latency's figures.
+type latency struct {
+	kinds []string
+	by    map[string]sample
+}
+
+// measureLatency times MODELEXECUTE and PING over one connection and the
+// model in this process, in alternating blocks.
+func measureLatency(o *options, addr string, onnx, blob []byte) (*latency, error) {
+	ortDefault, close1, err := rawORT(onnx, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer close1()
+	ort1, close2, err := rawORT(onnx, 1)
+	if err != nil {
+		return nil, err
+	}
+	defer close2()
+	ctx := context.Background()
+	cl := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, PoolSize: 1})
+	defer cl.Close()
+	conn := cl.Conn()
+	defer conn.Close()
+	if err := conn.Do(ctx, "AI.TENSORSET", "lat:x", "FLOAT", 1, inputLen, "BLOB", blob).Err(); err != nil {
+		return nil, err
+	}
+	calls := map[string]func() error{
+		"ort":      ortDefault,
+		"ort-1thr": ort1,
+		"MODELEXECUTE": func() error {
+			return conn.Do(ctx, "AI.MODELEXECUTE", "mlp", "INPUTS", 1, "lat:x", "OUTPUTS", 1, "lat:y").Err()
+		},
+		"PING": func() error { return conn.Ping(ctx).Err() },
+	}
+	l := &latency{kinds: []string{"ort", "ort-1thr", "MODELEXECUTE", "PING"}, by: map[string]sample{}}
+	const blocks, warm = 4, 50
+	per := max(o.latencyN/blocks, 1)
+	parts := map[string][]sample{}
+	for range blocks {
+		for _, k := range l.kinds {
+			f := calls[k]
+			for range warm {
+				if err := f(); err != nil {
+					return nil, fmt.Errorf("%s: %w", k, err)
+				}
+			}
+			s, err := timeCalls(per, f)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", k, err)
+			}
+			parts[k] = append(parts[k], s)
+			if strings.HasPrefix(k, "ort") {
+				// ORT's pool threads in this process spin for a while
+				// after a run: let them stop before the server is timed.
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
+	for k, ss := range parts {
+		l.by[k] = merge(ss)
+	}
+	return l, nil
+}
+
+// loopKinds are the loop's kinds, in the order of odd rounds.
+var loopKinds = []string{"floor", "mlp", "mlp-batch32"}
+
+// loops is section loop's figures: per client count and kind, one sample
+// per round.
+type loops struct {
+	by map[string][]sample // key: kind + "/" + clients
+}
+
+func loopKey(kind string, clients int) string { return kind + "/" + strconv.Itoa(clients) }
+
+func measureLoops(o *options, ea, rd *proc, blob []byte) (*loops, error) {
+	big := make([]byte, 4*inputLen)
+	copy(big, blob)
+	keys := func(prefix string, n int) []string {
+		ks := make([]string, n)
+		for i := range ks {
+			ks[i] = prefix + strconv.Itoa(i)
+		}
+		return ks
+	}
+	n := slices.Max(o.clients)
+	xs, ys, gs := keys("x:", n), keys("y:", n), keys("g:", n)
+	floor := func(ctx context.Context, c *redis.Conn, id int) error {
+		if err := c.Set(ctx, xs[id], big, 0).Err(); err != nil {
+			return err
+		}
+		if err := c.Ping(ctx).Err(); err != nil {
+			return err
+		}
+		v, err := c.Get(ctx, gs[id]).Result()
+		if err == nil && len(v) != 4*outputLen {
+			err = fmt.Errorf("GET: %d bytes", len(v))
+		}
+		return err
+	}
+	loop := func(model string) body {
+		return func(ctx context.Context, c *redis.Conn, id int) error {
+			if err := c.Do(ctx, "AI.TENSORSET", xs[id], "FLOAT", 1, inputLen, "BLOB", blob).Err(); err != nil {
+				return err
+			}
+			if s, err := c.Do(ctx, "AI.MODELEXECUTE", model, "INPUTS", 1, xs[id], "OUTPUTS", 1, ys[id]).Text(); err != nil || s != "OK" {
+				return fmt.Errorf("AI.MODELEXECUTE: %q %v", s, err)
+			}
+			v, err := c.Do(ctx, "AI.TENSORGET", ys[id], "BLOB").Text()
+			if err == nil && len(v) != 4*outputLen {
+				err = fmt.Errorf("AI.TENSORGET: %d bytes", len(v))
+			}
+			return err
+		}
+	}
+	bodies := map[string]struct {
+		srv *proc
+		f   body
+	}{
+		"floor":       {rd, floor},
+		"mlp":         {ea, loop("mlp")},
+		"mlp-batch32": {ea, loop("mlp-batch32")},
+	}
+	res := &loops{by: map[string][]sample{}}
+	for r := range o.rounds {
+		fmt.Printf("-- loop round %d/%d (load average %s)\n", r+1, o.rounds, loadAvg())
+		for _, c := range o.clients {
+			order := slices.Clone(o.kinds)
+			if r%2 == 1 {
+				slices.Reverse(order)
+			}
+			for _, k := range order {
+				b := bodies[k]
+				s, err := runLoop(b.srv.addr, b.srv, c, o.warm, o.dur, b.f)
+				if err != nil {
+					return nil, fmt.Errorf("%s at %d clients: %w", k, c, err)
+				}
+				fmt.Printf("   %-12s %3d clients %9.0f loops/s  p50 %7.1f us  p99 %7.1f us  server CPU %6.1f us/loop\n",
+					k, c, s.rate(), us(s.pct(0.5)), us(s.pct(0.99)), us(s.cpuPerOp))
+				res.by[loopKey(k, c)] = append(res.by[loopKey(k, c)], s)
+			}
+		}
+	}
+	return res, nil
+}
+
+// transformer is section transformer's figures.
+type transformer struct {
+	shape []int64
+	kinds []string
+	by    map[string][]sample
+}
+
+func measureTransformer(o *options, ea *proc) (*transformer, error) {
+	addr := ea.addr
+	onnx, err := os.ReadFile(o.transformer)
+	if err != nil {
+		return nil, err
+	}
+	info, err := modelstore.NewSession(onnx, modelstore.SessionOptions{})
+	if err != nil {
+		return nil, err
+	}
+	in := info.Inputs()[0]
+	info.Close()
+	shape := make([]int64, len(in.Shape))
+	args := []any{}
+	for i, d := range in.Shape {
+		shape[i] = max(d, 1)
+		args = append(args, shape[i])
+	}
+	_, blob := floatBlob(int(modelstore.ShapeLen(shape)))
+	ort1, close1, err := rawORT(onnx, 1)
+	if err != nil {
+		return nil, err
+	}
+	defer close1()
+	ort2, close2, err := rawORT(onnx, 2)
+	if err != nil {
+		return nil, err
+	}
+	defer close2()
+	ctx := context.Background()
+	admin := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2})
+	defer admin.Close()
+	if err := admin.Do(ctx, "AI.MODELSTORE", "tf", "ONNX", "CPU", "BLOB", onnx).Err(); err != nil {
+		return nil, fmt.Errorf("AI.MODELSTORE tf: %w", err)
+	}
+	loop := func(ctx context.Context, c *redis.Conn, id int) error {
+		x, y := "tx:"+strconv.Itoa(id), "ty:"+strconv.Itoa(id)
+		set := append([]any{"AI.TENSORSET", x, "FLOAT"}, args...)
+		if err := c.Do(ctx, append(set, "BLOB", blob)...).Err(); err != nil {
+			return err
+		}
+		if s, err := c.Do(ctx, "AI.MODELEXECUTE", "tf", "INPUTS", 1, x, "OUTPUTS", 1, y).Text(); err != nil || s != "OK" {
+			return fmt.Errorf("AI.MODELEXECUTE: %q %v", s, err)
+		}
+		return c.Do(ctx, "AI.TENSORGET", y, "BLOB").Err()
+	}
+	t := &transformer{shape: shape, kinds: []string{"ort-1thr", "ort-2thr", "server-1", "server-8"}, by: map[string][]sample{}}
+	rounds := min(o.rounds, 2)
+	for r := range rounds {
+		fmt.Printf("-- transformer round %d/%d (load average %s)\n", r+1, rounds, loadAvg())
+		order := slices.Clone(t.kinds)
+		if r%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, k := range order {
+			var s sample
+			switch k {
+			case "ort-1thr":
+				s, err = timeFor(o.warm, o.dur, ort1)
+			case "ort-2thr":
+				s, err = timeFor(o.warm, o.dur, ort2)
+			case "server-1":
+				s, err = runLoop(addr, ea, 1, o.warm, o.dur, loop)
+			case "server-8":
+				s, err = runLoop(addr, ea, 8, o.warm, o.dur, loop)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", k, err)
+			}
+			fmt.Printf("   %-12s %9.1f runs/s  p50 %8.1f us  p99 %8.1f us\n", k, s.rate(), us(s.pct(0.5)), us(s.pct(0.99)))
+			t.by[k] = append(t.by[k], s)
+			time.Sleep(20 * time.Millisecond) // in-process pool threads stop spinning
+		}
+	}
+	return t, nil
+}
+
+// core is section core's figures: ops/s per server and operation, one per
+// round.
+type core struct {
+	clients, pipeline, requests int
+	by                          map[string][]float64 // "redis SET", "enclaveai GET", ...
+}
+
+func measureCore(o *options, ea, rd *proc) (*core, error) {
+	value := strings.Repeat("x", 4*inputLen)
+	c := &core{clients: 50, pipeline: 16, requests: o.rbRequests, by: map[string][]float64{}}
+	cmds := map[string][][]string{
+		"redis":     {{"SET", "t", value}, {"GET", "t"}},
+		"enclaveai": {{"AI.TENSORSET", "t", "FLOAT", strconv.Itoa(inputLen), "BLOB", value}, {"AI.TENSORGET", "t", "BLOB"}},
+	}
+	ports := map[string]string{"redis": rd.port(), "enclaveai": ea.port()}
+	for r := range o.rounds {
+		fmt.Printf("-- core round %d/%d (load average %s)\n", r+1, o.rounds, loadAvg())
+		order := []string{"redis", "enclaveai"}
+		if r%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, srv := range order {
+			for i, op := range []string{"SET", "GET"} {
+				rps, err := redisBenchmark(ports[srv], c.requests, c.clients, c.pipeline, cmds[srv][i]...)
+				if err != nil {
+					return nil, err
+				}
+				fmt.Printf("   %-10s %s %10.0f ops/s\n", srv, op, rps)
+				c.by[srv+" "+op] = append(c.by[srv+" "+op], rps)
+			}
+		}
+	}
+	// redis-benchmark counts error replies as answers: check the replies.
+	ctx := context.Background()
+	for srv, addr := range map[string]string{"redis": rd.addr, "enclaveai": ea.addr} {
+		cl := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2})
+		args := make([]any, len(cmds[srv][1]))
+		for i, a := range cmds[srv][1] {
+			args[i] = a
+		}
+		v, err := cl.Do(ctx, args...).Text()
+		cl.Close()
+		if err != nil || v != value {
+			return nil, fmt.Errorf("%s: the benchmarked GET did not return the value set (%d bytes, %v)", srv, len(v), err)
+		}
+	}
+	return c, nil
+}

@@ -1,0 +1,587 @@
+package commands
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/enclaveai/enclaveai/modelstore"
+	"github.com/enclaveai/enclaveai/persistence"
+)
+
+// The sealed append-only log (docs/DURABILITY.md): with `appendonly yes`
+// (the default) every change to the keyspace is queued, in keyspace order,
+// through a modelstore.Journal, and the dispatcher commits the log before a
+// write's reply leaves (run): write(2) under everysec and no, write(2) and
+// fsync under always. Model bytes go to content-addressed sealed model
+// files, written while the model compiles (compileModel), that MODEL
+// records name by SHA-256. BGREWRITEAOF and the auto-aof-rewrite rules
+// replace the log by a base holding the keyspace plus a fresh incr file.
+func init() {
+	register(&Spec{Name: "bgrewriteaof", Arity: 1, Flags: Admin | NoTxLock, Group: "server",
+		Summary: "Rewrites the append-only log in the background.", Parse: parseBgrewriteaof})
+}
+
+// aofState is the log's state beside the persistence.Log.
+type aofState struct {
+	rewriting      atomic.Bool
+	rewriteOK      atomic.Bool // the last rewrite's status
+	rewrites       atomic.Int64
+	lastRewriteSec atomic.Int64
+	rewriteStart   atomic.Int64 // unix ms of the rewrite in progress
+	syncing        atomic.Bool  // an everysec fsync is running
+	lastSync       atomic.Int64 // unix ms of the last everysec fsync started
+	lastRetry      atomic.Int64 // unix ms of the last recovery attempt
+	delayedFsync   atomic.Int64
+}
+
+// ErrRewriteInProgress answers BGREWRITEAOF while one runs.
+var ErrRewriteInProgress = Reply("ERR Background append only file rewriting already in progress")
+
+// errLogOff answers BGREWRITEAOF with appendonly no.
+var errLogOff = Reply("ERR the append-only log is off (appendonly no)")
+
+// misconf is the reply to writes while the log or the snapshot cannot be written.
+func misconf(err error) Reply {
+	return Reply("MISCONF Errors writing to the AOF file: " + errCause(err))
+}
+
+// errCause is the root of an error chain, as strerror would say it
+// (no space left on device, input/output error): no paths.
+func errCause(err error) string {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err.Error()
+		}
+		err = u
+	}
+}
+
+// persistErr is why writes are refused now: the log cannot be written, or
+// a save rule's snapshot failed. Nil when writes may go ahead.
+func (s *Server) persistErr() error {
+	if s.aof != nil {
+		if err := s.aof.Err(); err != nil {
+			return misconf(err)
+		}
+	}
+	if !s.Snapshot.lastStatus.Load() && s.SaveRulesConfigured() {
+		return Reply("MISCONF Errors writing the sealed snapshot: " + s.Snapshot.lastErr() +
+			". Writes are refused until a snapshot succeeds (see the server log)")
+	}
+	return nil
+}
+
+// commitLog is the dispatcher's hook: if the command queued log records
+// (seq passed since before it ran), they are committed before its reply
+// goes; if that fails, the reply it wrote (from offset mark on) is replaced
+// by -MISCONF: the change is in memory and stays queued for the log, but it
+// is not acknowledged.
+func (s *Server) commitLog(w *Writer, before uint64, mark int) {
+	seq := s.aof.Seq()
+	if seq == before {
+		return
+	}
+	if err := s.aof.Commit(seq); err != nil {
+		w.truncate(mark)
+		s.replyError(w, misconf(err))
+	}
+}
+
+// journal adapts keyspace changes to log records. Its methods run under
+// the keyspace lock and only queue.
+type journal struct{ log *persistence.Log }
+
+func (j journal) Set(key string, v modelstore.Value) {
+	switch v := v.(type) {
+	case *modelstore.Tensor:
+		j.log.Append(persistence.Op{Tensor: tensorRecord(key, v, 0)})
+	case *modelstore.Model:
+		if rec, ok := modelRecord(key, v, 0); ok {
+			j.log.Append(persistence.Op{Model: rec})
+		} else {
+			// Not persisted (NOPERSIST): whatever the key held is gone.
+			j.log.Append(persistence.Op{Del: key})
+		}
+	}
+}
+
+func (j journal) Delete(key string) { j.log.Append(persistence.Op{Del: key}) }
+
+func (j journal) Expire(key string, at int64) {
+	j.log.Append(persistence.Op{Expire: &persistence.ExpireOp{Key: key, AtUnixMs: at}})
+}
+
+func (j journal) Rename(src, dst string) {
+	j.log.Append(persistence.Op{Rename: &[2]string{src, dst}})
+}
+
+func (j journal) Flush() { j.log.Append(persistence.Op{Flush: true}) }
+
+func tensorRecord(key string, t *modelstore.Tensor, expireAt int64) *persistence.TensorRecord {
+	return &persistence.TensorRecord{Key: key, Owner: t.Owner, ExpireAtUnixMs: expireAt,
+		DType: uint8(t.DType), Shape: t.Shape, Data: t.Data}
+}
+
+// modelRecord is m's MODEL record; false for a model that is not
+// persisted. The digest is there: compileModel waited for it before the
+// model could reach the keyspace, and loaded models come with theirs.
+func modelRecord(key string, m *modelstore.Model, expireAt int64) (*persistence.LogModel, bool) {
+	if m.NoPersist {
+		return nil, false
+	}
+	sum, ok := m.Blob.SHA256()
+	if !ok {
+		return nil, false
+	}
+	return &persistence.LogModel{ModelRecord: persistence.ModelRecord{Key: key, ExpireAtUnixMs: expireAt,
+		Backend: m.Backend, Device: m.Device, Tag: m.Tag, BatchSize: uint32(m.BatchSize),
+		MinBatchSize: uint32(m.MinBatchSize), MinBatchTimeoutMs: uint64(m.MinBatchTimeout),
+		Optimize: m.Blob.Opts.Optimize, ID: m.ID, CreatedUnixMs: m.Created.UnixMilli(), Owner: m.Owner},
+		SHA256: sum, Size: int64(len(m.Blob.Data))}, true
+}
+
+// baseSource yields the records of a base holding items.
+func baseSource(items []modelstore.Item) func(yield func(persistence.Op) error) error {
+	return func(yield func(persistence.Op) error) error {
+		for _, it := range items {
+			var op persistence.Op
+			switch v := it.Value.(type) {
+			case *modelstore.Tensor:
+				op.Tensor = tensorRecord(it.Key, v, it.ExpireAt)
+			case *modelstore.Model:
+				rec, ok := modelRecord(it.Key, v, it.ExpireAt)
+				if !ok {
+					continue
+				}
+				op.Model = rec
+			default:
+				continue
+			}
+			if err := yield(op); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// modelFile seals a model's bytes into its file in the background, while
+// the model compiles.
+type modelFile struct {
+	w     *persistence.ModelWriter
+	stop  atomic.Bool
+	done  chan error
+	start time.Time
+}
+
+// startModelFile begins writing data's model file; nil without a log or
+// for a model that is not persisted.
+func (x *Ctx) startModelFile(data []byte, noPersist bool) (*modelFile, error) {
+	if x.aof == nil || noPersist {
+		return nil, nil
+	}
+	w, err := x.aof.NewModelWriter()
+	if err != nil {
+		x.aof.NoteError(err)
+		return nil, misconf(err)
+	}
+	mf := &modelFile{w: w, done: make(chan error, 1), start: time.Now()}
+	go func() {
+		for len(data) > 0 && !mf.stop.Load() {
+			k := min(len(data), 4<<20)
+			if _, err := w.Write(data[:k]); err != nil {
+				mf.done <- err
+				return
+			}
+			data = data[k:]
+		}
+		mf.done <- nil
+	}()
+	return mf, nil
+}
+
+// abort stops the writing and removes the file; the bytes are no longer read.
+func (mf *modelFile) abort() {
+	if mf == nil {
+		return
+	}
+	mf.stop.Store(true)
+	<-mf.done
+	mf.w.Abort()
+}
+
+// finish waits for the bytes and the blob's digest, and puts the file in place.
+func (mf *modelFile) finish(x *Ctx, b *modelstore.Blob) error {
+	if mf == nil {
+		return nil
+	}
+	if err := <-mf.done; err != nil {
+		mf.w.Abort()
+		x.aof.NoteError(err)
+		return misconf(err)
+	}
+	sum, ok := b.SHA256()
+	if !ok {
+		mf.w.Abort()
+		return errors.New("model digest unavailable")
+	}
+	if err := mf.w.Finish(sum); err != nil {
+		return misconf(err)
+	}
+	return nil
+}
+
+func parseBgrewriteaof(a Args) (Runner, error) {
+	return RunFunc(func(x *Ctx) error {
+		if x.aof == nil {
+			return errLogOff
+		}
+		if !x.aofState.rewriting.CompareAndSwap(false, true) {
+			return ErrRewriteInProgress
+		}
+		go x.rewriteLog()
+		x.W.Simple("Background append only file rewriting started")
+		return nil
+	}), nil
+}
+
+// rewriteLog replaces the log by a base holding the keyspace and a fresh
+// incr file. The caller has set aofState.rewriting.
+func (s *Server) rewriteLog() error {
+	st := &s.aofState
+	defer st.rewriting.Store(false)
+	start := time.Now()
+	st.rewriteStart.Store(start.UnixMilli())
+	err := s.rewriteLogNow()
+	st.lastRewriteSec.Store(int64(time.Since(start).Seconds()))
+	st.rewriteOK.Store(err == nil)
+	if err != nil {
+		s.Log.Error("append-only log rewrite failed", "err", err)
+		return err
+	}
+	st.rewrites.Add(1)
+	s.Log.Info("append-only log rewritten", "seconds", time.Since(start).Seconds(), "bytes", s.aof.Size())
+	return nil
+}
+
+func (s *Server) rewriteLogNow() error {
+	cut, err := s.aof.BeginRewrite()
+	if err != nil {
+		s.aof.NoteError(err)
+		return err
+	}
+	items := s.Keys.Cut(retainBlob, func() { s.aof.Append(cut) })
+	defer s.releaseItems(items)
+	live := map[[32]byte]bool{}
+	for _, it := range items {
+		if m, ok := it.Value.(*modelstore.Model); ok && !m.NoPersist {
+			if sum, ok := m.Blob.SHA256(); ok {
+				live[sum] = true
+			}
+		}
+	}
+	return s.aof.FinishRewrite(cut, baseSource(items), live)
+}
+
+func retainBlob(v modelstore.Value) {
+	if m, ok := v.(*modelstore.Model); ok {
+		m.Blob.Retain()
+	}
+}
+
+// aofTick runs from Tick: the everysec fsync, recovery after a write
+// error, and the auto-aof-rewrite rule.
+func (s *Server) aofTick(nowMs int64) {
+	l, st := s.aof, &s.aofState
+	if p, err := persistence.ParseFsyncPolicy(*s.Opts.AppendFsync.Load()); err == nil {
+		l.SetPolicy(p)
+	}
+	if l.Err() != nil {
+		if nowMs-st.lastRetry.Load() >= 1000 {
+			st.lastRetry.Store(nowMs)
+			if l.Flush() != nil && st.rewriting.CompareAndSwap(false, true) {
+				go s.rewriteLog() // a broken file is only mended by a new one
+			}
+		}
+		return
+	}
+	if l.Policy() == persistence.FsyncEverysec && nowMs-st.lastSync.Load() >= 1000 {
+		if st.syncing.CompareAndSwap(false, true) {
+			st.lastSync.Store(nowMs)
+			go func() {
+				defer st.syncing.Store(false)
+				if err := l.SyncEverysec(); err != nil {
+					s.Log.Error("append-only log fsync failed", "err", err)
+				}
+			}()
+		} else {
+			st.delayedFsync.Add(1)
+		}
+	}
+	pct, minSize := s.Opts.AutoAOFRewritePercentage.Load(), s.Opts.AutoAOFRewriteMinSize.Load()
+	if base, size := l.BaseSize(), l.Size(); pct > 0 && size >= minSize && base > 0 && (size-base)*100/base >= pct {
+		if st.rewriting.CompareAndSwap(false, true) {
+			s.Log.Info("starting automatic rewrite of the append-only log", "size", size, "base_size", base)
+			go s.rewriteLog()
+		}
+	}
+}
+
+// CloseLog writes, fsyncs and closes the log (at shutdown).
+func (s *Server) CloseLog() {
+	if s.aof != nil {
+		s.Keys.SetJournal(nil)
+		if err := s.aof.Close(); err != nil {
+			s.Log.Error("closing the append-only log", "err", err)
+		}
+	}
+}
+
+func aofInfo(s *Server) [][2]string {
+	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
+	if s.aof == nil {
+		return [][2]string{{"aof_enabled", "0"}}
+	}
+	st := &s.aofState
+	status := func(ok bool) string {
+		if ok {
+			return "ok"
+		}
+		return "err"
+	}
+	cur := int64(-1)
+	if st.rewriting.Load() {
+		cur = (time.Now().UnixMilli() - st.rewriteStart.Load()) / 1000
+	}
+	last := int64(-1)
+	if st.rewrites.Load() > 0 || !st.rewriteOK.Load() {
+		last = st.lastRewriteSec.Load()
+	}
+	return [][2]string{
+		{"aof_enabled", "1"},
+		{"aof_rewrite_in_progress", itoa(b2i(st.rewriting.Load()))},
+		{"aof_rewrite_scheduled", "0"},
+		{"aof_last_rewrite_time_sec", itoa(last)},
+		{"aof_current_rewrite_time_sec", itoa(cur)},
+		{"aof_last_bgrewrite_status", status(st.rewriteOK.Load())},
+		{"aof_rewrites", itoa(st.rewrites.Load())},
+		{"aof_last_write_status", status(s.aof.Err() == nil)},
+		{"aof_current_size", itoa(s.aof.Size())},
+		{"aof_base_size", itoa(s.aof.BaseSize())},
+		{"aof_pending_rewrite", "0"},
+		{"aof_buffer_length", itoa(int64(s.aof.Seq() - s.aof.Written()))},
+		{"aof_pending_bio_fsync", itoa(b2i(st.syncing.Load()))},
+		{"aof_delayed_fsync", itoa(st.delayedFsync.Load())},
+		{"aof_fsync", s.aof.Policy().String()},
+	}
+}
+
+// ---- loading ----
+
+// LoadData loads what the server starts with: the append-only log if
+// appendonly is on and a log exists, else the snapshot (then, with
+// appendonly on, a new log starts from it). The log then records every
+// change from this point on.
+func (s *Server) LoadData() error {
+	if !s.Opts.AppendOnly {
+		return s.LoadSnapshot()
+	}
+	if len(s.Snapshot.SealKey) == 0 {
+		return errors.New("appendonly yes needs a seal key")
+	}
+	dir := filepath.Join(s.Opts.Dir, s.Opts.AppendDirName)
+	l, err := persistence.OpenLog(persistence.LogOptions{Dir: dir, SealKey: s.Snapshot.SealKey,
+		MaxBlob: s.Opts.MaxModelSize.Load(), FS: s.LogFS})
+	if err != nil {
+		return err
+	}
+	if p, err := persistence.ParseFsyncPolicy(*s.Opts.AppendFsync.Load()); err == nil {
+		l.SetPolicy(p)
+	}
+	s.Snapshot.lastSave.CompareAndSwap(0, s.started.Unix())
+	if l.Exists() {
+		if l, err = s.replayLog(l, dir); err != nil {
+			return err
+		}
+	} else {
+		if err := s.LoadSnapshot(); err != nil {
+			return err
+		}
+		if err := s.createLog(l); err != nil {
+			return err
+		}
+	}
+	s.aofState.rewriteOK.Store(true)
+	s.aof = l
+	s.Keys.SetJournal(journal{l})
+	return nil
+}
+
+// createLog starts a log whose base is the keyspace (a loaded snapshot or
+// nothing), writing the model files it needs.
+func (s *Server) createLog(l *persistence.Log) error {
+	items := s.retainItems()
+	defer s.releaseItems(items)
+	for _, it := range items {
+		m, ok := it.Value.(*modelstore.Model)
+		if !ok || m.NoPersist {
+			continue
+		}
+		sum, ok := m.Blob.SHA256()
+		if !ok || l.HasModel(sum) {
+			continue
+		}
+		w, err := l.NewModelWriter()
+		if err == nil {
+			if _, err = w.Write(m.Blob.Data); err != nil {
+				w.Abort()
+			} else {
+				err = w.Finish(sum)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("append-only log: writing model file: %w", err)
+		}
+	}
+	if err := l.Create(baseSource(items)); err != nil {
+		return err
+	}
+	s.Log.Info("append-only log created", "dir", filepath.Join(s.Opts.Dir, s.Opts.AppendDirName), "keys", len(items))
+	return nil
+}
+
+// replayLog loads the keyspace from the log. A bad log stops the start
+// unless load-bad-snapshot is set: then its directory is moved aside and
+// a new log starts from the snapshot, if any.
+func (s *Server) replayLog(l *persistence.Log, dir string) (*persistence.Log, error) {
+	start := time.Now()
+	ld := &logLoader{s: s, l: l, keys: map[string]*logEntry{}}
+	info, err := l.Replay(ld, s.Opts.AOFLoadTruncated)
+	var items []modelstore.Item
+	if err == nil {
+		items, err = ld.items()
+	}
+	if err != nil {
+		s.Release(itemValues(items))
+		if !s.Opts.LoadBadSnapshot {
+			return nil, fmt.Errorf("append-only log %s cannot be loaded: %w (start with --load-bad-snapshot yes to move it aside and start from the snapshot)", dir, err)
+		}
+		aside := fmt.Sprintf("%s.bad-%d", dir, time.Now().Unix())
+		if rerr := os.Rename(dir, aside); rerr != nil {
+			return nil, fmt.Errorf("append-only log %s cannot be loaded (%v) nor moved aside: %w", dir, err, rerr)
+		}
+		s.Log.Warn("append-only log could not be loaded: moved aside", "dir", dir, "moved_to", aside, "err", err)
+		nl, err := persistence.OpenLog(persistence.LogOptions{Dir: dir, SealKey: s.Snapshot.SealKey,
+			MaxBlob: s.Opts.MaxModelSize.Load(), FS: s.LogFS})
+		if err != nil {
+			return nil, err
+		}
+		nl.SetPolicy(l.Policy())
+		if err := s.LoadSnapshot(); err != nil {
+			return nil, err
+		}
+		return nl, s.createLog(nl)
+	}
+	if info.CutBytes > 0 {
+		s.Log.Warn("append-only log ended in a torn record (a write cut short by a crash): cut it off",
+			"file", info.CutFile, "bytes_cut", info.CutBytes)
+	}
+	s.Release(s.Keys.Replace(items))
+	s.Log.Info("append-only log loaded", "dir", dir, "files", info.Files, "records", info.Records,
+		"keys", len(items), "seconds", time.Since(start).Seconds())
+	return l, nil
+}
+
+// logEntry is one key while the log replays: models stay records until the
+// replay is over, so that only the models still there are read and compiled.
+type logEntry struct {
+	tensor   *modelstore.Tensor
+	model    *persistence.LogModel
+	expireAt int64
+}
+
+// logLoader applies log records to a fresh map of keys.
+type logLoader struct {
+	s    *Server
+	l    *persistence.Log
+	keys map[string]*logEntry
+}
+
+func (ld *logLoader) Tensor(r persistence.TensorRecord) error {
+	t, err := modelstore.NewTensorFromBlob(modelstore.DType(r.DType), r.Shape, r.Data)
+	if err != nil {
+		return fmt.Errorf("tensor %q: %w", r.Key, err)
+	}
+	t.Owner = r.Owner
+	ld.keys[r.Key] = &logEntry{tensor: t, expireAt: r.ExpireAtUnixMs}
+	return nil
+}
+
+func (ld *logLoader) Model(m persistence.LogModel) error {
+	ld.keys[m.Key] = &logEntry{model: &m, expireAt: m.ExpireAtUnixMs}
+	return nil
+}
+
+func (ld *logLoader) Delete(key string) error { delete(ld.keys, key); return nil }
+
+func (ld *logLoader) Expire(key string, at int64) error {
+	if e, ok := ld.keys[key]; ok {
+		e.expireAt = at
+	}
+	return nil
+}
+
+func (ld *logLoader) Rename(src, dst string) error {
+	e, ok := ld.keys[src]
+	delete(ld.keys, src)
+	if ok {
+		ld.keys[dst] = e
+	} else {
+		delete(ld.keys, dst) // src held something not logged (NOPERSIST)
+	}
+	return nil
+}
+
+func (ld *logLoader) Flush() error { clear(ld.keys); return nil }
+
+// items builds the keyspace: expired keys dropped, each model file read
+// (once per content) and compiled.
+func (ld *logLoader) items() ([]modelstore.Item, error) {
+	now := time.Now().UnixMilli()
+	out := make([]modelstore.Item, 0, len(ld.keys))
+	blobs := map[[32]byte][]byte{}
+	for key, e := range ld.keys {
+		if e.expireAt != 0 && e.expireAt <= now {
+			continue
+		}
+		if e.tensor != nil {
+			out = append(out, modelstore.Item{Key: key, Value: e.tensor, ExpireAt: e.expireAt})
+			continue
+		}
+		r := e.model
+		data, ok := blobs[r.SHA256]
+		if !ok {
+			var err error
+			if data, err = ld.l.ReadModel(r.SHA256, r.Size); err != nil {
+				return out, fmt.Errorf("model %q: %w", key, err)
+			}
+			blobs[r.SHA256] = data
+		}
+		rec := r.ModelRecord
+		rec.Key = key
+		rec.ExpireAtUnixMs = e.expireAt
+		rec.BlobSHA256 = &r.SHA256
+		m, err := ld.s.modelFromRecord(rec, data)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, modelstore.Item{Key: key, Value: m, ExpireAt: e.expireAt})
+	}
+	return out, nil
+}

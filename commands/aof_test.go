@@ -1,0 +1,176 @@
+package commands
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/enclaveai/enclaveai/config"
+	"github.com/enclaveai/enclaveai/persistence"
+)
+
+// failFS is the OS's file layer with writes and fsyncs that fail on demand.
+type failFS struct {
+	persistence.OSFS
+	mu       sync.Mutex
+	writeErr error
+	syncErr  error
+}
+
+type failFile struct {
+	*os.File
+	fs *failFS
+}
+
+func (f *failFS) OpenFile(name string, flag int, perm os.FileMode) (persistence.File, error) {
+	file, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return failFile{file, f}, nil
+}
+
+func (f *failFS) fail(write, sync error) {
+	f.mu.Lock()
+	f.writeErr, f.syncErr = write, sync
+	f.mu.Unlock()
+}
+
+func (f failFile) Write(p []byte) (int, error) {
+	f.fs.mu.Lock()
+	err := f.fs.writeErr
+	f.fs.mu.Unlock()
+	if err != nil {
+		// A short write, as a full disk gives: the log must cut it back.
+		n, _ := f.File.Write(p[:len(p)/2])
+		return n, err
+	}
+	return f.File.Write(p)
+}
+
+func (f failFile) Sync() error {
+	f.fs.mu.Lock()
+	err := f.fs.syncErr
+	f.fs.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return f.File.Sync()
+}
+
+var aofTestKey = []byte("0123456789abcdef0123456789abcdef")
+
+// newLogHarness is a harness whose server logs to dir through fs.
+func newLogHarness(t *testing.T, dir string, fs persistence.FS, fsync string) *harness {
+	t.Helper()
+	opts := config.Default()
+	opts.Dir = dir
+	opts.Save.Store(new(string))
+	opts.AppendFsync.Store(&fsync)
+	h := newHarnessOpts(t, opts)
+	h.s.Snapshot.SealKey = aofTestKey
+	h.s.LogFS = fs
+	if err := h.s.LoadData(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.s.CloseLog)
+	return h
+}
+
+// waitFor ticks the server until cond holds.
+func waitFor(t *testing.T, h *harness, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		h.s.Tick()
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestMisconfOnFullDisk(t *testing.T) {
+	dir := t.TempDir()
+	fs := &failFS{}
+	h := newLogHarness(t, dir, fs, "everysec")
+	h.run(row("AI.TENSORSET a INT8 1 VALUES 1", "+OK"))
+	fs.fail(syscall.ENOSPC, nil)
+	h.run(
+		// The write is in memory but not in the log: not acknowledged.
+		row("AI.TENSORSET b INT8 1 VALUES 2", "-MISCONF Errors writing to the AOF file: no space left on device"),
+		// Further writes are refused before they run; reads go on.
+		row("AI.TENSORSET c INT8 1 VALUES 3", "-MISCONF Errors writing to the AOF file: no space left on device"),
+		row("DEL a", "-MISCONF Errors writing to the AOF file: no space left on device"),
+		row("AI.TENSORGET a VALUES", "[:1]"),
+		row("EXISTS c", ":0"),
+	)
+	if got := infoField(h, "aof_last_write_status"); got != "err" {
+		t.Errorf("aof_last_write_status %q", got)
+	}
+	fs.fail(nil, nil)
+	waitFor(t, h, "the log to be written again", func() bool { return h.s.aof.Err() == nil })
+	h.run(row("AI.TENSORSET c INT8 1 VALUES 3", "+OK"))
+	h.s.CloseLog()
+	// What was queued at the failure reached the log with the retry.
+	h2 := newLogHarness(t, dir, nil, "everysec")
+	h2.run(row("EXISTS a b c", ":3"))
+}
+
+func TestMisconfOnFsyncFailureUnderAlways(t *testing.T) {
+	dir := t.TempDir()
+	fs := &failFS{}
+	h := newLogHarness(t, dir, fs, "always")
+	h.run(row("AI.TENSORSET a INT8 1 VALUES 1", "+OK"))
+	fs.fail(nil, syscall.EIO)
+	h.run(
+		row("AI.TENSORSET b INT8 1 VALUES 2", "-MISCONF Errors writing to the AOF file: input/output error"),
+		row("AI.TENSORGET a VALUES", "[:1]"),
+	)
+	fs.fail(nil, nil)
+	// Only a rewrite mends a file whose fsync failed.
+	waitFor(t, h, "a rewrite to mend the log", func() bool { return h.s.aof.Err() == nil })
+	h.run(row("AI.TENSORSET c INT8 1 VALUES 3", "+OK"))
+	if got := infoField(h, "aof_rewrites"); got != "1" {
+		t.Errorf("aof_rewrites %q", got)
+	}
+	h.s.CloseLog()
+	h2 := newLogHarness(t, dir, nil, "always")
+	h2.run(row("EXISTS a b c", ":3"))
+}
+
+func TestMisconfOnFailedSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	opts := config.Default()
+	opts.Dir = dir
+	opts.AppendOnly = false
+	h := newHarnessOpts(t, opts)
+	h.s.Snapshot.SealKey = aofTestKey
+	// A directory where the snapshot goes makes its rename fail.
+	if err := os.Mkdir(filepath.Join(dir, opts.DBFilename), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	h.run(
+		row("AI.TENSORSET a INT8 1 VALUES 1", "+OK"),
+		row("SAVE", "-ERR snapshot failed: see the server log"),
+		row("AI.TENSORSET b INT8 1 VALUES 1", "~^-MISCONF Errors writing the sealed snapshot: .*"),
+		row("AI.TENSORGET a VALUES", "[:1]"),
+	)
+	os.Remove(filepath.Join(dir, opts.DBFilename))
+	h.run(
+		row("SAVE", "+OK"),
+		row("AI.TENSORSET b INT8 1 VALUES 1", "+OK"),
+	)
+}
+
+func infoField(h *harness, name string) string {
+	for _, f := range aofInfo(h.s) {
+		if f[0] == name {
+			return f[1]
+		}
+	}
+	return ""
+}

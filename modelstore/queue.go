@@ -1,0 +1,291 @@
+package modelstore
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"time"
+)
+
+// RunQueue is a device's run queue, as in RedisAI (REDISAI.md 5.1):
+// requests wait in arrival order and a fixed set of worker goroutines
+// (THREADS_PER_QUEUE) take them, so that however many clients there are,
+// at most that many model runs execute at once, each on a session that
+// runs on its caller's thread. A client's goroutine waits on a channel
+// meanwhile, costing no CPU; one that finds the queue empty and a slot
+// free runs its request itself (runHere). A worker that takes a request
+// for a batched model takes the compatible requests queued behind it too
+// (batch.go).
+//
+// Only the CPU device exists, so the server has one queue.
+type RunQueue struct {
+	mu      sync.Mutex
+	cond    sync.Cond // workers wait on it for work (guarded by mu)
+	pending []*job    // in arrival order
+	want    int       // workers asked for (SetWorkers)
+	workers int       // worker goroutines alive
+	busy    int       // slots running a model now (workers and callers)
+	// timerAt is when the timer armed for a MINBATCHTIMEOUT wakes the
+	// workers (zero: none armed).
+	timerAt time.Time
+}
+
+// job is one request in the queue.
+type job struct {
+	m    *Model
+	req  *RunRequest
+	size int64 // dimension 0 of the inputs, 0 when they cannot be batched
+	// taken is set, under the queue's lock, by the worker that takes the
+	// job; a waiter whose TIMEOUT passes before then removes it instead.
+	taken bool
+	done  chan jobResult // capacity 1: finish never blocks
+}
+
+type jobResult struct {
+	outs []*Tensor
+	err  error
+}
+
+func (j *job) finish(outs []*Tensor, err error) { j.done <- jobResult{outs, err} }
+
+// NewRunQueue returns a queue served by n workers (at least 1).
+func NewRunQueue(n int) *RunQueue {
+	q := &RunQueue{}
+	q.cond.L = &q.mu
+	q.SetWorkers(n)
+	return q
+}
+
+// SetWorkers changes the number of workers (at least 1). Extra workers
+// end once they have finished the run they are doing.
+func (q *RunQueue) SetWorkers(n int) {
+	n = max(n, 1)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.want = n
+	for ; q.workers < n; q.workers++ {
+		go q.work()
+	}
+	q.cond.Broadcast()
+}
+
+// Workers is the number of workers asked for.
+func (q *RunQueue) Workers() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.want
+}
+
+// Busy is the number of runs executing now.
+func (q *RunQueue) Busy() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.busy
+}
+
+// Pending is the number of requests waiting for a worker.
+func (q *RunQueue) Pending() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.pending)
+}
+
+// ErrTimedOut is returned when a run waited in the queue longer than the
+// request's TIMEOUT (RedisAI replies TIMEDOUT).
+var ErrTimedOut = errors.New("timed out")
+
+// ErrBatchSize is RedisAI's error when a batched run's outputs do not keep
+// the batch dimension.
+var ErrBatchSize = errors.New("model did not generate the expected batch size")
+
+// RunRequest is one model execution.
+type RunRequest struct {
+	Inputs []*Tensor
+	// Queued is when the request entered the queue; Timeout (0 = none)
+	// bounds the wait before the run starts, as RedisAI's TIMEOUT does.
+	Queued  time.Time
+	Timeout time.Duration
+	// ExecTimeout bounds the run itself (MODEL_EXECUTION_TIMEOUT): ONNX
+	// Runtime is told to terminate when it passes.
+	ExecTimeout time.Duration
+}
+
+// Run queues m's execution on req and waits for its outputs (nil entries
+// for outputs that are not tensors). The caller holds no lock. A request
+// whose Timeout passes before a worker takes it returns ErrTimedOut and
+// never runs.
+func (q *RunQueue) Run(m *Model, req *RunRequest) ([]*Tensor, error) {
+	if req.Queued.IsZero() {
+		req.Queued = time.Now()
+	}
+	// The model may have been deleted since the caller fetched it: then its
+	// session is closed (or closing) and it reads as missing. The reference
+	// keeps the session open while the request waits.
+	if !m.Blob.TryRetain() {
+		return nil, ErrNoModel
+	}
+	defer m.Blob.Release()
+	j := &job{m: m, req: req, done: make(chan jobResult, 1)}
+	if m.BatchSize > 0 {
+		j.size = batchDim(req.Inputs)
+	}
+	q.mu.Lock()
+	if q.busy < q.want && len(q.pending) == 0 && (j.size == 0 || j.size >= m.BatchSize) {
+		return q.runHere(j)
+	}
+	q.pending = append(q.pending, j)
+	q.cond.Signal()
+	q.mu.Unlock()
+	if req.Timeout <= 0 {
+		r := <-j.done
+		return r.outs, r.err
+	}
+	left := req.Timeout - time.Since(req.Queued)
+	t := time.NewTimer(max(left, 0))
+	defer t.Stop()
+	select {
+	case r := <-j.done:
+		return r.outs, r.err
+	case <-t.C:
+	}
+	q.mu.Lock()
+	if !j.taken {
+		q.pending = slices.DeleteFunc(q.pending, func(x *job) bool { return x == j })
+		q.mu.Unlock()
+		return nil, ErrTimedOut
+	}
+	q.mu.Unlock()
+	r := <-j.done // it runs: its TIMEOUT bounded the wait only
+	return r.outs, r.err
+}
+
+// runHere runs j on the caller's goroutine, which holds q.mu and a free
+// slot: a request that finds the queue empty skips the handoff to a
+// worker (a wake-up, and a run on a thread whose core has gone idle and
+// whose caches have gone cold, which doubles a small model's run time).
+// Requests that a batched model may merge always go through the queue:
+// run at once, each would be a batch of one.
+func (q *RunQueue) runHere(j *job) ([]*Tensor, error) {
+	q.busy++
+	q.mu.Unlock()
+	start := time.Now()
+	outs, err := j.m.runSession(j.req.Inputs, j.req.ExecTimeout)
+	j.m.account(start, outs, err)
+	q.mu.Lock()
+	q.busy--
+	if len(q.pending) > 0 {
+		q.cond.Signal() // requests queued meanwhile: a worker takes them
+	}
+	q.mu.Unlock()
+	return outs, err
+}
+
+// work is a worker: it takes the next runnable batch (or single request)
+// and runs it, until SetWorkers asks for fewer workers.
+func (q *RunQueue) work() {
+	q.mu.Lock()
+	for {
+		if q.workers > q.want {
+			q.workers--
+			q.mu.Unlock()
+			return
+		}
+		if q.busy >= q.want {
+			q.cond.Wait() // every slot runs a model (some on their callers)
+			continue
+		}
+		batch, gathered, at := q.next(time.Now())
+		if batch == nil {
+			q.armLocked(at)
+			q.cond.Wait()
+			continue
+		}
+		q.busy++
+		q.mu.Unlock()
+		if len(batch) == 1 {
+			j := batch[0]
+			start := time.Now()
+			outs, err := j.m.runSession(j.req.Inputs, j.req.ExecTimeout)
+			j.m.account(start, outs, err)
+			j.finish(outs, err)
+		} else {
+			runBatch(batch)
+		}
+		q.mu.Lock()
+		q.busy--
+		if gathered {
+			batch[0].m.batching = false
+		}
+		if len(q.pending) > 0 {
+			q.cond.Signal() // this worker looks too, but may be told to stop
+		}
+	}
+}
+
+// next removes and returns the first runnable work in the queue: the
+// oldest request, with the compatible requests behind it when its model
+// is batched. A batched model has one batch running at a time: its
+// requests wait in the queue meanwhile, to form the next batch with the
+// ones that arrive during the run (otherwise idle workers would take them
+// one by one as they come, and nothing would ever be batched). A batch
+// short of MINBATCHSIZE is passed over (its requests wait, the ones
+// behind are served). With nothing runnable it returns nil
+// and the earliest time a waiting batch's MINBATCHTIMEOUT passes (zero if
+// none). gathered tells a batched model's batch (which the caller marks
+// done) from a request run alone. Requests whose TIMEOUT has passed are
+// answered TIMEDOUT without running, as RedisAI's workers do when they
+// pick one up.
+func (q *RunQueue) next(now time.Time) (batch []*job, gathered bool, at time.Time) {
+	var wake time.Time
+	var waiting []*Model // batched models whose batch is short this time
+	for i := 0; i < len(q.pending); i++ {
+		j := q.pending[i]
+		if j.req.Timeout > 0 && now.Sub(j.req.Queued) > j.req.Timeout {
+			q.pending = slices.Delete(q.pending, i, i+1)
+			i--
+			j.taken = true
+			j.finish(nil, ErrTimedOut)
+			continue
+		}
+		if j.size == 0 || j.size >= j.m.BatchSize {
+			q.pending = slices.Delete(q.pending, i, i+1)
+			j.taken = true
+			return []*job{j}, false, time.Time{}
+		}
+		if j.m.batching || slices.Contains(waiting, j.m) {
+			continue
+		}
+		batch, ready, at := gather(q.pending, i, now)
+		if !ready {
+			waiting = append(waiting, j.m)
+			if !at.IsZero() && (wake.IsZero() || at.Before(wake)) {
+				wake = at
+			}
+			continue
+		}
+		for _, b := range batch {
+			b.taken = true
+		}
+		j.m.batching = true
+		q.pending = slices.DeleteFunc(q.pending, func(x *job) bool { return x.taken })
+		return batch, true, time.Time{}
+	}
+	return nil, false, wake
+}
+
+// armLocked makes sure the workers are woken at `at` (if not zero), when
+// a short batch's MINBATCHTIMEOUT passes.
+func (q *RunQueue) armLocked(at time.Time) {
+	if at.IsZero() || (!q.timerAt.IsZero() && !at.Before(q.timerAt)) {
+		return
+	}
+	q.timerAt = at
+	time.AfterFunc(time.Until(at), func() {
+		q.mu.Lock()
+		if q.timerAt.Equal(at) {
+			q.timerAt = time.Time{}
+		}
+		q.cond.Broadcast()
+		q.mu.Unlock()
+	})
+}

@@ -1,0 +1,275 @@
+//go:build cgo && !noort
+
+package modelstore
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+// queueModel stores a testdata model as a Model with the given batching.
+func queueModel(t *testing.T, name string, meta ModelMeta) *Model {
+	t.Helper()
+	requireRuntime(t)
+	b, err := NewRegistry(nil).AcquireIfRoom(readModel(t, name), Origin{}, SessionOptions{Optimize: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewModel(meta, b)
+	t.Cleanup(m.Release)
+	return m
+}
+
+// slowRun is a run of slow.onnx (seconds long) that the kill switch ends
+// after d: it keeps one worker busy for about d.
+func slowRun(q *RunQueue, m *Model, d time.Duration) error {
+	_, err := q.Run(m, &RunRequest{Inputs: []*Tensor{floats([]int64{1, 1}, 0.5)}, ExecTimeout: d})
+	return err
+}
+
+// waitFor polls cond (never sleeps for a fixed time to be ready).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// However many requests arrive at once, no more runs execute together than
+// the queue has workers; the others wait in the queue, and SetWorkers
+// changes the bound.
+func TestRunQueueBoundsConcurrentRuns(t *testing.T) {
+	slow := queueModel(t, "slow.onnx", ModelMeta{})
+	q := NewRunQueue(2)
+	t.Cleanup(func() { q.SetWorkers(1) })
+	maxBusy := 0
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			maxBusy = max(maxBusy, q.Busy())
+			time.Sleep(200 * time.Microsecond)
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	for i := range errs {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = slowRun(q, slow, 150*time.Millisecond) }()
+	}
+	waitFor(t, "2 runs execute and 4 wait", func() bool { return q.Busy() == 2 && q.Pending() == 4 })
+	wg.Wait()
+	close(stop)
+	<-sampled
+	if maxBusy != 2 {
+		t.Errorf("at most %d runs at once with 2 workers, want 2", maxBusy)
+	}
+	for _, err := range errs {
+		wantORTError(t, err, "terminate flag")
+	}
+	if c := slow.Stats.Calls.Load(); c != 6 {
+		t.Errorf("%d calls, want 6", c)
+	}
+
+	q.SetWorkers(3)
+	for i := range 3 {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = slowRun(q, slow, 300*time.Millisecond) }()
+	}
+	waitFor(t, "3 runs execute with 3 workers", func() bool { return q.Busy() == 3 })
+	wg.Wait()
+	if q.Workers() != 3 {
+		t.Errorf("Workers() = %d, want 3", q.Workers())
+	}
+}
+
+// Requests of different batch sizes from different clients, queued while
+// the only worker is busy, run as one batch when it is free, and each gets
+// its own rows back: the same outputs as running alone.
+func TestRunQueueBatchesMergeAndSplit(t *testing.T) {
+	slow := queueModel(t, "slow.onnx", ModelMeta{})
+	lin := queueModel(t, "linear.onnx", ModelMeta{BatchSize: 8})
+	plain := queueModel(t, "linear.onnx", ModelMeta{})
+	q := NewRunQueue(1)
+	busy := make(chan error, 1)
+	go func() { busy <- slowRun(q, slow, 200*time.Millisecond) }()
+	waitFor(t, "the worker is busy", func() bool { return q.Busy() == 1 })
+
+	sizes := []int{1, 3, 2, 2} // 8 rows: one batch
+	inputs := make([]*Tensor, len(sizes))
+	for i, n := range sizes {
+		x := make([]float32, 4*n)
+		for k := range x {
+			x[k] = float32(10*i + k)
+		}
+		inputs[i] = floats([]int64{int64(n), 4}, x...)
+	}
+	outs := make([][]*Tensor, len(sizes))
+	errs := make([]error, len(sizes))
+	var wg sync.WaitGroup
+	for i := range sizes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			outs[i], errs[i] = q.Run(lin, &RunRequest{Inputs: []*Tensor{inputs[i]}})
+		}()
+		// In order, so that the batch's rows are in a known order.
+		waitFor(t, "the request is queued", func() bool { return q.Pending() == i+1 })
+	}
+	wg.Wait()
+	<-busy
+	for i, n := range sizes {
+		if errs[i] != nil {
+			t.Fatalf("request %d: %v", i, errs[i])
+		}
+		alone, err := q.Run(plain, &RunRequest{Inputs: []*Tensor{inputs[i]}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := outs[i][0]
+		if got.Shape[0] != int64(n) || got.Shape[1] != 3 {
+			t.Errorf("request %d: shape %v, want [%d 3]", i, got.Shape, n)
+		}
+		if string(got.Data) != string(alone[0].Data) {
+			t.Errorf("request %d: batched output %v differs from the output alone %v", i, tensorFloats(got), tensorFloats(alone[0]))
+		}
+	}
+	// They were one run: their outputs are consecutive rows of one buffer.
+	for i := 1; i < len(sizes); i++ {
+		prev, cur := outs[i-1][0].Data, outs[i][0].Data
+		if unsafe.Add(unsafe.Pointer(unsafe.SliceData(prev)), len(prev)) != unsafe.Pointer(unsafe.SliceData(cur)) {
+			t.Errorf("request %d's output does not follow request %d's in one batch output", i, i-1)
+		}
+	}
+	// Each request counts one call and its own rows (RedisAI's stats).
+	if c, s := lin.Stats.Calls.Load(), lin.Stats.Samples.Load(); c != 4 || s != 8 {
+		t.Errorf("calls %d samples %d, want 4 and 8", c, s)
+	}
+}
+
+// A batch stops once it reaches BATCHSIZE (the request that reaches it
+// may overshoot, as in RedisAI), and the rest form the next batch.
+func TestRunQueueBatchLimits(t *testing.T) {
+	slow := queueModel(t, "slow.onnx", ModelMeta{})
+	lin := queueModel(t, "linear.onnx", ModelMeta{BatchSize: 3})
+	q := NewRunQueue(1)
+	busy := make(chan error, 1)
+	go func() { busy <- slowRun(q, slow, 200*time.Millisecond) }()
+	waitFor(t, "the worker is busy", func() bool { return q.Busy() == 1 })
+	sizes := []int{2, 2, 1, 4}
+	outs := make([][]*Tensor, len(sizes))
+	errs := make([]error, len(sizes))
+	var wg sync.WaitGroup
+	for i, n := range sizes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			outs[i], errs[i] = q.Run(lin, &RunRequest{Inputs: []*Tensor{floats([]int64{int64(n), 4}, make([]float32, 4*n)...)}})
+		}()
+		waitFor(t, "the request is queued", func() bool { return q.Pending() == i+1 })
+	}
+	wg.Wait()
+	<-busy
+	for i, n := range sizes {
+		if errs[i] != nil || outs[i][0].Shape[0] != int64(n) {
+			t.Fatalf("request %d: %v %v", i, errs[i], outs[i])
+		}
+	}
+	// 2+2 (overshooting 3), then 1+4: each request counts one call and
+	// its own rows.
+	if c, s := lin.Stats.Calls.Load(), lin.Stats.Samples.Load(); c != 4 || s != 9 {
+		t.Errorf("calls %d samples %d, want 4 and 9", c, s)
+	}
+}
+
+// A request short of MINBATCHSIZE waits for others until MINBATCHTIMEOUT,
+// then runs alone; requests for other models are served meanwhile.
+func TestRunQueueMinBatch(t *testing.T) {
+	lin := queueModel(t, "linear.onnx", ModelMeta{BatchSize: 8, MinBatchSize: 4, MinBatchTimeout: 150})
+	plain := queueModel(t, "linear.onnx", ModelMeta{})
+	q := NewRunQueue(1)
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.Run(lin, &RunRequest{Inputs: []*Tensor{floats([]int64{1, 4}, 1, 2, 3, 4)}})
+		done <- err
+	}()
+	waitFor(t, "the request is queued", func() bool { return q.Pending() == 1 })
+	if _, err := q.Run(plain, &RunRequest{Inputs: []*Tensor{floats([]int64{1, 4}, 1, 2, 3, 4)}}); err != nil {
+		t.Fatal(err)
+	}
+	if q.Pending() != 1 || time.Since(start) >= 150*time.Millisecond {
+		t.Fatalf("pending %d after %v: the other model's request was not served first", q.Pending(), time.Since(start))
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if e := time.Since(start); e < 150*time.Millisecond {
+		t.Errorf("the short batch ran after %v, before MINBATCHTIMEOUT", e)
+	}
+}
+
+// TIMEOUT bounds the wait in the queue: a request still queued when it
+// passes is answered ErrTimedOut and never runs. The kill switch
+// (ExecTimeout) still ends a runaway run, and the worker then serves the
+// next request.
+func TestRunQueueTimeouts(t *testing.T) {
+	slow := queueModel(t, "slow.onnx", ModelMeta{})
+	lin := queueModel(t, "linear.onnx", ModelMeta{})
+	q := NewRunQueue(1)
+	busy := make(chan error, 1)
+	start := time.Now()
+	go func() { busy <- slowRun(q, slow, 300*time.Millisecond) }()
+	waitFor(t, "the worker is busy", func() bool { return q.Busy() == 1 })
+	x := floats([]int64{1, 4}, 1, 2, 3, 4)
+	_, err := q.Run(lin, &RunRequest{Inputs: []*Tensor{x}, Timeout: 50 * time.Millisecond})
+	if !errors.Is(err, ErrTimedOut) {
+		t.Fatalf("queued behind a slow run with TIMEOUT 50ms: %v", err)
+	}
+	if q.Pending() != 0 || lin.Stats.Calls.Load() != 0 {
+		t.Errorf("the timed-out request stayed queued (%d) or ran (%d calls)", q.Pending(), lin.Stats.Calls.Load())
+	}
+	wantORTError(t, <-busy, "terminate flag")
+	if e := time.Since(start); e > 5*time.Second {
+		t.Errorf("the runaway run ended after %v", e)
+	}
+	out, err := q.Run(lin, &RunRequest{Inputs: []*Tensor{x}, Timeout: time.Second})
+	if err != nil || !closeTo(tensorFloats(out[0]), linearWant([]float32{1, 2, 3, 4}), 1e-6) {
+		t.Fatalf("after the kill switch: %v %v", out, err)
+	}
+}
+
+// A request for a model deleted while it waits for MINBATCHSIZE (no
+// timeout) runs with what there is instead of waiting forever.
+func TestRunQueueReleasedModelRuns(t *testing.T) {
+	lin := queueModel(t, "linear.onnx", ModelMeta{BatchSize: 8, MinBatchSize: 4})
+	q := NewRunQueue(1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.Run(lin, &RunRequest{Inputs: []*Tensor{floats([]int64{1, 4}, 1, 2, 3, 4)}})
+		done <- err
+	}()
+	waitFor(t, "the request is queued", func() bool { return q.Pending() == 1 })
+	lin.Release() // the request holds its own reference to the session
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request of a deleted model still waits")
+	}
+}

@@ -1,0 +1,622 @@
+package modelstore
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+)
+
+// The model sanitizer: ONNX Runtime trusts a model's attributes and shapes,
+// and many operators crash the process (SIGFPE, SIGSEGV, abort) on values
+// the ONNX specification forbids or that ORT mishandles: a Conv with
+// strides 0, an integer Div by zero folded while the session is created.
+// SanitizeModel walks every node of a model (the main graph, Loop/If/Scan
+// bodies at any depth, model-local functions) against the rules table
+// below and refuses the first node that breaks one, naming the node, the
+// operator and the attribute. It also rewrites integer Div and Mod so that
+// they cannot trap (divguard.go).
+//
+// Adding a rule is one row in rules plus a regression case: the crash hunt
+// (fuzzmodels/hunt.py, `make fuzz-models`) finds the classes, and
+// fuzzmodels/regressions.py keeps one model per class under
+// modelstore/testdata/crash (docs/MODEL_VALIDATION.md).
+
+// ErrModelUnsafe: a model the sanitizer refuses; wrapped with the node,
+// operator and attribute at fault.
+var ErrModelUnsafe = errors.New("model refused")
+
+// MaxStaticElements bounds the element count of a tensor whose shape is
+// known when the model is stored (ConstantOfShape, Expand, Tile, Range,
+// Reshape with constant shapes): 2^31 elements (8 GiB of float), more than
+// any model this server can hold in memory needs.
+const MaxStaticElements = 1 << 31
+
+// maxRank bounds axes and per-dimension lists where the rank is not known
+// statically: ONNX sets no limit, but no real model comes near 64
+// dimensions, and huge values overflow ORT's index arithmetic.
+const maxRank = 64
+
+// SanitizeModel checks model (CheckModelBlob first) against the sanitizer's
+// rules. It returns a refusal wrapping ErrModelUnsafe (or CheckModelBlob's
+// error), or the model rewritten so that integer division cannot trap, or
+// nil when the model needs no rewrite. It is a pure function of its input:
+// safe to call in the server before a model reaches an engine process.
+func SanitizeModel(model []byte) ([]byte, error) {
+	if err := CheckModelBlob(model); err != nil {
+		return nil, err
+	}
+	return sanitizeChecked(model)
+}
+
+// sanitizeChecked is SanitizeModel for bytes CheckModelBlob accepted (or
+// the share plan's graph, whose large initializers are references).
+func sanitizeChecked(model []byte) ([]byte, error) {
+	m, err := decodeModel(model)
+	if err != nil {
+		return nil, err
+	}
+	a := &analysis{guards: map[int]*divGuard{}, funcs: map[string]*gFunction{}}
+	for _, fn := range m.functions {
+		a.funcs[fn.domain+"\x00"+fn.name] = fn
+	}
+	if err := a.graph(m.graph, nil, m.opsets); err != nil {
+		return nil, err
+	}
+	for _, fn := range m.functions {
+		opsets := fn.opsets
+		if len(opsets) == 0 {
+			opsets = m.opsets
+		}
+		if err := a.graph(fn.body, nil, opsets); err != nil {
+			return nil, err
+		}
+	}
+	if len(a.guards) == 0 {
+		return nil, nil
+	}
+	return rewriteDivisions(model, a.guards)
+}
+
+// analysis carries what a walk of the model learns.
+type analysis struct {
+	guards map[int]*divGuard // by node offset: integer divisions to guard
+	funcs  map[string]*gFunction
+	nGuard int
+}
+
+// scope resolves value names in a graph and the graphs around it.
+type scope struct {
+	vals   map[string]*gValue
+	parent *scope
+	opset  int64 // ai.onnx
+}
+
+func (s *scope) lookup(name string) *gValue {
+	for ; s != nil; s = s.parent {
+		if v := s.vals[name]; v != nil {
+			return v
+		}
+	}
+	return nil
+}
+
+// graph infers what it can of g's values, then checks every node and the
+// subgraphs of its attributes.
+func (a *analysis) graph(g *gGraph, parent *scope, opsets map[string]int64) error {
+	sc := &scope{vals: make(map[string]*gValue, len(g.decl)+len(g.nodes)), parent: parent, opset: opsets[""]}
+	for k, v := range g.decl {
+		sc.vals[k] = v
+	}
+	// Nodes are topologically sorted in a valid model; a second pass
+	// catches what an unsorted one defines late.
+	for pass := 0; pass < 2; pass++ {
+		for _, n := range g.nodes {
+			inferNode(n, sc)
+		}
+	}
+	for _, n := range g.nodes {
+		if err := a.node(n, sc, opsets); err != nil {
+			return err
+		}
+		for _, at := range n.attrs {
+			for _, sub := range at.graphs {
+				if err := a.graph(sub, sc, opsets); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// unsafeNode builds a refusal.
+func unsafeNode(n *gNode, format string, args ...any) error {
+	name := n.name
+	if len(name) > 80 {
+		name = name[:80] + "..."
+	}
+	op := n.op
+	if n.domain != "" {
+		op = n.domain + "." + op
+	}
+	return fmt.Errorf("%w: node %q (%s): %s", ErrModelUnsafe, name, op, fmt.Sprintf(format, args...))
+}
+
+// node checks one node against the rules and records its division guard.
+func (a *analysis) node(n *gNode, sc *scope, opsets map[string]int64) error {
+	c := &ruleCtx{n: n, sc: sc}
+	for i := range rules {
+		r := &rules[i]
+		if !r.matches(n) {
+			continue
+		}
+		var at *gAttr
+		if r.attr != "" {
+			if at = n.attr(r.attr); at == nil || at.ref {
+				continue
+			}
+		}
+		if why := r.check(c, at); why != "" {
+			if r.attr != "" {
+				return unsafeNode(n, "attribute %s %s", r.attr, why)
+			}
+			return unsafeNode(n, "%s", why)
+		}
+	}
+	if n.domain == "" && (n.op == "Div" || n.op == "Mod") {
+		return a.guardDivision(n, sc)
+	}
+	return nil
+}
+
+// rule is one row of the table: for the operators in ops (space-separated
+// op types; "ai.onnx.ml:" prefixes the ML domain's), check the attribute
+// attr when the node has it (attr "" checks the node itself). check returns
+// "" when the node passes, else the reason it is refused.
+type rule struct {
+	ops   string
+	attr  string
+	check func(c *ruleCtx, a *gAttr) string
+}
+
+func (r *rule) matches(n *gNode) bool {
+	var want string
+	switch n.domain {
+	case "":
+		want = n.op
+	case "ai.onnx.ml":
+		want = "ai.onnx.ml:" + n.op
+	default:
+		return false
+	}
+	for _, op := range strings.Fields(r.ops) {
+		if op == want {
+			return true
+		}
+	}
+	return false
+}
+
+// ruleCtx gives a rule what is known about its node.
+type ruleCtx struct {
+	n  *gNode
+	sc *scope
+}
+
+// in is what is known of the node's i-th input (nil: nothing, or absent).
+func (c *ruleCtx) in(i int) *gValue {
+	name := c.n.input(i)
+	if name == "" {
+		return nil
+	}
+	return c.sc.lookup(name)
+}
+
+// rank of input i, or -1 when unknown.
+func (c *ruleCtx) rank(i int) int {
+	if v := c.in(i); v != nil && v.shape != nil {
+		return len(v.shape)
+	}
+	return -1
+}
+
+// dim d of input i (negative d counts from the end), or -1 when unknown.
+func (c *ruleCtx) dim(i, d int) int64 {
+	v := c.in(i)
+	if v == nil || v.shape == nil {
+		return -1
+	}
+	if d < 0 {
+		d += len(v.shape)
+	}
+	if d < 0 || d >= len(v.shape) {
+		return -1
+	}
+	return v.shape[d]
+}
+
+// kernelRank is the number of spatial dimensions of a convolution or
+// pooling node: from kernel_shape, else from the weight's or the input's
+// rank; -1 when unknown.
+func (c *ruleCtx) kernelRank() int {
+	if ks := c.n.attr("kernel_shape"); ks != nil && !ks.ref {
+		return len(ks.ints)
+	}
+	w := 1
+	switch c.n.op {
+	case "QLinearConv":
+		w = 3
+	case "MaxPool", "AveragePool", "LpPool", "MaxUnpool", "GlobalAveragePool":
+		w = 0
+	}
+	if r := c.rank(w); r >= 2 {
+		return r - 2
+	}
+	if r := c.rank(0); r >= 2 {
+		return r - 2
+	}
+	return -1
+}
+
+// Checks the rules use.
+
+func allAtLeast(min int64) func(*ruleCtx, *gAttr) string {
+	return func(_ *ruleCtx, a *gAttr) string {
+		for _, v := range a.ints {
+			if v < min {
+				return fmt.Sprintf("must be >= %d, got %s", min, intList(a.ints))
+			}
+		}
+		return ""
+	}
+}
+
+func allInRange(min, max int64) func(*ruleCtx, *gAttr) string {
+	return func(_ *ruleCtx, a *gAttr) string {
+		for _, v := range a.ints {
+			if v < min || v > max {
+				return fmt.Sprintf("must be between %d and %d, got %s", min, max, intList(a.ints))
+			}
+		}
+		return ""
+	}
+}
+
+func intAtLeast(min int64) func(*ruleCtx, *gAttr) string {
+	return func(_ *ruleCtx, a *gAttr) string {
+		if a.i < min {
+			return fmt.Sprintf("must be >= %d, got %d", min, a.i)
+		}
+		return ""
+	}
+}
+
+func intIn(vals ...int64) func(*ruleCtx, *gAttr) string {
+	return func(_ *ruleCtx, a *gAttr) string {
+		for _, v := range vals {
+			if a.i == v {
+				return ""
+			}
+		}
+		return fmt.Sprintf("must be one of %s, got %d", intList(vals), a.i)
+	}
+}
+
+func intBetween(min, max int64) func(*ruleCtx, *gAttr) string {
+	return func(_ *ruleCtx, a *gAttr) string {
+		if a.i < min || a.i > max {
+			return fmt.Sprintf("must be between %d and %d, got %d", min, max, a.i)
+		}
+		return ""
+	}
+}
+
+// floatsFinite refuses NaN and infinities.
+func floatsFinite(_ *ruleCtx, a *gAttr) string {
+	for _, v := range append([]float64{a.f}, a.floats...) {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return "must be finite"
+		}
+	}
+	return ""
+}
+
+// lenKernel: a per-spatial-dimension list has one entry per dimension.
+func lenKernel(times int) func(*ruleCtx, *gAttr) string {
+	return func(c *ruleCtx, a *gAttr) string {
+		k := c.kernelRank()
+		if k < 0 {
+			if len(a.ints) > times*maxRank {
+				return fmt.Sprintf("has %d entries", len(a.ints))
+			}
+			return ""
+		}
+		if len(a.ints) != times*k {
+			return fmt.Sprintf("has %d entries, but the kernel has %d spatial dimensions (want %d)", len(a.ints), k, times*k)
+		}
+		return ""
+	}
+}
+
+// axisIn: an axis attribute lies in [-r, r) for the rank r of input i
+// plus extra (Unsqueeze-like operators add dimensions); where the rank is
+// not known, |axis| stays below maxRank.
+func axisIn(i, extra int) func(*ruleCtx, *gAttr) string {
+	return func(c *ruleCtx, a *gAttr) string {
+		r := c.rank(i)
+		axes := a.ints
+		if a.typ == attrInt || len(axes) == 0 {
+			axes = []int64{a.i}
+		}
+		for _, ax := range axes {
+			if r < 0 {
+				if ax < -maxRank || ax >= maxRank {
+					return fmt.Sprintf("is %d, beyond any rank", ax)
+				}
+				continue
+			}
+			n := int64(r + extra)
+			if ax < -n || ax >= n {
+				return fmt.Sprintf("is %d, outside [%d, %d) for an input of rank %d", ax, -n, n, r)
+			}
+		}
+		return ""
+	}
+}
+
+// convGroup: group divides the input channels and the weight's output
+// channels where their shapes are known.
+func convGroup(c *ruleCtx, a *gAttr) string {
+	if a.i < 1 {
+		return fmt.Sprintf("must be >= 1, got %d", a.i)
+	}
+	x, w := 0, 1
+	if c.n.op == "QLinearConv" {
+		x, w = 0, 3
+	}
+	if ch := c.dim(x, 1); ch > 0 && ch%a.i != 0 {
+		return fmt.Sprintf("is %d, which does not divide the %d input channels", a.i, ch)
+	}
+	if c.n.op != "ConvTranspose" {
+		if m := c.dim(w, 0); m > 0 && m%a.i != 0 {
+			return fmt.Sprintf("is %d, which does not divide the weight's %d output channels", a.i, m)
+		}
+		if ch, wc := c.dim(x, 1), c.dim(w, 1); ch > 0 && wc > 0 && ch != wc*a.i {
+			return fmt.Sprintf("is %d, but the input has %d channels and the weight %d per group", a.i, ch, wc)
+		}
+	}
+	return ""
+}
+
+// sameRank: the inputs named by index have equal ranks where known.
+func sameRank(is ...int) func(*ruleCtx, *gAttr) string {
+	return func(c *ruleCtx, _ *gAttr) string {
+		r0 := -1
+		for _, i := range is {
+			r := c.rank(i)
+			if r < 0 {
+				continue
+			}
+			if r0 >= 0 && r != r0 {
+				return fmt.Sprintf("input %d has rank %d, but input %d has rank %d", i, r, is[0], r0)
+			}
+			r0 = r
+		}
+		return ""
+	}
+}
+
+// minRank: input i has at least min dimensions where its rank is known.
+func minRank(i, min int) func(*ruleCtx, *gAttr) string {
+	return func(c *ruleCtx, _ *gAttr) string {
+		if r := c.rank(i); r >= 0 && r < min {
+			return fmt.Sprintf("input %d has rank %d, fewer than %d", i, r, min)
+		}
+		return ""
+	}
+}
+
+func intList(v []int64) string {
+	if len(v) > 8 {
+		return fmt.Sprint(v[:8]) + "..."
+	}
+	return fmt.Sprint(v)
+}
+
+// Operator groups of the table.
+const (
+	convOps    = "Conv ConvTranspose ConvInteger QLinearConv"
+	poolOps    = "MaxPool AveragePool LpPool MaxUnpool"
+	spatialOps = convOps + " " + poolOps
+)
+
+// rules is the sanitizer's table: one row per operator and attribute
+// rule. Rows marked "hunt" come from crashes the crash hunt found in ONNX
+// Runtime 1.24.1 (docs/MODEL_VALIDATION.md lists them with their signal).
+var rules = []rule{
+	// Convolution and pooling: the ONNX specification's constraints.
+	{spatialOps + " Col2Im", "strides", allAtLeast(1)},
+	{spatialOps + " Col2Im", "dilations", allAtLeast(1)},
+	{spatialOps, "kernel_shape", allAtLeast(1)},
+	{spatialOps + " Col2Im", "pads", allAtLeast(0)},
+	{spatialOps, "strides", lenKernel(1)},
+	{spatialOps, "dilations", lenKernel(1)},
+	{spatialOps, "pads", lenKernel(2)},
+	{"ConvTranspose", "output_padding", allAtLeast(0)},
+	{"ConvTranspose", "output_padding", lenKernel(1)},
+	{"ConvTranspose", "output_shape", allAtLeast(1)},
+	{"ConvTranspose", "output_shape", lenKernel(1)},
+	{convOps, "group", convGroup},
+	{"MaxPool", "storage_order", intIn(0, 1)},
+	{"MaxPool AveragePool LpPool", "ceil_mode", intIn(0, 1)},
+	{"LpPool", "p", intAtLeast(1)},
+	{"Conv ConvTranspose ConvInteger", "", sameRank(0, 1)},                            // hunt: SIGABRT
+	{"QLinearConv", "", sameRank(0, 3)},                                               // hunt: SIGABRT
+	{spatialOps + " GlobalAveragePool GlobalMaxPool GlobalLpPool", "", minRank(0, 3)}, // hunt
+	{"MaxRoiPool", "pooled_shape", allAtLeast(1)},                                     // hunt: SIGABRT
+	{"MaxRoiPool", "pooled_shape", lenExactly(2)},                                     // hunt: SIGABRT
+	{"RoiAlign", "output_height", intAtLeast(1)},
+	{"RoiAlign", "output_width", intAtLeast(1)},
+	{"RoiAlign", "sampling_ratio", intAtLeast(0)},
+	{"DepthToSpace SpaceToDepth", "blocksize", intAtLeast(1)},                           // hunt: SIGFPE
+	{"GatherND", "batch_dims", gatherNDBatch},                                           // hunt: SIGFPE, SIGSEGV, SIGABRT
+	{"LayerNormalization", "axis", axisIn(0, 0)},                                        // hunt: SIGSEGV
+	{"OneHot", "axis", axisIn(0, 1)},                                                    // hunt: SIGABRT
+	{"ai.onnx.ml:SVMRegressor ai.onnx.ml:SVMClassifier", "kernel_params", floatsFinite}, // hunt: SIGABRT
+	{"Einsum", "", einsumInputs},                                                        // hunt: SIGSEGV
+	{"CumSum", "", scalarAxisInput(1)},                                                  // hunt: SIGSEGV
+	{"LpNormalization", "p", intIn(1, 2)},
+	{"Flatten Softmax LogSoftmax Hardmax Concat Gather GatherElements ScatterElements Split Compress CumSum ArgMax ArgMin TopK Unique", "axis", axisIn(0, 0)},
+	// Resource bombs: outputs whose size is known at store.
+	{"ConstantOfShape", "", staticSize(shapeFromInput(0))},
+	{"Expand", "", staticSize(shapeFromInput(1))},
+	{"Reshape", "", staticSize(shapeFromInput(1))},
+	{"Tile", "", staticSize(tileShape)},
+	{"Range", "", staticSize(rangeShape)},
+}
+
+func lenExactly(n int) func(*ruleCtx, *gAttr) string {
+	return func(_ *ruleCtx, a *gAttr) string {
+		if len(a.ints) != n {
+			return fmt.Sprintf("must have %d entries, got %d", n, len(a.ints))
+		}
+		return ""
+	}
+}
+
+// gatherNDBatch: 0 <= batch_dims < rank of both inputs.
+func gatherNDBatch(c *ruleCtx, a *gAttr) string {
+	if a.i < 0 || a.i >= maxRank {
+		return fmt.Sprintf("must be between 0 and %d, got %d", maxRank-1, a.i)
+	}
+	for _, i := range []int{0, 1} {
+		if r := c.rank(i); r >= 0 && a.i >= int64(r) {
+			return fmt.Sprintf("is %d, not less than the rank %d of input %d", a.i, r, i)
+		}
+	}
+	return ""
+}
+
+// einsumInputs: one equation term per input, as many letters as each
+// input's known rank.
+func einsumInputs(c *ruleCtx, _ *gAttr) string {
+	eq := c.n.attr("equation")
+	if eq == nil || eq.ref {
+		return ""
+	}
+	lhs, _, _ := strings.Cut(strings.ReplaceAll(string(eq.s), " ", ""), "->")
+	terms := strings.Split(lhs, ",")
+	if len(terms) != len(c.n.inputs) {
+		return fmt.Sprintf("equation %q has %d input terms for %d inputs", eq.s, len(terms), len(c.n.inputs))
+	}
+	for i, t := range terms {
+		r := c.rank(i)
+		if r < 0 {
+			continue
+		}
+		letters := len(strings.ReplaceAll(t, "...", ""))
+		if letters > r || (!strings.Contains(t, "...") && letters != r) {
+			return fmt.Sprintf("equation term %q does not fit input %d of rank %d", t, i, r)
+		}
+	}
+	return ""
+}
+
+// scalarAxisInput: input i (an axis) is a scalar or one element where its
+// shape is known, and within the data's rank where its value is.
+func scalarAxisInput(i int) func(*ruleCtx, *gAttr) string {
+	return func(c *ruleCtx, _ *gAttr) string {
+		v := c.in(i)
+		if v == nil {
+			return ""
+		}
+		if v.shape != nil {
+			if n, ok := elemCount(v.shape); !ok || n != 1 || len(v.shape) > 1 {
+				return fmt.Sprintf("axis input must be a scalar, got shape %v", v.shape)
+			}
+		}
+		if v.known && len(v.ints) == 1 {
+			if r := c.rank(0); r >= 0 && (v.ints[0] < -int64(r) || v.ints[0] >= int64(r)) {
+				return fmt.Sprintf("axis %d is outside [%d, %d)", v.ints[0], -r, r)
+			}
+		}
+		return ""
+	}
+}
+
+// staticSize refuses a node whose output shape, known at store, has more
+// than MaxStaticElements elements (or a negative dimension).
+func staticSize(shape func(*ruleCtx) ([]int64, bool)) func(*ruleCtx, *gAttr) string {
+	return func(c *ruleCtx, _ *gAttr) string {
+		dims, ok := shape(c)
+		if !ok {
+			return ""
+		}
+		n := int64(1)
+		for _, d := range dims {
+			if d <= 0 {
+				return "" // 0, or -1 / 0 in Reshape: ONNX Runtime resolves those
+			}
+			if n > MaxStaticElements/d {
+				return fmt.Sprintf("output shape %s has more than %d elements", intList(dims), int64(MaxStaticElements))
+			}
+			n *= d
+		}
+		return ""
+	}
+}
+
+// shapeFromInput: the output shape is the values of input i (a constant).
+func shapeFromInput(i int) func(*ruleCtx) ([]int64, bool) {
+	return func(c *ruleCtx) ([]int64, bool) {
+		v := c.in(i)
+		if v == nil || !v.known || v.ints == nil {
+			return nil, false
+		}
+		return v.ints, true
+	}
+}
+
+// tileShape: the input's dims and the repeats, whose product is the
+// output's element count, when both are known.
+func tileShape(c *ruleCtx) ([]int64, bool) {
+	x, r := c.in(0), c.in(1)
+	if x == nil || r == nil || x.shape == nil || !r.known || len(r.ints) != len(x.shape) {
+		return nil, false
+	}
+	for _, d := range x.shape {
+		if d < 0 {
+			return nil, false
+		}
+	}
+	return append(append([]int64(nil), x.shape...), r.ints...), true
+}
+
+// rangeShape: ceil((limit - start) / delta) elements, when all three are
+// known; a zero delta is refused by ONNX Runtime itself.
+func rangeShape(c *ruleCtx) ([]int64, bool) {
+	var v [3]float64
+	for i := range v {
+		in := c.in(i)
+		if in == nil || !in.known {
+			return nil, false
+		}
+		switch {
+		case len(in.ints) == 1:
+			v[i] = float64(in.ints[0])
+		case len(in.floats) == 1:
+			v[i] = in.floats[0]
+		default:
+			return nil, false
+		}
+	}
+	if v[2] == 0 {
+		return nil, false
+	}
+	n := math.Ceil((v[1] - v[0]) / v[2])
+	if math.IsNaN(n) || n > 1<<62 {
+		n = 1 << 62
+	}
+	return []int64{int64(math.Max(n, 0))}, true
+}

@@ -1,0 +1,305 @@
+//go:build cgo && !noort
+
+package modelstore
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The crash regressions in testdata/crash are written by
+// `/usr/bin/python3 fuzzmodels/regressions.py modelstore/testdata/crash`
+// (make test runs it); index.json says what each must give.
+
+type crashCase struct {
+	Expect string `json:"expect"` // refused, guarded or clean
+	Stage  string `json:"stage"`
+	Signal string `json:"signal"`
+	Feeds  []struct {
+		Name   string
+		Type   string
+		Shape  []int64
+		Values []any
+	} `json:"feeds"`
+	Timeout bool `json:"timeout"`
+}
+
+func (c *crashCase) UnmarshalJSON(b []byte) error {
+	type plain crashCase
+	var p struct {
+		plain
+		Feeds [][]json.RawMessage `json:"feeds"`
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*c = crashCase(p.plain)
+	c.Feeds = nil
+	for _, f := range p.Feeds {
+		var e struct {
+			Name   string
+			Type   string
+			Shape  []int64
+			Values []any
+		}
+		if len(f) != 4 {
+			return errors.New("a feed has 4 fields")
+		}
+		for i, dst := range []any{&e.Name, &e.Type, &e.Shape, &e.Values} {
+			if err := json.Unmarshal(f[i], dst); err != nil {
+				return err
+			}
+		}
+		c.Feeds = append(c.Feeds, e)
+	}
+	return nil
+}
+
+func crashCases(t *testing.T) map[string]crashCase {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "crash", "index.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]crashCase{}
+	if err := json.Unmarshal(b, &cases); err != nil {
+		t.Fatal(err)
+	}
+	return cases
+}
+
+// TestSanitizeCrashModels: every model that crashed ONNX Runtime is refused
+// with ErrModelUnsafe, or has its division guarded; none reaches ORT as is.
+func TestSanitizeCrashModels(t *testing.T) {
+	cases := crashCases(t)
+	if len(cases) < 30 {
+		t.Fatalf("only %d crash cases", len(cases))
+	}
+	for name, c := range cases {
+		b := readModel(t, filepath.Join("crash", name+".onnx"))
+		safe, err := SanitizeModel(b)
+		switch c.Expect {
+		case "refused":
+			if !errors.Is(err, ErrModelUnsafe) {
+				t.Errorf("%s: got %v, want a refusal", name, err)
+			} else if !strings.Contains(err.Error(), "node ") {
+				t.Errorf("%s: refusal %q does not name the node", name, err)
+			}
+		case "guarded":
+			if err != nil || safe == nil {
+				t.Errorf("%s: got rewrite %v, err %v; want a rewrite", name, safe != nil, err)
+				continue
+			}
+			if err := CheckModelBlob(safe); err != nil {
+				t.Errorf("%s: the rewrite is malformed: %v", name, err)
+			}
+		case "clean":
+			if err != nil || safe != nil {
+				t.Errorf("%s: got rewrite %v, err %v; want neither", name, safe != nil, err)
+			}
+		default:
+			t.Errorf("%s: unknown expectation %q", name, c.Expect)
+		}
+	}
+}
+
+// TestSanitizePassesTestdata: the ordinary test models pass untouched.
+func TestSanitizePassesTestdata(t *testing.T) {
+	files, _ := filepath.Glob("testdata/*.onnx")
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		if CheckModelBlob(b) != nil {
+			continue
+		}
+		safe, err := SanitizeModel(b)
+		if err != nil || safe != nil {
+			t.Errorf("%s: rewrite %v, err %v", f, safe != nil, err)
+		}
+	}
+}
+
+// guardedDiv is what a guarded Div or Mod (fmod 0) gives, with Go's
+// arithmetic on the type's width (bits, signed).
+func guardedDiv(op string, a, b int64, bits int, signed bool) int64 {
+	min := int64(-1) << (bits - 1)
+	if b == 0 || (signed && a == min && b == -1) {
+		b = 1
+	}
+	if !signed {
+		ua, ub := uint64(a), uint64(b)
+		if op == "Div" {
+			return int64(ua / ub)
+		}
+		return int64(ua % ub)
+	}
+	if op == "Div" {
+		return a / b
+	}
+	r := a % b
+	if r != 0 && (r < 0) != (b < 0) {
+		r += b
+	}
+	return r
+}
+
+var intTypes = map[string]struct {
+	dt     DType
+	bits   int
+	signed bool
+}{
+	"INT8": {Int8, 8, true}, "INT16": {Int16, 16, true}, "INT32": {Int32, 32, true}, "INT64": {Int64, 64, true},
+	"UINT8": {Uint8, 8, false}, "UINT16": {Uint16, 16, false}, "UINT32": {Uint32, 32, false}, "UINT64": {Uint64, 64, false},
+}
+
+// intTensor encodes integer values of a type name as a Tensor.
+func intTensor(t *testing.T, typ string, shape []int64, vals []int64) *Tensor {
+	it, ok := intTypes[typ]
+	if !ok {
+		t.Fatalf("not an integer type: %s", typ)
+	}
+	size := it.bits / 8
+	b := make([]byte, size*len(vals))
+	for i, v := range vals {
+		var w [8]byte
+		binary.LittleEndian.PutUint64(w[:], uint64(v))
+		copy(b[i*size:], w[:size])
+	}
+	return &Tensor{DType: it.dt, Shape: shape, Data: b}
+}
+
+func feedValues(vals []any) []int64 {
+	out := make([]int64, len(vals))
+	for i, v := range vals {
+		f, _ := v.(float64)
+		out[i] = int64(f)
+		if f >= 1<<63 { // uint64 max
+			out[i] = -1
+		}
+	}
+	return out
+}
+
+// TestGuardedDivisionRuns runs each guarded integer Div and Mod in ONNX
+// Runtime on divisors of zero and INT_MIN / -1 next to ordinary ones: the
+// process survives and every element is the documented result.
+func TestGuardedDivisionRuns(t *testing.T) {
+	requireRuntime(t)
+	for name, c := range crashCases(t) {
+		if c.Expect != "guarded" || !strings.HasSuffix(name, "_run") {
+			continue
+		}
+		op := "Div"
+		if strings.HasPrefix(name, "mod") {
+			op = "Mod"
+		}
+		sess, err := NewSession(readModel(t, filepath.Join("crash", name+".onnx")), SessionOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		typ := c.Feeds[0].Type
+		a, b := feedValues(c.Feeds[0].Values), feedValues(c.Feeds[1].Values)
+		if typ == "UINT64" { // JSON floats cannot carry 2^64-1 exactly
+			a[3] = -1
+		}
+		out, err := sess.Run(context.Background(), []*Tensor{intTensor(t, typ, c.Feeds[0].Shape, a), intTensor(t, typ, c.Feeds[1].Shape, b)})
+		sess.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		it := intTypes[typ]
+		for i := range a {
+			av, bv := a[i], b[i]
+			if !it.signed && it.bits < 64 {
+				av &= 1<<it.bits - 1
+				bv &= 1<<it.bits - 1
+			}
+			want := guardedDiv(op, av, bv, it.bits, it.signed)
+			if got := out[0].Int(i); got != want {
+				t.Errorf("%s: %d %s %d = %d, want %d", name, av, op, bv, got, want)
+			}
+		}
+	}
+}
+
+// TestGuardedDivisionFoldedAndNested: divisions ORT folds at session
+// creation, and one two Loops deep, are guarded too.
+func TestGuardedDivisionFoldedAndNested(t *testing.T) {
+	requireRuntime(t)
+	for _, tc := range []struct {
+		name string
+		opts SessionOptions
+		in   []*Tensor
+		want []int64
+	}{
+		{"div_int64_folded", SessionOptions{Optimize: true}, []*Tensor{intTensor(t, "INT64", []int64{2}, []int64{1, 0})}, []int64{6, math.MinInt64}},
+		{"mod_int64_folded", SessionOptions{Optimize: true}, []*Tensor{intTensor(t, "INT64", []int64{2}, []int64{1, 0})}, []int64{1, 0}},
+		{"div_in_loop", SessionOptions{}, []*Tensor{intTensor(t, "INT32", []int64{2}, []int64{100, math.MinInt32}), intTensor(t, "INT32", []int64{2}, []int64{0, -1})}, []int64{100, math.MinInt32}},
+	} {
+		sess, err := NewSession(readModel(t, filepath.Join("crash", tc.name+".onnx")), tc.opts)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		out, err := sess.Run(context.Background(), tc.in)
+		sess.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		for i, w := range tc.want {
+			if got := out[0].Int(i); got != w {
+				t.Errorf("%s: element %d = %d, want %d", tc.name, i, got, w)
+			}
+		}
+	}
+}
+
+// TestFloatDivisionUntouched: float Div is not rewritten and keeps IEEE
+// results.
+func TestFloatDivisionUntouched(t *testing.T) {
+	requireRuntime(t)
+	sess, err := NewSession(readModel(t, filepath.Join("crash", "div_float.onnx")), SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	out, err := sess.Run(context.Background(), []*Tensor{floats([]int64{3}, 1, -1, 0), floats([]int64{3}, 0, 0, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := tensorFloats(out[0])
+	if !math.IsInf(got[0], 1) || !math.IsInf(got[1], -1) || !math.IsNaN(got[2]) {
+		t.Errorf("1/0, -1/0, 0/0 = %v", got)
+	}
+}
+
+// FuzzSanitizeModel: SanitizeModel never panics on any bytes, and a
+// rewrite it returns is itself a well-formed model whose guarded divisions
+// are all it added (sanitizing it again refuses nothing).
+func FuzzSanitizeModel(f *testing.F) {
+	for _, pattern := range []string{"testdata/*.onnx", "testdata/crash/*.onnx"} {
+		files, _ := filepath.Glob(pattern)
+		for _, file := range files {
+			if b, err := os.ReadFile(file); err == nil {
+				f.Add(b)
+			}
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		safe, err := SanitizeModel(b)
+		if err != nil || safe == nil {
+			return
+		}
+		if err := CheckModelBlob(safe); err != nil {
+			t.Fatalf("rewrite is malformed: %v", err)
+		}
+		if _, err := SanitizeModel(safe); err != nil {
+			t.Fatalf("the rewrite is refused: %v", err)
+		}
+	})
+}

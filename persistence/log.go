@@ -1,0 +1,1081 @@
+package persistence
+
+import (
+	"bytes"
+	"crypto/hkdf"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// FsyncPolicy is appendfsync: when the log is fsynced.
+type FsyncPolicy int32
+
+// The fsync policies, as Redis names them.
+const (
+	// FsyncEverysec: written to the OS before the reply, fsynced every second.
+	FsyncEverysec FsyncPolicy = iota
+	// FsyncAlways: written and fsynced before the reply.
+	FsyncAlways
+	// FsyncNo: written to the OS before the reply; the OS decides when to flush.
+	FsyncNo
+)
+
+// ParseFsyncPolicy parses always, everysec or no.
+func ParseFsyncPolicy(s string) (FsyncPolicy, error) {
+	switch strings.ToLower(s) {
+	case "always":
+		return FsyncAlways, nil
+	case "everysec":
+		return FsyncEverysec, nil
+	case "no":
+		return FsyncNo, nil
+	}
+	return 0, errors.New("argument must be 'always', 'everysec' or 'no'")
+}
+
+func (p FsyncPolicy) String() string {
+	return [...]string{"everysec", "always", "no"}[p]
+}
+
+// LogOptions configure a Log.
+type LogOptions struct {
+	Dir     string // the log's own directory (appenddirname under dir)
+	SealKey []byte
+	FS      FS    // nil means OSFS
+	MaxBlob int64 // largest tensor or model a reader accepts
+}
+
+// Log is the sealed append-only log (see the package doc): a manifest
+// naming a base file and incr files, and content-addressed model files.
+//
+// Appending is split in two so that records keep the order of the
+// keyspace changes they describe while the I/O happens outside the
+// keyspace lock: Append, under the caller's lock, only queues the record
+// and returns its sequence number; Commit(seq), before the caller replies,
+// writes everything queued so far in one write(2) (a group commit: the
+// records of every client that queued meanwhile), and under appendfsync
+// always fsyncs it too. The first client to call Commit writes for the
+// others queued behind it.
+//
+// Lock order: the caller's locks, then mu (Append); wmu, then mu; wmu, then
+// syncMu. Nothing else is held while mu is.
+type Log struct {
+	o      LogOptions
+	fs     FS
+	policy atomic.Int32
+
+	mu       sync.Mutex // guards pending and appended
+	pending  []Op
+	appended uint64
+
+	wmu       sync.Mutex // one writer at a time; guards the fields below
+	cur       *logFile   // the incr file appended to
+	plain     []byte     // plaintext of the frame being built
+	unwritten []byte     // sealed frames not yet written (kept for a retry)
+	upto      uint64     // seq the unwritten frames reach
+	broken    error      // the current file's tail is unknown: only a rewrite recovers
+	man       manifest
+	modelSync []string // model files written, not yet fsynced (everysec)
+	recent    map[string]bool
+	baseSize  int64
+	oldSize   int64 // bytes of the incr files before cur
+
+	syncMu sync.Mutex // held around an fsync of cur outside wmu
+
+	written atomic.Uint64
+	synced  atomic.Uint64
+	werr    atomic.Pointer[error] // the last write or fsync error; nil once one succeeds
+	size    atomic.Int64          // all log files (base and incr), for INFO
+}
+
+// logFile is an open incr file.
+type logFile struct {
+	f      File
+	name   string
+	h      *logHeader
+	index  uint64 // next frame index
+	size   int64  // bytes known written whole
+	closed bool   // guarded by syncMu
+}
+
+// OpenLog prepares a Log over o.Dir, creating the directory. It reads
+// nothing: Replay loads an existing log, Create starts a new one.
+func OpenLog(o LogOptions) (*Log, error) {
+	if err := checkSealKey(o.SealKey); err != nil {
+		return nil, err
+	}
+	if o.FS == nil {
+		o.FS = OSFS{}
+	}
+	if err := os.MkdirAll(filepath.Join(o.Dir, modelsDir), 0o700); err != nil {
+		return nil, fmt.Errorf("persistence: log directory: %w", err)
+	}
+	l := &Log{o: o, fs: o.FS, recent: map[string]bool{}}
+	// Temporary files are what a crash left of a model file or a
+	// manifest being written.
+	for _, d := range []string{o.Dir, filepath.Join(o.Dir, modelsDir)} {
+		entries, _ := os.ReadDir(d)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), ".tmp-") {
+				os.Remove(filepath.Join(d, e.Name()))
+			}
+		}
+	}
+	return l, nil
+}
+
+// Exists reports whether the directory holds a log (its manifest).
+func (l *Log) Exists() bool {
+	_, err := os.Stat(filepath.Join(l.o.Dir, manifestName))
+	return err == nil
+}
+
+// SetPolicy sets appendfsync.
+func (l *Log) SetPolicy(p FsyncPolicy) { l.policy.Store(int32(p)) }
+
+// Policy is appendfsync.
+func (l *Log) Policy() FsyncPolicy { return FsyncPolicy(l.policy.Load()) }
+
+// Err is the last write or fsync error, nil once a write succeeds again
+// (after an fsync error, once a rewrite succeeds).
+func (l *Log) Err() error {
+	if p := l.werr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (l *Log) setErr(err error) { l.werr.Store(&err) }
+
+// NoteError records an error met writing for the log outside it (a model
+// file that could not be created): writes are refused until one succeeds.
+func (l *Log) NoteError(err error) { l.setErr(err) }
+
+// Written is the sequence number of the last record written to the OS.
+func (l *Log) Written() uint64 { return l.written.Load() }
+
+// Size is the bytes of the base and incr files; BaseSize the base's.
+func (l *Log) Size() int64 { return l.size.Load() }
+
+// BaseSize is the size of the base file.
+func (l *Log) BaseSize() int64 {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	return l.baseSize
+}
+
+// Append queues op and returns its sequence number. Call it under the lock
+// that orders the changes op records, and Commit the number before
+// acknowledging the change.
+func (l *Log) Append(op Op) uint64 {
+	l.mu.Lock()
+	l.pending = append(l.pending, op)
+	l.appended++
+	seq := l.appended
+	l.mu.Unlock()
+	return seq
+}
+
+// Seq is the sequence number of the last record appended.
+func (l *Log) Seq() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.appended
+}
+
+// Commit returns once the records up to seq are written to the OS (and,
+// under appendfsync always, fsynced), or with the error that stopped them.
+// Records that failed to be written stay queued: the next Commit retries.
+func (l *Log) Commit(seq uint64) error {
+	always := l.Policy() == FsyncAlways
+	if l.written.Load() >= seq && (!always || l.synced.Load() >= seq) {
+		return nil
+	}
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.written.Load() < seq {
+		if err := l.writeLocked(); err != nil {
+			return err
+		}
+	}
+	if always && l.synced.Load() < seq {
+		return l.syncLocked()
+	}
+	return nil
+}
+
+// Flush writes whatever is queued; the server's tick calls it to retry
+// after an error.
+func (l *Log) Flush() error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	return l.writeLocked()
+}
+
+// frameTarget is the plaintext size at which a frame is sealed and a new
+// one begun, so that one large batch does not make one huge frame.
+const frameTarget = 1 << 20
+
+// writeLocked encodes what is queued into frames and writes them. wmu is held.
+func (l *Log) writeLocked() error {
+	l.mu.Lock()
+	ops := l.pending
+	l.pending = nil
+	last := l.appended
+	l.mu.Unlock()
+	for i, op := range ops {
+		if op.cut != nil {
+			if err := l.switchLocked(op.cut); err != nil {
+				// The cut and what follows it wait for the next try.
+				l.mu.Lock()
+				l.pending = append(ops[i:len(ops):len(ops)], l.pending...)
+				l.mu.Unlock()
+				return err
+			}
+			continue
+		}
+		if l.broken != nil {
+			continue // a rewrite's base will cover it (see switchLocked)
+		}
+		if op.Model != nil {
+			l.recent[l.ModelFileName(op.Model.SHA256)] = true
+		}
+		var err error
+		if l.plain, err = appendOp(l.plain, op); err != nil {
+			return err // cannot happen for values the keyspace accepts
+		}
+		if len(l.plain) >= frameTarget {
+			l.sealLocked()
+		}
+	}
+	l.sealLocked()
+	if l.broken != nil {
+		return l.broken
+	}
+	if err := l.drainLocked(); err != nil {
+		return err
+	}
+	if last > l.upto {
+		l.upto = last
+	}
+	l.written.Store(l.upto)
+	if l.Policy() == FsyncNo {
+		l.synced.Store(l.upto)
+	}
+	l.werr.Store(nil)
+	return nil
+}
+
+// sealLocked turns the frame being built into a sealed frame awaiting its write.
+func (l *Log) sealLocked() {
+	if len(l.plain) == 0 {
+		return
+	}
+	l.unwritten = l.cur.h.sealFrame(l.unwritten, l.cur.index, 0, l.plain)
+	l.cur.index++
+	l.plain = l.plain[:0]
+}
+
+// drainLocked writes the sealed frames. A failed write is cut back to the
+// last whole frame, so that the frames can be written again; if that fails
+// too the file is broken until a rewrite.
+func (l *Log) drainLocked() error {
+	if len(l.unwritten) == 0 {
+		return nil
+	}
+	n, err := l.cur.f.Write(l.unwritten)
+	if err == nil && n < len(l.unwritten) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		err = fmt.Errorf("writing %s: %w", l.cur.name, err)
+		if n > 0 {
+			if terr := l.cur.f.Truncate(l.cur.size); terr != nil {
+				l.broken = fmt.Errorf("%v; cutting back the partial write failed: %w", err, terr)
+				l.unwritten = l.unwritten[:0]
+				l.setErr(l.broken)
+				return l.broken
+			}
+		}
+		l.setErr(err)
+		return err
+	}
+	l.cur.size += int64(n)
+	l.size.Add(int64(n))
+	l.unwritten = l.unwritten[:0]
+	return nil
+}
+
+// syncLocked fsyncs the model files written and the current incr file.
+func (l *Log) syncLocked() error {
+	target := l.written.Load()
+	if err := l.syncModelsLocked(); err != nil {
+		return err
+	}
+	if err := l.cur.f.Sync(); err != nil {
+		return l.syncFailedLocked(err)
+	}
+	l.synced.Store(target)
+	return nil
+}
+
+func (l *Log) syncModelsLocked() error {
+	if len(l.modelSync) == 0 {
+		return nil
+	}
+	for _, name := range l.modelSync {
+		if err := syncFile(l.fs, name); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return l.syncFailedLocked(err)
+		}
+	}
+	if err := l.fs.SyncDir(filepath.Join(l.o.Dir, modelsDir)); err != nil {
+		return l.syncFailedLocked(err)
+	}
+	l.modelSync = l.modelSync[:0]
+	return nil
+}
+
+// syncFailedLocked: after a failed fsync the kernel may have dropped the
+// dirty pages, so nothing written to the file can be trusted to be on
+// disk: the log is broken until a rewrite writes it afresh.
+func (l *Log) syncFailedLocked(err error) error {
+	l.broken = fmt.Errorf("fsync of %s: %w", l.cur.name, err)
+	l.setErr(l.broken)
+	return l.broken
+}
+
+func syncFile(fs FS, name string) error {
+	f, err := fs.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// SyncEverysec is appendfsync everysec's fsync, which the server runs
+// about every second in the background: it writes what is queued, then
+// fsyncs without holding up writers.
+func (l *Log) SyncEverysec() error {
+	l.wmu.Lock()
+	if l.broken != nil {
+		l.wmu.Unlock()
+		return l.broken
+	}
+	if err := l.writeLocked(); err != nil {
+		l.wmu.Unlock()
+		return err
+	}
+	if err := l.syncModelsLocked(); err != nil {
+		l.wmu.Unlock()
+		return err
+	}
+	cur, target := l.cur, l.written.Load()
+	l.wmu.Unlock()
+	if l.synced.Load() >= target {
+		return nil
+	}
+	l.syncMu.Lock()
+	var err error
+	if !cur.closed {
+		err = cur.f.Sync()
+	}
+	l.syncMu.Unlock()
+	if err != nil {
+		l.wmu.Lock()
+		defer l.wmu.Unlock()
+		if l.cur == cur {
+			return l.syncFailedLocked(err)
+		}
+		return err
+	}
+	if l.synced.Load() < target {
+		l.synced.Store(target)
+	}
+	return nil
+}
+
+// Close writes what is queued, fsyncs and closes the log.
+func (l *Log) Close() error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.cur == nil {
+		return nil
+	}
+	err := l.writeLocked()
+	if err == nil {
+		err = l.syncLocked()
+	}
+	l.syncMu.Lock()
+	l.cur.closed = true
+	l.syncMu.Unlock()
+	if cerr := l.cur.f.Close(); err == nil {
+		err = cerr
+	}
+	l.cur = nil
+	return err
+}
+
+// ---- files and the manifest ----
+
+const (
+	manifestName  = "manifest"
+	modelsDir     = "models"
+	manifestMagic = "EnclaveAI log manifest v1"
+	manifestLabel = "EnclaveAI log manifest key v1"
+	modelLabel    = "EnclaveAI model file name v1"
+)
+
+// manifest names the files of the log, in order.
+type manifest struct {
+	base  string
+	incrs []string
+	next  int // number for the next file name
+}
+
+func (l *Log) manifestMAC(body []byte) string {
+	key, _ := hkdf.Key(sha256.New, l.o.SealKey, nil, manifestLabel, 32)
+	m := hmac.New(sha256.New, key)
+	m.Write(body)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+func (l *Log) encodeManifest(m manifest) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s\nnext %d\nbase %s\n", manifestMagic, m.next, m.base)
+	for _, f := range m.incrs {
+		fmt.Fprintf(&b, "incr %s\n", f)
+	}
+	fmt.Fprintf(&b, "mac %s\n", l.manifestMAC(b.Bytes()))
+	return b.Bytes()
+}
+
+func (l *Log) readManifest() (manifest, error) {
+	var m manifest
+	b, err := os.ReadFile(filepath.Join(l.o.Dir, manifestName))
+	if err != nil {
+		return m, err
+	}
+	i := bytes.LastIndex(b, []byte("mac "))
+	if i < 0 || !hmac.Equal(bytes.TrimSpace(b[i+4:]), []byte(l.manifestMAC(b[:i]))) {
+		return m, fmt.Errorf("%w: manifest fails its MAC (another seal key, or tampering)", ErrLogCorrupt)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b[:i])), "\n")
+	if lines[0] != manifestMagic {
+		return m, fmt.Errorf("%w: manifest header", ErrLogCorrupt)
+	}
+	for _, line := range lines[1:] {
+		k, v, _ := strings.Cut(line, " ")
+		switch {
+		case k == "next":
+			m.next, err = strconv.Atoi(v)
+		case k == "base" && plainName(v):
+			m.base = v
+		case k == "incr" && plainName(v):
+			m.incrs = append(m.incrs, v)
+		default:
+			err = fmt.Errorf("%w: manifest line %q", ErrLogCorrupt, line)
+		}
+		if err != nil {
+			return m, err
+		}
+	}
+	if m.base == "" || len(m.incrs) == 0 {
+		return m, fmt.Errorf("%w: manifest names no base or no incr file", ErrLogCorrupt)
+	}
+	return m, nil
+}
+
+func plainName(s string) bool {
+	return s != "" && !strings.ContainsAny(s, "/\\") && s != "." && s != ".."
+}
+
+// writeManifest replaces the manifest atomically.
+func (l *Log) writeManifest(m manifest) error {
+	return l.writeFileAtomic(l.o.Dir, manifestName, l.encodeManifest(m))
+}
+
+// writeFileAtomic writes data to dir/name through a temporary file,
+// fsynced, renamed into place, and the directory fsynced.
+func (l *Log) writeFileAtomic(dir, name string, data []byte) error {
+	tmp := filepath.Join(dir, ".tmp-"+name)
+	f, err := l.fs.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = l.fs.Rename(tmp, filepath.Join(dir, name))
+	}
+	if err != nil {
+		l.fs.Remove(tmp)
+		return err
+	}
+	return l.fs.SyncDir(dir)
+}
+
+// newIncr creates incr file number n with its header, fsynced.
+func (l *Log) newIncr(n int) (*logFile, error) {
+	h, err := newLogHeader(l.o.SealKey, KindIncr)
+	if err != nil {
+		return nil, err
+	}
+	name := fmt.Sprintf("incr.%d.log", n)
+	path := filepath.Join(l.o.Dir, name)
+	f, err := l.fs.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if _, err = f.Write(h.raw[:]); err == nil {
+		err = f.Sync()
+	}
+	if err != nil {
+		f.Close()
+		l.fs.Remove(path)
+		return nil, err
+	}
+	return &logFile{f: f, name: name, h: h, size: logHeaderSize}, nil
+}
+
+// writeBase writes base file number n from src, fsynced.
+func (l *Log) writeBase(n int, src func(yield func(Op) error) error) (string, int64, error) {
+	h, err := newLogHeader(l.o.SealKey, KindBase)
+	if err != nil {
+		return "", 0, err
+	}
+	name := fmt.Sprintf("base.%d.log", n)
+	path := filepath.Join(l.o.Dir, name)
+	f, err := l.fs.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return "", 0, err
+	}
+	size := int64(logHeaderSize)
+	_, err = f.Write(h.raw[:])
+	var plain, sealed []byte
+	var index uint64
+	emit := func() error {
+		sealed = h.sealFrame(sealed[:0], index, 0, plain)
+		index++
+		plain = plain[:0]
+		size += int64(len(sealed))
+		_, err := f.Write(sealed)
+		return err
+	}
+	if err == nil {
+		err = src(func(op Op) error {
+			var err error
+			if plain, err = appendOp(plain, op); err != nil {
+				return err
+			}
+			if len(plain) >= frameTarget {
+				return emit()
+			}
+			return nil
+		})
+	}
+	if err == nil && len(plain) > 0 {
+		err = emit()
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		l.fs.Remove(path)
+		return "", 0, err
+	}
+	return name, size, nil
+}
+
+// Create starts a new log whose base holds src's records (the keyspace
+// the server starts with), replacing any files in the directory.
+func (l *Log) Create(src func(yield func(Op) error) error) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	base, size, err := l.writeBase(1, src)
+	if err != nil {
+		return fmt.Errorf("persistence: creating the log: %w", err)
+	}
+	cur, err := l.newIncr(1)
+	if err != nil {
+		return fmt.Errorf("persistence: creating the log: %w", err)
+	}
+	m := manifest{base: base, incrs: []string{cur.name}, next: 2}
+	if err := l.writeManifest(m); err != nil {
+		cur.f.Close()
+		return fmt.Errorf("persistence: creating the log: %w", err)
+	}
+	l.man, l.cur, l.baseSize = m, cur, size
+	l.size.Store(size + cur.size)
+	return nil
+}
+
+// ReplayInfo says what Replay found.
+type ReplayInfo struct {
+	Files   int   // base and incr files read
+	Records int64 // records handed to the sink
+	// CutBytes is what was cut off a torn last incr file (0 if none).
+	CutBytes int64
+	CutFile  string
+}
+
+// countingSink counts records on their way to a LogSink.
+type countingSink struct {
+	LogSink
+	n *int64
+}
+
+func (c countingSink) Tensor(t TensorRecord) error { *c.n++; return c.LogSink.Tensor(t) }
+func (c countingSink) Model(m LogModel) error      { *c.n++; return c.LogSink.Model(m) }
+func (c countingSink) Delete(k string) error       { *c.n++; return c.LogSink.Delete(k) }
+func (c countingSink) Expire(k string, at int64) error {
+	*c.n++
+	return c.LogSink.Expire(k, at)
+}
+func (c countingSink) Rename(s, d string) error { *c.n++; return c.LogSink.Rename(s, d) }
+func (c countingSink) Flush() error             { *c.n++; return c.LogSink.Flush() }
+
+// Replay verifies the log and hands its records to sink in order, then
+// opens the last incr file for appending. A torn last frame of the last
+// incr file (a write cut short by a crash) is cut off the file when
+// loadTruncated is set, and is an error wrapping ErrLogTruncated
+// otherwise; any other damage is an error wrapping ErrLogCorrupt,
+// ErrWrongKey or ErrVersion.
+func (l *Log) Replay(sink LogSink, loadTruncated bool) (ReplayInfo, error) {
+	var info ReplayInfo
+	sink = countingSink{sink, &info.Records}
+	m, err := l.readManifest()
+	if err != nil {
+		return info, fmt.Errorf("persistence: %w", err)
+	}
+	var total int64
+	files := append([]string{m.base}, m.incrs...)
+	var last *logFile
+	for i, name := range files {
+		kind := byte(KindIncr)
+		if i == 0 {
+			kind = KindBase
+		}
+		lf, good, err := l.replayFile(name, kind, sink)
+		info.Files++
+		if err != nil && errors.Is(err, ErrLogTruncated) && i == len(files)-1 {
+			if !loadTruncated {
+				return info, fmt.Errorf("persistence: %s: %w (start with aof-load-truncated yes to cut it off)", name, err)
+			}
+			info.CutBytes, info.CutFile = lf.size-good, name
+			if terr := os.Truncate(filepath.Join(l.o.Dir, name), good); terr != nil {
+				return info, fmt.Errorf("persistence: cutting the torn tail of %s: %w", name, terr)
+			}
+			lf.size = good
+			err = nil
+		}
+		if err != nil {
+			return info, fmt.Errorf("persistence: %s: %w", name, err)
+		}
+		if i == 0 {
+			l.baseSize = lf.size
+		}
+		total += lf.size
+		last = lf
+	}
+	f, err := l.fs.OpenFile(filepath.Join(l.o.Dir, last.name), os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return info, fmt.Errorf("persistence: %w", err)
+	}
+	last.f = f
+	l.wmu.Lock()
+	l.man, l.cur = m, last
+	l.oldSize = total - last.size
+	l.wmu.Unlock()
+	l.size.Store(total)
+	return info, nil
+}
+
+// replayFile reads one log file: it returns the file (its header, frame
+// count and size) and the offset where its last whole frame ends.
+func (l *Log) replayFile(name string, kind byte, sink LogSink) (*logFile, int64, error) {
+	b, err := os.ReadFile(filepath.Join(l.o.Dir, name))
+	if err != nil {
+		return nil, 0, err
+	}
+	lf := &logFile{name: name, size: int64(len(b))}
+	h, err := parseLogHeader(b, l.o.SealKey, kind)
+	if err != nil {
+		return lf, 0, err
+	}
+	lf.h = h
+	off := logHeaderSize
+	for off < len(b) {
+		pt, _, n, st := h.openFrame(b[off:], lf.index)
+		switch st {
+		case frameBad:
+			return lf, int64(off), fmt.Errorf("%w: frame %d at offset %d fails authentication", ErrLogCorrupt, lf.index, off)
+		case frameTorn:
+			if kind == KindBase || !tornTail(b[off:]) {
+				return lf, int64(off), fmt.Errorf("%w: frame %d at offset %d is damaged", ErrLogCorrupt, lf.index, off)
+			}
+			return lf, int64(off), fmt.Errorf("%w: %d bytes after frame %d", ErrLogTruncated, len(b)-off, lf.index)
+		}
+		if err := decodeFrame(pt, kind, l.o.MaxBlob, sink); err != nil {
+			var se sinkError
+			if errors.As(err, &se) {
+				return lf, int64(off), se.err
+			}
+			return lf, int64(off), fmt.Errorf("frame %d: %w", lf.index, err)
+		}
+		off += n
+		lf.index++
+	}
+	return lf, int64(off), nil
+}
+
+// tornTail reports whether the bytes from a bad frame on look like a write
+// cut short rather than damage in the middle of the file: the frame claims
+// more bytes than the file has, or nothing but zeros follows its claimed end.
+func tornTail(b []byte) bool {
+	if len(b) < logFrameHdr {
+		return true
+	}
+	l := int(uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]))
+	if l < tagSize || logFrameHdr+l >= len(b) {
+		return true
+	}
+	return !bytes.ContainsFunc(b[logFrameHdr+l:], func(r rune) bool { return r != 0 })
+}
+
+// ---- rewrite ----
+
+// cutOp is the switch to a rewrite's new incr file.
+type cutOp struct{ next *logFile }
+
+// BeginRewrite starts a rewrite: it creates the next incr file, lists it
+// in the manifest after the current ones, and returns the op that switches
+// appends to it. The caller appends that op (Append) at the instant it
+// copies the keyspace, under the lock that orders appends, so that every
+// record before it is in the copy and every record after it in the new
+// incr file; then it calls FinishRewrite with the copy.
+func (l *Log) BeginRewrite() (Op, error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	m := l.man
+	cur, err := l.newIncr(m.next)
+	if err != nil {
+		return Op{}, err
+	}
+	m.incrs = append(append([]string(nil), m.incrs...), cur.name)
+	m.next++
+	if err := l.writeManifest(m); err != nil {
+		cur.f.Close()
+		l.fs.Remove(filepath.Join(l.o.Dir, cur.name))
+		return Op{}, err
+	}
+	l.man = m
+	return Op{cut: &cutOp{next: cur}}, nil
+}
+
+// switchLocked moves appends to the cut's file. The frames of the old file
+// are written and fsynced first; if the old file is broken they are
+// dropped, since the rewrite's base holds everything before the cut.
+func (l *Log) switchLocked(c *cutOp) error {
+	l.sealLocked()
+	if l.broken == nil {
+		if err := l.drainLocked(); err != nil {
+			return err
+		}
+		if err := l.cur.f.Sync(); err != nil {
+			l.syncFailedLocked(err)
+		}
+	}
+	l.unwritten = l.unwritten[:0]
+	l.syncMu.Lock()
+	l.cur.closed = true
+	l.syncMu.Unlock()
+	l.cur.f.Close()
+	l.oldSize += l.cur.size
+	l.cur = c.next
+	l.size.Add(c.next.size)
+	// The new file is whole; the old one's trouble ends with it. The
+	// error stays until FinishRewrite has the base in place.
+	l.broken = nil
+	return nil
+}
+
+// FinishRewrite completes a rewrite: it writes the base from src (the
+// keyspace copied when the cut was appended), makes the manifest name that
+// base and the incr files from the cut's on, and removes the files no
+// longer named and the model files that neither the base nor a later
+// record refers to (live tells which SHA-256s the base refers to). On error
+// the log stays as BeginRewrite left it: the old files, then the new incr.
+func (l *Log) FinishRewrite(cut Op, src func(yield func(Op) error) error, live map[[32]byte]bool) error {
+	// Records before the cut must be out of the old files before those go.
+	l.mu.Lock()
+	seq := l.appended
+	l.mu.Unlock()
+	if err := l.Commit(seq); err != nil {
+		return err
+	}
+	l.wmu.Lock()
+	n := l.man.next
+	l.man.next++
+	l.wmu.Unlock()
+	base, size, err := l.writeBase(n, src)
+	if err != nil {
+		return err
+	}
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	old := append([]string{l.man.base}, l.man.incrs...)
+	i := 0
+	for i < len(l.man.incrs) && l.man.incrs[i] != cut.cut.next.name {
+		i++
+	}
+	m := manifest{base: base, incrs: append([]string(nil), l.man.incrs[i:]...), next: l.man.next}
+	if err := l.writeManifest(m); err != nil {
+		l.fs.Remove(filepath.Join(l.o.Dir, base))
+		return err
+	}
+	l.man = m
+	for _, name := range old {
+		if name != base && !contains(m.incrs, name) {
+			l.fs.Remove(filepath.Join(l.o.Dir, name))
+		}
+	}
+	l.baseSize = size
+	l.oldSize = 0
+	for _, name := range m.incrs[:len(m.incrs)-1] {
+		if st, err := os.Stat(filepath.Join(l.o.Dir, name)); err == nil {
+			l.oldSize += st.Size()
+		}
+	}
+	l.size.Store(size + l.oldSize + l.cur.size)
+	l.removeModelsLocked(live)
+	if l.broken == nil {
+		l.werr.Store(nil)
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// ---- model files ----
+
+// ModelFileName is the name of the sealed file holding the model whose
+// SHA-256 is sum: keyed by the seal key, so that the name does not tell
+// which publicly known model is stored.
+func (l *Log) ModelFileName(sum [32]byte) string {
+	m := hmac.New(sha256.New, l.o.SealKey)
+	m.Write([]byte(modelLabel))
+	m.Write(sum[:])
+	return hex.EncodeToString(m.Sum(nil)[:16]) + ".model"
+}
+
+func (l *Log) modelPath(sum [32]byte) string {
+	return filepath.Join(l.o.Dir, modelsDir, l.ModelFileName(sum))
+}
+
+// HasModel reports whether the model file for sum exists.
+func (l *Log) HasModel(sum [32]byte) bool {
+	_, err := os.Stat(l.modelPath(sum))
+	return err == nil
+}
+
+// ModelWriter seals one model's bytes into its file as they are handed
+// over, so that a model can be written while it arrives or compiles.
+type ModelWriter struct {
+	l     *Log
+	f     File
+	tmp   string
+	h     *logHeader
+	index uint64
+	buf   []byte
+	err   error
+}
+
+// NewModelWriter starts a model file.
+func (l *Log) NewModelWriter() (*ModelWriter, error) {
+	h, err := newLogHeader(l.o.SealKey, kindModel)
+	if err != nil {
+		return nil, err
+	}
+	var rnd [8]byte
+	copy(rnd[:], h.raw[28:36]) // the salt is random: a fine temporary name
+	tmp := filepath.Join(l.o.Dir, modelsDir, ".tmp-"+hex.EncodeToString(rnd[:]))
+	f, err := l.fs.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	w := &ModelWriter{l: l, f: f, tmp: tmp, h: h}
+	if _, err := f.Write(h.raw[:]); err != nil {
+		w.Abort()
+		return nil, err
+	}
+	return w, nil
+}
+
+// Write seals and writes p, a frame at a time.
+func (w *ModelWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 && w.err == nil {
+		k := min(len(p), modelFramePlain)
+		w.frame(0, p[:k])
+		p = p[k:]
+	}
+	if w.err != nil {
+		return 0, w.err
+	}
+	return n, nil
+}
+
+func (w *ModelWriter) frame(flags byte, pt []byte) {
+	w.buf = w.h.sealFrame(w.buf[:0], w.index, flags, pt)
+	w.index++
+	if _, err := w.f.Write(w.buf); err != nil {
+		w.err = err
+	}
+}
+
+// Finish writes the last frame, holding the model's SHA-256, and renames
+// the file into place. Under appendfsync always the file and its
+// directory are fsynced first; under everysec the next fsync of the log
+// fsyncs them before the log.
+func (w *ModelWriter) Finish(sum [32]byte) error {
+	if w.err == nil {
+		w.frame(lastFrame, sum[:])
+	}
+	err := w.err
+	l := w.l
+	always := l.Policy() == FsyncAlways
+	if err == nil && always {
+		err = w.f.Sync()
+	}
+	if cerr := w.f.Close(); err == nil {
+		err = cerr
+	}
+	final := l.modelPath(sum)
+	if err == nil {
+		err = l.fs.Rename(w.tmp, final)
+	}
+	if err == nil && always {
+		err = l.fs.SyncDir(filepath.Join(l.o.Dir, modelsDir))
+	}
+	if err != nil {
+		l.fs.Remove(w.tmp)
+		err = fmt.Errorf("writing model file: %w", err)
+		l.setErr(err)
+		return err
+	}
+	l.wmu.Lock()
+	if l.Policy() == FsyncEverysec {
+		l.modelSync = append(l.modelSync, final)
+	}
+	l.recent[filepath.Base(final)] = true
+	l.wmu.Unlock()
+	return nil
+}
+
+// Abort removes the unfinished file.
+func (w *ModelWriter) Abort() {
+	w.f.Close()
+	w.l.fs.Remove(w.tmp)
+}
+
+// ReadModel reads and verifies the model file for sum, of size bytes.
+func (l *Log) ReadModel(sum [32]byte, size int64) ([]byte, error) {
+	path := l.modelPath(sum)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("persistence: model file %s: %w", filepath.Base(path), err)
+	}
+	defer f.Close()
+	var hb [logHeaderSize]byte
+	if _, err := io.ReadFull(f, hb[:]); err != nil {
+		return nil, fmt.Errorf("persistence: model file %s: %w: %v", filepath.Base(path), ErrLogCorrupt, err)
+	}
+	h, err := parseLogHeader(hb[:], l.o.SealKey, kindModel)
+	if err != nil {
+		return nil, fmt.Errorf("persistence: model file %s: %w", filepath.Base(path), err)
+	}
+	bad := func(what string) error {
+		return fmt.Errorf("persistence: model file %s: %w: %s", filepath.Base(path), ErrLogCorrupt, what)
+	}
+	data := make([]byte, 0, size)
+	frame := make([]byte, logFrameHdr+modelFramePlain+tagSize)
+	for index := uint64(0); ; index++ {
+		if _, err := io.ReadFull(f, frame[:logFrameHdr]); err != nil {
+			return nil, bad("ends before its last frame")
+		}
+		n := int(uint32(frame[0])<<24 | uint32(frame[1])<<16 | uint32(frame[2])<<8 | uint32(frame[3]))
+		if n < tagSize || n > modelFramePlain+tagSize {
+			return nil, bad("frame length")
+		}
+		if _, err := io.ReadFull(f, frame[logFrameHdr:logFrameHdr+n]); err != nil {
+			return nil, bad("ends before its last frame")
+		}
+		pt, flags, _, st := h.openFrame(frame[:logFrameHdr+n], index)
+		if st != frameOK {
+			return nil, bad(fmt.Sprintf("frame %d fails verification", index))
+		}
+		if flags == lastFrame {
+			if !bytes.Equal(pt, sum[:]) || int64(len(data)) != size {
+				return nil, bad("is not the model the log names")
+			}
+			var one [1]byte
+			if k, _ := f.Read(one[:]); k != 0 {
+				return nil, bad("data after the last frame")
+			}
+			return data, nil
+		}
+		if int64(len(data)+len(pt)) > size {
+			return nil, bad("longer than the log says")
+		}
+		data = append(data, pt...)
+	}
+}
+
+// removeModelsLocked removes model files that live does not name and that
+// were neither finished nor named by a record written since the last
+// rewrite: a model file is finished just before the record naming it is
+// appended, so a file still about to be named is never removed.
+func (l *Log) removeModelsLocked(live map[[32]byte]bool) {
+	keep := map[string]bool{}
+	for sum := range live {
+		keep[l.ModelFileName(sum)] = true
+	}
+	dir := filepath.Join(l.o.Dir, modelsDir)
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasSuffix(name, ".model") && !keep[name] && !l.recent[name] {
+			l.fs.Remove(filepath.Join(dir, name))
+		}
+	}
+	l.recent = map[string]bool{}
+}

@@ -1,0 +1,578 @@
+package persistence
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// logState is a LogSink that applies records to a map, as the server does.
+type logState struct {
+	keys   map[string]string // key -> description of its value
+	expire map[string]int64
+}
+
+func newLogState() *logState {
+	return &logState{keys: map[string]string{}, expire: map[string]int64{}}
+}
+
+func (s *logState) Tensor(t TensorRecord) error {
+	s.keys[t.Key] = "tensor:" + string(t.Data)
+	s.expire[t.Key] = t.ExpireAtUnixMs
+	return nil
+}
+
+func (s *logState) Model(m LogModel) error {
+	s.keys[m.Key] = "model:" + string(m.SHA256[:4]) + ":" + m.Tag
+	s.expire[m.Key] = m.ExpireAtUnixMs
+	return nil
+}
+
+func (s *logState) Delete(k string) error { delete(s.keys, k); delete(s.expire, k); return nil }
+func (s *logState) Expire(k string, at int64) error {
+	if _, ok := s.keys[k]; ok {
+		s.expire[k] = at
+	}
+	return nil
+}
+func (s *logState) Rename(src, dst string) error {
+	v, ok := s.keys[src]
+	e := s.expire[src]
+	s.Delete(src)
+	if ok {
+		s.keys[dst], s.expire[dst] = v, e
+	}
+	return nil
+}
+func (s *logState) Flush() error {
+	clear(s.keys)
+	clear(s.expire)
+	return nil
+}
+
+// source yields the base records of a state.
+func (s *logState) source() func(yield func(Op) error) error {
+	return func(yield func(Op) error) error {
+		keys := make([]string, 0, len(s.keys))
+		for k := range s.keys {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			v := strings.TrimPrefix(s.keys[k], "tensor:")
+			if err := yield(Op{Tensor: &TensorRecord{Key: k, DType: 3, Shape: []int64{int64(len(v))},
+				Data: []byte(v), ExpireAtUnixMs: s.expire[k]}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+func tensorOp(k, v string) Op {
+	return Op{Tensor: &TensorRecord{Key: k, DType: 3, Shape: []int64{int64(len(v))}, Data: []byte(v)}}
+}
+
+func openTestLog(t *testing.T, dir string, fs FS) *Log {
+	t.Helper()
+	l, err := OpenLog(LogOptions{Dir: dir, SealKey: testKey, FS: fs, MaxBlob: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// replayed opens dir afresh and replays it.
+func replayed(t *testing.T, dir string, loadTruncated bool) (*logState, ReplayInfo, error) {
+	t.Helper()
+	l := openTestLog(t, dir, nil)
+	st := newLogState()
+	info, err := l.Replay(st, loadTruncated)
+	if err == nil {
+		t.Cleanup(func() { l.Close() })
+	}
+	return st, info, err
+}
+
+func commitAll(t *testing.T, l *Log, ops ...Op) {
+	t.Helper()
+	var seq uint64
+	for _, op := range ops {
+		seq = l.Append(op)
+	}
+	if err := l.Commit(seq); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLogReplaysEveryRecordType(t *testing.T) {
+	dir := t.TempDir()
+	l := openTestLog(t, dir, nil)
+	if err := l.Create(newLogState().source()); err != nil {
+		t.Fatal(err)
+	}
+	commitAll(t, l, tensorOp("a", "1"), tensorOp("b", "2"), tensorOp("c", "3"),
+		Op{Del: "b"}, Op{Expire: &ExpireOp{"a", 1893456000000}}, Op{Rename: &[2]string{"c", "d"}})
+	commitAll(t, l, Op{Model: &LogModel{ModelRecord: ModelRecord{Key: "m", Tag: "t1", Extra: map[string]string{"x": "y"}},
+		SHA256: sha256.Sum256([]byte("model")), Size: 5}})
+	// Written to the OS before Commit returns: a new reader sees it all
+	// without Close (kill -9 loses nothing).
+	st, info, err := replayed(t, dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msum := sha256.Sum256([]byte("model"))
+	want := map[string]string{"a": "tensor:1", "d": "tensor:3", "m": "model:" + string(msum[:4]) + ":t1"}
+	if !reflect.DeepEqual(st.keys, want) || st.expire["a"] != 1893456000000 {
+		t.Fatalf("replayed %v %v, want %v", st.keys, st.expire, want)
+	}
+	if info.Records != 7 || info.Files != 2 {
+		t.Errorf("info %+v", info)
+	}
+	commitAll(t, l, Op{Flush: true}, tensorOp("z", "9"))
+	st, _, err = replayed(t, dir, false)
+	if err != nil || !reflect.DeepEqual(st.keys, map[string]string{"z": "tensor:9"}) {
+		t.Fatalf("after FLUSH: %v %v", st.keys, err)
+	}
+}
+
+func TestLogGroupCommitConcurrent(t *testing.T) {
+	dir := t.TempDir()
+	l := openTestLog(t, dir, nil)
+	l.SetPolicy(FsyncAlways)
+	if err := l.Create(newLogState().source()); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for c := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				seq := l.Append(tensorOp(string(rune('a'+c))+string(rune('0'+i%10)), "v"))
+				if err := l.Commit(seq); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	st, info, err := replayed(t, dir, false)
+	if err != nil || len(st.keys) != 80 || info.Records != 400 {
+		t.Fatalf("keys %d records %d err %v", len(st.keys), info.Records, err)
+	}
+	if l.synced.Load() != 400 {
+		t.Errorf("synced %d under always", l.synced.Load())
+	}
+}
+
+func lastIncr(t *testing.T, dir string) string {
+	t.Helper()
+	m, err := os.ReadFile(filepath.Join(dir, manifestName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last string
+	for _, line := range strings.Split(string(m), "\n") {
+		if name, ok := strings.CutPrefix(line, "incr "); ok {
+			last = name
+		}
+	}
+	return filepath.Join(dir, last)
+}
+
+func TestLogTornTailIsCut(t *testing.T) {
+	for _, tail := range []struct {
+		name string
+		cut  func(b []byte) []byte
+	}{
+		{"frame cut short", func(b []byte) []byte { return b[:len(b)-7] }},
+		{"only a length", func(b []byte) []byte { return append(b, 0, 0, 1) }},
+		{"zeros after", func(b []byte) []byte { return append(b, make([]byte, 4096)...) }},
+		{"garbage frame at the end", func(b []byte) []byte { b = bytes.Clone(b); b[len(b)-3] ^= 0xff; return b }},
+	} {
+		t.Run(tail.name, func(t *testing.T) {
+			dir := t.TempDir()
+			l := openTestLog(t, dir, nil)
+			if err := l.Create(newLogState().source()); err != nil {
+				t.Fatal(err)
+			}
+			commitAll(t, l, tensorOp("kept", "1"))
+			commitAll(t, l, tensorOp("torn", "2"))
+			l.Close()
+			path := lastIncr(t, dir)
+			b, _ := os.ReadFile(path)
+			os.WriteFile(path, tail.cut(b), 0o600)
+			if _, _, err := replayed(t, dir, false); !errors.Is(err, ErrLogTruncated) {
+				t.Fatalf("aof-load-truncated no: %v", err)
+			}
+			st, info, err := replayed(t, dir, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := st.keys["kept"]; !ok || info.CutBytes == 0 {
+				t.Fatalf("keys %v info %+v", st.keys, info)
+			}
+			// The cut file takes appends again and replays whole.
+			l2 := openTestLog(t, dir, nil)
+			if _, err := l2.Replay(newLogState(), false); err != nil {
+				t.Fatal(err)
+			}
+			commitAll(t, l2, tensorOp("after", "3"))
+			l2.Close()
+			st, _, err = replayed(t, dir, false)
+			if err != nil || st.keys["after"] != "tensor:3" || st.keys["kept"] != "tensor:1" {
+				t.Fatalf("after the cut: %v %v", st.keys, err)
+			}
+		})
+	}
+}
+
+func TestLogTamperingRefusesStart(t *testing.T) {
+	dir := t.TempDir()
+	l := openTestLog(t, dir, nil)
+	if err := l.Create(newLogState().source()); err != nil {
+		t.Fatal(err)
+	}
+	commitAll(t, l, tensorOp("a", "1"))
+	commitAll(t, l, tensorOp("b", "2"))
+	l.Close()
+	path := lastIncr(t, dir)
+	orig, _ := os.ReadFile(path)
+	// Flip a ciphertext byte of the first frame and fix its CRC: whole and
+	// checksummed, yet not authentic.
+	b := bytes.Clone(orig)
+	b[logHeaderSize+logFrameHdr+2] ^= 1
+	l1 := int(binary.BigEndian.Uint32(b[logHeaderSize:]))
+	body := b[logHeaderSize : logHeaderSize+logFrameHdr+l1]
+	binary.BigEndian.PutUint32(body[5:], frameCRC(body))
+	os.WriteFile(path, b, 0o600)
+	if _, _, err := replayed(t, dir, true); !errors.Is(err, ErrLogCorrupt) {
+		t.Fatalf("tampered frame: %v", err)
+	}
+	// Damage in the middle (bad CRC, frames after it) is not a torn tail.
+	b = bytes.Clone(orig)
+	b[logHeaderSize+logFrameHdr+2] ^= 1
+	os.WriteFile(path, b, 0o600)
+	if _, _, err := replayed(t, dir, true); !errors.Is(err, ErrLogCorrupt) {
+		t.Fatalf("damaged middle frame: %v", err)
+	}
+	// A manifest edited to drop a file.
+	os.WriteFile(path, orig, 0o600)
+	mp := filepath.Join(dir, manifestName)
+	m, _ := os.ReadFile(mp)
+	os.WriteFile(mp, bytes.Replace(m, []byte("next 2"), []byte("next 3"), 1), 0o600)
+	if _, _, err := replayed(t, dir, true); !errors.Is(err, ErrLogCorrupt) {
+		t.Fatalf("edited manifest: %v", err)
+	}
+	os.WriteFile(mp, m, 0o600)
+	// Another seal key.
+	other := bytes.Clone(testKey)
+	other[0] ^= 1
+	lo, _ := OpenLog(LogOptions{Dir: dir, SealKey: other, MaxBlob: 1 << 20})
+	if _, err := lo.Replay(newLogState(), true); err == nil {
+		t.Fatal("another seal key replayed the log")
+	}
+}
+
+func TestModelFileRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	l := openTestLog(t, dir, nil)
+	data := bytes.Repeat([]byte("onnx!"), 2<<20) // more than two frames
+	sum := sha256.Sum256(data)
+	w, err := l.NewModelWriter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(data[:3<<20])
+	w.Write(data[3<<20:])
+	if err := w.Finish(sum); err != nil {
+		t.Fatal(err)
+	}
+	if !l.HasModel(sum) {
+		t.Fatal("no model file")
+	}
+	got, err := l.ReadModel(sum, int64(len(data)))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back: %v", err)
+	}
+	path := filepath.Join(dir, modelsDir, l.ModelFileName(sum))
+	raw, _ := os.ReadFile(path)
+	if bytes.Contains(raw, []byte("onnx!onnx!")) {
+		t.Fatal("model bytes in the clear on disk")
+	}
+	if _, err := l.ReadModel(sum, int64(len(data))-1); !errors.Is(err, ErrLogCorrupt) {
+		t.Errorf("wrong size: %v", err)
+	}
+	other := sha256.Sum256([]byte("other"))
+	os.Rename(path, filepath.Join(dir, modelsDir, l.ModelFileName(other)))
+	if _, err := l.ReadModel(other, int64(len(data))); !errors.Is(err, ErrLogCorrupt) {
+		t.Errorf("a model file under another model's name: %v", err)
+	}
+	os.Rename(filepath.Join(dir, modelsDir, l.ModelFileName(other)), path)
+	os.WriteFile(path, raw[:len(raw)-10], 0o600)
+	if _, err := l.ReadModel(sum, int64(len(data))); !errors.Is(err, ErrLogCorrupt) {
+		t.Errorf("a cut model file: %v", err)
+	}
+}
+
+func TestRewriteKeepsStateAndRemovesOldFiles(t *testing.T) {
+	dir := t.TempDir()
+	l := openTestLog(t, dir, nil)
+	if err := l.Create(newLogState().source()); err != nil {
+		t.Fatal(err)
+	}
+	live := newLogState()
+	for i := range 100 {
+		commitAll(t, l, tensorOp("k", strings.Repeat("x", i)))
+	}
+	live.keys["k"] = "tensor:" + strings.Repeat("x", 99)
+	// An unreferenced model file goes; one referenced stays.
+	var sums [][32]byte
+	for _, s := range []string{"dead", "alive"} {
+		w, _ := l.NewModelWriter()
+		w.Write([]byte(s))
+		sum := sha256.Sum256([]byte(s))
+		w.Finish(sum)
+		sums = append(sums, sum)
+	}
+	l.recent = map[string]bool{} // as after an earlier rewrite
+	before := l.Size()
+	cut, err := l.BeginRewrite()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Append(cut)
+	commitAll(t, l, tensorOp("after", "cut"))
+	if err := l.FinishRewrite(cut, live.source(), map[[32]byte]bool{sums[1]: true}); err != nil {
+		t.Fatal(err)
+	}
+	if l.Size() >= before {
+		t.Errorf("size %d after rewrite, %d before", l.Size(), before)
+	}
+	st, info, err := replayed(t, dir, false)
+	if err != nil || st.keys["k"] != live.keys["k"] || st.keys["after"] != "tensor:cut" || info.Files != 2 {
+		t.Fatalf("after rewrite: %v %+v %v", st.keys, info, err)
+	}
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, " ") != "base.3.log incr.2.log manifest models" {
+		t.Errorf("files %v", names)
+	}
+	if l.HasModel(sums[0]) || !l.HasModel(sums[1]) {
+		t.Errorf("model files: dead %v alive %v", l.HasModel(sums[0]), l.HasModel(sums[1]))
+	}
+}
+
+// faultFS wraps OSFS with injected failures.
+type faultFS struct {
+	OSFS
+	mu        sync.Mutex
+	writeErr  error // next writes fail with it (after writing short bytes)
+	short     int   // bytes a failing write still writes
+	syncErr   error
+	renameErr error
+}
+
+type faultFile struct {
+	*os.File
+	fs *faultFS
+}
+
+func (f *faultFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	file, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return faultFile{file, f}, nil
+}
+
+func (f *faultFS) Rename(a, b string) error {
+	f.mu.Lock()
+	err := f.renameErr
+	f.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return os.Rename(a, b)
+}
+
+func (f *faultFS) set(fn func()) {
+	f.mu.Lock()
+	fn()
+	f.mu.Unlock()
+}
+
+func (f faultFile) Write(p []byte) (int, error) {
+	f.fs.mu.Lock()
+	err, short := f.fs.writeErr, f.fs.short
+	f.fs.mu.Unlock()
+	if err != nil {
+		n, _ := f.File.Write(p[:min(short, len(p))])
+		return n, err
+	}
+	return f.File.Write(p)
+}
+
+func (f faultFile) Sync() error {
+	f.fs.mu.Lock()
+	err := f.fs.syncErr
+	f.fs.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return f.File.Sync()
+}
+
+func TestLogShortWriteENOSPCRecovers(t *testing.T) {
+	dir := t.TempDir()
+	fs := &faultFS{}
+	l := openTestLog(t, dir, fs)
+	if err := l.Create(newLogState().source()); err != nil {
+		t.Fatal(err)
+	}
+	commitAll(t, l, tensorOp("before", "1"))
+	fs.set(func() { fs.writeErr, fs.short = syscall.ENOSPC, 11 })
+	seq := l.Append(tensorOp("during", "2"))
+	if err := l.Commit(seq); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("commit on a full disk: %v", err)
+	}
+	if !errors.Is(l.Err(), syscall.ENOSPC) {
+		t.Fatalf("Err %v", l.Err())
+	}
+	// The short write was cut back: the file replays whole, without the
+	// record that was not acknowledged.
+	st, _, err := replayed(t, dir, false)
+	if err != nil || len(st.keys) != 1 {
+		t.Fatalf("after the failed write: %v %v", st.keys, err)
+	}
+	fs.set(func() { fs.writeErr = nil })
+	if err := l.Flush(); err != nil || l.Err() != nil {
+		t.Fatalf("retry: %v %v", err, l.Err())
+	}
+	st, _, err = replayed(t, dir, false)
+	if err != nil || st.keys["during"] != "tensor:2" {
+		t.Fatalf("after the retry: %v %v", st.keys, err)
+	}
+}
+
+func TestLogFsyncFailureNeedsRewrite(t *testing.T) {
+	dir := t.TempDir()
+	fs := &faultFS{}
+	l := openTestLog(t, dir, fs)
+	l.SetPolicy(FsyncAlways)
+	if err := l.Create(newLogState().source()); err != nil {
+		t.Fatal(err)
+	}
+	commitAll(t, l, tensorOp("a", "1"))
+	fs.set(func() { fs.syncErr = syscall.EIO })
+	seq := l.Append(tensorOp("b", "2"))
+	if err := l.Commit(seq); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("commit with fsync failing under always: %v", err)
+	}
+	fs.set(func() { fs.syncErr = nil })
+	// Writing again does not clear the error: the file's pages may be lost.
+	if err := l.Flush(); err == nil || l.Err() == nil {
+		t.Fatal("the error cleared without a rewrite")
+	}
+	state := newLogState()
+	state.keys["a"], state.keys["b"] = "tensor:1", "tensor:2"
+	cut, err := l.BeginRewrite()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Append(cut)
+	if err := l.FinishRewrite(cut, state.source(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if l.Err() != nil {
+		t.Fatalf("Err after the rewrite: %v", l.Err())
+	}
+	commitAll(t, l, tensorOp("c", "3"))
+	st, _, err := replayed(t, dir, false)
+	if err != nil || len(st.keys) != 3 {
+		t.Fatalf("after recovery: %v %v", st.keys, err)
+	}
+}
+
+func TestEverysecFsyncFailure(t *testing.T) {
+	dir := t.TempDir()
+	fs := &faultFS{}
+	l := openTestLog(t, dir, fs)
+	if err := l.Create(newLogState().source()); err != nil {
+		t.Fatal(err)
+	}
+	commitAll(t, l, tensorOp("a", "1"))
+	if err := l.SyncEverysec(); err != nil || l.synced.Load() != 1 {
+		t.Fatalf("everysec fsync: %v synced %d", err, l.synced.Load())
+	}
+	commitAll(t, l, tensorOp("b", "1"))
+	fs.set(func() { fs.syncErr = syscall.EIO })
+	if err := l.SyncEverysec(); !errors.Is(err, syscall.EIO) || l.Err() == nil {
+		t.Fatalf("failed fsync: %v, Err %v", err, l.Err())
+	}
+}
+
+// A crash between a model file's write and its rename leaves a temporary
+// file, removed at the next open; the model is not in the log.
+func TestModelFileCrashBeforeRename(t *testing.T) {
+	dir := t.TempDir()
+	fs := &faultFS{}
+	l := openTestLog(t, dir, fs)
+	w, err := l.NewModelWriter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]byte("model"))
+	fs.set(func() { fs.renameErr = syscall.EIO })
+	sum := sha256.Sum256([]byte("model"))
+	if err := w.Finish(sum); err == nil || l.Err() == nil {
+		t.Fatalf("finish with a failing rename: %v", err)
+	}
+	if l.HasModel(sum) {
+		t.Fatal("model file in place after a failed rename")
+	}
+	// A crash leaves the temporary file: the next open removes it.
+	w2, _ := l.NewModelWriter()
+	w2.Write([]byte("model"))
+	openTestLog(t, dir, nil)
+	entries, _ := os.ReadDir(filepath.Join(dir, modelsDir))
+	if len(entries) != 0 {
+		t.Fatalf("left behind: %v", entries)
+	}
+}
+
+// A crash between the manifest's temporary file and its rename leaves the
+// old manifest, which still names whole files.
+func TestManifestCrashBeforeRename(t *testing.T) {
+	dir := t.TempDir()
+	fs := &faultFS{}
+	l := openTestLog(t, dir, fs)
+	if err := l.Create(newLogState().source()); err != nil {
+		t.Fatal(err)
+	}
+	commitAll(t, l, tensorOp("a", "1"))
+	fs.set(func() { fs.renameErr = syscall.EIO })
+	if _, err := l.BeginRewrite(); err == nil {
+		t.Fatal("rewrite began without its manifest")
+	}
+	fs.set(func() { fs.renameErr = nil })
+	commitAll(t, l, tensorOp("b", "2"))
+	st, _, err := replayed(t, dir, false)
+	if err != nil || len(st.keys) != 2 {
+		t.Fatalf("%v %v", st.keys, err)
+	}
+}

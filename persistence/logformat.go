@@ -1,0 +1,428 @@
+package persistence
+
+import (
+	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"slices"
+	"time"
+)
+
+// The constants of the append-only log's file formats (see doc.go). They
+// define the layout: never change them; a new layout takes a new version.
+const (
+	logMagic      = "EAILOG\x00\x00"
+	modelMagic    = "EAIMODL\x00"
+	logVersion    = uint16(1)
+	logHeaderSize = 64
+	logFrameHdr   = 9
+
+	// File kinds (header byte 10).
+	KindBase  = 1 // a rewrite's base: TENSOR and MODEL records
+	KindIncr  = 2 // the records appended after a base
+	kindModel = 3 // a sealed model file
+
+	logKeyIDLabel = "EnclaveAI log seal key id v1"
+	logKeyLabel   = "EnclaveAI log frame key v1"
+
+	// Most ciphertext bytes in one frame (L), a bound a reader checks
+	// before it allocates: a frame holds at least one whole record, and a
+	// tensor is at most 512 MiB.
+	maxLogFrame = 1 << 30
+
+	// modelFramePlain is the plaintext size of every model file frame but
+	// the last.
+	modelFramePlain = 4 << 20
+
+	// Record types of the log that the snapshot does not have. TENSOR
+	// (recTensor) is shared with snapshot format version 2.
+	recLogModel  = 0x04
+	recLogDel    = 0x10
+	recLogExpire = 0x11
+	recLogRename = 0x12
+	recLogFlush  = 0x13
+)
+
+// The errors of the log's readers; test with errors.Is. ErrWrongKey and
+// ErrTooLarge are shared with the snapshot.
+var (
+	// ErrLogCorrupt means a log, manifest or model file failed verification
+	// somewhere other than a torn tail: it was damaged or tampered with.
+	ErrLogCorrupt = errors.New("append-only log corrupt or tampered with")
+	// ErrLogTruncated means the last log file ends inside a frame (a write
+	// cut short by a crash); Replay reports where the last whole frame ends.
+	ErrLogTruncated = errors.New("append-only log ends in a torn frame")
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// logHeader is a log or model file header.
+type logHeader struct {
+	raw  [logHeaderSize]byte
+	kind byte
+	aead cipher.AEAD
+	hash [32]byte
+}
+
+func logKeyID(sealKey []byte) []byte {
+	m := hmac.New(sha256.New, sealKey)
+	m.Write([]byte(logKeyIDLabel))
+	return m.Sum(nil)[:8]
+}
+
+func (h *logHeader) init(sealKey []byte) error {
+	key, err := hkdf.Key(sha256.New, sealKey, h.raw[28:60], logKeyLabel, 32)
+	if err != nil {
+		return err
+	}
+	h.aead, err = newGCM(key)
+	h.hash = sha256.Sum256(h.raw[:])
+	return err
+}
+
+// newLogHeader draws a fresh salt for a new file of the given kind.
+func newLogHeader(sealKey []byte, kind byte) (*logHeader, error) {
+	if err := checkSealKey(sealKey); err != nil {
+		return nil, err
+	}
+	h := &logHeader{kind: kind}
+	b := h.raw[:]
+	if kind == kindModel {
+		copy(b, modelMagic)
+	} else {
+		copy(b, logMagic)
+	}
+	binary.BigEndian.PutUint16(b[8:], logVersion)
+	b[10] = kind
+	binary.BigEndian.PutUint64(b[12:], uint64(time.Now().UnixMilli()))
+	copy(b[20:28], logKeyID(sealKey))
+	if _, err := rand.Read(b[28:60]); err != nil {
+		return nil, err
+	}
+	binary.BigEndian.PutUint32(b[60:], crc32.Checksum(b[:60], castagnoli))
+	return h, h.init(sealKey)
+}
+
+// parseLogHeader verifies a header of the given kind.
+func parseLogHeader(b []byte, sealKey []byte, kind byte) (*logHeader, error) {
+	if err := checkSealKey(sealKey); err != nil {
+		return nil, err
+	}
+	want := logMagic
+	if kind == kindModel {
+		want = modelMagic
+	}
+	if len(b) < logHeaderSize {
+		return nil, fmt.Errorf("%w: %d bytes, the header is %d", ErrLogTruncated, len(b), logHeaderSize)
+	}
+	h := &logHeader{kind: kind}
+	copy(h.raw[:], b)
+	switch {
+	case string(b[:8]) != want:
+		return nil, fmt.Errorf("%w: bad magic", ErrLogCorrupt)
+	case crc32.Checksum(b[:60], castagnoli) != binary.BigEndian.Uint32(b[60:]):
+		return nil, fmt.Errorf("%w: header checksum", ErrLogCorrupt)
+	case binary.BigEndian.Uint16(b[8:]) != logVersion:
+		return nil, fmt.Errorf("%w: version %d", ErrVersion, binary.BigEndian.Uint16(b[8:]))
+	case b[10] != kind || b[11] != 0:
+		return nil, fmt.Errorf("%w: kind %d flags %d, expected kind %d", ErrLogCorrupt, b[10], b[11], kind)
+	case !hmac.Equal(b[20:28], logKeyID(sealKey)):
+		return nil, ErrWrongKey
+	}
+	return h, h.init(sealKey)
+}
+
+// sealFrame appends frame index i holding plaintext pt to dst.
+func (h *logHeader) sealFrame(dst []byte, index uint64, flags byte, pt []byte) []byte {
+	start := len(dst)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(pt)+tagSize))
+	dst = append(dst, flags, 0, 0, 0, 0)
+	var nonce [12]byte
+	binary.BigEndian.PutUint64(nonce[4:], index)
+	dst = h.aead.Seal(dst, nonce[:], pt, h.frameAD(index, flags))
+	binary.BigEndian.PutUint32(dst[start+5:], frameCRC(dst[start:]))
+	return dst
+}
+
+// frameCRC is the CRC-32C of a whole frame's bytes 0..4 and ciphertext.
+func frameCRC(frame []byte) uint32 {
+	return crc32.Update(crc32.Checksum(frame[:5], castagnoli), castagnoli, frame[logFrameHdr:])
+}
+
+func (h *logHeader) frameAD(index uint64, flags byte) []byte {
+	ad := slices.Clone(h.hash[:])
+	ad = binary.BigEndian.AppendUint64(ad, index)
+	return append(ad, flags)
+}
+
+// frameStatus is what openFrame makes of the bytes at one offset.
+type frameStatus int
+
+const (
+	frameOK   frameStatus = iota
+	frameTorn             // incomplete, or its checksum fails: a write cut short
+	frameBad              // whole and checksummed, yet not authentic: tampering
+)
+
+// openFrame verifies and decrypts the frame at the start of b (the rest of
+// the file): its plaintext, flags and length in the file.
+func (h *logHeader) openFrame(b []byte, index uint64) (pt []byte, flags byte, n int, st frameStatus) {
+	if len(b) < logFrameHdr {
+		return nil, 0, 0, frameTorn
+	}
+	l := int(binary.BigEndian.Uint32(b))
+	flags = b[4]
+	if l < tagSize || l > maxLogFrame || l > len(b)-logFrameHdr {
+		return nil, 0, 0, frameTorn
+	}
+	n = logFrameHdr + l
+	if frameCRC(b[:n]) != binary.BigEndian.Uint32(b[5:]) {
+		return nil, 0, 0, frameTorn
+	}
+	var nonce [12]byte
+	binary.BigEndian.PutUint64(nonce[4:], index)
+	pt, err := h.aead.Open(nil, nonce[:], b[logFrameHdr:n], h.frameAD(index, flags))
+	if err != nil {
+		return nil, 0, 0, frameBad
+	}
+	return pt, flags, n, frameOK
+}
+
+// LogModel is a MODEL record of the log: the model's attributes and the
+// SHA-256 and size of its bytes, which live in a sealed model file.
+type LogModel struct {
+	ModelRecord
+	SHA256 [32]byte
+	Size   int64
+}
+
+// LogSink receives the records Replay decodes, in log order.
+type LogSink interface {
+	Tensor(TensorRecord) error
+	Model(LogModel) error
+	Delete(key string) error
+	Expire(key string, atUnixMs int64) error
+	Rename(src, dst string) error
+	Flush() error
+}
+
+// Op is one record to append to the log: exactly one of its fields set
+// (Flush alone means FLUSH). Tensor data and model attributes are read when
+// the record is encoded, later than Append: they must not change.
+type Op struct {
+	Tensor *TensorRecord
+	Model  *LogModel
+	Del    string
+	Expire *ExpireOp
+	Rename *[2]string
+	Flush  bool
+
+	cut *cutOp // a rewrite's switch to a new incr file (log.go)
+}
+
+// ExpireOp sets (AtUnixMs > 0) or removes (0) a key's expiry.
+type ExpireOp struct {
+	Key      string
+	AtUnixMs int64
+}
+
+// appendOp encodes op's record.
+func appendOp(b []byte, op Op) ([]byte, error) {
+	str := func(s string) {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
+		b = append(b, s...)
+	}
+	switch {
+	case op.Tensor != nil:
+		t := op.Tensor
+		if len(t.Shape) > MaxRank || len(t.Key) > MaxStringLen {
+			return b, fmt.Errorf("persistence: tensor %q cannot be logged", t.Key)
+		}
+		b = append(b, recTensor)
+		str(t.Key)
+		str(t.Owner)
+		b = binary.BigEndian.AppendUint64(b, uint64(t.ExpireAtUnixMs))
+		b = append(b, t.DType, byte(len(t.Shape)))
+		for _, d := range t.Shape {
+			b = binary.BigEndian.AppendUint64(b, uint64(d))
+		}
+		b = binary.BigEndian.AppendUint64(b, uint64(len(t.Data)))
+		b = append(b, t.Data...)
+	case op.Model != nil:
+		m := op.Model
+		if len(m.Extra) > MaxExtra {
+			return b, fmt.Errorf("persistence: model %q has too many attributes", m.Key)
+		}
+		b = append(b, recLogModel)
+		str(m.Key)
+		b = binary.BigEndian.AppendUint64(b, uint64(m.ExpireAtUnixMs))
+		b = append(b, m.SHA256[:]...)
+		b = binary.BigEndian.AppendUint64(b, uint64(m.Size))
+		str(m.Backend)
+		str(m.Device)
+		str(m.Tag)
+		b = binary.BigEndian.AppendUint32(b, m.BatchSize)
+		b = binary.BigEndian.AppendUint32(b, m.MinBatchSize)
+		b = binary.BigEndian.AppendUint64(b, m.MinBatchTimeoutMs)
+		b = append(b, boolByte(m.Optimize))
+		str(m.ID)
+		b = binary.BigEndian.AppendUint64(b, uint64(m.CreatedUnixMs))
+		str(m.Owner)
+		b = binary.BigEndian.AppendUint32(b, uint32(len(m.Extra)))
+		names := make([]string, 0, len(m.Extra))
+		for k := range m.Extra {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		for _, k := range names {
+			str(k)
+			str(m.Extra[k])
+		}
+	case op.Expire != nil:
+		b = append(b, recLogExpire)
+		str(op.Expire.Key)
+		b = binary.BigEndian.AppendUint64(b, uint64(op.Expire.AtUnixMs))
+	case op.Rename != nil:
+		b = append(b, recLogRename)
+		str(op.Rename[0])
+		str(op.Rename[1])
+	case op.Flush:
+		b = append(b, recLogFlush)
+	default:
+		b = append(b, recLogDel)
+		str(op.Del)
+	}
+	return b, nil
+}
+
+// recDecoder decodes the records of one verified frame.
+type recDecoder struct {
+	b       []byte
+	err     error
+	maxBlob int64
+}
+
+func (d *recDecoder) take(n int) []byte {
+	if d.err != nil || n > len(d.b) || n < 0 {
+		if d.err == nil {
+			d.err = fmt.Errorf("%w: record runs past the end of its frame", ErrLogCorrupt)
+		}
+		return make([]byte, max(n, 0))
+	}
+	p := d.b[:n]
+	d.b = d.b[n:]
+	return p
+}
+
+func (d *recDecoder) u8() byte    { return d.take(1)[0] }
+func (d *recDecoder) u32() uint32 { return binary.BigEndian.Uint32(d.take(4)) }
+func (d *recDecoder) u64() uint64 { return binary.BigEndian.Uint64(d.take(8)) }
+func (d *recDecoder) str() string {
+	n := d.u32()
+	if d.err != nil || uint64(n) > uint64(len(d.b)) {
+		d.take(len(d.b) + 1)
+		return ""
+	}
+	return string(d.take(int(n)))
+}
+
+// decodeFrame hands every record of a frame's plaintext to sink. A base
+// holds only TENSOR and MODEL records.
+func decodeFrame(pt []byte, kind byte, maxBlob int64, sink LogSink) error {
+	d := &recDecoder{b: pt, maxBlob: maxBlob}
+	for len(d.b) > 0 {
+		typ := d.u8()
+		if kind == KindBase && typ != recTensor && typ != recLogModel {
+			return fmt.Errorf("%w: record type %#02x in a base file", ErrLogCorrupt, typ)
+		}
+		var err error
+		switch typ {
+		case recTensor:
+			var t TensorRecord
+			t.Key, t.Owner = d.str(), d.str()
+			t.ExpireAtUnixMs = int64(d.u64())
+			t.DType = d.u8()
+			t.Shape = make([]int64, d.u8())
+			for i := range t.Shape {
+				if t.Shape[i] = int64(d.u64()); t.Shape[i] < 0 {
+					return fmt.Errorf("%w: tensor %q has a negative dimension", ErrLogCorrupt, t.Key)
+				}
+			}
+			n := d.u64()
+			if d.err == nil && n > uint64(maxBlob) {
+				return fmt.Errorf("%w: tensor %q is %d bytes, the limit is %d", ErrTooLarge, t.Key, n, maxBlob)
+			}
+			if n > uint64(len(d.b)) {
+				n = uint64(len(d.b)) + 1
+			}
+			t.Data = slices.Clone(d.take(int(n)))
+			if d.err == nil {
+				err = sink.Tensor(t)
+			}
+		case recLogModel:
+			var m LogModel
+			m.Key = d.str()
+			m.ExpireAtUnixMs = int64(d.u64())
+			copy(m.SHA256[:], d.take(32))
+			m.Size = int64(d.u64())
+			m.Backend, m.Device, m.Tag = d.str(), d.str(), d.str()
+			m.BatchSize, m.MinBatchSize = d.u32(), d.u32()
+			m.MinBatchTimeoutMs = d.u64()
+			opt := d.u8()
+			m.Optimize = opt == 1
+			m.ID = d.str()
+			m.CreatedUnixMs = int64(d.u64())
+			m.Owner = d.str()
+			n := d.u32()
+			if d.err == nil && (opt > 1 || n > MaxExtra || m.Size < 0) {
+				return fmt.Errorf("%w: model %q: bad attributes", ErrLogCorrupt, m.Key)
+			}
+			if d.err == nil && m.Size > maxBlob {
+				return fmt.Errorf("%w: model %q is %d bytes, the limit is %d", ErrTooLarge, m.Key, m.Size, maxBlob)
+			}
+			for i := uint32(0); i < n && d.err == nil; i++ {
+				if m.Extra == nil {
+					m.Extra = map[string]string{}
+				}
+				k := d.str()
+				m.Extra[k] = d.str()
+			}
+			if d.err == nil {
+				err = sink.Model(m)
+			}
+		case recLogDel:
+			k := d.str()
+			if d.err == nil {
+				err = sink.Delete(k)
+			}
+		case recLogExpire:
+			k := d.str()
+			at := int64(d.u64())
+			if d.err == nil {
+				err = sink.Expire(k, at)
+			}
+		case recLogRename:
+			src, dst := d.str(), d.str()
+			if d.err == nil {
+				err = sink.Rename(src, dst)
+			}
+		case recLogFlush:
+			err = sink.Flush()
+		default:
+			return fmt.Errorf("%w: unknown record type %#02x", ErrLogCorrupt, typ)
+		}
+		if d.err != nil {
+			return d.err
+		}
+		if err != nil {
+			return sinkError{err}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,321 @@
+#!/usr/bin/python3
+"""Black-box tests of the sealed append-only log (docs/DURABILITY.md): on by
+default, nothing acknowledged is lost to kill -9 (the two checks of the
+issue, and a short sample of the kill -9 harness, crash.py), every value type
+and change survives, a torn tail is cut, tampering stops the start,
+BGREWRITEAOF, INFO persistence, model files written once.
+
+    make build models
+    cd redis_tests && /usr/bin/python3 -m unittest test_aof -v
+"""
+
+import glob
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import unittest
+
+import numpy as np
+import redis
+
+import crash
+from harness import poll
+
+MODELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models")
+
+
+def model_bytes(name):
+    with open(os.path.join(MODELS, name), "rb") as f:
+        return f.read()
+
+
+class DataDir(crash.Proc):
+    """A data directory that outlives server processes."""
+
+    def __init__(self, test, *flags):
+        super().__init__(tempfile.mkdtemp(prefix="enclaveai-aof-"), list(flags))
+        test.addCleanup(self.cleanup)
+
+    def cleanup(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    def aofdir(self):
+        return os.path.join(self.path, "appendonlydir")
+
+    def incrs(self):
+        with open(os.path.join(self.aofdir(), "manifest")) as f:
+            return [os.path.join(self.aofdir(), line.split()[1]) for line in f if line.startswith("incr ")]
+
+    def start_fails(self, *flags):
+        self.starts += 1
+        self.err = os.path.join(self.path, "server-%d.stderr" % self.starts)
+        with open(self.err, "wb") as f:
+            proc = subprocess.Popen([crash.server_binary(), "--port", "0", "--dir", self.path, "--save", ""]
+                                    + self.flags + list(flags), cwd=self.path, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=f)
+        try:
+            rc = proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise AssertionError("server started although it should have refused:\n" + self.log())
+        return rc, self.log()
+
+
+def model_get(r, key):
+    blob = r.execute_command("AI.MODELGET", key, "BLOB")
+    return b"".join(blob) if isinstance(blob, list) else blob
+
+
+def tset(r, key, a):
+    r.execute_command("AI.TENSORSET", key, "FLOAT", *a.shape, "BLOB", a.astype(np.float32).tobytes())
+
+
+class IssueChecksTest(unittest.TestCase):
+    """The two checks of the issue, with the default configuration: 5 rounds
+    of a tensor written, 1.5 s, a model stored, OK, kill -9 at once."""
+
+    def test_model_acknowledged_and_tensor_before_it_survive_kill9(self):
+        d = DataDir(self)
+        linear = model_bytes("linear.onnx")
+        written = []
+        for i in range(5):
+            r = d.start()
+            self.assertEqual(r.config_get("appendonly")["appendonly"], "yes")
+            self.assertEqual(r.config_get("appendfsync")["appendfsync"], "everysec")
+            for key in written:
+                self.assertEqual(r.exists(key), 1, "%s lost to kill -9 (round %d)" % (key, i))
+            tset(r, "t%d" % i, np.full((1, 4), i, np.float32))
+            time.sleep(1.5)
+            self.assertEqual(r.execute_command("AI.MODELSTORE", "m%d" % i, "ONNX", "CPU", "BLOB", linear), b"OK")
+            d.kill9()
+            written += ["t%d" % i, "m%d" % i]
+        r = d.start()
+        self.assertEqual(sorted(k.decode() for k in r.keys()), sorted(written))
+        out = r.execute_command("AI.TENSORGET", "t4", "VALUES")
+        self.assertEqual([float(x) for x in out], [4.0] * 4)
+        self.assertEqual(r.execute_command("AI.MODELGET", "m4", "BLOB"), linear)
+        d.kill9()
+
+
+class SurvivesTest(unittest.TestCase):
+
+    def test_every_change_survives_kill9(self):
+        d = DataDir(self)
+        r = d.start()
+        mlp = model_bytes("mlp.onnx")
+        linear = model_bytes("linear.onnx")
+        for dt, npt in [("FLOAT", np.float32), ("DOUBLE", np.float64), ("INT8", np.int8), ("INT64", np.int64),
+                        ("UINT16", np.uint16), ("BOOL", np.bool_)]:
+            a = (np.arange(6) % 2).astype(npt).reshape(2, 3)
+            r.execute_command("AI.TENSORSET", "t:" + dt, dt, 2, 3, "BLOB", a.tobytes())
+        r.execute_command("AI.TENSORSET", "t:str", "STRING", 2, "VALUES", "ab", "c")
+        # A large model in 1 MiB chunks (the upload buffer), a small one in many.
+        chunks = [mlp[i:i + (1 << 20)] for i in range(0, len(mlp), 1 << 20)]
+        self.assertEqual(r.execute_command("AI.MODELSTORE", "m:big", "ONNX", "CPU", "TAG", "v1", "BLOB", *chunks), b"OK")
+        small = [linear[i:i + 10] for i in range(0, len(linear), 10)]
+        r.execute_command("AI.MODELSTORE", "m:small", "ONNX", "CPU", "BLOB", *small)
+        r.execute_command("AI.MODELSTORE", "m:shared", "ONNX", "CPU", "BLOB", linear)
+        r.execute_command("AI.MODELSTORE", "m:nopersist", "ONNX", "CPU", "NOPERSIST", "BLOB", linear)
+        tset(r, "x", np.ones((1, 4)))
+        r.execute_command("AI.MODELEXECUTE", "m:small", "INPUTS", 1, "x", "OUTPUTS", 1, "y")
+        y = r.execute_command("AI.TENSORGET", "y", "BLOB")
+        r.execute_command("AI.TENSORSET", "gone", "INT8", 1, "VALUES", 1)
+        r.delete("gone")
+        r.execute_command("AI.TENSORSET", "old", "INT8", 1, "VALUES", 7)
+        r.rename("old", "renamed")
+        r.execute_command("AI.TENSORSET", "ttl", "INT8", 1, "VALUES", 1)
+        at = int(time.time() * 1000) + 3600_000
+        r.pexpireat("ttl", at)
+        r.execute_command("AI.TENSORSET", "short", "INT8", 1, "VALUES", 1)
+        r.pexpire("short", 200)
+        r.execute_command("AI.TENSORSET", "persisted", "INT8", 1, "VALUES", 1)
+        r.expire("persisted", 100)
+        r.persist("persisted")
+        r.execute_command("AI.MODELSTORE", "m:del", "ONNX", "CPU", "BLOB", linear)
+        r.execute_command("AI.MODELDEL", "m:del")
+        keys = set(r.keys()) - {b"m:nopersist"}
+        time.sleep(0.3)  # "short" expires meanwhile
+        d.kill9()
+        r = d.start()
+        self.assertEqual(set(r.keys()), keys - {b"short"})
+        self.assertEqual(r.execute_command("AI.TENSORGET", "t:str", "VALUES"), [b"ab", b"c"])
+        self.assertEqual(r.execute_command("AI.TENSORGET", "y", "BLOB"), y)
+        self.assertEqual(model_get(r, "m:big"), mlp)
+        info = r.execute_command("AI.MODELINFO", "m:big")
+        self.assertEqual(dict(zip(info[::2], info[1::2]))[b"tag"], b"v1")
+        self.assertEqual(r.execute_command("AI.TENSORGET", "renamed", "VALUES"), [7])
+        self.assertAlmostEqual(r.pttl("ttl") + int(time.time() * 1000), at, delta=2000)
+        self.assertEqual(r.ttl("persisted"), -1)
+        # The models still run.
+        r.execute_command("AI.MODELEXECUTE", "m:shared", "INPUTS", 1, "x", "OUTPUTS", 1, "y2")
+        self.assertEqual(r.execute_command("AI.TENSORGET", "y2", "BLOB"), y)
+        # One model file per distinct model, sealed.
+        files = glob.glob(os.path.join(d.aofdir(), "models", "*.model"))
+        self.assertEqual(len(files), 2, files)
+        for f in files + glob.glob(os.path.join(d.aofdir(), "*.log")):
+            with open(f, "rb") as fh:
+                raw = fh.read()
+            self.assertNotIn(linear[20:60], raw, "model bytes in the clear in " + f)
+            self.assertNotIn(b"renamed", raw, "a key in the clear in " + f)
+        r.flushall()
+        d.kill9()
+        r = d.start()
+        self.assertEqual(r.dbsize(), 0)
+        d.kill9()
+
+    def test_appendonly_no_writes_no_log(self):
+        d = DataDir(self, "--appendonly", "no")
+        r = d.start()
+        r.execute_command("AI.TENSORSET", "t", "INT8", 1, "VALUES", 1)
+        self.assertEqual(r.info("persistence")["aof_enabled"], 0)
+        with self.assertRaisesRegex(redis.ResponseError, "appendonly no"):
+            r.execute_command("BGREWRITEAOF")
+        d.kill9()
+        self.assertFalse(os.path.exists(d.aofdir()))
+        r = d.start()
+        self.assertEqual(r.dbsize(), 0)
+        d.kill9()
+
+    def test_snapshot_seeds_a_new_log(self):
+        d = DataDir(self, "--appendonly", "no")
+        r = d.start()
+        r.execute_command("AI.TENSORSET", "t", "INT8", 1, "VALUES", 5)
+        r.execute_command("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", model_bytes("linear.onnx"))
+        r.save()
+        d.kill9()
+        d.flags = []
+        r = d.start()
+        self.assertEqual(sorted(r.keys()), [b"m", b"t"])
+        r.execute_command("AI.TENSORSET", "u", "INT8", 1, "VALUES", 6)
+        d.kill9()
+        os.remove(os.path.join(d.path, "dump.aidb"))  # the log alone now
+        r = d.start()
+        self.assertEqual(sorted(r.keys()), [b"m", b"t", b"u"])
+        d.kill9()
+
+
+class DamageTest(unittest.TestCase):
+
+    def written(self, d):
+        r = d.start()
+        r.execute_command("AI.TENSORSET", "a", "INT8", 1, "VALUES", 1)
+        r.execute_command("AI.TENSORSET", "b", "INT8", 1, "VALUES", 2)
+        d.kill9()
+        return d.incrs()[-1]
+
+    def test_torn_tail_is_cut_and_logged(self):
+        d = DataDir(self)
+        incr = self.written(d)
+        with open(incr, "rb") as f:
+            data = f.read()
+        with open(incr, "wb") as f:
+            f.write(data[:-5])  # the last record's write cut short
+        rc, err = d.start_fails("--aof-load-truncated", "no")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("aof-load-truncated", err)
+        r = d.start()
+        self.assertEqual(r.keys(), [b"a"])
+        self.assertIn("torn record", d.log())
+        r.execute_command("AI.TENSORSET", "c", "INT8", 1, "VALUES", 3)
+        d.kill9()
+        r = d.start()
+        self.assertEqual(sorted(r.keys()), [b"a", b"c"])
+        d.kill9()
+
+    def test_tampered_log_stops_the_start(self):
+        d = DataDir(self)
+        incr = self.written(d)
+        with open(incr, "r+b") as f:
+            f.seek(64 + 20)  # inside the first frame, which another follows
+            b = f.read(1)
+            f.seek(64 + 20)
+            f.write(bytes([b[0] ^ 1]))
+        rc, err = d.start_fails()
+        self.assertNotEqual(rc, 0)
+        self.assertIn("cannot be loaded", err)
+        self.assertIn("--load-bad-snapshot", err)
+        d.flags = ["--load-bad-snapshot", "yes"]
+        r = d.start()
+        self.assertEqual(r.dbsize(), 0)
+        self.assertTrue(glob.glob(d.aofdir() + ".bad-*"), "the bad log is kept aside")
+        d.kill9()
+
+    def test_missing_model_file_stops_the_start(self):
+        d = DataDir(self)
+        r = d.start()
+        r.execute_command("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", model_bytes("linear.onnx"))
+        d.kill9()
+        for f in glob.glob(os.path.join(d.aofdir(), "models", "*.model")):
+            os.remove(f)
+        rc, err = d.start_fails()
+        self.assertNotEqual(rc, 0)
+        self.assertIn("model file", err)
+
+
+class RewriteTest(unittest.TestCase):
+
+    def test_bgrewriteaof(self):
+        d = DataDir(self)
+        r = d.start()
+        mlp = model_bytes("mlp.onnx")
+        r.execute_command("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", mlp)
+        for i in range(200):
+            r.execute_command("AI.TENSORSET", "t", "INT32", 1, "VALUES", i)
+        model_files = glob.glob(os.path.join(d.aofdir(), "models", "*.model"))
+        self.assertEqual(len(model_files), 1)
+        inode = os.stat(model_files[0]).st_ino
+        info = r.info("persistence")
+        before = info["aof_current_size"]
+        self.assertEqual(info["aof_enabled"], 1)
+        self.assertTrue(r.execute_command("BGREWRITEAOF"))  # redis-py reads the status line as True
+        poll(lambda: r.info("persistence")["aof_rewrite_in_progress"] == 0 and
+             r.info("persistence")["aof_rewrites"] == 1, what="the rewrite")
+        info = r.info("persistence")
+        self.assertEqual(info["aof_last_bgrewrite_status"], "ok")
+        self.assertEqual(info["aof_last_write_status"], "ok")
+        self.assertLess(info["aof_current_size"], before)
+        self.assertLess(info["aof_current_size"], 4096, "the model bytes are in their file, not the base")
+        self.assertEqual(os.stat(model_files[0]).st_ino, inode, "the model file is not written again")
+        r.execute_command("AI.TENSORSET", "after", "INT8", 1, "VALUES", 1)
+        d.kill9()
+        names = sorted(os.listdir(d.aofdir()))
+        self.assertEqual(len([n for n in names if n.startswith("base.")]), 1, names)
+        self.assertEqual(len([n for n in names if n.startswith("incr.")]), 1, names)
+        r = d.start()
+        self.assertEqual(sorted(r.keys()), [b"after", b"m", b"t"])
+        self.assertEqual(r.execute_command("AI.TENSORGET", "t", "VALUES"), [199])
+        d.kill9()
+
+    def test_auto_rewrite(self):
+        d = DataDir(self, "--auto-aof-rewrite-min-size", "1mb", "--auto-aof-rewrite-percentage", "50")
+        r = d.start()
+        blob = os.urandom(256 << 10)
+        for i in range(12):
+            r.execute_command("AI.TENSORSET", "t", "UINT8", len(blob), "BLOB", blob)
+        poll(lambda: r.info("persistence")["aof_rewrites"] >= 1, timeout=10, what="an automatic rewrite")
+        d.kill9()
+        r = d.start()
+        self.assertEqual(r.execute_command("AI.TENSORGET", "t", "BLOB"), blob)
+        d.kill9()
+
+
+class CrashSampleTest(unittest.TestCase):
+    """A short sample of `make crash-test` (crash.py): random kill -9
+    rounds under concurrent writes, everysec then always."""
+
+    def test_kill9_rounds_lose_nothing_acknowledged(self):
+        for fsync in ("everysec", "always"):
+            with self.subTest(appendfsync=fsync):
+                s = crash.run(6, fsync, clients=3, max_s=0.8)
+                self.assertGreater(s["acknowledged"], 50, s)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,134 @@
+"""Models that crashed ONNX Runtime inside the server get clean errors, and
+the server stays up (issue 16).
+
+The models are modelstore/testdata/crash/*.onnx, written by
+fuzzmodels/regressions.py (`make test` runs it); index.json says, per
+model, whether the sanitizer refuses it at store ("refused"), rewrites its
+integer division ("guarded") or leaves it to ONNX Runtime ("clean"). A
+short sample of the generated crash hunt (fuzzmodels/hunt.py, 40 s) runs
+last: it must find nothing.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+import unittest
+
+import numpy as np
+
+from harness import REPO, ServerTestCase, server_binary
+
+CRASH_DIR = os.path.join(REPO, "modelstore", "testdata", "crash")
+NP = {"FLOAT": np.float32, "DOUBLE": np.float64, "INT8": np.int8, "INT16": np.int16, "INT32": np.int32,
+      "INT64": np.int64, "UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32, "UINT64": np.uint64,
+      "BOOL": np.bool_}
+
+
+def cases():
+    with open(os.path.join(CRASH_DIR, "index.json")) as f:
+        return json.load(f)
+
+
+def model_bytes(name):
+    with open(os.path.join(CRASH_DIR, name + ".onnx"), "rb") as f:
+        return f.read()
+
+
+def number(x):
+    return float(x) if isinstance(x, str) else x  # "nan", "inf" as regressions.py writes them
+
+
+def guarded(op, a, b, npt):
+    """The documented result of a guarded integer Div or Mod (fmod 0)."""
+    info = np.iinfo(npt)
+    a, b = int(a), int(b)
+    if b == 0 or (info.min < 0 and a == info.min and b == -1):
+        b = 1
+    if op == "div":
+        q = abs(a) // abs(b)
+        return q if (a < 0) == (b < 0) else -q
+    return a - b * (a // b)  # Python's floor modulo: the sign of the divisor
+
+
+class TestCrashModels(ServerTestCase):
+
+    def store(self, name):
+        """AI.MODELSTORE of a crash model: None on OK, else the error text."""
+        try:
+            self.r.execute_command("AI.MODELSTORE", name, "ONNX", "CPU", "BLOB", model_bytes(name))
+            return None
+        except Exception as e:  # redis.ResponseError
+            return str(e)
+
+    def feed(self, c):
+        names = []
+        for name, typ, shape, values in c["feeds"]:
+            arr = np.array([number(v) for v in values], dtype=NP[typ]).reshape(shape)
+            self.r.execute_command("AI.TENSORSET", name, typ, *shape, "BLOB", arr.tobytes())
+            names.append(name)
+        return names
+
+    def test_every_crash_model_is_refused_or_safe(self):
+        for name, c in sorted(cases().items()):
+            with self.subTest(model=name):
+                err = self.store(name)
+                if c["expect"] == "refused":
+                    self.assertIsNotNone(err, "stored a model that crashed ONNX Runtime")
+                    self.assertTrue(err.startswith("model refused: node "), err)
+                elif c["expect"] == "guarded":
+                    self.assertIsNone(err)
+                    # AI.MODELGET returns what the client uploaded, not the rewrite.
+                    blob = self.r.execute_command("AI.MODELGET", name, "BLOB")
+                    self.assertEqual(bytes(blob), model_bytes(name))
+                if err is None and c["feeds"] and not c.get("timeout"):
+                    names = self.feed(c)
+                    try:
+                        self.r.execute_command("AI.MODELEXECUTE", name, "INPUTS", len(names), *names,
+                                               "OUTPUTS", 1, "out", "TIMEOUT", 5000)
+                    except Exception as e:
+                        self.assertNotIn("worker died", str(e))
+                self.assertTrue(self.srv.alive(), self.srv.stderr()[-3000:])
+                self.assertTrue(self.r.ping())
+
+    def test_guarded_division_results(self):
+        for name, c in sorted(cases().items()):
+            if c["expect"] != "guarded" or not name.endswith("_run"):
+                continue
+            with self.subTest(model=name):
+                self.assertIsNone(self.store(name))
+                names = self.feed(c)
+                self.r.execute_command("AI.MODELEXECUTE", name, "INPUTS", 2, *names, "OUTPUTS", 1, "out")
+                typ = c["feeds"][0][1]
+                got = np.frombuffer(self.r.execute_command("AI.TENSORGET", "out", "BLOB"), dtype=NP[typ])
+                a = np.array([number(v) for v in c["feeds"][0][3]], dtype=NP[typ])
+                b = np.array([number(v) for v in c["feeds"][1][3]], dtype=NP[typ])
+                want = [guarded(name[:3], x, y, NP[typ]) for x, y in zip(a, b)]
+                self.assertEqual([int(x) for x in got], want)
+
+    def test_float_division_is_ieee(self):
+        self.assertIsNone(self.store("div_float"))
+        names = self.feed(cases()["div_float"])
+        self.r.execute_command("AI.MODELEXECUTE", "div_float", "INPUTS", 2, *names, "OUTPUTS", 1, "out")
+        got = np.frombuffer(self.r.execute_command("AI.TENSORGET", "out", "BLOB"), dtype=np.float32)
+        self.assertEqual((got[0], got[1]), (np.inf, -np.inf))
+        self.assertTrue(math.isnan(got[2]))
+
+    def test_loop_bomb_is_killed_by_timeout(self):
+        # 2^62 trips cannot be refused at store (exporters write INT64_MAX
+        # trip counts for while loops); the execution timeout ends it.
+        self.r.execute_command("AI.CONFIG", "MODEL_EXECUTION_TIMEOUT", 1000)
+        try:
+            self.assertIsNone(self.store("bomb_loop_trips"))
+            names = self.feed(cases()["bomb_loop_trips"])
+            with self.assertRaises(Exception) as cm:
+                self.r.execute_command("AI.MODELEXECUTE", "bomb_loop_trips", "INPUTS", 1, *names, "OUTPUTS", 1, "out")
+            self.assertIn("terminate", str(cm.exception))
+        finally:
+            self.r.execute_command("AI.CONFIG", "MODEL_EXECUTION_TIMEOUT", 5000)
+        self.assertTrue(self.r.ping())
+
+
+if __name__ == "__main__":
+    unittest.main()
