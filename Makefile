@@ -8,9 +8,9 @@ PYTHON      := /usr/bin/python3
 GO          ?= go
 export ENCLAVEAI_ONNXRUNTIME_LIB := $(ORT_LIB)
 
-.PHONY: enclave build run test lint test-go test-redis deps ort models crash-models fuzz-models bench bench-readers bench-core bench-snapshot bench-huge bench-mem bench-aof bench-wall bench-loop fuzz clean
+.PHONY: enclave build run test lint test-go test-redis deps ort models crash-models fuzz-models bench bench-readers bench-core bench-snapshot bench-huge bench-mem bench-aof bench-wall bench-loop fuzz test-nocgo clean
 
-build: bin/enclaveai-server bin/enclaveai-cli
+build: bin/enclaveai-server bin/enclaveai-cli bin/enclaveai-server-nocgo
 
 # The revision --version shows (GOFLAGS may turn off go build's VCS stamp).
 REVISION := $(shell git rev-parse --short=12 HEAD 2>/dev/null)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
@@ -18,6 +18,11 @@ REVISION := $(shell git rev-parse --short=12 HEAD 2>/dev/null)$(shell git diff -
 bin/enclaveai-server: $(ORT_LIB) FORCE
 	$(GO) build -ldflags "-X main.revision=$(REVISION)" -o $@ ./cmd/enclaveai-server
 	cp -f $(ORT_LIB) bin/libonnxruntime.so.1.tmp && mv -f bin/libonnxruntime.so.1.tmp bin/libonnxruntime.so.1
+
+# The cgo-free static build: no ONNX Runtime, the pure-Go engine only (the
+# code an enclave runs; `make enclave` builds the same with EGo).
+bin/enclaveai-server-nocgo: FORCE
+	CGO_ENABLED=0 $(GO) build -o $@ ./cmd/enclaveai-server
 
 bin/enclaveai-cli: FORCE
 	$(GO) build -o $@ ./cmd/enclaveai-cli
@@ -58,7 +63,7 @@ models: deps
 crash-models: deps
 	$(PYTHON) fuzzmodels/regressions.py modelstore/testdata/crash
 
-test: deps build models crash-models lint test-go test-redis
+test: deps build models crash-models lint test-go test-redis test-nocgo
 
 # Static checks, each failing the build on a finding: formatting, go.mod in
 # step with the imports, go vet, and staticcheck at a pinned version.
@@ -77,6 +82,16 @@ test-go: bin/enclaveai-server
 
 test-redis: build models crash-models
 	$(PYTHON) -m unittest discover -s redis_tests -p 'test_*.py' -v
+
+# The engine-independent suites again, against the cgo-free static binary
+# (tensors, keys, transactions, users, redis-cli: about 15 s here);
+# test_goengine.py, run by test-redis, compares its inference with ONNX
+# Runtime's. The model suites are not rerun: their error texts are ORT's.
+NOCGO_SUITES := test_core.py test_users.py test_redis_cli.py
+test-nocgo: bin/enclaveai-server-nocgo models
+	CGO_ENABLED=0 $(GO) vet ./...
+	CGO_ENABLED=0 $(GO) test -count=1 ./goengine ./config ./persistence
+	for s in $(NOCGO_SUITES); do ENCLAVEAI_SERVER=$(CURDIR)/bin/enclaveai-server-nocgo $(PYTHON) -m unittest discover -s redis_tests -p $$s || exit 1; done
 
 # crash-test: the kill -9 harness of the append-only log, 50 rounds per
 # fsync policy (redis_tests/crash.py; a 6-round sample runs in make test).

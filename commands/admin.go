@@ -198,6 +198,9 @@ func (s *Server) Info(sections []string) string {
 		{"process_id", itoa(int64(os.Getpid()))}, {"tcp_port", port},
 		{"uptime_in_seconds", itoa(uptime)}, {"uptime_in_days", itoa(uptime / 86400)},
 		{"executable", executable()},
+		// The engine that compiles new models (AI.MODELINFO's engine is
+		// the one that compiled each).
+		{"inference_engine", s.Models.Engine().Name()},
 	})
 	emit("Clients", [][2]string{
 		{"connected_clients", itoa(int64(s.NumClients()))},

@@ -51,7 +51,7 @@ func init() {
 		ai(&Spec{Name: "ai._modelscan", Arity: 1, Flags: Readonly,
 			Summary: "Lists every model key with its tag.", Parse: parseModelScan}),
 		ai(&Spec{Name: "ai.modelinfo", Arity: 2, Flags: Readonly, FirstKey: 1, LastKey: 1, Step: 1,
-			Summary: "Returns a model's digest, size, inputs and outputs, batching and storage details, owner.", Syntax: "key", Parse: parseModelInfo}),
+			Summary: "Returns a model's digest, size, inputs and outputs, batching and storage details, owner, engine.", Syntax: "key", Parse: parseModelInfo}),
 		ai(&Spec{Name: "ai.config", Arity: -2, Flags: Write,
 			Summary: "Reads or changes RedisAI settings (MODEL_CHUNK_SIZE, MODEL_EXECUTION_TIMEOUT, ...).",
 			Syntax:  "GET name | SET name value | name value | LOADBACKEND backend path | BACKENDSPATH path", Parse: parseAIConfig}),
@@ -892,7 +892,7 @@ func parseModelInfo(a Args) (Runner, error) {
 				}
 			}
 		}
-		w.Map(18)
+		w.Map(19)
 		w.BulkString("key")
 		w.BulkString(key)
 		w.BulkString("id")
@@ -932,6 +932,10 @@ func parseModelInfo(a Args) (Runner, error) {
 		w.BulkString("owner")
 		owner, _ := ownerOf(m)
 		w.BulkString(owner)
+		// Which engine runs it: "onnxruntime", "onnxruntime-worker" or
+		// "go" (the pure-Go engine, the one an enclave build has).
+		w.BulkString("engine")
+		w.BulkString(m.Blob.Engine)
 		return nil
 	}), nil
 }

@@ -52,6 +52,10 @@ type Options struct {
 	// EngineStoreTimeout is how long a worker may take to create a
 	// session, in seconds.
 	EngineStoreTimeout int64
+	// InferenceEngine is the engine that compiles and runs models:
+	// EngineONNXRuntime or EngineGo (the default where the build has no
+	// ONNX Runtime, which then refuses EngineONNXRuntime).
+	InferenceEngine string
 	MaxModels          atomic.Int64 // 0 = unlimited
 	MaxModelSize       atomic.Int64
 	// The run queue's workers and the sessions' thread counts at start
@@ -113,7 +117,7 @@ func (o *Options) SlogLevel() *slog.LevelVar { return &o.slogLevel }
 func Default() *Options {
 	o := &Options{Bind: "127.0.0.1", Dir: ".", DBFilename: "dump.aidb", SealKeyFile: "seal.key", SealPolicy: "product",
 		AppendOnly: true, AppendDirName: "appendonlydir", AOFLoadTruncated: true,
-		EngineIsolation: "per-tenant", EngineStoreTimeout: 60}
+		EngineIsolation: "per-tenant", EngineStoreTimeout: 60, InferenceEngine: DefaultInferenceEngine}
 	everysec := "everysec"
 	o.AppendFsync.Store(&everysec)
 	o.AutoAOFRewritePercentage.Store(100)
@@ -223,6 +227,20 @@ var directives = func() map[string]*directive {
 			return nil
 		}
 		return errors.New("argument must be one of: per-tenant, shared, off")
+	})
+	add("inference-engine", false, func(o *Options) string { return o.InferenceEngine }, func(o *Options, a []string) error {
+		switch v := strings.ToLower(a[0]); v {
+		case EngineGo:
+			o.InferenceEngine = v
+			return nil
+		case EngineONNXRuntime:
+			if !HasONNXRuntime {
+				return errors.New("this build has no ONNX Runtime (CGO_ENABLED=0 or the enclave build): only go")
+			}
+			o.InferenceEngine = v
+			return nil
+		}
+		return errors.New("argument must be one of: onnxruntime, go")
 	})
 	add("engine-workers", false, func(o *Options) string { return strconv.FormatInt(o.EngineWorkers, 10) },
 		func(o *Options, a []string) error {

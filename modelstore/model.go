@@ -22,6 +22,8 @@ type Blob struct {
 	// Data (SharedBytes of them) or holds its own copy.
 	Weights     WeightsMode
 	SharedBytes int64
+	// Engine names the engine that compiled Session (Engine.Name()).
+	Engine string
 
 	buf   *ModelBuffer // Data's memory, when the model came in through one
 	fp    uint64       // Fingerprint(Data)
@@ -217,7 +219,7 @@ func (r *Registry) acquire(data []byte, buf *ModelBuffer, fp uint64, sum *[32]by
 			r.mu.Unlock()
 			continue // a blob was added since find looked: it may be this one
 		}
-		b = &Blob{Data: data, Opts: opts, Session: sess, reg: r, refs: 1, buf: buf, fp: fp, group: k.group}
+		b = &Blob{Data: data, Opts: opts, Session: sess, Engine: r.engine.Name(), reg: r, refs: 1, buf: buf, fp: fp, group: k.group}
 		b.sha.done = make(chan struct{})
 		b.Weights, b.SharedBytes = sess.Weights()
 		if buf != nil {

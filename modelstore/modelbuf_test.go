@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"math/rand"
+	"os"
 	"runtime"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -169,4 +172,15 @@ func TestModelBufferFreedMidUpload(t *testing.T) {
 	if left := rss(t) - before; left > 16<<20 {
 		t.Errorf("RSS %d MiB above where it was after the buffer was freed", left>>20)
 	}
+}
+
+// rss is this process's resident set size.
+func rss(t *testing.T) int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		t.Skip("no /proc/self/statm")
+	}
+	f := strings.Fields(string(b))
+	pages, _ := strconv.ParseInt(f[1], 10, 64)
+	return pages * int64(os.Getpagesize())
 }

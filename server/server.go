@@ -32,8 +32,6 @@ import (
 
 	"github.com/enclaveai/enclaveai/commands"
 	"github.com/enclaveai/enclaveai/config"
-	"github.com/enclaveai/enclaveai/modelstore"
-	"github.com/enclaveai/enclaveai/worker"
 )
 
 // Server listens for clients and serves them.
@@ -47,7 +45,8 @@ type Server struct {
 	wg       sync.WaitGroup
 	done     chan struct{}
 	stopOnce sync.Once
-	pool     *worker.Pool // the engine workers; nil with engine-isolation off
+	// closeEngine stops the engine workers; nil when there are none.
+	closeEngine func()
 }
 
 // New creates a server over a fresh command layer.
@@ -125,8 +124,8 @@ func (s *Server) Stop() {
 	})
 	s.wg.Wait()
 	s.Cmds.CloseLog()
-	if s.pool != nil {
-		s.pool.Close()
+	if s.closeEngine != nil {
+		s.closeEngine()
 	}
 }
 
@@ -296,11 +295,7 @@ func toLimits(l commands.Limits) Limits {
 // Start loads ONNX Runtime and the startup models, binds the configured
 // address and serves in the background.
 func (s *Server) Start() error {
-	lib, err := modelstore.FindRuntimeLibrary(s.opts.ONNXRuntimeLibrary)
-	if err != nil {
-		return err
-	}
-	if err := s.startEngine(lib); err != nil {
+	if err := s.startEngine(); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(s.opts.Dir, 0o700); err != nil {

@@ -1,3 +1,5 @@
+//go:build cgo && !noort
+
 // Command loop measures EnclaveAI's inference loop against the round trips
 // of Redis itself, all in one run so that every ratio compares figures
 // taken under the same machine state. `make bench-loop` runs it and

@@ -16,15 +16,10 @@ import (
 
 	"github.com/enclaveai/enclaveai/config"
 	"github.com/enclaveai/enclaveai/server"
-	"github.com/enclaveai/enclaveai/worker"
 )
 
 func main() {
-	// Re-executed as an engine worker (package worker): nothing of the
-	// server runs in it.
-	if worker.IsWorker() {
-		worker.Main()
-	}
+	runIfWorker()
 	// GOGC follows the live heap (server/gc.go); GOGC in the environment wins.
 	server.TuneGC()
 	if infoFlag(os.Args[1:], os.Stdout) {
