@@ -56,8 +56,8 @@ type Options struct {
 	// EngineONNXRuntime or EngineGo (the default where the build has no
 	// ONNX Runtime, which then refuses EngineONNXRuntime).
 	InferenceEngine string
-	MaxModels          atomic.Int64 // 0 = unlimited
-	MaxModelSize       atomic.Int64
+	MaxModels       atomic.Int64 // 0 = unlimited
+	MaxModelSize    atomic.Int64
 	// The run queue's workers and the sessions' thread counts at start
 	// (RedisAI's load-time THREADS_PER_QUEUE, INTRA_OP_PARALLELISM and
 	// INTER_OP_PARALLELISM; AI.CONFIG changes them later). 0 means the
