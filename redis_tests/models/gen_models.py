@@ -516,64 +516,6 @@ def hang_store_model():
     return m
 
 
-TF_SEQ, TF_HIDDEN, TF_HEADS, TF_FFN, TF_LAYERS = 64, 256, 4, 1024, 4
-
-
-def transformer_model():
-    """A 4-layer BERT-like encoder in plain opset-13 nodes (no PyTorch):
-    enough arithmetic per run (about 0.4 GFLOP) to need several ms."""
-    rng = np.random.default_rng(7)
-    S, H, NH, F = TF_SEQ, TF_HIDDEN, TF_HEADS, TF_FFN
-    HD = H // NH
-    nodes, inits = [], []
-
-    def const(name, arr):
-        inits.append(numpy_helper.from_array(np.asarray(arr), name))
-        return name
-
-    def weight(name, shape):
-        return const(name, (rng.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32))
-
-    def node(op, ins, out, **attrs):
-        nodes.append(helper.make_node(op, ins, [out], **attrs))
-        return out
-
-    const("split_heads", np.array([0, S, NH, HD], np.int64))
-    const("merge_heads", np.array([0, S, H], np.int64))
-    const("scale", np.array(1 / np.sqrt(HD), np.float32))
-    const("eps", np.array(1e-5, np.float32))
-
-    def norm(x, p):
-        mean = node("ReduceMean", [x], p + "_mean", axes=[-1])
-        d = node("Sub", [x, mean], p + "_d")
-        var = node("ReduceMean", [node("Mul", [d, d], p + "_sq")], p + "_var", axes=[-1])
-        return node("Div", [d, node("Sqrt", [node("Add", [var, "eps"], p + "_ve")], p + "_std")], p + "_n")
-
-    x = "x"
-    for l in range(TF_LAYERS):
-        p = "l%d" % l
-        heads = {}
-        for h, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])):
-            proj = node("MatMul", [x, weight(p + "_w" + h, (H, H))], p + "_" + h)
-            r = node("Reshape", [proj, "split_heads"], p + "_" + h + "r")
-            heads[h] = node("Transpose", [r], p + "_" + h + "t", perm=perm)
-        scores = node("Mul", [node("MatMul", [heads["q"], heads["k"]], p + "_qk"), "scale"], p + "_s")
-        att = node("MatMul", [node("Softmax", [scores], p + "_p", axis=-1), heads["v"]], p + "_a")
-        merged = node("Reshape", [node("Transpose", [att], p + "_at", perm=[0, 2, 1, 3]), "merge_heads"], p + "_m")
-        o = node("MatMul", [merged, weight(p + "_wo", (H, H))], p + "_o")
-        x = norm(node("Add", [x, o], p + "_r1"), p + "_n1")
-        f = node("Add", [node("MatMul", [x, weight(p + "_w1", (H, F))], p + "_f1"), const(p + "_b1", np.zeros(F, np.float32))], p + "_f1b")
-        f = node("MatMul", [node("Relu", [f], p + "_relu"), weight(p + "_w2", (F, H))], p + "_f2")
-        x = norm(node("Add", [x, f], p + "_r2"), p + "_n2")
-    nodes.append(helper.make_node("Identity", [x], ["y"]))
-    graph = helper.make_graph(
-        nodes, "transformer",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", S, H])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", S, H])],
-        inits)
-    return make_model(graph)
-
-
 # --- the two output sets -----------------------------------------------------
 
 
