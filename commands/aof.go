@@ -3,8 +3,8 @@ package commands
 import (
 	"crypto/sha256"
 	"errors"
-	"hash"
 	"fmt"
+	"hash"
 	"os"
 	"path/filepath"
 	"strconv"

@@ -53,12 +53,15 @@ func goldenLogOps() []Op {
 // recorder is a LogSink that keeps every record, in order.
 type recorder struct{ got []any }
 
-func (r *recorder) Tensor(t TensorRecord) error     { r.got = append(r.got, t); return nil }
-func (r *recorder) Model(m LogModel) error          { r.got = append(r.got, m); return nil }
-func (r *recorder) Delete(k string) error           { r.got = append(r.got, "DEL "+k); return nil }
-func (r *recorder) Expire(k string, at int64) error { r.got = append(r.got, ExpireOp{k, at}); return nil }
-func (r *recorder) Rename(s, d string) error        { r.got = append(r.got, [2]string{s, d}); return nil }
-func (r *recorder) Flush() error                    { r.got = append(r.got, "FLUSH"); return nil }
+func (r *recorder) Tensor(t TensorRecord) error { r.got = append(r.got, t); return nil }
+func (r *recorder) Model(m LogModel) error      { r.got = append(r.got, m); return nil }
+func (r *recorder) Delete(k string) error       { r.got = append(r.got, "DEL "+k); return nil }
+func (r *recorder) Expire(k string, at int64) error {
+	r.got = append(r.got, ExpireOp{k, at})
+	return nil
+}
+func (r *recorder) Rename(s, d string) error { r.got = append(r.got, [2]string{s, d}); return nil }
+func (r *recorder) Flush() error             { r.got = append(r.got, "FLUSH"); return nil }
 
 func expected(ops []Op) []any {
 	var out []any
