@@ -100,3 +100,41 @@ func BenchmarkModelExecute(b *testing.B) {
 		b.Fatalf("reply %q", got)
 	}
 }
+
+
+// BenchmarkTensorSetLogged is BenchmarkTensorSet with the append-only log
+// on (appendfsync as the sub-benchmark says), committing once per 16
+// commands as a pipelined client's connection does: the log's cost per
+// write without the network or the client.
+func BenchmarkTensorSetLogged(b *testing.B) {
+	for _, fsync := range []string{"everysec", "always"} {
+		b.Run(fsync, func(b *testing.B) {
+			opts := config.Default()
+			opts.Dir = b.TempDir()
+			opts.AppendFsync.Store(&fsync)
+			s := commands.NewServer(opts, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			s.Snapshot.SealKey = bytes.Repeat([]byte{7}, 32)
+			if err := s.LoadData(); err != nil {
+				b.Fatal(err)
+			}
+			defer s.CloseLog()
+			c := s.NewClient("127.0.0.1:1", "127.0.0.1:2", nil)
+			argv := [][]byte{[]byte("AI.TENSORSET"), []byte("t"), []byte("FLOAT"), []byte("784"), []byte("BLOB"), benchBlob}
+			owned := func(i int) bool { return len(argv[i]) >= 512 }
+			b.SetBytes(int64(len(benchBlob)))
+			b.ReportAllocs()
+			n := 0
+			for b.Loop() {
+				s.Dispatch(c, argv, owned)
+				if n++; n%16 == 0 {
+					s.CommitClient(c)
+					c.W.Reset()
+				}
+			}
+			s.CommitClient(c)
+			if got := string(c.W.Bytes()); len(got) > 0 && got[0] != '+' {
+				b.Fatalf("reply %q", got)
+			}
+		})
+	}
+}

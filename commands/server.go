@@ -454,7 +454,9 @@ func (s *Server) run(x *Ctx, spec *Spec, r Runner) bool {
 	if s.aof != nil {
 		if !logged && x.C.logSeq != 0 {
 			// A read may stream its reply, and the writes' replies
-			// before it with it: their records go first.
+			// before it with it: their records go first. Its own reply,
+			// counted by Dispatch, is not written yet.
+			x.C.logReplies--
 			s.CommitClient(x.C)
 			mark = x.W.Len()
 		}
