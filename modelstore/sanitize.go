@@ -465,10 +465,20 @@ var rules = []rule{
 	{"OneHot", "", elemsOf(1, 1)},                                                         // hunt: SIGABRT
 	{"OneHot", "", elemsOf(2, 2)},                                                         // hunt: SIGABRT
 	{"ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceSumSquare", "", axesInput(1)}, // hunt: SIGABRT
-	{"ScatterND GatherND", "", indexDepth},              // hunt: SIGFPE
-	{"Einsum", "", einsumEllipsis},                      // hunt: SIGSEGV
-	{"GatherND", "", batchDimsAgree},                    // hunt: SIGFPE
-	{"Trilu", "", constScalarBetween(1, -1<<40, 1<<40)}, // hunt: SIGSEGV (k = INT64_MIN)
+	{"ScatterND GatherND", "", indexDepth},                    // hunt: SIGFPE
+	{"Einsum", "", einsumEllipsis},                            // hunt: SIGSEGV
+	{"GatherND", "", batchDimsAgree},                          // hunt: SIGFPE
+	{"Trilu", "", constScalarBetween(1, -1<<40, 1<<40)},       // hunt: SIGSEGV (k = INT64_MIN)
+	{"RandomUniform RandomUniformLike", "low", floatsFinite},  // hunt: SIGABRT
+	{"RandomUniform RandomUniformLike", "high", floatsFinite}, // hunt: SIGABRT
+	{"RandomNormal RandomNormalLike", "mean", floatsFinite},
+	{"RandomNormal RandomNormalLike", "scale", floatsFinite},
+	{"MaxRoiPool RoiAlign", "spatial_scale", floatsFinite},                        // hunt: SIGABRT
+	{"RNN GRU LSTM", "hidden_size", intBetween(1, 1<<24)},                         // hunt: SIGABRT
+	{"ai.onnx.ml:LinearClassifier", "coefficients", linearCoefficients},           // hunt: SIGABRT
+	{"RandomNormal RandomNormalLike", "scale", floatAtLeast(0)},                   // hunt: SIGABRT
+	{"RandomUniform RandomUniformLike", "", uniformBounds},                        // hunt: SIGABRT
+	{"ai.onnx.ml:FeatureVectorizer", "inputdimensions", allInRangeInts(1, 1<<24)}, // hunt: SIGABRT
 	// Resource bombs: outputs whose size is known at store.
 	{"ConstantOfShape", "", staticSize(shapeFromInput(0))},
 	{"Expand", "", staticSize(shapeFromInput(1))},
@@ -655,6 +665,53 @@ func constScalarBetween(i int, min, max int64) func(*ruleCtx, *gAttr) string {
 		}
 		return ""
 	}
+}
+
+// linearCoefficients: a LinearClassifier has finite coefficients, as many
+// per class (intercept) as any other class.
+func linearCoefficients(c *ruleCtx, a *gAttr) string {
+	if why := floatsFinite(c, a); why != "" {
+		return why
+	}
+	if ic := c.n.attr("intercepts"); ic != nil && !ic.ref && len(ic.floats) > 0 && len(a.floats)%len(ic.floats) != 0 {
+		return fmt.Sprintf("has %d entries, not a multiple of the %d intercepts", len(a.floats), len(ic.floats))
+	}
+	return ""
+}
+
+func floatAtLeast(min float64) func(*ruleCtx, *gAttr) string {
+	return func(_ *ruleCtx, a *gAttr) string {
+		if !(a.f >= min) {
+			return fmt.Sprintf("must be >= %g, got %g", min, a.f)
+		}
+		return ""
+	}
+}
+
+func allInRangeInts(min, max int64) func(*ruleCtx, *gAttr) string {
+	return func(_ *ruleCtx, a *gAttr) string {
+		for _, v := range a.ints {
+			if v < min || v > max {
+				return fmt.Sprintf("must be between %d and %d, got %s", min, max, intList(a.ints))
+			}
+		}
+		return ""
+	}
+}
+
+// uniformBounds: low <= high (defaults 0 and 1).
+func uniformBounds(c *ruleCtx, _ *gAttr) string {
+	low, high := 0.0, 1.0
+	if a := c.n.attr("low"); a != nil && !a.ref {
+		low = a.f
+	}
+	if a := c.n.attr("high"); a != nil && !a.ref {
+		high = a.f
+	}
+	if !(low <= high) {
+		return fmt.Sprintf("low %g is above high %g", low, high)
+	}
+	return ""
 }
 
 func lenExactly(n int) func(*ruleCtx, *gAttr) string {

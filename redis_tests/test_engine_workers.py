@@ -4,7 +4,7 @@ code costs one worker, never the server.
 
     /usr/bin/python3 -m unittest redis_tests.test_engine_workers -v
 
-Models: redis_tests/models (gen_models.py: crash_div_run, crash_div_store,
+Models: redis_tests/models (gen_models.py: crash_run, crash_store,
 bomb, hang_store; `make models`).
 """
 
@@ -113,7 +113,7 @@ class WallTest(unittest.TestCase):
                     self.assertTrue(t.startswith(("/memfd:", "anon_inode:", "/sys/fs/cgroup/")), (fd, t))
 
     def test_crash_at_run_is_contained_and_quarantined(self):
-        self.r.execute_command("AI.MODELSTORE", "crash", "ONNX", "CPU", "BLOB", model("crash_div_run.onnx"))
+        self.r.execute_command("AI.MODELSTORE", "crash", "ONNX", "CPU", "BLOB", model("crash_run.onnx"))
         before = self.r.info("engine").get("engine_worker_deaths_sigfpe", 0)
         err = error_text(lambda: self.r.execute_command("AI.MODELEXECUTE", "crash", "INPUTS", 1, "xi", "OUTPUTS", 1, "yi"))
         self.assertEqual(err, "model execution failed: engine worker died (SIGFPE)")
@@ -124,7 +124,7 @@ class WallTest(unittest.TestCase):
         self.run_mlp()  # recreated in the replacement worker, no re-upload
         self.assertEqual(self.r.info("engine")["engine_worker_deaths_sigfpe"], before + 1)
         # Storing it again lifts the quarantine (and it crashes again).
-        self.r.execute_command("AI.MODELSTORE", "crash", "ONNX", "CPU", "BLOB", model("crash_div_run.onnx"))
+        self.r.execute_command("AI.MODELSTORE", "crash", "ONNX", "CPU", "BLOB", model("crash_run.onnx"))
         err = error_text(lambda: self.r.execute_command("AI.MODELEXECUTE", "crash", "INPUTS", 1, "xi", "OUTPUTS", 1, "yi"))
         self.assertEqual(err, "model execution failed: engine worker died (SIGFPE)")
         self.r.delete("crash")
@@ -134,7 +134,7 @@ class WallTest(unittest.TestCase):
 
     def test_crash_at_store_is_refused(self):
         err = error_text(lambda: self.r.execute_command("AI.MODELSTORE", "folded", "ONNX", "CPU", "BLOB",
-                                                        model("crash_div_store.onnx")))
+                                                        model("crash_store.onnx")))
         self.assertEqual(err, "model could not be loaded: engine worker died (SIGFPE) while creating its session")
         self.assertFalse(self.r.exists("folded"))
         self.assertTrue(self.srv.alive())
@@ -299,10 +299,10 @@ class TenantTest(unittest.TestCase):
 
             t = threading.Thread(target=bob_loop)
             t.start()
-            alice.execute_command("AI.MODELSTORE", "crash", "ONNX", "CPU", "BLOB", model("crash_div_run.onnx"))
+            alice.execute_command("AI.MODELSTORE", "crash", "ONNX", "CPU", "BLOB", model("crash_run.onnx"))
             alice.execute_command("AI.TENSORSET", "xi", "INT32", 4, "VALUES", 1, 2, 3, 4)
             for _ in range(3):
-                alice.execute_command("AI.MODELSTORE", "crash", "ONNX", "CPU", "BLOB", model("crash_div_run.onnx"))
+                alice.execute_command("AI.MODELSTORE", "crash", "ONNX", "CPU", "BLOB", model("crash_run.onnx"))
                 err = error_text(lambda: alice.execute_command("AI.MODELEXECUTE", "crash", "INPUTS", 1, "xi",
                                                                "OUTPUTS", 1, "yi"))
                 self.assertEqual(err, "model execution failed: engine worker died (SIGFPE)")

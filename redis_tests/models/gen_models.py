@@ -30,10 +30,11 @@ Redis-test models (OUTDIR):
   html.onnx             an HTML error page
   truncated.onnx        the first half of linear.onnx
   cnn.onnx              (with PyTorch) x FLOAT [N,1,28,28] -> y FLOAT [N,10]
-  crash_div_run.onnx    x INT32 [N] -> y = x / 0: ONNX Runtime's integer Div
-                        divides by zero at run time (SIGFPE)
-  crash_div_store.onnx  the same with x a constant too: constant folding
-                        divides by zero while the session is created
+  crash_run.onnx        x INT32 [N] -> y: a GatherND whose batch dimensions
+                        disagree at run time: ONNX Runtime divides by zero
+                        (SIGFPE); the sanitizer cannot see the shapes
+  crash_store.onnx      the same disagreement in a constant subgraph ONNX
+                        Runtime folds while it creates the session
   bomb.onnx             n INT64 [1] -> y = ConstantOfShape(n) FLOAT [n]: asks
                         for 4n bytes (10 GB with n = 2.5e9)
   hang_store.onnx       linear with the producer name the engine workers'
@@ -410,24 +411,37 @@ def cnn_model_and_reference():
 # its own process (docs/ENGINE_ISOLATION.md).
 
 
-def crash_div_model(folded):
-    """INT32 division by an all-zero divisor. ORT's integer Div does not
-    check for zero, so the CPU traps (SIGFPE). With folded, both operands
-    are initializers and the division runs during session creation (constant
-    folding, at the optimization level AI.MODELSTORE uses by default); the
-    output then adds the input so the graph still has one."""
-    zero = numpy_helper.from_array(np.zeros(4, dtype=np.int32), "zero")
-    inits = [zero]
-    if folded:
-        inits.append(numpy_helper.from_array(np.arange(1, 5, dtype=np.int32), "a"))
-        nodes = [helper.make_node("Div", ["a", "zero"], ["q"]), helper.make_node("Add", ["x", "q"], ["y"])]
+def crash_model(at_store):
+    """A GatherND whose data and indices disagree on their batch dimension
+    (batch_dims 1: 4 against 2). ONNX Runtime 1.24.1 divides by the
+    indices' batch size without checking, so the CPU traps (SIGFPE).
+
+    The sanitizer (docs/MODEL_VALIDATION.md) refuses this where it can see
+    the shapes, so both models hide them: crash_run's data is the input
+    reshaped at run (its batch dimension is only known then); crash_store's
+    is a ConstantOfShape whose output shape the sanitizer does not compute,
+    while ONNX Runtime does, and crashes while it creates the session."""
+    idx = helper.make_tensor("idx", TensorProto.INT64, [2, 1, 3], [0] * 6)
+    if at_store:
+        shape = helper.make_tensor("s", TensorProto.INT64, [4], [4, 1, 1, 1])
+        nodes = [helper.make_node("ConstantOfShape", ["s"], ["data"],
+                                  value=helper.make_tensor("v", TensorProto.FLOAT, [1], [1.0])),
+                 helper.make_node("GatherND", ["data", "idx"], ["g"], batch_dims=1),
+                 helper.make_node("ReduceSum", ["g"], ["r"], keepdims=0),
+                 helper.make_node("Cast", ["x"], ["xf"], to=TensorProto.FLOAT),
+                 helper.make_node("Add", ["xf", "r"], ["y"])]
+        inits = [shape, idx]
     else:
-        nodes = [helper.make_node("Div", ["x", "zero"], ["y"])]
+        shape = helper.make_tensor("s", TensorProto.INT64, [4], [-1, 1, 1, 1])
+        nodes = [helper.make_node("Cast", ["x"], ["xf"], to=TensorProto.FLOAT),
+                 helper.make_node("Reshape", ["xf", "s"], ["data"]),
+                 helper.make_node("GatherND", ["data", "idx"], ["y"], batch_dims=1)]
+        inits = [shape, idx]
     graph = helper.make_graph(
         nodes,
-        "crash_div_store" if folded else "crash_div_run",
-        [helper.make_tensor_value_info("x", TensorProto.INT32, [4])],
-        [helper.make_tensor_value_info("y", TensorProto.INT32, [4])],
+        "crash_store" if at_store else "crash_run",
+        [helper.make_tensor_value_info("x", TensorProto.INT32, ["n"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"] if at_store else ["a", "b"])],
         initializer=inits,
     )
     return make_model(graph)
@@ -530,8 +544,8 @@ def write_redis_models(outdir):
     write_bytes(outdir, "html.onnx", HTML)
     lin = linear_model().SerializeToString()
     write_bytes(outdir, "truncated.onnx", lin[: len(lin) // 2])
-    save(crash_div_model(False), outdir, "crash_div_run.onnx")
-    save(crash_div_model(True), outdir, "crash_div_store.onnx")
+    save(crash_model(False), outdir, "crash_run.onnx")
+    save(crash_model(True), outdir, "crash_store.onnx")
     save(bomb_model(), outdir, "bomb.onnx")
     save(hang_store_model(), outdir, "hang_store.onnx")
 
