@@ -49,17 +49,35 @@ func SanitizeModel(model []byte) ([]byte, error) {
 	return sanitizeChecked(model)
 }
 
+// CheckModel is SanitizeModel without the rewrite: CheckModelBlob, then
+// the rules. The server runs it before a model reaches an engine, so a
+// refused model costs no engine process a session attempt.
+func CheckModel(model []byte) error {
+	if err := CheckModelBlob(model); err != nil {
+		return err
+	}
+	_, err := analyze(model)
+	return err
+}
+
 // sanitizeChecked is SanitizeModel for bytes CheckModelBlob accepted (or
 // the share plan's graph, whose large initializers are references).
 func sanitizeChecked(model []byte) ([]byte, error) {
+	a, err := analyze(model)
+	if err != nil || len(a.guards) == 0 {
+		return nil, err
+	}
+	return rewriteDivisions(model, a.guards)
+}
+
+// analyze checks every node of the model against the rules and finds the
+// divisions to guard.
+func analyze(model []byte) (*analysis, error) {
 	m, err := decodeModel(model)
 	if err != nil {
 		return nil, err
 	}
-	a := &analysis{guards: map[int]*divGuard{}, funcs: map[string]*gFunction{}}
-	for _, fn := range m.functions {
-		a.funcs[fn.domain+"\x00"+fn.name] = fn
-	}
+	a := &analysis{guards: map[int]*divGuard{}}
 	if err := a.graph(m.graph, nil, m.opsets); err != nil {
 		return nil, err
 	}
@@ -72,16 +90,12 @@ func sanitizeChecked(model []byte) ([]byte, error) {
 			return nil, err
 		}
 	}
-	if len(a.guards) == 0 {
-		return nil, nil
-	}
-	return rewriteDivisions(model, a.guards)
+	return a, nil
 }
 
 // analysis carries what a walk of the model learns.
 type analysis struct {
 	guards map[int]*divGuard // by node offset: integer divisions to guard
-	funcs  map[string]*gFunction
 }
 
 // scope resolves value names in a graph and the graphs around it.
