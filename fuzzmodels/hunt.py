@@ -304,6 +304,7 @@ class Server:
         self.binary, self.rss_limit, self.as_limit = binary, rss_limit, as_limit
         self.proc = None
         self.restarts = 0
+        self.rate_limited = 0  # waits for the engine workers' restart limit
 
     def start(self):
         self.dir = tempfile.mkdtemp(prefix="hunt-")
@@ -385,6 +386,20 @@ def free_port():
 
 
 def try_model(srv, spec, hang):
+    """try_model_once, waiting out the engine workers' restart rate limit
+    (a slot restarts at most 5 times in 10 s: then stores and runs fail
+    until it has room again)."""
+    for _ in range(15):
+        out = try_model_once(srv, spec, hang)
+        if out[0] == "refused" and ("restarting too often" in out[2] or out[2] == "internal error"):
+            srv.rate_limited += 1
+            time.sleep(1)
+            continue
+        return out
+    return out
+
+
+def try_model_once(srv, spec, hang):
     """Runs one model. Returns (outcome, stage, detail): outcome is "ok",
     "refused" (a clean error), "unimplemented", or "finding" (detail names
     the signal, "hang", "memory" or "worker")."""
@@ -547,6 +562,7 @@ def main():
             "operators_not_tried": sorted(set(x[0].name for x in all_schemas) - ops_tried),
             "operators_never_ran_clean": sorted(ops_tried - ops_ran),
             "server_restarts": srv.restarts,
+            "rate_limit_waits": srv.rate_limited,
             "findings": sorted(buckets.values(), key=lambda b: (b["op"], b["stage"], b["signal"])),
         }
         path = os.path.join(args.out, "findings-seed%d.json" % args.seed)

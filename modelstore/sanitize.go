@@ -617,6 +617,7 @@ func einsumEllipsis(c *ruleCtx, _ *gAttr) string {
 	}
 	lhs, _, _ := strings.Cut(strings.ReplaceAll(string(eq.s), " ", ""), "->")
 	var bcast []int64 // right-aligned
+	ellipsisRank := -1
 	for i, t := range strings.Split(lhs, ",") {
 		if !strings.Contains(t, "...") {
 			continue
@@ -630,6 +631,12 @@ func einsumEllipsis(c *ruleCtx, _ *gAttr) string {
 		if n < 0 {
 			return fmt.Sprintf("equation term %q does not fit input %d of rank %d", t, i, len(v.shape))
 		}
+		// ONNX allows "..." to cover different ranks in different inputs
+		// (broadcast); ONNX Runtime 1.24.1 crashes on it (hunt: SIGSEGV).
+		if ellipsisRank >= 0 && n != ellipsisRank {
+			return fmt.Sprintf("\"...\" covers %d dimensions in one input and %d in input %d", ellipsisRank, n, i)
+		}
+		ellipsisRank = n
 		dims := v.shape[len(before) : len(before)+n]
 		for k := 1; k <= len(dims); k++ {
 			d := dims[len(dims)-k]
