@@ -189,7 +189,7 @@ func (r *Registry) acquire(data []byte, buf *ModelBuffer, fp uint64, sum *[32]by
 			return nil, err
 		}
 	}
-	if err := CheckModelBlob(data); err != nil {
+	if err := CheckModel(data); err != nil {
 		return nil, err
 	}
 	if be, ok := r.engine.(BufferEngine); ok && be.NeedsBuffer() && (buf == nil || !buf.Shareable()) {

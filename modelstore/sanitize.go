@@ -49,17 +49,35 @@ func SanitizeModel(model []byte) ([]byte, error) {
 	return sanitizeChecked(model)
 }
 
+// CheckModel is SanitizeModel without the rewrite: CheckModelBlob, then
+// the rules. The server runs it before a model reaches an engine, so a
+// refused model costs no engine process a session attempt.
+func CheckModel(model []byte) error {
+	if err := CheckModelBlob(model); err != nil {
+		return err
+	}
+	_, err := analyze(model)
+	return err
+}
+
 // sanitizeChecked is SanitizeModel for bytes CheckModelBlob accepted (or
 // the share plan's graph, whose large initializers are references).
 func sanitizeChecked(model []byte) ([]byte, error) {
+	a, err := analyze(model)
+	if err != nil || len(a.guards) == 0 {
+		return nil, err
+	}
+	return rewriteDivisions(model, a.guards)
+}
+
+// analyze checks every node of the model against the rules and finds the
+// divisions to guard.
+func analyze(model []byte) (*analysis, error) {
 	m, err := decodeModel(model)
 	if err != nil {
 		return nil, err
 	}
-	a := &analysis{guards: map[int]*divGuard{}, funcs: map[string]*gFunction{}}
-	for _, fn := range m.functions {
-		a.funcs[fn.domain+"\x00"+fn.name] = fn
-	}
+	a := &analysis{guards: map[int]*divGuard{}}
 	if err := a.graph(m.graph, nil, m.opsets); err != nil {
 		return nil, err
 	}
@@ -72,16 +90,12 @@ func sanitizeChecked(model []byte) ([]byte, error) {
 			return nil, err
 		}
 	}
-	if len(a.guards) == 0 {
-		return nil, nil
-	}
-	return rewriteDivisions(model, a.guards)
+	return a, nil
 }
 
 // analysis carries what a walk of the model learns.
 type analysis struct {
 	guards map[int]*divGuard // by node offset: integer divisions to guard
-	funcs  map[string]*gFunction
 }
 
 // scope resolves value names in a graph and the graphs around it.
@@ -465,10 +479,20 @@ var rules = []rule{
 	{"OneHot", "", elemsOf(1, 1)},                                                         // hunt: SIGABRT
 	{"OneHot", "", elemsOf(2, 2)},                                                         // hunt: SIGABRT
 	{"ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceSumSquare", "", axesInput(1)}, // hunt: SIGABRT
-	{"ScatterND GatherND", "", indexDepth},              // hunt: SIGFPE
-	{"Einsum", "", einsumEllipsis},                      // hunt: SIGSEGV
-	{"GatherND", "", batchDimsAgree},                    // hunt: SIGFPE
-	{"Trilu", "", constScalarBetween(1, -1<<40, 1<<40)}, // hunt: SIGSEGV (k = INT64_MIN)
+	{"ScatterND GatherND", "", indexDepth},                    // hunt: SIGFPE
+	{"Einsum", "", einsumEllipsis},                            // hunt: SIGSEGV
+	{"GatherND", "", batchDimsAgree},                          // hunt: SIGFPE
+	{"Trilu", "", constScalarBetween(1, -1<<40, 1<<40)},       // hunt: SIGSEGV (k = INT64_MIN)
+	{"RandomUniform RandomUniformLike", "low", floatsFinite},  // hunt: SIGABRT
+	{"RandomUniform RandomUniformLike", "high", floatsFinite}, // hunt: SIGABRT
+	{"RandomNormal RandomNormalLike", "mean", floatsFinite},
+	{"RandomNormal RandomNormalLike", "scale", floatsFinite},
+	{"MaxRoiPool RoiAlign", "spatial_scale", floatsFinite},                        // hunt: SIGABRT
+	{"RNN GRU LSTM", "hidden_size", intBetween(1, 1<<24)},                         // hunt: SIGABRT
+	{"ai.onnx.ml:LinearClassifier", "coefficients", linearCoefficients},           // hunt: SIGABRT
+	{"RandomNormal RandomNormalLike", "scale", floatAtLeast(0)},                   // hunt: SIGABRT
+	{"RandomUniform RandomUniformLike", "", uniformBounds},                        // hunt: SIGABRT
+	{"ai.onnx.ml:FeatureVectorizer", "inputdimensions", allInRangeInts(1, 1<<24)}, // hunt: SIGABRT
 	// Resource bombs: outputs whose size is known at store.
 	{"ConstantOfShape", "", staticSize(shapeFromInput(0))},
 	{"Expand", "", staticSize(shapeFromInput(1))},
@@ -593,6 +617,7 @@ func einsumEllipsis(c *ruleCtx, _ *gAttr) string {
 	}
 	lhs, _, _ := strings.Cut(strings.ReplaceAll(string(eq.s), " ", ""), "->")
 	var bcast []int64 // right-aligned
+	ellipsisRank := -1
 	for i, t := range strings.Split(lhs, ",") {
 		if !strings.Contains(t, "...") {
 			continue
@@ -606,6 +631,12 @@ func einsumEllipsis(c *ruleCtx, _ *gAttr) string {
 		if n < 0 {
 			return fmt.Sprintf("equation term %q does not fit input %d of rank %d", t, i, len(v.shape))
 		}
+		// ONNX allows "..." to cover different ranks in different inputs
+		// (broadcast); ONNX Runtime 1.24.1 crashes on it (hunt: SIGSEGV).
+		if ellipsisRank >= 0 && n != ellipsisRank {
+			return fmt.Sprintf("\"...\" covers %d dimensions in one input and %d in input %d", ellipsisRank, n, i)
+		}
+		ellipsisRank = n
 		dims := v.shape[len(before) : len(before)+n]
 		for k := 1; k <= len(dims); k++ {
 			d := dims[len(dims)-k]
@@ -655,6 +686,53 @@ func constScalarBetween(i int, min, max int64) func(*ruleCtx, *gAttr) string {
 		}
 		return ""
 	}
+}
+
+// linearCoefficients: a LinearClassifier has finite coefficients, as many
+// per class (intercept) as any other class.
+func linearCoefficients(c *ruleCtx, a *gAttr) string {
+	if why := floatsFinite(c, a); why != "" {
+		return why
+	}
+	if ic := c.n.attr("intercepts"); ic != nil && !ic.ref && len(ic.floats) > 0 && len(a.floats)%len(ic.floats) != 0 {
+		return fmt.Sprintf("has %d entries, not a multiple of the %d intercepts", len(a.floats), len(ic.floats))
+	}
+	return ""
+}
+
+func floatAtLeast(min float64) func(*ruleCtx, *gAttr) string {
+	return func(_ *ruleCtx, a *gAttr) string {
+		if !(a.f >= min) {
+			return fmt.Sprintf("must be >= %g, got %g", min, a.f)
+		}
+		return ""
+	}
+}
+
+func allInRangeInts(min, max int64) func(*ruleCtx, *gAttr) string {
+	return func(_ *ruleCtx, a *gAttr) string {
+		for _, v := range a.ints {
+			if v < min || v > max {
+				return fmt.Sprintf("must be between %d and %d, got %s", min, max, intList(a.ints))
+			}
+		}
+		return ""
+	}
+}
+
+// uniformBounds: low <= high (defaults 0 and 1).
+func uniformBounds(c *ruleCtx, _ *gAttr) string {
+	low, high := 0.0, 1.0
+	if a := c.n.attr("low"); a != nil && !a.ref {
+		low = a.f
+	}
+	if a := c.n.attr("high"); a != nil && !a.ref {
+		high = a.f
+	}
+	if !(low <= high) {
+		return fmt.Sprintf("low %g is above high %g", low, high)
+	}
+	return ""
 }
 
 func lenExactly(n int) func(*ruleCtx, *gAttr) string {
