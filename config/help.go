@@ -36,6 +36,7 @@ var docs = map[string]doc{
 	"onnxruntime-library":         {text: "path of libonnxruntime.so.1 (empty: beside the binary, then .cache/onnxruntime)", args: "<path>"},
 	"max-models":                  {text: "beyond this many models the one stored longest ago is evicted, per user (0: no limit)"},
 	"slowlog-log-slower-than":     {text: "SLOWLOG keeps the commands that ran at least this many microseconds (-1: none, 0: all); tensor and model bytes and passwords are never kept"},
+	"latency-monitor-threshold":   {text: "LATENCY LATEST records the commands that ran at least this many milliseconds (0: none)"},
 	"slowlog-max-len":             {text: "SLOWLOG keeps this many commands, the newest"},
 	"max-model-size":              {text: "largest model, in one BLOB argument or many chunks; an upload past it is refused on the length header of the chunk that passes it", mem: true},
 	"model-dir":                   {text: "the only directory AI.MODELSTORE ... FILE path may read (empty: FILE is refused)", args: "<path>"},
