@@ -2,6 +2,7 @@ package commands
 
 import (
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,6 +48,9 @@ func (s *Server) recordRun(c *Client, spec *Spec, argv [][]byte, d time.Duration
 	}
 	if limit := s.Opts.SlowlogSlowerThan.Load(); limit >= 0 && us >= limit {
 		s.slow.add(c, argv, us, int(s.Opts.SlowlogMaxLen.Load()))
+	}
+	if th := s.Opts.LatencyMonitorThreshold.Load(); th > 0 && d.Milliseconds() >= th {
+		s.latency.record(d.Milliseconds())
 	}
 }
 
@@ -259,6 +263,152 @@ func parseMemory(a Args) (Runner, error) {
 			n += int64(len(m.Blob.Data))
 		}
 		x.W.Int(n)
+		return nil
+	}), nil
+}
+
+// MONITOR: every command the server dispatches, one line each, to the
+// clients that asked, as Redis writes them (`+<time> [0 <addr>] "arg" ...`)
+// but with payloads and passwords redacted as in the slow log. A monitor
+// too slow to take the lines loses them (monitorBacklog per client), rather
+// than slowing every other client down.
+//
+// LATENCY LATEST | RESET: with latency-monitor-threshold (ms) above 0, the
+// latest and longest command that ran at least that long ("command" event).
+func init() {
+	admin := func(s *Spec) *Spec { s.Group = "server"; return s }
+	register(
+		admin(&Spec{Name: "monitor", Arity: 1, Flags: Admin | LoadingOK | NoMulti,
+			Summary: "Streams every command the server runs, payloads and passwords redacted.", Parse: parseMonitor}),
+		admin(&Spec{Name: "latency", Arity: -2, Flags: Admin | LoadingOK,
+			Summary: "LATENCY LATEST and RESET: commands slower than latency-monitor-threshold.",
+			Syntax:  "LATEST | RESET", Parse: parseLatency}),
+	)
+}
+
+const monitorBacklog = 4096
+
+// monitorSet is the clients in MONITOR mode.
+type monitorSet struct {
+	n    atomic.Int32
+	mu   sync.Mutex
+	subs map[*Client]chan []byte
+}
+
+// feedMonitors writes a command to the monitors, if any (one atomic load
+// otherwise).
+func (s *Server) feedMonitors(c *Client, argv [][]byte) {
+	if s.mon.n.Load() == 0 {
+		return
+	}
+	now := time.Now()
+	var b strings.Builder
+	fmt.Fprintf(&b, "+%d.%06d [0 %s]", now.Unix(), now.Nanosecond()/1000, c.Addr)
+	for _, a := range slowArgs(argv) {
+		b.WriteByte(' ')
+		b.WriteString(strconv.Quote(a))
+	}
+	b.WriteString("\r\n")
+	line := []byte(b.String())
+	s.mon.mu.Lock()
+	for _, ch := range s.mon.subs {
+		select {
+		case ch <- line:
+		default:
+		}
+	}
+	s.mon.mu.Unlock()
+}
+
+// stopMonitor ends a client's MONITOR mode (it disconnected).
+func (s *Server) stopMonitor(c *Client) {
+	s.mon.mu.Lock()
+	defer s.mon.mu.Unlock()
+	if ch, ok := s.mon.subs[c]; ok {
+		delete(s.mon.subs, c)
+		s.mon.n.Add(-1)
+		close(ch)
+	}
+}
+
+func parseMonitor(a Args) (Runner, error) {
+	return RunFunc(func(x *Ctx) error {
+		w, ok := x.C.closer.(io.Writer)
+		if !ok {
+			return errorf("ERR MONITOR needs a network connection")
+		}
+		// The replies before and MONITOR's OK leave now, ahead of the
+		// first line the monitor goroutine writes.
+		x.W.OK()
+		_, err := w.Write(x.W.Bytes())
+		x.W.Reset()
+		if err != nil {
+			return nil
+		}
+		ch := make(chan []byte, monitorBacklog)
+		go func() {
+			failed := false
+			for line := range ch {
+				if !failed && func() error { _, err := w.Write(line); return err }() != nil {
+					failed = true
+					x.C.Kill()
+				}
+			}
+		}()
+		s := x.Server
+		s.mon.mu.Lock()
+		if s.mon.subs == nil {
+			s.mon.subs = map[*Client]chan []byte{}
+		}
+		s.mon.subs[x.C] = ch
+		s.mon.n.Add(1)
+		s.mon.mu.Unlock()
+		return nil
+	}), nil
+}
+
+// latencyEvent is LATENCY LATEST's record of one event.
+type latencyEvent struct {
+	mu          sync.Mutex
+	at          int64 // unix seconds of the latest
+	latest, max int64 // ms
+}
+
+func (e *latencyEvent) record(ms int64) {
+	e.mu.Lock()
+	e.at, e.latest = time.Now().Unix(), ms
+	e.max = max(e.max, ms)
+	e.mu.Unlock()
+}
+
+func parseLatency(a Args) (Runner, error) {
+	sub := strings.ToUpper(string(a.V[1]))
+	if (sub != "LATEST" && sub != "RESET") || a.Len() != 1 {
+		return nil, errorf("ERR unknown subcommand or wrong number of arguments for '%s'. Try LATENCY HELP.", truncate(a.V[1], 128))
+	}
+	return RunFunc(func(x *Ctx) error {
+		e := &x.Server.latency
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if sub == "RESET" {
+			n := int64(0)
+			if e.at != 0 {
+				n = 1
+			}
+			e.at, e.latest, e.max = 0, 0, 0
+			x.W.Int(n)
+			return nil
+		}
+		if e.at == 0 {
+			x.W.Array(0)
+			return nil
+		}
+		x.W.Array(1)
+		x.W.Array(4)
+		x.W.BulkString("command")
+		x.W.Int(e.at)
+		x.W.Int(e.latest)
+		x.W.Int(e.max)
 		return nil
 	}), nil
 }

@@ -38,8 +38,11 @@ type Server struct {
 
 	// uploading is the payload bytes of uploads in flight (upload.go).
 	uploading atomic.Int64
-	// slow is SLOWLOG's ring (observe.go).
-	slow slowLog
+	// slow is SLOWLOG's ring, mon the MONITOR clients, latency LATENCY's
+	// record (observe.go).
+	slow    slowLog
+	mon     monitorSet
+	latency latencyEvent
 
 	// Snapshot is the sealed snapshot's state; the front end sets SealKey.
 	Snapshot Snapshotter
@@ -216,6 +219,7 @@ func (s *Server) NewClient(addr, laddr string, closer io.Closer) *Client {
 // RemoveClient unregisters a closed connection.
 func (s *Server) RemoveClient(c *Client) {
 	c.endMulti().release()
+	s.stopMonitor(c)
 	s.clientsMu.Lock()
 	delete(s.clients, c.ID)
 	s.clientsMu.Unlock()
@@ -352,6 +356,7 @@ func (s *Server) Dispatch(c *Client, argv [][]byte, owned func(int) bool) {
 		return
 	}
 	c.lastCmd.Store(spec)
+	s.feedMonitors(c, argv)
 	a := NewArgs(argv, owned)
 	a.upload = c.upload
 	if c.inMulti && !spec.Has(txControl) {

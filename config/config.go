@@ -69,8 +69,10 @@ type Options struct {
 	// are Redis's slowlog-log-slower-than and slowlog-max-len.
 	SlowlogSlowerThan atomic.Int64
 	SlowlogMaxLen     atomic.Int64
-	ModelDir          string
-	SealKeyFile       string
+	// LatencyMonitorThreshold (ms; 0 off) is Redis's latency-monitor-threshold.
+	LatencyMonitorThreshold atomic.Int64
+	ModelDir                string
+	SealKeyFile             string
 	// TLS: a second listener on TLSPort (0 = none). Without cert and key
 	// files the server generates its key pair in memory at start (inside an
 	// enclave the private key then never leaves it).
@@ -284,6 +286,8 @@ var directives = func() map[string]*directive {
 	add("slowlog-log-slower-than", true, g, s)
 	g, s = num(func(o *Options) *atomic.Int64 { return &o.SlowlogMaxLen }, 0, 1<<31-1, false)
 	add("slowlog-max-len", true, g, s)
+	g, s = num(func(o *Options) *atomic.Int64 { return &o.LatencyMonitorThreshold }, 0, 1<<62, false)
+	add("latency-monitor-threshold", true, g, s)
 	g, s = str(func(o *Options) *string { return &o.ModelDir })
 	add("model-dir", false, g, s)
 	g, s = str(func(o *Options) *string { return &o.SealKeyFile })

@@ -36,6 +36,7 @@ var docs = map[string]doc{
 	"onnxruntime-library":         {text: "path of libonnxruntime.so.1 (empty: beside the binary, then .cache/onnxruntime)", args: "<path>"},
 	"max-models":                  {text: "beyond this many models the one stored longest ago is evicted, per user (0: no limit)"},
 	"slowlog-log-slower-than":     {text: "SLOWLOG keeps the commands that ran at least this many microseconds (-1: none, 0: all); tensor and model bytes and passwords are never kept"},
+	"latency-monitor-threshold":   {text: "LATENCY LATEST records the commands that ran at least this many milliseconds (0: none)"},
 	"slowlog-max-len":             {text: "SLOWLOG keeps this many commands, the newest"},
 	"inference-engine":            {text: "onnxruntime: ONNX Runtime, placed as engine-isolation says; go: the pure-Go engine (package goengine), the only one a CGO_ENABLED=0 or enclave build has, where it is the default; a model using an operator it lacks is refused at AI.MODELSTORE naming the operator (docs/ENCLAVE.md)"},
 	"threads-per-queue":           {text: "workers of the run queue: at most this many model runs at once, however many clients (RedisAI's THREADS_PER_QUEUE, whose default is 1; AI.CONFIG changes it live; 0: one per CPU)"},

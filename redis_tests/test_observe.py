@@ -1,19 +1,21 @@
 """Black-box tests of operability through redis-cli: INFO commandstats and
-the AI section, SLOWLOG (with tensor and model bytes redacted), MEMORY
-USAGE.
+the AI section, SLOWLOG and MONITOR (with tensor and model bytes redacted),
+MEMORY USAGE, LATENCY LATEST.
 
     make build models
     /usr/bin/python3 -m unittest redis_tests.test_observe -v
 """
 
 import os
+import queue
 import subprocess
 import sys
+import threading
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from harness import Server  # noqa: E402
+from harness import Server, poll  # noqa: E402
 
 LINEAR = os.path.join(HERE, "models", "linear.onnx")
 
@@ -90,6 +92,48 @@ class ObserveTest(unittest.TestCase):
         self.assertLess(t, 4400)
         self.assertGreaterEqual(m, os.path.getsize(LINEAR))
         self.assertEqual(self.cli("MEMORY", "USAGE", "nosuch").strip(), "")
+
+    def test_monitor_redacts_payloads(self):
+        mon = subprocess.Popen(["redis-cli", "-p", str(self.srv.port), "MONITOR"], stdout=subprocess.PIPE,
+                               text=True, bufsize=1)
+        self.addCleanup(mon.stdout.close)
+        self.addCleanup(mon.wait, 10)
+        self.addCleanup(mon.kill)
+        self.assertEqual(mon.stdout.readline().strip(), "OK")
+        poll(lambda: "cmd=monitor" in self.cli("CLIENT", "LIST"), what="the monitor")
+        self.cli("AI.TENSORSET", "secret", "FLOAT", 2, "VALUES", 3.25, 4.5)
+        self.cli("AI.TENSORSET", "b", "INT8", 4, "BLOB", "abcd")
+        self.cli("ECHO", "done")
+        lines = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(l) for l in mon.stdout], daemon=True).start()
+        got = []
+        while not got or '"done"' not in got[-1]:
+            try:
+                got.append(lines.get(timeout=10))
+            except queue.Empty:
+                self.fail("no MONITOR line in 10 s; got %r" % got)
+        text = "".join(got)
+        self.assertRegex(text, r'\d+\.\d{6} \[0 127\.0\.0\.1:\d+\] "AI\.TENSORSET" "secret" "FLOAT" "2" "VALUES" '
+                               r'"\(4 bytes redacted\)" "\(3 bytes redacted\)"')
+        self.assertIn('"AI.TENSORSET" "b" "INT8" "4" "BLOB" "(4 bytes redacted)"', text)
+        self.assertNotIn("3.25", text)
+        self.assertNotIn("abcd", text)
+
+    def test_latency_latest(self):
+        self.assertEqual(self.cli("LATENCY", "LATEST").strip(), "")
+        self.cli("CONFIG", "SET", "latency-monitor-threshold", 1)
+        # A run of slow.onnx takes seconds: far over 1 ms.
+        with open(os.path.join(HERE, "models", "slow.onnx"), "rb") as f:
+            self.cli("-x", "AI.MODELSTORE", "slow", "ONNX", "CPU", "BLOB", stdin=f)
+        self.cli("AI.TENSORSET", "x", "FLOAT", 1, 1, "VALUES", 1)
+        self.cli("AI.MODELEXECUTE", "slow", "INPUTS", 1, "x", "OUTPUTS", 1, "y")
+        r = self.srv.client()
+        [[event, at, latest, longest]] = r.execute_command("LATENCY", "LATEST")
+        self.assertEqual(event, b"command")
+        self.assertGreaterEqual(longest, latest)
+        self.assertGreaterEqual(latest, 1)
+        self.assertEqual(r.execute_command("LATENCY", "RESET"), 1)
+        self.assertEqual(r.execute_command("LATENCY", "LATEST"), [])
 
 
 if __name__ == "__main__":
