@@ -138,6 +138,16 @@ func checkModel(mp *gonnxproto.ModelProto) error {
 		sort.Strings(missing)
 		return refuse("unsupported operator %s (inference-engine onnxruntime runs it)", strings.Join(missing, ", "))
 	}
+	// Attributes: each operator's Init refuses what it does not implement.
+	for _, n := range mp.Graph.GetNode() {
+		op, err := getOperator(n.GetOpType())
+		if err == nil {
+			err = op.Init(n)
+		}
+		if err != nil {
+			return refuse("node %q (%s): %v", n.GetName(), n.GetOpType(), err)
+		}
+	}
 	return nil
 }
 
