@@ -13,6 +13,7 @@ require (
 	github.com/tidwall/redcon v1.6.4
 	github.com/yalue/onnxruntime_go v1.27.0
 	golang.org/x/sys v0.48.0
+	google.golang.org/protobuf v1.31.0
 	gorgonia.org/tensor v0.9.24
 )
 
@@ -34,7 +35,6 @@ require (
 	golang.org/x/net v0.41.0 // indirect
 	golang.org/x/xerrors v0.0.0-20231012003039-104605ab7028 // indirect
 	gonum.org/v1/gonum v0.14.0 // indirect
-	google.golang.org/protobuf v1.31.0 // indirect
 	gorgonia.org/vecf32 v0.9.0 // indirect
 	gorgonia.org/vecf64 v0.9.0 // indirect
 )
