@@ -229,3 +229,44 @@ func TestOpsMatchONNXRuntime(t *testing.T) {
 		})
 	}
 }
+
+// A model with 64 MiB of weights is decoded without them and its weights
+// read from the stored bytes (modelstore.WithoutLargeWeights): outputs
+// still equal ORT's.
+func TestLargeWeightsReadInPlace(t *testing.T) {
+	requireORT(t)
+	r := rand.New(rand.NewSource(3))
+	model := oneNode(t, "MatMul", []int64{2, 4096}, []*modelstore.Tensor{randomFloats(r, 4096, 4096)})
+	if small, err := modelstore.WithoutLargeWeights(model); err != nil || small == nil || len(small) > 1<<20 {
+		t.Fatalf("WithoutLargeWeights: %d bytes, %v", len(small), err)
+	}
+	src := modelstore.ModelSource{Data: model}
+	ort, err := modelstore.InProcess{}.Compile(src, modelstore.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ort.Close()
+	gos, err := Engine{}.Compile(src, modelstore.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gos.Close()
+	in := []*modelstore.Tensor{randomFloats(r, 2, 4096)}
+	want, err := ort.Run(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := gos.Run(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, w := floatsOf(got[0]), floatsOf(want[0])
+	if len(g) != len(w) {
+		t.Fatalf("%d outputs, ORT %d", len(g), len(w))
+	}
+	for k := range w {
+		if d := math.Abs(float64(g[k] - w[k])); d > 1e-3+1e-3*math.Abs(float64(w[k])) {
+			t.Fatalf("[%d]: %g, ORT %g", k, g[k], w[k])
+		}
+	}
+}
