@@ -1,10 +1,9 @@
 package worker
 
 import (
-	"errors"
 	"fmt"
+	"net"
 	"os"
-	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -14,42 +13,34 @@ import (
 
 // channel is one end of a control socket (SOCK_SEQPACKET: each write is
 // one message, which a read gets whole). Writes may come from many
-// goroutines at once; reads from one.
+// goroutines at once, and reads too (each with its own recvBuf).
 //
-// The socket is used in blocking mode with plain system calls, not
-// through Go's network poller: the reader's thread sleeps in recvmsg and
-// the kernel wakes it directly when a message arrives, one hop fewer than
-// epoll waking the poller which then wakes the reading goroutine. A run's
-// round trip crosses the socket twice, so each hop counts.
+// It goes through Go's network poller: in a process that waits for its
+// peer, the thread blocked in epoll runs the woken reader itself, and the
+// reader hands a reply to the goroutine that waits for it on the same
+// thread, with no other thread woken (a thread blocked in recvmsg was
+// measured slower: returning from the system call takes a processor back
+// and wakes another thread for the waiting goroutine).
 type channel struct {
-	fd   int
-	file *os.File // owns fd
-	// mu keeps close from reusing fd's number under a send in flight.
-	mu     sync.RWMutex
-	closed bool
+	c *net.UnixConn
 }
 
 func newChannel(f *os.File) (*channel, error) {
-	fd := int(f.Fd()) // Fd puts the descriptor in blocking mode
-	if err := unix.SetNonblock(fd, false); err != nil {
-		f.Close()
+	fc, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
 		return nil, err
 	}
-	return &channel{fd: fd, file: f}, nil
-}
-
-// close closes the socket once no send is in flight; later sends fail.
-// The reader must be done.
-func (ch *channel) close() {
-	ch.mu.Lock()
-	defer ch.mu.Unlock()
-	if !ch.closed {
-		ch.closed = true
-		ch.file.Close()
+	uc, ok := fc.(*net.UnixConn)
+	if !ok {
+		fc.Close()
+		return nil, fmt.Errorf("worker: control socket is a %T", fc)
 	}
+	return &channel{c: uc}, nil
 }
 
-var errClosedChannel = errors.New("worker: control socket closed")
+// close closes the socket; blocked reads and later writes fail.
+func (ch *channel) close() { ch.c.Close() }
 
 // socketPair makes a control socket: the parent's end and the child's.
 func socketPair() (parent, child *os.File, err error) {
@@ -66,17 +57,11 @@ func (ch *channel) send(msg []byte, fds ...int) error {
 	if len(fds) > 0 {
 		oob = syscall.UnixRights(fds...)
 	}
-	ch.mu.RLock()
-	defer ch.mu.RUnlock()
-	if ch.closed {
-		return errClosedChannel
+	n, _, err := ch.c.WriteMsgUnix(msg, oob, nil)
+	if err == nil && n != len(msg) {
+		err = fmt.Errorf("worker: short write (%d of %d bytes)", n, len(msg))
 	}
-	for {
-		err := unix.Sendmsg(ch.fd, msg, oob, nil, unix.MSG_NOSIGNAL)
-		if err != unix.EINTR {
-			return err
-		}
-	}
+	return err
 }
 
 // recvBuf is one reader's buffers: several goroutines may read a channel
@@ -90,10 +75,7 @@ func newRecvBuf() *recvBuf {
 // recv reads one message into rb: a fresh copy of its bytes and the
 // descriptors that came with it (now the caller's to close).
 func (ch *channel) recv(rb *recvBuf) ([]byte, []int, error) {
-	n, oobn, flags, _, err := unix.Recvmsg(ch.fd, rb.buf, rb.oob, unix.MSG_CMSG_CLOEXEC)
-	for err == unix.EINTR {
-		n, oobn, flags, _, err = unix.Recvmsg(ch.fd, rb.buf, rb.oob, unix.MSG_CMSG_CLOEXEC)
-	}
+	n, oobn, flags, _, err := ch.c.ReadMsgUnix(rb.buf, rb.oob)
 	if err != nil {
 		return nil, nil, err
 	}

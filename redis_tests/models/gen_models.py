@@ -30,14 +30,14 @@ Redis-test models (OUTDIR):
   html.onnx             an HTML error page
   truncated.onnx        the first half of linear.onnx
   cnn.onnx              (with PyTorch) x FLOAT [N,1,28,28] -> y FLOAT [N,10]
-  transformer.onnx      x FLOAT [N,64,256] -> y FLOAT [N,64,256]: 4 BERT-like
-                        layers (4-head self-attention, 1024-wide Relu FFN,
-                        residuals, mean/variance norms); about 0.4 GFLOP a
-                        run, a heavy model for bench/loop
-  crash_div_run.onnx    x INT32 [N] -> y = x / 0: ONNX Runtime's integer Div
-                        divides by zero at run time (SIGFPE)
-  crash_div_store.onnx  the same with x a constant too: constant folding
-                        divides by zero while the session is created
+  crash_roialign_run.onnx  x FLOAT [1,1,4,4], rois FLOAT [1,4], bi INT64 [1]
+                        -> RoiAlign: a batch index past x's batch, given at
+                        run time, makes ONNX Runtime read out of bounds (SIGSEGV)
+  crash_maxunpool_run.onnx  x FLOAT [1,1,2,2], i INT64 [1,1,2,2] -> MaxUnpool:
+                        an index past the output, given at run time, trips
+                        a libstdc++ assertion (SIGABRT)
+  crash_roialign_store.onnx  RoiAlign's inputs as initializers (+ x): constant
+                        folding crashes while the session is created (SIGSEGV)
   bomb.onnx             n INT64 [1] -> y = ConstantOfShape(n) FLOAT [n]: asks
                         for 4n bytes (10 GB with n = 2.5e9)
   hang_store.onnx       linear with the producer name the engine workers'
@@ -410,89 +410,51 @@ def cnn_model_and_reference():
     return model, ({"x": x}, {"y": y})
 
 
-TF_SEQ, TF_HIDDEN, TF_HEADS, TF_FFN, TF_LAYERS = 64, 256, 4, 1024, 4
-
-
-def transformer_model():
-    """A 4-layer BERT-like encoder in plain opset-13 nodes (no PyTorch):
-    enough arithmetic per run (about 0.4 GFLOP) to need several ms."""
-    rng = np.random.default_rng(7)
-    S, H, NH, F = TF_SEQ, TF_HIDDEN, TF_HEADS, TF_FFN
-    HD = H // NH
-    nodes, inits = [], []
-
-    def const(name, arr):
-        inits.append(numpy_helper.from_array(np.asarray(arr), name))
-        return name
-
-    def weight(name, shape):
-        return const(name, (rng.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32))
-
-    def node(op, ins, out, **attrs):
-        nodes.append(helper.make_node(op, ins, [out], **attrs))
-        return out
-
-    const("split_heads", np.array([0, S, NH, HD], np.int64))
-    const("merge_heads", np.array([0, S, H], np.int64))
-    const("scale", np.array(1 / np.sqrt(HD), np.float32))
-    const("eps", np.array(1e-5, np.float32))
-
-    def norm(x, p):
-        mean = node("ReduceMean", [x], p + "_mean", axes=[-1])
-        d = node("Sub", [x, mean], p + "_d")
-        var = node("ReduceMean", [node("Mul", [d, d], p + "_sq")], p + "_var", axes=[-1])
-        return node("Div", [d, node("Sqrt", [node("Add", [var, "eps"], p + "_ve")], p + "_std")], p + "_n")
-
-    x = "x"
-    for l in range(TF_LAYERS):
-        p = "l%d" % l
-        heads = {}
-        for h, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])):
-            proj = node("MatMul", [x, weight(p + "_w" + h, (H, H))], p + "_" + h)
-            r = node("Reshape", [proj, "split_heads"], p + "_" + h + "r")
-            heads[h] = node("Transpose", [r], p + "_" + h + "t", perm=perm)
-        scores = node("Mul", [node("MatMul", [heads["q"], heads["k"]], p + "_qk"), "scale"], p + "_s")
-        att = node("MatMul", [node("Softmax", [scores], p + "_p", axis=-1), heads["v"]], p + "_a")
-        merged = node("Reshape", [node("Transpose", [att], p + "_at", perm=[0, 2, 1, 3]), "merge_heads"], p + "_m")
-        o = node("MatMul", [merged, weight(p + "_wo", (H, H))], p + "_o")
-        x = norm(node("Add", [x, o], p + "_r1"), p + "_n1")
-        f = node("Add", [node("MatMul", [x, weight(p + "_w1", (H, F))], p + "_f1"), const(p + "_b1", np.zeros(F, np.float32))], p + "_f1b")
-        f = node("MatMul", [node("Relu", [f], p + "_relu"), weight(p + "_w2", (F, H))], p + "_f2")
-        x = norm(node("Add", [x, f], p + "_r2"), p + "_n2")
-    nodes.append(helper.make_node("Identity", [x], ["y"]))
-    graph = helper.make_graph(
-        nodes, "transformer",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", S, H])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", S, H])],
-        inits)
-    return make_model(graph)
-
-
 # Hostile models: each would take down a server that runs ONNX Runtime in
 # its own process (docs/ENGINE_ISOLATION.md).
 
 
-def crash_div_model(folded):
-    """INT32 division by an all-zero divisor. ORT's integer Div does not
-    check for zero, so the CPU traps (SIGFPE). With folded, both operands
-    are initializers and the division runs during session creation (constant
-    folding, at the optimization level AI.MODELSTORE uses by default); the
-    output then adds the input so the graph still has one."""
-    zero = numpy_helper.from_array(np.zeros(4, dtype=np.int32), "zero")
-    inits = [zero]
-    if folded:
-        inits.append(numpy_helper.from_array(np.arange(1, 5, dtype=np.int32), "a"))
-        nodes = [helper.make_node("Div", ["a", "zero"], ["q"]), helper.make_node("Add", ["x", "q"], ["y"])]
-    else:
-        nodes = [helper.make_node("Div", ["x", "zero"], ["y"])]
+# The sanitizer (modelstore/sanitize.go) cannot refuse the two run-time
+# crashes: the bad index is a value of an input. If it learns to refuse the
+# folded one, the engine wall's store-stage test needs another model.
+ROIALIGN_BAD_BATCH = 100_000_000
+MAXUNPOOL_BAD_INDEX = 100_000_000_000
+
+
+def crash_roialign_model(folded):
+    attrs = dict(output_height=2, output_width=2)
+    if not folded:
+        graph = helper.make_graph(
+            [helper.make_node("RoiAlign", ["x", "rois", "bi"], ["y"], **attrs)],
+            "crash_roialign_run",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4]),
+             helper.make_tensor_value_info("rois", TensorProto.FLOAT, [1, 4]),
+             helper.make_tensor_value_info("bi", TensorProto.INT64, [1])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 2, 2])],
+        )
+        return make_model(graph, opset=16)
+    inits = [numpy_helper.from_array(np.ones((1, 1, 4, 4), np.float32), "x0"),
+             numpy_helper.from_array(np.array([[0, 0, 3, 3]], np.float32), "rois"),
+             numpy_helper.from_array(np.array([ROIALIGN_BAD_BATCH], np.int64), "bi")]
     graph = helper.make_graph(
-        nodes,
-        "crash_div_store" if folded else "crash_div_run",
-        [helper.make_tensor_value_info("x", TensorProto.INT32, [4])],
-        [helper.make_tensor_value_info("y", TensorProto.INT32, [4])],
+        [helper.make_node("RoiAlign", ["x0", "rois", "bi"], ["r"], **attrs), helper.make_node("Add", ["x", "r"], ["y"])],
+        "crash_roialign_store",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 2, 2])],
         initializer=inits,
     )
-    return make_model(graph)
+    return make_model(graph, opset=16)
+
+
+def crash_maxunpool_model():
+    graph = helper.make_graph(
+        [helper.make_node("MaxUnpool", ["x", "i"], ["y"], kernel_shape=[2, 2], strides=[2, 2])],
+        "crash_maxunpool_run",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 2]),
+         helper.make_tensor_value_info("i", TensorProto.INT64, [1, 1, 2, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 4, 4])],
+    )
+    return make_model(graph, opset=16)
 
 
 def bomb_model():
@@ -592,8 +554,9 @@ def write_redis_models(outdir):
     write_bytes(outdir, "html.onnx", HTML)
     lin = linear_model().SerializeToString()
     write_bytes(outdir, "truncated.onnx", lin[: len(lin) // 2])
-    save(crash_div_model(False), outdir, "crash_div_run.onnx")
-    save(crash_div_model(True), outdir, "crash_div_store.onnx")
+    save(crash_roialign_model(False), outdir, "crash_roialign_run.onnx")
+    save(crash_roialign_model(True), outdir, "crash_roialign_store.onnx")
+    save(crash_maxunpool_model(), outdir, "crash_maxunpool_run.onnx")
     save(bomb_model(), outdir, "bomb.onnx")
     save(hang_store_model(), outdir, "hang_store.onnx")
 
