@@ -8,7 +8,7 @@ PYTHON      := /usr/bin/python3
 GO          ?= go
 export ENCLAVEAI_ONNXRUNTIME_LIB := $(ORT_LIB)
 
-.PHONY: enclave build run test lint test-go test-redis deps ort models crash-models fuzz-models bench bench-readers bench-core bench-snapshot bench-huge bench-mem bench-aof bench-wall bench-loop fuzz test-nocgo clean
+.PHONY: enclave build run test lint test-go test-redis deps ort models crash-models crash-test fuzz-models bench bench-readers bench-core bench-snapshot bench-huge bench-mem bench-aof bench-wall bench-loop bench-engines fuzz test-nocgo clean
 
 build: bin/enclaveai-server bin/enclaveai-cli bin/enclaveai-server-nocgo
 
@@ -154,6 +154,16 @@ bench-mem: build deps
 # against in-process ORT; TENSORSET/TENSORGET against SET/GET. One run, about
 # two minutes; rewrites the figures of the "Inference loop" section of
 # docs/BENCHMARKS.md (bench/loop; BENCH_LOOP_ARGS adds flags, e.g. -rounds 5).
+# The pure-Go engine against in-process ONNX Runtime: µs per run per model at
+# batch 1 and 32, session creation and peak memory for a 600 MB model;
+# rewrites the "Pure-Go engine" section of docs/BENCHMARKS.md (bench/engines).
+BENCH_ENGINES_HUGE ?= /tmp/enclaveai-huge-600mb.onnx
+bench: bench-engines
+bench-engines: build models
+	test -f $(BENCH_ENGINES_HUGE) || (cd redis_tests/models && $(PYTHON) huge_model.py $(BENCH_ENGINES_HUGE) --size 600000000)
+	$(GO) build -o bin/bench-engines ./bench/engines
+	flock /tmp/enclaveai-bench.lock bin/bench-engines -huge $(BENCH_ENGINES_HUGE) -doc docs/BENCHMARKS.md
+
 bench: bench-loop
 bench-loop: build models
 	$(GO) build -o bin/bench-loop ./bench/loop
@@ -180,13 +190,15 @@ HUNT_SEED ?= 1
 fuzz-models: build deps
 	$(PYTHON) fuzzmodels/hunt.py --minutes $(HUNT_MINUTES) --seed $(HUNT_SEED) --out fuzzmodels/out
 
-# An SGX enclave image with EGo: builds with ego-go and signs with enclave.json
-# (key private.pem, made by `ego sign` on first use). See docs/ENCLAVE.md for
-# what runs inside today: ONNX Runtime must first be linked statically.
+# An SGX enclave image with EGo (v1.9.0, Go 1.26.1): the build without ONNX
+# Runtime (tag noort: the pure-Go engine, no engine workers, as
+# CGO_ENABLED=0 builds it, but with cgo on for EGo's attestation and sealing),
+# signed with enclave.json (key private.pem, made by `ego sign` on first
+# use). docs/ENCLAVE.md says what runs inside.
 enclave:
 	@command -v ego-go >/dev/null && command -v ego >/dev/null || \
 		{ echo "make enclave needs the EGo toolchain (ego-go, ego): not installed on this machine"; exit 1; }
-	ego-go build -o bin/enclaveai-server ./cmd/enclaveai-server
+	ego-go build -tags noort -o bin/enclaveai-server-enclave ./cmd/enclaveai-server
 	ego sign enclave.json
 
 clean:

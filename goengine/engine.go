@@ -80,14 +80,24 @@ func (Engine) Compile(src modelstore.ModelSource, _ modelstore.SessionOptions) (
 			return nil, refuse("%s is %s, which this engine does not run", io.Name, io.ElemType)
 		}
 	}
-	mp, err := gonnx.ModelProtoFromBytes(data)
+	// A large model is decoded without its large weights, which
+	// decodeWeights then reads from data: the protobuf decoder would copy
+	// them first (three copies at the peak instead of two).
+	parse, err := modelstore.WithoutLargeWeights(data)
+	if err != nil {
+		return nil, err
+	}
+	if parse == nil {
+		parse = data
+	}
+	mp, err := gonnx.ModelProtoFromBytes(parse)
 	if err != nil {
 		return nil, refuse("cannot parse the model: %v", err)
 	}
 	if err := checkModel(mp); err != nil {
 		return nil, err
 	}
-	if err := decodeWeights(mp.Graph); err != nil {
+	if err := decodeWeights(mp.Graph, data); err != nil {
 		return nil, refuse("reading the model's initializers: %v", err)
 	}
 	m, err := gonnx.NewModel(mp)
@@ -137,6 +147,16 @@ func checkModel(mp *gonnxproto.ModelProto) error {
 	if len(missing) > 0 {
 		sort.Strings(missing)
 		return refuse("unsupported operator %s (inference-engine onnxruntime runs it)", strings.Join(missing, ", "))
+	}
+	// Attributes: each operator's Init refuses what it does not implement.
+	for _, n := range mp.Graph.GetNode() {
+		op, err := getOperator(n.GetOpType())
+		if err == nil {
+			err = op.Init(n)
+		}
+		if err != nil {
+			return refuse("node %q (%s): %v", n.GetName(), n.GetOpType(), err)
+		}
 	}
 	return nil
 }

@@ -4,8 +4,9 @@ package goengine
 // CNN), ReduceMean, Sqrt and Identity (the transformer's norms and output);
 // and a fix of its Conv.
 // Each follows the ONNX opset-13 definition for FLOAT and DOUBLE tensors and
-// refuses, at Init, the attributes it does not implement, so a model that
-// uses them fails at AI.MODELSTORE, not at its first run.
+// refuses, at Init, the attributes it does not implement; Compile calls Init
+// on every node, so a model that uses them fails at AI.MODELSTORE, not at
+// its first run.
 
 import (
 	"fmt"
@@ -36,21 +37,69 @@ func (u unary) GetMaxInputs() int                         { return 1 }
 func (u unary) GetInputTypeConstraints() [][]tensor.Dtype { return [][]tensor.Dtype{floatTypes} }
 func (u unary) String() string                            { return u.name + " operator" }
 
-// conv is gonnx's Conv, given a bias of its own: gonnx reshapes the bias
-// input in place to broadcast it, which breaks the next run of the model
-// (the initializer is shared by all runs) with "Cannot reshape (1, C, 1,
-// 1)".
-type conv struct{ ops.Operator }
+// conv is 2-D convolution over NCHW FLOAT input computed directly, and
+// gonnx's Conv otherwise (1-D and 3-D, DOUBLE, auto_pad SAME_*). gonnx's
+// 2-D Conv slices and copies every input window: the CNN ran 1000x slower
+// than ONNX Runtime with it. It also reshapes the bias input in place to
+// broadcast it, which breaks the next run of the model (the initializer is
+// shared by all runs) with "Cannot reshape (1, C, 1, 1)": its bias gets a
+// tensor header of its own here.
+type conv struct {
+	ops.Operator       // gonnx's, Init'ed on the same node
+	gonnxErr     error // gonnx's Init's error: its Conv cannot run the node
+	autoPad      string
+	group        int
+	kernel       []int
+	pads         []int
+	strides      []int
+	dilations    []int
+}
 
 func newConv() (ops.Operator, error) {
 	op, err := opset13.GetOperator("Conv")
 	if err != nil {
 		return nil, err
 	}
-	return conv{op}, nil
+	return &conv{Operator: op}, nil
 }
 
-func (c conv) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
+func (c *conv) Init(n *gonnxproto.NodeProto) error {
+	c.gonnxErr = c.Operator.Init(n) // group > 1, say: fine in direct2D
+	c.group = 1
+	for _, a := range n.GetAttribute() {
+		ints := make([]int, len(a.GetInts()))
+		for i, v := range a.GetInts() {
+			ints[i] = int(v)
+		}
+		switch a.GetName() {
+		case "auto_pad":
+			c.autoPad = string(a.GetS())
+		case "group":
+			c.group = int(a.GetI())
+		case "kernel_shape":
+			c.kernel = ints
+		case "pads":
+			c.pads = ints
+		case "strides":
+			c.strides = ints
+		case "dilations":
+			c.dilations = ints
+		}
+	}
+	return nil
+}
+
+func (c *conv) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	return ops.ValidateInputs(c, in)
+}
+
+func (c *conv) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	if out, ok, err := c.direct2D(in); ok || err != nil {
+		return out, err
+	}
+	if c.gonnxErr != nil {
+		return nil, c.gonnxErr
+	}
 	if len(in) > 2 {
 		if b, ok := in[2].(*tensor.Dense); ok {
 			in = slices.Clone(in)
@@ -58,6 +107,84 @@ func (c conv) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 		}
 	}
 	return c.Operator.Apply(in)
+}
+
+// direct2D computes the convolution when it is 2-D FLOAT with explicit or
+// no padding; ok is false when it leaves the case to gonnx.
+func (c *conv) direct2D(in []tensor.Tensor) (out []tensor.Tensor, ok bool, err error) {
+	x, w := dense(in[0]), dense(in[1])
+	xs, ws := x.Shape(), w.Shape()
+	xd, ok1 := x.Data().([]float32)
+	wd, ok2 := w.Data().([]float32)
+	if !ok1 || !ok2 || len(xs) != 4 || len(ws) != 4 || (c.autoPad != "" && c.autoPad != "NOTSET") || c.group < 1 {
+		return nil, false, nil
+	}
+	var bias []float32
+	if len(in) > 2 && in[2] != nil {
+		if bias, ok = dense(in[2]).Data().([]float32); !ok {
+			return nil, false, nil
+		}
+	}
+	pads, strides, dil := c.pads, c.strides, c.dilations
+	if pads == nil {
+		pads = []int{0, 0, 0, 0}
+	}
+	if strides == nil {
+		strides = []int{1, 1}
+	}
+	if dil == nil {
+		dil = []int{1, 1}
+	}
+	n, ci, h, wi := xs[0], xs[1], xs[2], xs[3]
+	co, cig, kh, kw := ws[0], ws[1], ws[2], ws[3]
+	g := c.group
+	if len(pads) != 4 || len(strides) != 2 || len(dil) != 2 || ci != cig*g || co%g != 0 ||
+		(c.kernel != nil && (len(c.kernel) != 2 || c.kernel[0] != kh || c.kernel[1] != kw)) ||
+		(bias != nil && len(bias) != co) || min(strides[0], strides[1], dil[0], dil[1]) < 1 || min(pads[0], pads[1], pads[2], pads[3]) < 0 {
+		return nil, false, nil
+	}
+	oh := (h+pads[0]+pads[2]-dil[0]*(kh-1)-1)/strides[0] + 1
+	ow := (wi+pads[1]+pads[3]-dil[1]*(kw-1)-1)/strides[1] + 1
+	if oh < 1 || ow < 1 {
+		return nil, true, ops.ErrInvalidInput("kernel larger than the padded input", c)
+	}
+	res := make([]float32, n*co*oh*ow)
+	cog := co / g
+	for b := range n {
+		for oc := range co {
+			plane := res[(b*co+oc)*oh*ow : (b*co+oc+1)*oh*ow]
+			if bias != nil {
+				for i := range plane {
+					plane[i] = bias[oc]
+				}
+			}
+			grp := oc / cog
+			for icg := range cig {
+				ic := grp*cig + icg
+				src := xd[(b*ci+ic)*h*wi : (b*ci+ic+1)*h*wi]
+				kern := wd[(oc*cig+icg)*kh*kw : (oc*cig+icg+1)*kh*kw]
+				for ky := range kh {
+					for kx := range kw {
+						k := kern[ky*kw+kx]
+						for oy := range oh {
+							y := oy*strides[0] - pads[0] + ky*dil[0]
+							if y < 0 || y >= h {
+								continue
+							}
+							row, orow := src[y*wi:(y+1)*wi], plane[oy*ow:(oy+1)*ow]
+							for ox := range ow {
+								xx := ox*strides[1] - pads[1] + kx*dil[1]
+								if xx >= 0 && xx < wi {
+									orow[ox] += k * row[xx]
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return []tensor.Tensor{tensor.New(tensor.WithShape(n, co, oh, ow), tensor.WithBacking(res))}, true, nil
 }
 
 // identity passes its input through (any type).

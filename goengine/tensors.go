@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"strconv"
 	"unsafe"
 
 	gonnxproto "github.com/advancedclimatesystems/gonnx/onnx"
@@ -169,8 +170,17 @@ func fromGonnx(g tensor.Tensor) (*modelstore.Tensor, error) {
 // each read once into a slice of its exact size, and drops the raw bytes.
 // gonnx would otherwise decode them element by element into a growing
 // slice (a peak of twice the weights) and keep the raw bytes as well.
-func decodeWeights(g *gonnxproto.GraphProto) error {
+// Initializers that modelstore.WithoutLargeWeights left out are read from
+// model, where their external-data reference points.
+func decodeWeights(g *gonnxproto.GraphProto, model []byte) error {
 	for _, tp := range g.GetInitializer() {
+		if tp.GetDataLocation() == gonnxproto.TensorProto_EXTERNAL {
+			raw, err := inModel(tp, model)
+			if err != nil {
+				return err
+			}
+			tp.RawData, tp.ExternalData, tp.DataLocation = raw, nil, gonnxproto.TensorProto_DEFAULT
+		}
 		if tp.GetDataType() != int32(gonnxproto.TensorProto_FLOAT) || len(tp.RawData) == 0 {
 			continue
 		}
@@ -184,4 +194,29 @@ func decodeWeights(g *gonnxproto.GraphProto) error {
 		tp.FloatData, tp.RawData = f, nil
 	}
 	return nil
+}
+
+// inModel returns the bytes of model that an initializer's external-data
+// reference (offset, length) names. gonnx copies them when it decodes a
+// non-float tensor, so they are never written.
+func inModel(tp *gonnxproto.TensorProto, model []byte) ([]byte, error) {
+	off, n := int64(-1), int64(-1)
+	for _, kv := range tp.GetExternalData() {
+		v, err := strconv.ParseInt(kv.GetValue(), 10, 64)
+		switch kv.GetKey() {
+		case "offset":
+			off = v
+		case "length":
+			n = v
+		default:
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("initializer %s: external data %s: %v", tp.GetName(), kv.GetKey(), err)
+		}
+	}
+	if off < 0 || n < 0 || off > int64(len(model)) || n > int64(len(model))-off {
+		return nil, fmt.Errorf("initializer %s: external data outside the model", tp.GetName())
+	}
+	return model[off : off+n], nil
 }
