@@ -251,6 +251,9 @@ func parseModelStore(deprecated bool) func(a Args) (Runner, error) {
 // Run implements Runner. Compilation runs outside every lock; only the
 // final keyspace update takes the transaction lock.
 func (c *modelStoreCmd) Run(x *Ctx) error {
+	if err := x.mayUpload(x.C); err != nil {
+		return err
+	}
 	// Another user's model at the key is refused before any work; the
 	// store checks again, atomically.
 	if allow := x.allow(); allow != nil && c.key != "*" {
@@ -262,6 +265,9 @@ func (c *modelStoreCmd) Run(x *Ctx) error {
 	}
 	data, buf, err := c.modelBytes(x)
 	if err != nil {
+		return err
+	}
+	if err := CheckUploadBudget(int64(len(data)), x.uploadBudget(x.C, c.key)); err != nil {
 		return err
 	}
 	meta := c.meta
@@ -547,6 +553,9 @@ func writeChunks(w *Writer, data []byte, size int64, stream bool) {
 func parseModelDel(a Args) (Runner, error) {
 	key := a.NextString()
 	return RunFunc(func(x *Ctx) error {
+		if err := x.mayChangeModels(x.C); err != nil {
+			return err
+		}
 		m, err := x.getModel(key)
 		if err != nil {
 			return err
@@ -1009,6 +1018,7 @@ func (s *Server) LoadStartupModels() error {
 			return fmt.Errorf("loadmodel %s: %s", line[0], errorText(err))
 		}
 		c := s.NewClient("startup", "", nil)
+		c.internal = true
 		s.run(&Ctx{Server: s, C: c, W: c.W}, table["ai.modelstore"], r)
 		s.RemoveClient(c)
 		if reply := c.W.Bytes(); len(reply) > 0 && reply[0] == '-' {

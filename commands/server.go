@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/enclaveai/enclaveai/config"
+	"github.com/enclaveai/enclaveai/jwtauth"
 	"github.com/enclaveai/enclaveai/modelstore"
 	"github.com/enclaveai/enclaveai/persistence"
 )
@@ -49,6 +50,8 @@ type Server struct {
 	LogFS persistence.FS
 	// Enclave is set by the front end at start.
 	Enclave EnclaveInfo
+	// jwt checks tokens; nil without jwt-public-key-file (jwt.go).
+	jwt *jwtauth.Verifier
 
 	tx sync.RWMutex // transaction lock (package doc)
 
@@ -141,11 +144,15 @@ type Client struct {
 	created time.Time
 	closer  io.Closer
 
-	authed     bool
+	authed bool
+	// authUntil ends a token login: unix ms after which the client is
+	// no longer authenticated (0: never; jwt.go).
+	authUntil  int64
 	multi      queue // commands queued by MULTI
 	inMulti    bool
 	multiDirty bool // a command failed to queue: EXEC aborts
 	closeAfter bool // QUIT: close once the reply is flushed
+	internal   bool // the server's own client (loadmodel): no upload policy
 
 	// upload is the running command's payload buffer (DispatchUpload).
 	upload *modelstore.ModelBuffer
@@ -250,7 +257,12 @@ func (c *Client) Kill() {
 }
 
 // Authed reports whether the client may run commands that need auth.
-func (c *Client) Authed() bool { return c.authed }
+func (c *Client) Authed() bool { return c.authedAt(time.Now().UnixMilli()) }
+
+// authedAt is Authed at unix ms now: a token login lapses at its expiry.
+func (c *Client) authedAt(now int64) bool {
+	return c.authed && (c.authUntil == 0 || now < c.authUntil)
+}
 
 // User is the user the client authenticated as ("default" without AUTH).
 func (c *Client) User() string {
@@ -260,10 +272,13 @@ func (c *Client) User() string {
 }
 
 // login records a successful authentication.
-func (c *Client) login(user string) {
-	c.authed = true
+func (c *Client) login(l login) {
+	c.authed, c.authUntil = true, 0
+	if !l.expires.IsZero() {
+		c.authUntil = l.expires.UnixMilli()
+	}
 	c.mu.Lock()
-	c.user = user
+	c.user = l.user
 	c.mu.Unlock()
 }
 
@@ -306,7 +321,7 @@ const (
 
 // PreLimits bound a command before its name is read.
 func (s *Server) PreLimits(c *Client) Limits {
-	if !c.authed {
+	if !c.Authed() {
 		return Limits{MaxArgs: unauthMaxArgs, MaxBulk: unauthMaxBulk, MaxQuery: unauthMaxArgs * unauthMaxBulk, Unauth: true}
 	}
 	return Limits{MaxArgs: 1 << 30, MaxBulk: s.Opts.ProtoMaxBulkLen.Load(), MaxQuery: s.Opts.ClientQueryBufferLimit.Load()}
@@ -328,9 +343,10 @@ func (s *Server) Dispatch(c *Client, argv [][]byte, owned func(int) bool) {
 	s.stats.Commands.Add(1)
 	// Not the cached clock: it may lag by a tick, and Tick would then close
 	// a client before it has been idle for the whole timeout.
-	c.lastActive.Store(time.Now().UnixMilli())
+	now := time.Now().UnixMilli()
+	c.lastActive.Store(now)
 	spec := table.Lookup(argv[0])
-	if err := s.check(c, spec, argv); err != nil {
+	if err := s.check(c, spec, argv, now); err != nil {
 		if c.inMulti {
 			c.multiDirty = true
 		}
@@ -374,7 +390,7 @@ func (s *Server) Dispatch(c *Client, argv [][]byte, owned func(int) bool) {
 // transaction instead of being queued.
 const txControl = Flag(1 << 31)
 
-func (s *Server) check(c *Client, spec *Spec, argv [][]byte) error {
+func (s *Server) check(c *Client, spec *Spec, argv [][]byte, now int64) error {
 	if spec == nil {
 		// Redis's text: the arguments quoted until 128 bytes of them are
 		// shown, each cut to what is left of the 128.
@@ -393,7 +409,7 @@ func (s *Server) check(c *Client, spec *Spec, argv [][]byte) error {
 	if (spec.Arity > 0 && len(argv) != spec.Arity) || (spec.Arity < 0 && len(argv) < -spec.Arity) {
 		return errorf("ERR wrong number of arguments for '%s' command", spec.Name)
 	}
-	if !c.authed && !spec.Has(NoAuth) {
+	if !spec.Has(NoAuth) && !c.authedAt(now) {
 		return errNoAuth
 	}
 	if s.loading.Load() && !spec.Has(LoadingOK) {
