@@ -37,7 +37,7 @@ run: build
 	bin/enclaveai-server --dir ./data
 
 # Debian packages the black-box tests use, installed only when missing.
-TEST_DEBS := redis-tools redis-server python3-redis python3-numpy python3-onnx python3-torch
+TEST_DEBS := redis-tools redis-server python3-redis python3-numpy python3-onnx python3-torch python3-jwt python3-cryptography
 deps:
 	@missing=""; for p in $(TEST_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
@@ -139,6 +139,7 @@ fuzz: $(ORT_LIB)
 	$(GO) test -run '^$$' -fuzz '^FuzzSanitizeModel$$' -fuzztime $(FUZZTIME) ./modelstore
 	$(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME) ./persistence
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecords$$' -fuzztime $(FUZZTIME) ./persistence
+	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./jwtauth
 
 # The generated crash hunt: models of every ONNX operator with degenerate
 # attributes, shapes and values, sent to the server binary, which is

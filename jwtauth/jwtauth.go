@@ -92,27 +92,23 @@ func ParsePublicKeys(pemData []byte) ([]*ecdsa.PublicKey, error) {
 }
 
 // LooksLikeToken reports whether a password argument has a compact JWS's
-// shape (three non-empty base64url parts), so AUTH treats it as a token.
+// shape (three base64url parts, the first not empty; an unsigned token's
+// last part is empty), so AUTH treats it as a token.
 func LooksLikeToken(s string) bool {
-	if len(s) > MaxTokenLen {
+	if len(s) > MaxTokenLen || s == "" || s[0] == '.' {
 		return false
 	}
-	parts, n := 1, 0
+	dots := 0
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
+		switch c := s[i]; {
 		case c == '.':
-			if n == 0 {
-				return false
-			}
-			parts, n = parts+1, 0
+			dots++
 		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-', c == '_':
-			n++
 		default:
 			return false
 		}
 	}
-	return parts == 3 && n > 0
+	return dots == 2
 }
 
 // validUser is a user name fit for CLIENT LIST and ownership records:
