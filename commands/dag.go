@@ -216,6 +216,11 @@ func parseDAGOp(a Args, form dagForm) (dagOp, error) {
 		if a.Match("TIMEOUT") {
 			return dagOp{}, Reply("ERR TIMEOUT not allowed within a DAG command")
 		}
+		if a.Match("EXPECT") {
+			if err := parseExpect(&a, e); err != nil {
+				return dagOp{}, err
+			}
+		}
 		if a.More() {
 			return dagOp{}, errorf("Invalid argument: %s", a.Peek())
 		}
@@ -294,6 +299,9 @@ func (c *dagCmd) Run(x *Ctx) error {
 		case opModelExec:
 			m, err := x.getModel(op.exec.key)
 			if err != nil {
+				return err
+			}
+			if err := checkExpect(m, op.exec.expect); err != nil {
 				return err
 			}
 			if len(op.exec.inputs) != len(m.Inputs()) {

@@ -41,7 +41,7 @@ func init() {
 			Summary: "Deletes a model.", Syntax: "key", Parse: parseModelDel}),
 		ai(&Spec{Name: "ai.modelexecute", Arity: -2, Flags: Write | DenyOOM | NoMulti | NoTxLock, FirstKey: 1, LastKey: -1, Step: 1,
 			Summary: "Runs a model on input tensors and stores the output tensors.",
-			Syntax:  "key INPUTS n input [input ...] OUTPUTS m output [output ...] [TIMEOUT ms]", Parse: parseModelExecute}),
+			Syntax:  "key INPUTS n input [input ...] OUTPUTS m output [output ...] [TIMEOUT ms] [EXPECT sha256-hex]", Parse: parseModelExecute}),
 		ai(&Spec{Name: "ai.modelrun", Arity: -2, Flags: Write | DenyOOM | NoMulti | NoTxLock, FirstKey: 1, LastKey: -1, Step: 1,
 			Summary: "Deprecated form of AI.MODELEXECUTE.",
 			Syntax:  "key [TIMEOUT ms] INPUTS input [input ...] OUTPUTS output [output ...]", Parse: parseModelRun}),
@@ -580,6 +580,9 @@ type modelExecCmd struct {
 	// checks; nIn and nOut are the counts parsed before it (0: not reached).
 	syntaxErr error
 	nIn, nOut int64
+	// expect is EXPECT's digest: the run is refused unless the model has
+	// it (digest.go); nil without EXPECT.
+	expect *[32]byte
 }
 
 // checkSyntax reports a deferred syntax error in RedisAI's order (see
@@ -652,13 +655,32 @@ func parseModelExecute(a Args) (Runner, error) {
 	}
 	c := &modelExecCmd{key: a.NextString()}
 	c.syntaxErr = parseExecBody(&a, c)
-	if c.syntaxErr == nil && a.Match("TIMEOUT") {
-		c.timeout, c.syntaxErr = parseTimeout(&a)
-	}
-	if c.syntaxErr == nil && a.More() {
-		c.syntaxErr = errorf("Invalid argument: %s", a.Peek())
+	timeout := false
+	for c.syntaxErr == nil && a.More() {
+		switch {
+		case !timeout && a.Match("TIMEOUT"):
+			timeout = true
+			c.timeout, c.syntaxErr = parseTimeout(&a)
+		case c.expect == nil && a.Match("EXPECT"):
+			c.syntaxErr = parseExpect(&a, c)
+		default:
+			c.syntaxErr = errorf("Invalid argument: %s", a.Peek())
+		}
 	}
 	return c, nil
+}
+
+// parseExpect parses EXPECT's digest.
+func parseExpect(a *Args, c *modelExecCmd) error {
+	if !a.More() {
+		return errBadDigest
+	}
+	d, err := parseDigest(a.Next())
+	if err != nil {
+		return err
+	}
+	c.expect = &d
+	return nil
 }
 
 func parseModelRun(a Args) (Runner, error) {
@@ -695,6 +717,9 @@ func (c *modelExecCmd) Run(x *Ctx) error {
 		return err
 	}
 	if err := c.checkSyntax(m); err != nil {
+		return err
+	}
+	if err := checkExpect(m, c.expect); err != nil {
 		return err
 	}
 	if len(c.inputs) != len(m.Inputs()) {
