@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/enclaveai/enclaveai/modelstore"
+	"github.com/enclaveai/enclaveai/receipt"
 )
 
 // AI.MODELSTORE <key> <backend> <device> [TAG tag] [BATCHSIZE n [MINBATCHSIZE m [MINBATCHTIMEOUT ms]]]
@@ -41,7 +42,7 @@ func init() {
 			Summary: "Deletes a model.", Syntax: "key", Parse: parseModelDel}),
 		ai(&Spec{Name: "ai.modelexecute", Arity: -2, Flags: Write | DenyOOM | NoMulti | NoTxLock, FirstKey: 1, LastKey: -1, Step: 1,
 			Summary: "Runs a model on input tensors and stores the output tensors.",
-			Syntax:  "key INPUTS n input [input ...] OUTPUTS m output [output ...] [TIMEOUT ms] [EXPECT sha256-hex]", Parse: parseModelExecute}),
+			Syntax:  "key INPUTS n input [input ...] OUTPUTS m output [output ...] [TIMEOUT ms] [EXPECT sha256-hex] [RECEIPT nonce]", Parse: parseModelExecute}),
 		ai(&Spec{Name: "ai.modelrun", Arity: -2, Flags: Write | DenyOOM | NoMulti | NoTxLock, FirstKey: 1, LastKey: -1, Step: 1,
 			Summary: "Deprecated form of AI.MODELEXECUTE.",
 			Syntax:  "key [TIMEOUT ms] INPUTS input [input ...] OUTPUTS output [output ...]", Parse: parseModelRun}),
@@ -583,6 +584,9 @@ type modelExecCmd struct {
 	// expect is EXPECT's digest: the run is refused unless the model has
 	// it (digest.go); nil without EXPECT.
 	expect *[32]byte
+	// receipt is RECEIPT's nonce: the reply is a signed receipt instead of
+	// OK (receipt.go); nil without RECEIPT.
+	receipt []byte
 }
 
 // checkSyntax reports a deferred syntax error in RedisAI's order (see
@@ -663,6 +667,8 @@ func parseModelExecute(a Args) (Runner, error) {
 			c.timeout, c.syntaxErr = parseTimeout(&a)
 		case c.expect == nil && a.Match("EXPECT"):
 			c.syntaxErr = parseExpect(&a, c)
+		case c.receipt == nil && a.Match("RECEIPT"):
+			c.receipt, c.syntaxErr = parseReceiptNonce(&a)
 		default:
 			c.syntaxErr = errorf("Invalid argument: %s", a.Peek())
 		}
@@ -748,7 +754,30 @@ func (c *modelExecCmd) Run(x *Ctx) error {
 	if err := x.storeTensors(c.outputs, outs); err != nil {
 		return err
 	}
+	if c.receipt != nil {
+		return c.writeReceipt(x, m, inputs, outs)
+	}
 	x.W.OK()
+	return nil
+}
+
+// writeReceipt replies with the signed receipt of a run: the model value
+// and the input tensors it ran on, the outputs it made.
+func (c *modelExecCmd) writeReceipt(x *Ctx, m *modelstore.Model, inputs, outs []*modelstore.Tensor) error {
+	r := &receipt.Payload{Type: "enclaveai.inference", Models: []receipt.Model{receiptModel(c.key, m)}}
+	for i, k := range c.inputs {
+		r.Inputs = append(r.Inputs, receiptTensor(k, inputs[i]))
+	}
+	for i, k := range c.outputs {
+		if i < len(outs) && outs[i] != nil {
+			r.Outputs = append(r.Outputs, receiptTensor(k, outs[i]))
+		}
+	}
+	jws, err := x.signReceipt(r, c.receipt)
+	if err != nil {
+		return err
+	}
+	x.W.BulkString(jws)
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/enclaveai/enclaveai/jwtauth"
 	"github.com/enclaveai/enclaveai/modelstore"
 	"github.com/enclaveai/enclaveai/persistence"
+	"github.com/enclaveai/enclaveai/receipt"
 )
 
 // Version is EnclaveAI's version; RedisVersion is the Redis version whose
@@ -52,6 +53,9 @@ type Server struct {
 	Enclave EnclaveInfo
 	// jwt checks tokens; nil without jwt-public-key-file (jwt.go).
 	jwt *jwtauth.Verifier
+	// receipts signs inference receipts with a key made at start
+	// (receipt.go).
+	receipts *receipt.Signer
 
 	tx sync.RWMutex // transaction lock (package doc)
 
@@ -78,6 +82,11 @@ type Stats struct {
 func NewServer(opts *config.Options, log *slog.Logger) *Server {
 	s := &Server{Opts: opts, Log: log, clients: make(map[int64]*Client), started: time.Now()}
 	s.Models = modelstore.NewRegistry(nil)
+	rs, err := receipt.NewSigner()
+	if err != nil {
+		panic("receipt key: " + err.Error()) // crypto/rand does not fail
+	}
+	s.receipts = rs
 	s.AI = newAISettings()
 	s.Queue = modelstore.NewRunQueue(int(s.AI.ThreadsPerQueue.Load()))
 	// Model blobs are accounted once by the registry, however many keys

@@ -1,9 +1,12 @@
-// Command enclaveai-cli talks to an EnclaveAI server. Today it has one
-// subcommand, attest, which checks by remote attestation what code the
-// server runs before a client trusts it with models and data:
+// Command enclaveai-cli talks to an EnclaveAI server. The subcommand
+// attest checks by remote attestation what code the server runs before a
+// client trusts it with models and data:
 //
 //	enclaveai-cli attest [-host 127.0.0.1] [-port 6379] [-tls] [-signer HEX | -unique HEX]
 //	                     [-product-id N] [-min-svn N] [-allow-debug] [-allow-simulated]
+//
+// and `enclaveai-cli receipt verify` checks a signed inference receipt
+// offline (receipt.go).
 //
 // It sends a fresh random nonce with AI.ATTEST and verifies the evidence:
 // the platform signature (SGX), the binding to the nonce and to the TLS key
@@ -31,6 +34,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) >= 3 && os.Args[1] == "receipt" && os.Args[2] == "verify" {
+		if err := receiptVerify(os.Args[3:], os.Stdout); err != nil {
+			fmt.Fprintln(os.Stdout, "FAILED:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) < 2 || os.Args[1] != "attest" {
 		fmt.Fprintln(os.Stderr, "usage: enclaveai-cli attest [flags]  (enclaveai-cli attest -h for the flags)")
 		os.Exit(2)
@@ -112,7 +122,7 @@ func attest(args []string, out io.Writer) error {
 		tlsKey = fields["tls_public_key"].Bytes()
 		fmt.Fprintln(out, "warning:     plain TCP: the evidence is bound to the key the server reports, not to this connection")
 	}
-	res, err := enclave.Verify(evidence, nonce, tlsKey, policy)
+	res, err := enclave.Verify(evidence, nonce, tlsKey, fields["receipt_public_key"].Bytes(), policy)
 	if err != nil {
 		return err
 	}
