@@ -80,3 +80,18 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkSign is the signing part of a receipt's cost (make bench-loop's
+// mlp-receipt kind has the whole of it).
+func BenchmarkSign(b *testing.B) {
+	s, err := NewSigner()
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := sample()
+	for b.Loop() {
+		if _, err := s.Sign(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
