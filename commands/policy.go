@@ -10,7 +10,8 @@ import (
 // (CheckUploadStart, before any of its bytes are read) and again when the
 // command runs (FILE uploads, and what changed in between):
 //   - allow-modelstore no refuses AI.MODELSTORE, AI.MODELSET and
-//     AI.MODELDEL: only the models `loadmodel` loads at start exist.
+//     AI.MODELDEL, and DEL, UNLINK, RENAME, EXPIRE or FLUSHALL of a model
+//     (allowChange): only the models `loadmodel` loads at start exist.
 //   - modelstore-requires-auth yes refuses uploads from a client that has
 //     not authenticated as a named user (a `user` directive or a token's
 //     sub; not the default user).
@@ -37,6 +38,25 @@ func (s *Server) mayChangeModels(c *Client) error {
 		return errModelstoreOff
 	}
 	return nil
+}
+
+// allowChange is the check for commands that delete, rename or expire
+// values (DEL, UNLINK, RENAME, EXPIRE, FLUSHALL): with allow-modelstore no,
+// no model may go, so the models `loadmodel` loaded are all there are.
+func (x *Ctx) allowChange() modelstore.Allow {
+	allow := x.allow()
+	if x.C.internal || x.Opts.AllowModelstore.Load() {
+		return allow
+	}
+	return func(v modelstore.Value) error {
+		if _, ok := v.(*modelstore.Model); ok {
+			return errModelstoreOff
+		}
+		if allow != nil {
+			return allow(v)
+		}
+		return nil
+	}
 }
 
 // mayUpload is the upload policy for client c, key and size excepted.

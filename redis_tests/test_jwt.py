@@ -250,6 +250,11 @@ class UploadPolicyTest(unittest.TestCase):
             with self.assertRaises(redis.exceptions.ResponseError) as cm:
                 srv.client().execute_command(*cmd)
             self.assertEqual(str(cm.exception), text)
+        for cmd in (("DEL", "fixed"), ("UNLINK", "fixed"), ("RENAME", "fixed", "other"),
+                    ("EXPIRE", "fixed", 1), ("FLUSHALL",)):
+            with self.assertRaises(redis.exceptions.ResponseError) as cm:
+                srv.client().execute_command(*cmd)
+            self.assertEqual(str(cm.exception), text)
         # The loadmodel model is there and runs.
         r = srv.client()
         r.execute_command("AI.TENSORSET", "x", "FLOAT", 1, 4, "VALUES", 1, 2, 3, 4)
