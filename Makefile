@@ -50,7 +50,7 @@ run: build
 
 # Debian packages the black-box tests use, installed only when missing.
 TEST_DEBS := redis-tools redis-server python3-redis python3-numpy python3-onnx python3-torch \
-             python3-tqdm python3-venv python3-pip python3-setuptools
+             python3-tqdm python3-venv python3-pip python3-setuptools python3-jwt python3-cryptography
 deps:
 	@missing=""; for p in $(TEST_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
@@ -180,6 +180,8 @@ fuzz: $(ORT_LIB)
 	$(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME) ./persistence
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecords$$' -fuzztime $(FUZZTIME) ./persistence
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime $(FUZZTIME) ./persistence
+	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./jwtauth
+	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./receipt
 
 # The generated crash hunt: models of every ONNX operator with degenerate
 # attributes, shapes and values, sent to the server binary, which is

@@ -17,6 +17,7 @@ import (
 
 	"github.com/enclaveai/enclaveai/config"
 	"github.com/enclaveai/enclaveai/modelstore"
+	"github.com/enclaveai/enclaveai/receipt"
 )
 
 // AI.MODELSTORE <key> <backend> <device> [TAG tag] [BATCHSIZE n [MINBATCHSIZE m [MINBATCHTIMEOUT ms]]]
@@ -42,7 +43,7 @@ func init() {
 			Summary: "Deletes a model.", Syntax: "key", Parse: parseModelDel}),
 		ai(&Spec{Name: "ai.modelexecute", Arity: -2, Flags: Write | DenyOOM | NoMulti | NoTxLock, FirstKey: 1, LastKey: -1, Step: 1,
 			Summary: "Runs a model on input tensors and stores the output tensors.",
-			Syntax:  "key INPUTS n input [input ...] OUTPUTS m output [output ...] [TIMEOUT ms]", Parse: parseModelExecute}),
+			Syntax:  "key INPUTS n input [input ...] OUTPUTS m output [output ...] [TIMEOUT ms] [EXPECT sha256-hex] [RECEIPT nonce]", Parse: parseModelExecute}),
 		ai(&Spec{Name: "ai.modelrun", Arity: -2, Flags: Write | DenyOOM | NoMulti | NoTxLock, FirstKey: 1, LastKey: -1, Step: 1,
 			Summary: "Deprecated form of AI.MODELEXECUTE.",
 			Syntax:  "key [TIMEOUT ms] INPUTS input [input ...] OUTPUTS output [output ...]", Parse: parseModelRun}),
@@ -260,6 +261,9 @@ func parseModelStore(deprecated bool) func(a Args) (Runner, error) {
 // Run implements Runner. Compilation runs outside every lock; only the
 // final keyspace update takes the transaction lock.
 func (c *modelStoreCmd) Run(x *Ctx) error {
+	if err := x.mayUpload(x.C); err != nil {
+		return err
+	}
 	// Another user's model at the key is refused before any work; the
 	// store checks again, atomically.
 	if allow := x.allow(); allow != nil && c.key != "*" {
@@ -271,6 +275,9 @@ func (c *modelStoreCmd) Run(x *Ctx) error {
 	}
 	data, buf, err := c.modelBytes(x)
 	if err != nil {
+		return err
+	}
+	if err := CheckUploadBudget(int64(len(data)), x.uploadBudget(x.C, c.key)); err != nil {
 		return err
 	}
 	meta := c.meta
@@ -574,6 +581,9 @@ func writeChunks(w *Writer, data []byte, size int64, stream bool) {
 func parseModelDel(a Args) (Runner, error) {
 	key := a.NextString()
 	return RunFunc(func(x *Ctx) error {
+		if err := x.mayChangeModels(x.C); err != nil {
+			return err
+		}
 		m, err := x.getModel(key)
 		if err != nil {
 			return err
@@ -598,6 +608,12 @@ type modelExecCmd struct {
 	// checks; nIn and nOut are the counts parsed before it (0: not reached).
 	syntaxErr error
 	nIn, nOut int64
+	// expect is EXPECT's digest: the run is refused unless the model has
+	// it (digest.go); nil without EXPECT.
+	expect *[32]byte
+	// receipt is RECEIPT's nonce: the reply is a signed receipt instead of
+	// OK (receipt.go); nil without RECEIPT.
+	receipt []byte
 }
 
 // checkSyntax reports a deferred syntax error in RedisAI's order (see
@@ -670,13 +686,34 @@ func parseModelExecute(a Args) (Runner, error) {
 	}
 	c := &modelExecCmd{key: a.NextString()}
 	c.syntaxErr = parseExecBody(&a, c)
-	if c.syntaxErr == nil && a.Match("TIMEOUT") {
-		c.timeout, c.syntaxErr = parseTimeout(&a)
-	}
-	if c.syntaxErr == nil && a.More() {
-		c.syntaxErr = errorf("Invalid argument: %s", a.Peek())
+	timeout := false
+	for c.syntaxErr == nil && a.More() {
+		switch {
+		case !timeout && a.Match("TIMEOUT"):
+			timeout = true
+			c.timeout, c.syntaxErr = parseTimeout(&a)
+		case c.expect == nil && a.Match("EXPECT"):
+			c.syntaxErr = parseExpect(&a, c)
+		case c.receipt == nil && a.Match("RECEIPT"):
+			c.receipt, c.syntaxErr = parseReceiptNonce(&a)
+		default:
+			c.syntaxErr = errorf("Invalid argument: %s", a.Peek())
+		}
 	}
 	return c, nil
+}
+
+// parseExpect parses EXPECT's digest.
+func parseExpect(a *Args, c *modelExecCmd) error {
+	if !a.More() {
+		return errBadDigest
+	}
+	d, err := parseDigest(a.Next())
+	if err != nil {
+		return err
+	}
+	c.expect = &d
+	return nil
 }
 
 func parseModelRun(a Args) (Runner, error) {
@@ -715,6 +752,9 @@ func (c *modelExecCmd) Run(x *Ctx) error {
 	if err := c.checkSyntax(m); err != nil {
 		return err
 	}
+	if err := checkExpect(m, c.expect); err != nil {
+		return err
+	}
 	if len(c.inputs) != len(m.Inputs()) {
 		return errInputsMismatch
 	}
@@ -741,7 +781,30 @@ func (c *modelExecCmd) Run(x *Ctx) error {
 	if err := x.storeTensors(c.outputs, outs); err != nil {
 		return err
 	}
+	if c.receipt != nil {
+		return c.writeReceipt(x, m, inputs, outs)
+	}
 	x.W.OK()
+	return nil
+}
+
+// writeReceipt replies with the signed receipt of a run: the model value
+// and the input tensors it ran on, the outputs it made.
+func (c *modelExecCmd) writeReceipt(x *Ctx, m *modelstore.Model, inputs, outs []*modelstore.Tensor) error {
+	r := &receipt.Payload{Type: "enclaveai.inference", Models: []receipt.Model{receiptModel(c.key, m)}}
+	for i, k := range c.inputs {
+		r.Inputs = append(r.Inputs, receiptTensor(k, inputs[i]))
+	}
+	for i, k := range c.outputs {
+		if i < len(outs) && outs[i] != nil {
+			r.Outputs = append(r.Outputs, receiptTensor(k, outs[i]))
+		}
+	}
+	jws, err := x.signReceipt(r, c.receipt)
+	if err != nil {
+		return err
+	}
+	x.W.BulkString(jws)
 	return nil
 }
 
@@ -1040,6 +1103,7 @@ func (s *Server) LoadStartupModels() error {
 			return fmt.Errorf("loadmodel %s: %s", line[0], errorText(err))
 		}
 		c := s.NewClient("startup", "", nil)
+		c.internal = true
 		s.run(&Ctx{Server: s, C: c, W: c.W}, table["ai.modelstore"], r)
 		s.CommitClient(c)
 		s.RemoveClient(c)

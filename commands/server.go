@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/enclaveai/enclaveai/config"
+	"github.com/enclaveai/enclaveai/jwtauth"
 	"github.com/enclaveai/enclaveai/modelstore"
 	"github.com/enclaveai/enclaveai/persistence"
+	"github.com/enclaveai/enclaveai/receipt"
 )
 
 // Version is EnclaveAI's version; RedisVersion is the Redis version whose
@@ -54,6 +56,11 @@ type Server struct {
 	LogFS persistence.FS
 	// Enclave is set by the front end at start.
 	Enclave EnclaveInfo
+	// jwt checks tokens; nil without jwt-public-key-file (jwt.go).
+	jwt *jwtauth.Verifier
+	// receipts signs inference receipts with a key made at start
+	// (receipt.go).
+	receipts *receipt.Signer
 
 	tx sync.RWMutex // transaction lock (package doc)
 
@@ -80,6 +87,11 @@ type Stats struct {
 func NewServer(opts *config.Options, log *slog.Logger) *Server {
 	s := &Server{Opts: opts, Log: log, clients: make(map[int64]*Client), started: time.Now()}
 	s.Models = modelstore.NewRegistry(nil)
+	rs, err := receipt.NewSigner()
+	if err != nil {
+		panic("receipt key: " + err.Error()) // crypto/rand does not fail
+	}
+	s.receipts = rs
 	s.AI = newAISettings(opts)
 	s.Queue = modelstore.NewRunQueue(int(s.AI.ThreadsPerQueue.Load()))
 	// Model blobs are accounted once by the registry, however many keys
@@ -146,11 +158,15 @@ type Client struct {
 	created time.Time
 	closer  io.Closer
 
-	authed     bool
+	authed bool
+	// authUntil ends a token login: unix ms after which the client is
+	// no longer authenticated (0: never; jwt.go).
+	authUntil  int64
 	multi      queue // commands queued by MULTI
 	inMulti    bool
 	multiDirty bool // a command failed to queue: EXEC aborts
 	closeAfter bool // QUIT: close once the reply is flushed
+	internal   bool // the server's own client (loadmodel): no upload policy
 
 	// upload is the running command's payload buffer (DispatchUpload).
 	upload *modelstore.ModelBuffer
@@ -262,7 +278,12 @@ func (c *Client) Kill() {
 }
 
 // Authed reports whether the client may run commands that need auth.
-func (c *Client) Authed() bool { return c.authed }
+func (c *Client) Authed() bool { return c.authedAt(time.Now().UnixMilli()) }
+
+// authedAt is Authed at unix ms now: a token login lapses at its expiry.
+func (c *Client) authedAt(now int64) bool {
+	return c.authed && (c.authUntil == 0 || now < c.authUntil)
+}
 
 // User is the user the client authenticated as ("default" without AUTH).
 func (c *Client) User() string {
@@ -272,10 +293,13 @@ func (c *Client) User() string {
 }
 
 // login records a successful authentication.
-func (c *Client) login(user string) {
-	c.authed = true
+func (c *Client) login(l login) {
+	c.authed, c.authUntil = true, 0
+	if !l.expires.IsZero() {
+		c.authUntil = l.expires.UnixMilli()
+	}
 	c.mu.Lock()
-	c.user = user
+	c.user = l.user
 	c.mu.Unlock()
 }
 
@@ -318,7 +342,7 @@ const (
 
 // PreLimits bound a command before its name is read.
 func (s *Server) PreLimits(c *Client) Limits {
-	if !c.authed {
+	if !c.Authed() {
 		return Limits{MaxArgs: unauthMaxArgs, MaxBulk: unauthMaxBulk, MaxQuery: unauthMaxArgs * unauthMaxBulk, Unauth: true}
 	}
 	return Limits{MaxArgs: 1 << 30, MaxBulk: s.Opts.ProtoMaxBulkLen.Load(), MaxQuery: s.Opts.ClientQueryBufferLimit.Load()}
@@ -343,9 +367,10 @@ func (s *Server) Dispatch(c *Client, argv [][]byte, owned func(int) bool) {
 	}
 	// Not the cached clock: it may lag by a tick, and Tick would then close
 	// a client before it has been idle for the whole timeout.
-	c.lastActive.Store(time.Now().UnixMilli())
+	now := time.Now().UnixMilli()
+	c.lastActive.Store(now)
 	spec := table.Lookup(argv[0])
-	if err := s.check(c, spec, argv); err != nil {
+	if err := s.check(c, spec, argv, now); err != nil {
 		if spec != nil {
 			spec.stats.rejected.Add(1)
 		}
@@ -396,7 +421,7 @@ func (s *Server) Dispatch(c *Client, argv [][]byte, owned func(int) bool) {
 // transaction instead of being queued.
 const txControl = Flag(1 << 31)
 
-func (s *Server) check(c *Client, spec *Spec, argv [][]byte) error {
+func (s *Server) check(c *Client, spec *Spec, argv [][]byte, now int64) error {
 	if spec == nil {
 		// Redis's text: the arguments quoted until 128 bytes of them are
 		// shown, each cut to what is left of the 128.
@@ -415,7 +440,7 @@ func (s *Server) check(c *Client, spec *Spec, argv [][]byte) error {
 	if (spec.Arity > 0 && len(argv) != spec.Arity) || (spec.Arity < 0 && len(argv) < -spec.Arity) {
 		return errorf("ERR wrong number of arguments for '%s' command", spec.Name)
 	}
-	if !c.authed && !spec.Has(NoAuth) {
+	if !spec.Has(NoAuth) && !c.authedAt(now) {
 		return errNoAuth
 	}
 	if s.loading.Load() && !spec.Has(LoadingOK) {

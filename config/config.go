@@ -105,6 +105,23 @@ type Options struct {
 	LoadModels [][]string
 	// Users are the `user` lines by name (users.go); nil when none.
 	Users map[string]*User
+	// JWTPublicKeyFile turns on token authentication (AUTH <token>): a PEM
+	// file of ECDSA P-256 public keys, any of which may sign (rotation).
+	// JWTIssuer and JWTAudience, when set, must match the token's iss and
+	// aud; JWTLeeway is the clock skew allowed on exp and nbf, in seconds.
+	JWTPublicKeyFile string
+	JWTIssuer        string
+	JWTAudience      string
+	JWTLeeway        int64
+	// AllowModelstore false refuses AI.MODELSTORE, AI.MODELSET and
+	// AI.MODELDEL: only `loadmodel` models exist.
+	AllowModelstore atomic.Bool
+	// ModelstoreRequiresAuth refuses uploads from clients that have not
+	// authenticated as a named (non-default) user.
+	ModelstoreRequiresAuth atomic.Bool
+	// MaxModelBytesPerUser bounds the bytes of the models each user owns
+	// (0 = unlimited).
+	MaxModelBytesPerUser atomic.Int64
 
 	mu        sync.Mutex // serialises CONFIG SET
 	slogLevel slog.LevelVar
@@ -119,7 +136,8 @@ func (o *Options) SlogLevel() *slog.LevelVar { return &o.slogLevel }
 func Default() *Options {
 	o := &Options{Bind: "127.0.0.1", Dir: ".", DBFilename: "dump.aidb", SealKeyFile: "seal.key", SealPolicy: "product",
 		AppendOnly: true, AppendDirName: "appendonlydir", AOFLoadTruncated: true,
-		EngineIsolation: "per-tenant", EngineStoreTimeout: 60, InferenceEngine: DefaultInferenceEngine}
+		EngineIsolation: "per-tenant", EngineStoreTimeout: 60, InferenceEngine: DefaultInferenceEngine, JWTLeeway: 30}
+	o.AllowModelstore.Store(true)
 	everysec := "everysec"
 	o.AppendFsync.Store(&everysec)
 	o.AutoAOFRewritePercentage.Store(100)
@@ -358,6 +376,39 @@ var directives = func() map[string]*directive {
 			o.LoadBadSnapshot = v
 			return err
 		})
+	g, s = str(func(o *Options) *string { return &o.JWTPublicKeyFile })
+	add("jwt-public-key-file", false, g, s)
+	g, s = str(func(o *Options) *string { return &o.JWTIssuer })
+	add("jwt-issuer", false, g, s)
+	g, s = str(func(o *Options) *string { return &o.JWTAudience })
+	add("jwt-audience", false, g, s)
+	add("jwt-leeway", false, func(o *Options) string { return strconv.FormatInt(o.JWTLeeway, 10) },
+		func(o *Options, a []string) error {
+			n, err := strconv.ParseInt(a[0], 10, 64)
+			if err != nil || n < 0 || n > 300 {
+				return errors.New("argument must be between 0 and 300 inclusive (seconds)")
+			}
+			o.JWTLeeway = n
+			return nil
+		})
+	add("allow-modelstore", true, func(o *Options) string { return yesNo(o.AllowModelstore.Load()) },
+		func(o *Options, a []string) error {
+			v, err := parseYesNo(a[0])
+			if err == nil {
+				o.AllowModelstore.Store(v)
+			}
+			return err
+		})
+	add("modelstore-requires-auth", true, func(o *Options) string { return yesNo(o.ModelstoreRequiresAuth.Load()) },
+		func(o *Options, a []string) error {
+			v, err := parseYesNo(a[0])
+			if err == nil {
+				o.ModelstoreRequiresAuth.Store(v)
+			}
+			return err
+		})
+	g, s = num(func(o *Options) *atomic.Int64 { return &o.MaxModelBytesPerUser }, 0, 1<<62, true)
+	add("max-model-bytes-per-user", true, g, s)
 	ds = append(ds, &directive{name: "loadmodel", multi: true,
 		get: func(o *Options) string {
 			lines := make([]string, len(o.LoadModels))
@@ -501,6 +552,9 @@ func (o *Options) Validate() error {
 	}
 	if o.DBFilename == "" || strings.ContainsRune(o.DBFilename, '/') {
 		return errors.New("dbfilename must be a plain file name")
+	}
+	if (o.JWTIssuer != "" || o.JWTAudience != "") && o.JWTPublicKeyFile == "" {
+		return errors.New("jwt-issuer and jwt-audience need jwt-public-key-file")
 	}
 	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
 		return errors.New("tls-cert-file and tls-key-file go together")

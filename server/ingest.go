@@ -1,6 +1,8 @@
 package server
 
 import (
+	"math"
+
 	"github.com/enclaveai/enclaveai/commands"
 	"github.com/enclaveai/enclaveai/modelstore"
 )
@@ -13,7 +15,9 @@ const directMin = 1 << 20
 // ingest is a connection's Sink for the payload of model uploads
 // (AI.MODELSTORE / AI.MODELSET BLOB chunks, per Spec.Payload). As each
 // chunk's length header arrives, before any of its bytes, it asks the
-// command layer for room (max-model-size; maxmemory for a model read into a
+// command layer whether the upload may go on at all (CheckUploadStart: the
+// upload policy, the key's owner, max-model-bytes-per-user), then for room
+// (max-model-size; maxmemory for a model read into a
 // buffer, whose memory is taken before it could be found to duplicate
 // one already held), then gives the reader the chunk's final place: the
 // next stretch of one contiguous ModelBuffer for the whole model, or an
@@ -36,6 +40,7 @@ type ingest struct {
 	buf      *modelstore.ModelBuffer
 	first    int   // index of the first chunk; 0 until it is seen
 	total    int64 // chunk bytes so far
+	budget   int64 // bytes the upload may total (max-model-bytes-per-user)
 	reserved int64 // bytes reserved with ReserveUpload
 }
 
@@ -45,7 +50,7 @@ func (g *ingest) limits(spec *commands.Spec, l Limits) Limits {
 	if spec == nil || spec.Payload == nil {
 		return l
 	}
-	g.spec, g.first, g.total = spec, 0, 0
+	g.spec, g.first, g.total, g.budget = spec, 0, 0, math.MaxInt64
 	l.Sink, l.Filled = g.sink, g.filled
 	// A refused upload is skipped (the client then reads why) up to twice
 	// the largest model: more closes the connection after the reply.
@@ -57,16 +62,21 @@ func (g *ingest) sink(a SinkArg) ([]byte, error) {
 	if !g.spec.Payload(a.Prev, a.Index) {
 		return nil, nil
 	}
+	if g.first == 0 {
+		if len(a.Prev) > 1 {
+			budget, err := g.cmds.CheckUploadStart(g.client, a.Prev[1])
+			if err != nil {
+				return nil, err
+			}
+			g.budget = budget
+		}
+		g.first = a.Index
+	}
 	if err := g.cmds.CheckUploadSize(g.total + a.Size); err != nil {
 		return nil, err
 	}
-	if g.first == 0 {
-		if len(a.Prev) > 1 {
-			if err := g.cmds.CheckUploadKey(g.client, a.Prev[1]); err != nil {
-				return nil, err
-			}
-		}
-		g.first = a.Index
+	if err := commands.CheckUploadBudget(g.total+a.Size, g.budget); err != nil {
+		return nil, err
 	}
 	if g.buf == nil && g.total+a.Size >= directMin {
 		if err := g.direct(a); err != nil {

@@ -27,8 +27,9 @@ func newIngestFixture(t *testing.T, in string, opts func(*config.Options)) *inge
 		opts(o)
 	}
 	cmds := commands.NewServer(o, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	f := &ingestFixture{cmds: cmds, up: &ingest{cmds: cmds}, rd: NewReader(strings.NewReader(in))}
+	f := &ingestFixture{cmds: cmds, rd: NewReader(strings.NewReader(in))}
 	f.c = cmds.NewClient("test", "", nil)
+	f.up = &ingest{cmds: cmds, client: f.c}
 	return f
 }
 
@@ -163,7 +164,7 @@ func TestIngestMaxmemory(t *testing.T) {
 	chunk := strings.Repeat("m", 3<<20)
 	in := bulkCmd("AI.MODELSTORE", "k", "ONNX", "CPU", "BLOB", chunk)
 	f := newIngestFixture(t, in+in+in, func(o *config.Options) { o.MaxMemory.Store(5 << 20) })
-	g := &ingest{cmds: f.cmds}
+	g := &ingest{cmds: f.cmds, client: f.c}
 	if _, err := f.read(); err != nil {
 		t.Fatal(err)
 	}
@@ -237,5 +238,40 @@ func TestSinkProtocolError(t *testing.T) {
 	r := NewReader(strings.NewReader(bulkCmd("UPLOAD", "x") + bulkCmd("PING")))
 	if _, err := r.ReadCommand(open, func([]byte) Limits { return lim }); !IsProtocol(err) {
 		t.Fatalf("got %v, want the ProtocolError", err)
+	}
+}
+
+// The upload policy refuses an upload on its first chunk's length header:
+// no buffer is made, and the connection reads the next command.
+func TestIngestPolicy(t *testing.T) {
+	chunk := strings.Repeat("m", 2<<20)
+	in := bulkCmd("AI.MODELSTORE", "k", "ONNX", "CPU", "BLOB", chunk, chunk) + bulkCmd("PING")
+	for _, tc := range []struct {
+		name string
+		set  func(o *config.Options)
+		want string
+	}{
+		{"allow-modelstore no", func(o *config.Options) { o.AllowModelstore.Store(false) },
+			"ERR model uploads and deletes are disabled on this server (allow-modelstore no)"},
+		{"modelstore-requires-auth yes", func(o *config.Options) { o.ModelstoreRequiresAuth.Store(true) },
+			"NOPERM model uploads need an authenticated user (modelstore-requires-auth yes)"},
+		{"max-model-bytes-per-user", func(o *config.Options) { o.MaxModelBytesPerUser.Store(3 << 20) },
+			"ERR model upload refused: the user's models would pass max-model-bytes-per-user"},
+	} {
+		f := newIngestFixture(t, in, tc.set)
+		_, err := f.read()
+		var re *RefusedError
+		if !errors.As(err, &re) || err.Error() != tc.want {
+			t.Fatalf("%s: got %v, want %q", tc.name, err, tc.want)
+		}
+		// max-model-bytes-per-user lets the first chunk in (it fits) and
+		// refuses the second from its header; the others refuse the first.
+		if n := f.up.total; (tc.name == "max-model-bytes-per-user") != (n == 2<<20) {
+			t.Errorf("%s: %d bytes taken before the refusal", tc.name, n)
+		}
+		f.up.done()
+		if cmd, err := f.read(); err != nil || string(cmd.Args[0]) != "PING" {
+			t.Fatalf("%s: next command: %v", tc.name, err)
+		}
 	}
 }

@@ -304,6 +304,9 @@ func (s *Server) Start() error {
 	if err := s.setupEnclave(); err != nil {
 		return err
 	}
+	if err := s.Cmds.SetupJWT(); err != nil {
+		return err
+	}
 	if err := s.Listen(); err != nil {
 		return err
 	}

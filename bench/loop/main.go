@@ -103,7 +103,7 @@ func main() {
 		o.clients = append(o.clients, n)
 	}
 	for _, k := range strings.Split(kinds, ",") {
-		if k = strings.TrimSpace(k); !slices.Contains(loopKinds, k) {
+		if k = strings.TrimSpace(k); !slices.Contains(loopKinds, k) && !slices.Contains(extraKinds, k) {
 			fatal(fmt.Errorf("unknown kind %q (%s)", k, strings.Join(loopKinds, ", ")))
 		}
 		o.kinds = append(o.kinds, k)

@@ -161,6 +161,11 @@ func measureLatency(o *options, addr string, onnx, blob []byte) (*latency, error
 // loopKinds are the loop's kinds, in the order of odd rounds.
 var loopKinds = []string{"floor", "mlp", "mlp-batch32"}
 
+// extraKinds run only when -kinds names them: "mlp-receipt" is the mlp
+// loop with RECEIPT on each AI.MODELEXECUTE (a signed receipt instead of
+// OK), for the cost of receipts beside "mlp".
+var extraKinds = []string{"mlp-receipt"}
+
 // loops is section loop's figures: per client count and kind, one sample
 // per round.
 type loops struct {
@@ -194,12 +199,20 @@ func measureLoops(o *options, ea, rd *proc, blob []byte) (*loops, error) {
 		}
 		return err
 	}
-	loop := func(model string) body {
+	loop := func(model string, receipt bool) body {
 		return func(ctx context.Context, c *redis.Conn, id int) error {
 			if err := c.Do(ctx, "AI.TENSORSET", xs[id], "FLOAT", 1, inputLen, "BLOB", blob).Err(); err != nil {
 				return err
 			}
-			if s, err := c.Do(ctx, "AI.MODELEXECUTE", model, "INPUTS", 1, xs[id], "OUTPUTS", 1, ys[id]).Text(); err != nil || s != "OK" {
+			args := []any{"AI.MODELEXECUTE", model, "INPUTS", 1, xs[id], "OUTPUTS", 1, ys[id]}
+			if receipt {
+				args = append(args, "RECEIPT", xs[id])
+			}
+			s, err := c.Do(ctx, args...).Text()
+			if receipt && err == nil && strings.Count(s, ".") == 2 {
+				s = "OK"
+			}
+			if err != nil || s != "OK" {
 				return fmt.Errorf("AI.MODELEXECUTE: %q %v", s, err)
 			}
 			v, err := c.Do(ctx, "AI.TENSORGET", ys[id], "BLOB").Text()
@@ -214,8 +227,9 @@ func measureLoops(o *options, ea, rd *proc, blob []byte) (*loops, error) {
 		f   body
 	}{
 		"floor":       {rd, floor},
-		"mlp":         {ea, loop("mlp")},
-		"mlp-batch32": {ea, loop("mlp-batch32")},
+		"mlp":         {ea, loop("mlp", false)},
+		"mlp-batch32": {ea, loop("mlp-batch32", false)},
+		"mlp-receipt": {ea, loop("mlp", true)},
 	}
 	res := &loops{by: map[string][]sample{}}
 	for r := range o.rounds {

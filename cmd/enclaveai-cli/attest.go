@@ -72,7 +72,7 @@ func checkAttestation(c *client, policy enclave.Policy, out io.Writer, verbose b
 		tlsKey = field(reply, "tls_public_key").Bytes()
 		say("warning:     plain TCP: the evidence is bound to the key the server reports, not to this connection\n")
 	}
-	res, err := enclave.Verify(evidence, nonce, tlsKey, policy)
+	res, err := enclave.Verify(evidence, nonce, tlsKey, field(reply, "receipt_public_key").Bytes(), policy)
 	if err != nil {
 		return nil, err
 	}
@@ -149,6 +149,7 @@ func verify(args []string, out io.Writer) error {
 	evFile := fs.String("evidence", "", "file holding the evidence bytes of AI.ATTEST")
 	nonceHex := fs.String("nonce", "", "the nonce sent with AI.ATTEST, hex")
 	keyHex := fs.String("tls-key", "", "the server's TLS public key (DER SubjectPublicKeyInfo), hex")
+	receiptHex := fs.String("receipt-key", "", "the server's receipt public key (AI.ATTEST receipt_public_key, DER), hex; empty: none")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -168,7 +169,11 @@ func verify(args []string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("-tls-key: %w", err)
 	}
-	res, err := enclave.Verify(evidence, nonce, key, policy)
+	receiptKey, err := hex.DecodeString(*receiptHex)
+	if err != nil {
+		return fmt.Errorf("-receipt-key: %w", err)
+	}
+	res, err := enclave.Verify(evidence, nonce, key, receiptKey, policy)
 	if err != nil {
 		return err
 	}

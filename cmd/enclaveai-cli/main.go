@@ -5,6 +5,7 @@
 //	enclaveai-cli run [flags] key in.npy... run a model on .npy inputs, write .npy outputs
 //	enclaveai-cli info [flags] [key]        list the models, or show one
 //	enclaveai-cli verify [flags]            verify evidence saved from AI.ATTEST
+//	enclaveai-cli receipt verify [flags]    verify a signed inference receipt (receipt.go)
 //
 // Every subcommand takes -h (or --help). upload and run check the server's
 // attestation first, with attest's policy flags (-no-attest skips it).
@@ -34,6 +35,7 @@ func init() {
 		{"run", "[flags] key in.npy [in.npy ...]", "run a model on .npy inputs and write its outputs as .npy", run},
 		{"info", "[flags] [key]", "list the models, or show one model's details and statistics", info},
 		{"verify", "[flags] -evidence FILE -nonce HEX", "verify AI.ATTEST evidence saved to a file (used by the Python client)", verify},
+		{"receipt", "verify [flags]", "verify a signed inference receipt against attestation evidence and your tensors", receiptCmd},
 	}
 }
 

@@ -81,6 +81,17 @@ def report_data(nonce: bytes, tls_key: bytes) -> bytes:
     return h.digest()
 
 
+RECEIPT_LABEL = b"EnclaveAI receipt key v1\x00"
+
+
+def receipt_key_data(receipt_key: bytes) -> bytes:
+    """The second 32 bytes of report data: the binding of the server's
+    receipt-signing public key (DER), or zeros when it has none."""
+    if not receipt_key:
+        return bytes(32)
+    return hashlib.sha256(RECEIPT_LABEL + receipt_key).digest()
+
+
 def parse_evidence(evidence: bytes):
     """(kind, report) from evidence bytes; AttestationError if malformed."""
     if len(evidence) < HEADER or evidence[:8] != MAGIC:
@@ -96,11 +107,13 @@ def parse_evidence(evidence: bytes):
     return kind, bytes(evidence[HEADER:])
 
 
-def verify(evidence: bytes, nonce: bytes, tls_key: bytes, policy: Policy, cli: Optional[str] = None) -> Result:
-    """Checks evidence against nonce, tls_key and policy; raises
+def verify(evidence: bytes, nonce: bytes, tls_key: bytes, policy: Policy, cli: Optional[str] = None,
+           receipt_key: bytes = b"") -> Result:
+    """Checks evidence against nonce, tls_key, the receipt key the server
+    reported (AI.ATTEST receipt_public_key) and policy; raises
     AttestationError when it fails."""
     kind, report = parse_evidence(evidence)
-    want = report_data(nonce, tls_key) + bytes(32)
+    want = report_data(nonce, tls_key) + receipt_key_data(receipt_key)
     if kind == KIND_SIMULATED:
         if not policy.allow_simulated:
             raise AttestationError(
@@ -110,13 +123,13 @@ def verify(evidence: bytes, nonce: bytes, tls_key: bytes, policy: Policy, cli: O
                 or report[148] != 1):
             raise AttestationError("malformed attestation evidence: bad simulated report")
         if not hmac.compare_digest(report[16:80], want):
-            raise AttestationError("report data does not match the nonce and TLS key")
+            raise AttestationError("report data does not match the nonce, TLS key and receipt key")
         msg = ("SIMULATED attestation accepted (allow_simulated=True): the server is NOT proven to run "
                "in an enclave; never send real models or data to it")
         warnings.warn(msg, SimulatedAttestationWarning, stacklevel=3)
         print("enclaveai: WARNING: " + msg, file=sys.stderr)
         return Result(kind="simulated", unique_id="00" * 32, signer_id="00" * 32, debug=True)
-    return _verify_sgx(evidence, nonce, tls_key, policy, cli)
+    return _verify_sgx(evidence, nonce, tls_key, receipt_key, policy, cli)
 
 
 def find_cli() -> Optional[str]:
@@ -124,7 +137,7 @@ def find_cli() -> Optional[str]:
     return os.environ.get("ENCLAVEAI_CLI") or shutil.which("enclaveai-cli")
 
 
-def _verify_sgx(evidence, nonce, tls_key, policy, cli):
+def _verify_sgx(evidence, nonce, tls_key, receipt_key, policy, cli):
     if not policy.signer_id and not policy.unique_id:
         raise AttestationError("the policy names neither a signer id nor a unique id")
     cli = cli or find_cli()
@@ -134,6 +147,7 @@ def _verify_sgx(evidence, nonce, tls_key, policy, cli):
         f.write(evidence)
         f.flush()
         args = [cli, "verify", "-evidence", f.name, "-nonce", nonce.hex(), "-tls-key", tls_key.hex(),
+                "-receipt-key", receipt_key.hex(),
                 "-signer", policy.signer_id, "-unique", policy.unique_id,
                 "-product-id", str(policy.product_id), "-min-svn", str(policy.min_svn)]
         if policy.allow_debug:

@@ -138,7 +138,8 @@ class Client:
             # Plain TCP: bound to the key the server reports, not to this
             # connection (a man in the middle could relay it).
             key = reply.get("tls_public_key") or b""
-        return _attest.verify(reply["evidence"], nonce, key, policy, cli)
+        return _attest.verify(reply["evidence"], nonce, key, policy, cli,
+                              receipt_key=reply.get("receipt_public_key") or b"")
 
     # -- models ------------------------------------------------------------
 
