@@ -101,7 +101,6 @@ func BenchmarkModelExecute(b *testing.B) {
 	}
 }
 
-
 // BenchmarkTensorSetLogged is BenchmarkTensorSet with the append-only log
 // on (appendfsync as the sub-benchmark says), committing once per 16
 // commands as a pipelined client's connection does: the log's cost per
