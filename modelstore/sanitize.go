@@ -442,6 +442,10 @@ var rules = []rule{
 	{spatialOps + " Col2Im", "dilations", allAtLeast(1)},
 	{spatialOps, "kernel_shape", allAtLeast(1)},
 	{spatialOps + " Col2Im", "pads", allAtLeast(0)},
+	{spatialOps + " Col2Im", "strides", allInRangeInts(1, 1<<31)},   // huge values overflow ORT's size arithmetic
+	{spatialOps + " Col2Im", "dilations", allInRangeInts(1, 1<<31)}, // (hunt: LpPool kernel_shape 2^62, SIGABRT)
+	{spatialOps, "kernel_shape", allInRangeInts(1, 1<<31)},
+	{spatialOps + " Col2Im", "pads", allInRangeInts(0, 1<<31)},
 	{spatialOps, "strides", lenKernel(1)},
 	{spatialOps, "dilations", lenKernel(1)},
 	{spatialOps, "pads", lenKernel(2)},

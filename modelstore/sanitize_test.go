@@ -403,3 +403,22 @@ func TestSanitizeFunctionDivision(t *testing.T) {
 		t.Errorf("float Div in a function: rewrite %v, err %v", safe != nil, err)
 	}
 }
+
+// BenchmarkSanitizeModel: the sanitizer's cost per model load, on the
+// file named by $SANITIZE_BENCH_MODEL (default testdata/linear.onnx).
+func BenchmarkSanitizeModel(b *testing.B) {
+	path := os.Getenv("SANITIZE_BENCH_MODEL")
+	if path == "" {
+		path = filepath.Join("testdata", "linear.onnx")
+	}
+	m, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(m)))
+	for b.Loop() {
+		if _, err := SanitizeModel(m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
