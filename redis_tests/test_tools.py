@@ -186,10 +186,16 @@ class CLITest(unittest.TestCase):
         with tempfile.NamedTemporaryFile() as f:
             f.write(fields[b"evidence"])
             f.flush()
-            base = ["verify", "-evidence", f.name, "-tls-key", fields[b"tls_public_key"].hex()]
+            base = ["verify", "-evidence", f.name, "-tls-key", fields[b"tls_public_key"].hex(),
+                    "-receipt-key", fields[b"receipt_public_key"].hex()]
             rc, out, _ = self.cli(*base, "-nonce", nonce.hex(), "-allow-simulated")
             self.assertEqual(rc, 0, out)
             self.assertIn("SIMULATED", out)
+            # The evidence binds the server's receipt key too: without it
+            # (or with another) it does not verify.
+            rc, out, _ = self.cli(*base[:-2], "-nonce", nonce.hex(), "-allow-simulated")
+            self.assertEqual(rc, 1, out)
+            self.assertIn("does not match", out)
             rc, out, _ = self.cli(*base, "-nonce", nonce.hex())
             self.assertEqual(rc, 1)
             self.assertIn("simulated attestation evidence refused", out)
