@@ -62,7 +62,7 @@ type Server struct {
 	// (receipt.go).
 	receipts *receipt.Signer
 
-	tx sync.RWMutex // transaction lock (package doc)
+	tx sync.RWMutex // transaction lock (package doc, docs/LOCKS.md)
 
 	clientsMu sync.Mutex
 	clients   map[int64]*Client

@@ -10,8 +10,9 @@
 //     side, EXEC under its write side, so a transaction is atomic. Commands
 //     flagged NoTxLock (model runs, uploads) take it only around their short
 //     keyspace updates, never around inference or compilation.
-//   - Lock order: Server.tx, then Keyspace's lock, then model-registry locks.
-//     Client.mu guards only the fields CLIENT LIST reads from other goroutines.
+//   - Lock order: docs/LOCKS.md (every lock, what it guards, the hooks that
+//     run under which). Client.mu guards only the fields CLIENT LIST reads
+//     from other goroutines.
 package commands
 
 import (

@@ -8,8 +8,8 @@
 //   - Values (Tensor, Model) are immutable once stored: a write replaces the
 //     value, so a reader may keep using a value it fetched after the lock is
 //     released.
-//   - Lock order: callers' locks (the dispatcher's transaction lock) before
-//     Keyspace.mu; nothing is locked while Keyspace.mu is held.
+//   - Lock order: docs/LOCKS.md. Under Keyspace.mu only the Journal hook
+//     (the log's queue lock) and retain callbacks (the registry's lock) run.
 package modelstore
 
 import (

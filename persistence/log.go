@@ -68,8 +68,8 @@ type LogOptions struct {
 // always fsyncs it too. The first client to call Commit writes for the
 // others queued behind it.
 //
-// Lock order: the caller's locks, then mu (Append); wmu, then mu; wmu, then
-// syncMu. Nothing else is held while mu is.
+// Lock order (docs/LOCKS.md): the caller's locks, then mu (Append); wmu,
+// then mu; wmu, then syncMu. Nothing else is taken while mu is held.
 type Log struct {
 	o      LogOptions
 	fs     FS

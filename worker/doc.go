@@ -18,10 +18,10 @@
 // in the replacement from their shared buffers. docs/ENGINE_ISOLATION.md
 // gives the threat model.
 //
-// Lock order (server side): Pool.mu before slot.mu; session.mu before
-// proc.mu. slot.mu and proc.mu are never held while taking another lock,
-// and no lock is held while waiting for a worker's reply, except
-// session.mu during a (re)compile of that session, which its own runs wait
-// for anyway. The callers' locks (the keyspace's, the registry's) are
+// Lock order (server side; docs/LOCKS.md has every lock of the server):
+// Pool.mu before slot.mu; session.mu before proc.mu. slot.mu and proc.mu
+// are never held while taking another lock, and no lock is held while
+// waiting for a worker's reply, except session.mu during a (re)compile of
+// that session, which its own runs wait for anyway. The callers' locks (the keyspace's, the registry's) are
 // never held across Engine or EngineSession calls (modelstore's rule).
 package worker
