@@ -8,13 +8,21 @@ PYTHON      := /usr/bin/python3
 GO          ?= go
 export ENCLAVEAI_ONNXRUNTIME_LIB := $(ORT_LIB)
 
-.PHONY: enclave build run test lint test-go test-redis deps ort models crash-models fuzz-models bench bench-readers bench-core bench-snapshot bench-huge bench-mem bench-wall bench-loop fuzz clean
+.PHONY: enclave build run test lint test-go test-redis deps ort models crash-models crash-test fuzz-models bench bench-readers bench-core bench-snapshot bench-huge bench-mem bench-aof bench-wall bench-loop bench-engines fuzz test-nocgo clean
 
-build: bin/enclaveai-server bin/enclaveai-cli
+build: bin/enclaveai-server bin/enclaveai-cli bin/enclaveai-server-nocgo
+
+# The revision --version shows (GOFLAGS may turn off go build's VCS stamp).
+REVISION := $(shell git rev-parse --short=12 HEAD 2>/dev/null)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
 
 bin/enclaveai-server: $(ORT_LIB) FORCE
-	$(GO) build -o $@ ./cmd/enclaveai-server
+	$(GO) build -ldflags "-X main.revision=$(REVISION)" -o $@ ./cmd/enclaveai-server
 	cp -f $(ORT_LIB) bin/libonnxruntime.so.1.tmp && mv -f bin/libonnxruntime.so.1.tmp bin/libonnxruntime.so.1
+
+# The cgo-free static build: no ONNX Runtime, the pure-Go engine only (the
+# code an enclave runs; `make enclave` builds the same with EGo).
+bin/enclaveai-server-nocgo: FORCE
+	CGO_ENABLED=0 $(GO) build -o $@ ./cmd/enclaveai-server
 
 bin/enclaveai-cli: FORCE
 	$(GO) build -o $@ ./cmd/enclaveai-cli
@@ -32,12 +40,17 @@ $(ORT_LIB):
 	mv $(ORT_DIR)/pack/package/bin/napi-v6/linux/x64/libonnxruntime.so.1 $@.tmp && mv $@.tmp $@
 	rm -rf $(ORT_DIR)/pack
 
+# make run PORT=6380 BIND=0.0.0.0 DIR=/tmp/ai ARGS="--maxmemory 8gb"
+PORT ?= 6379
+BIND ?= 127.0.0.1
+DIR  ?= ./data
 run: build
-	mkdir -p data
-	bin/enclaveai-server --dir ./data
+	mkdir -p $(DIR)
+	bin/enclaveai-server --port $(PORT) --bind $(BIND) --dir $(DIR) $(ARGS)
 
 # Debian packages the black-box tests use, installed only when missing.
-TEST_DEBS := redis-tools redis-server python3-redis python3-numpy python3-onnx python3-torch
+TEST_DEBS := redis-tools redis-server python3-redis python3-numpy python3-onnx python3-torch \
+             python3-tqdm python3-venv python3-pip python3-setuptools python3-jwt python3-cryptography
 deps:
 	@missing=""; for p in $(TEST_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
@@ -50,7 +63,7 @@ models: deps
 crash-models: deps
 	$(PYTHON) fuzzmodels/regressions.py modelstore/testdata/crash
 
-test: deps build models crash-models lint test-go test-redis
+test: deps build models crash-models lint test-go test-redis test-nocgo
 
 # Static checks, each failing the build on a finding: formatting, go.mod in
 # step with the imports, go vet, and staticcheck at a pinned version.
@@ -69,6 +82,16 @@ test-go: bin/enclaveai-server
 
 test-redis: build models crash-models
 	$(PYTHON) -m unittest discover -s redis_tests -p 'test_*.py' -v
+
+# The engine-independent suites again, against the cgo-free static binary
+# (tensors, keys, transactions, users, redis-cli: about 15 s here);
+# test_goengine.py, run by test-redis, compares its inference with ONNX
+# Runtime's. The model suites are not rerun: their error texts are ORT's.
+NOCGO_SUITES := test_core.py test_users.py test_redis_cli.py
+test-nocgo: bin/enclaveai-server-nocgo models
+	CGO_ENABLED=0 $(GO) vet ./...
+	CGO_ENABLED=0 $(GO) test -count=1 ./goengine ./config ./persistence
+	for s in $(NOCGO_SUITES); do ENCLAVEAI_SERVER=$(CURDIR)/bin/enclaveai-server-nocgo $(PYTHON) -m unittest discover -s redis_tests -p $$s || exit 1; done
 
 # crash-test: the kill -9 harness of the append-only log, 50 rounds per
 # fsync policy (redis_tests/crash.py; a 6-round sample runs in make test).
@@ -100,6 +123,13 @@ bench: bench-huge
 bench-huge: build models
 	$(PYTHON) bench/huge.py --doc docs/BENCHMARKS.md
 
+# What the append-only log costs: a 1.3 GB upload's time to OK and small
+# TENSORSET throughput, log off against on; rewrites the "Append-only log"
+# section of docs/BENCHMARKS.md.
+bench: bench-aof
+bench-aof: build models
+	$(PYTHON) bench/aof.py --doc docs/BENCHMARKS.md
+
 # Peak memory of one 3 x 500 MB model upload read by redcon's reader and by
 # ours: why the front end reads RESP itself (server package doc).
 bench: bench-readers
@@ -124,6 +154,16 @@ bench-mem: build deps
 # against in-process ORT; TENSORSET/TENSORGET against SET/GET. One run, about
 # two minutes; rewrites the figures of the "Inference loop" section of
 # docs/BENCHMARKS.md (bench/loop; BENCH_LOOP_ARGS adds flags, e.g. -rounds 5).
+# The pure-Go engine against in-process ONNX Runtime: µs per run per model at
+# batch 1 and 32, session creation and peak memory for a 600 MB model;
+# rewrites the "Pure-Go engine" section of docs/BENCHMARKS.md (bench/engines).
+BENCH_ENGINES_HUGE ?= /tmp/enclaveai-huge-600mb.onnx
+bench: bench-engines
+bench-engines: build models
+	test -f $(BENCH_ENGINES_HUGE) || (cd redis_tests/models && $(PYTHON) huge_model.py $(BENCH_ENGINES_HUGE) --size 600000000)
+	$(GO) build -o bin/bench-engines ./bench/engines
+	flock /tmp/enclaveai-bench.lock bin/bench-engines -huge $(BENCH_ENGINES_HUGE) -doc docs/BENCHMARKS.md
+
 bench: bench-loop
 bench-loop: build models
 	$(GO) build -o bin/bench-loop ./bench/loop
@@ -139,6 +179,9 @@ fuzz: $(ORT_LIB)
 	$(GO) test -run '^$$' -fuzz '^FuzzSanitizeModel$$' -fuzztime $(FUZZTIME) ./modelstore
 	$(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME) ./persistence
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecords$$' -fuzztime $(FUZZTIME) ./persistence
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime $(FUZZTIME) ./persistence
+	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./jwtauth
+	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./receipt
 
 # The generated crash hunt: models of every ONNX operator with degenerate
 # attributes, shapes and values, sent to the server binary, which is
@@ -149,13 +192,15 @@ HUNT_SEED ?= 1
 fuzz-models: build deps
 	$(PYTHON) fuzzmodels/hunt.py --minutes $(HUNT_MINUTES) --seed $(HUNT_SEED) --out fuzzmodels/out
 
-# An SGX enclave image with EGo: builds with ego-go and signs with enclave.json
-# (key private.pem, made by `ego sign` on first use). See docs/ENCLAVE.md for
-# what runs inside today: ONNX Runtime must first be linked statically.
+# An SGX enclave image with EGo (v1.9.0, Go 1.26.1): the build without ONNX
+# Runtime (tag noort: the pure-Go engine, no engine workers, as
+# CGO_ENABLED=0 builds it, but with cgo on for EGo's attestation and sealing),
+# signed with enclave.json (key private.pem, made by `ego sign` on first
+# use). docs/ENCLAVE.md says what runs inside.
 enclave:
 	@command -v ego-go >/dev/null && command -v ego >/dev/null || \
 		{ echo "make enclave needs the EGo toolchain (ego-go, ego): not installed on this machine"; exit 1; }
-	ego-go build -o bin/enclaveai-server ./cmd/enclaveai-server
+	ego-go build -tags noort -o bin/enclaveai-server-enclave ./cmd/enclaveai-server
 	ego sign enclave.json
 
 clean:

@@ -141,6 +141,9 @@ func parseConfig(a Args) (Runner, error) {
 type InfoSection struct {
 	Name   string
 	Fields func(s *Server) [][2]string
+	// NotDefault sections are shown only when asked for by name, or by
+	// "all" or "everything" (as Redis's commandstats).
+	NotDefault bool
 }
 
 var extraSections []InfoSection
@@ -160,12 +163,13 @@ func parseInfo(a Args) (Runner, error) {
 // default ones when none, "all" or "everything").
 func (s *Server) Info(sections []string) string {
 	want := map[string]bool{}
-	all := len(sections) == 0
+	all, every := len(sections) == 0, false
 	for _, sec := range sections {
 		sec = strings.ToLower(sec)
 		if sec == "all" || sec == "everything" || sec == "default" {
 			all = true
 		}
+		every = every || sec == "all" || sec == "everything"
 		want[sec] = true
 	}
 	var b strings.Builder
@@ -194,6 +198,9 @@ func (s *Server) Info(sections []string) string {
 		{"process_id", itoa(int64(os.Getpid()))}, {"tcp_port", port},
 		{"uptime_in_seconds", itoa(uptime)}, {"uptime_in_days", itoa(uptime / 86400)},
 		{"executable", executable()},
+		// The engine that compiles new models (AI.MODELINFO's engine is
+		// the one that compiled each).
+		{"inference_engine", s.Models.Engine().Name()},
 	})
 	emit("Clients", [][2]string{
 		{"connected_clients", itoa(int64(s.NumClients()))},
@@ -222,6 +229,9 @@ func (s *Server) Info(sections []string) string {
 		{"total_error_replies", itoa(st.Errors.Load())},
 	})
 	for _, sec := range extraSections {
+		if sec.NotDefault && !every && !want[strings.ToLower(sec.Name)] {
+			continue
+		}
 		emit(sec.Name, sec.Fields(s))
 	}
 	n, exp := s.Keys.Len()

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"errors"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,7 +17,7 @@ func TestConfigGet(t *testing.T) {
 		row("CONFIG GET maxmemory", `["maxmemory" "0"]`),
 		row("CONFIG GET MAXMEMORY", `["maxmemory" "0"]`),
 		row("config get maxmemory maxmemory", `["maxmemory" "0"]`),
-		row("CONFIG GET max*", `["max-model-size" "4294967296" "max-models" "0" "maxclients" "10000" "maxmemory" "0"]`),
+		row("CONFIG GET max*", `["max-model-bytes-per-user" "0" "max-model-size" "4294967296" "max-models" "0" "maxclients" "10000" "maxmemory" "0"]`),
 		row("CONFIG GET port bind", `["bind" "127.0.0.1" "port" "6379"]`),
 		row("CONFIG GET p?rt", `["port" "6379"]`),
 		row("CONFIG GET [pb]ind", `["bind" "127.0.0.1"]`),
@@ -170,4 +171,30 @@ func TestShutdown(t *testing.T) {
 	}
 	h.s.Shutdown = func(bool) error { return errors.New("disk full") }
 	h.run(row("SHUTDOWN", "-ERR Errors trying to SHUTDOWN. Check logs."))
+}
+
+// threads-per-queue and the op parallelism directives are AI.CONFIG's
+// starting values; 0 (the default) gives one worker per CPU.
+func TestThreadDirectives(t *testing.T) {
+	opts, err := config.Load([]string{"--threads-per-queue", "3", "--intra-op-parallelism", "2", "--inter-op-parallelism", "4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarnessOpts(t, opts)
+	h.run(
+		row("AI.CONFIG GET THREADS_PER_QUEUE", ":3"),
+		row("AI.CONFIG GET INTRA_OP_PARALLELISM", ":2"),
+		row("AI.CONFIG GET INTER_OP_PARALLELISM", ":4"),
+		row("CONFIG GET threads-per-queue", `["threads-per-queue" "3"]`),
+		row("AI.CONFIG SET THREADS_PER_QUEUE 1", "+OK"),
+		row("AI.CONFIG GET THREADS_PER_QUEUE", ":1"),
+	)
+	if n := h.s.Queue.Workers(); n != 1 {
+		t.Errorf("the queue has %d workers after AI.CONFIG SET THREADS_PER_QUEUE 1", n)
+	}
+	h = newHarness(t)
+	h.run(row("AI.CONFIG GET THREADS_PER_QUEUE", ":"+strconv.Itoa(runtime.GOMAXPROCS(0))))
+	if _, err := config.Load([]string{"--threads-per-queue", "-1"}); err == nil {
+		t.Error("threads-per-queue -1 accepted")
+	}
 }

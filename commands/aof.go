@@ -1,11 +1,14 @@
 package commands
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -77,20 +80,24 @@ func (s *Server) persistErr() error {
 	return nil
 }
 
-// commitLog is the dispatcher's hook: if the command queued log records
-// (seq passed since before it ran), they are committed before its reply
-// goes; if that fails, the reply it wrote (from offset mark on) is replaced
-// by -MISCONF: the change is in memory and stays queued for the log, but it
-// is not acknowledged.
-func (s *Server) commitLog(w *Writer, before uint64, mark int) {
-	seq := s.aof.Seq()
-	if seq == before {
+// CommitClient commits the log records that c's pending replies wait
+// for; the front end calls it before it sends them, so that one commit
+// covers a whole pipeline. If the log cannot be written, every reply from
+// the first write's on is replaced by -MISCONF: those changes are in memory
+// and stay queued for the log, but none is acknowledged (nor is any reply
+// that followed them).
+func (s *Server) CommitClient(c *Client) {
+	if c.logSeq == 0 {
 		return
 	}
-	if err := s.aof.Commit(seq); err != nil {
-		w.truncate(mark)
-		s.replyError(w, misconf(err))
+	err := s.aof.Commit(c.logSeq)
+	if err != nil {
+		c.W.truncate(c.logMark)
+		for range c.logReplies {
+			s.replyError(c.W, misconf(err))
+		}
 	}
+	c.logSeq, c.logReplies = 0, 0
 }
 
 // journal adapts keyspace changes to log records. Its methods run under
@@ -235,6 +242,95 @@ func (mf *modelFile) finish(x *Ctx, b *modelstore.Blob) error {
 		return misconf(err)
 	}
 	return nil
+}
+
+// modelStream is a large upload's model file, sealed and written as the
+// upload's buffer fills (a modelstore.Tap on its fingerprinting goroutine),
+// with the model's SHA-256 computed on the way: once the last byte is in,
+// only the tail is left to seal.
+type modelStream struct {
+	l    *persistence.Log
+	w    *persistence.ModelWriter // created by the first stretch
+	sha  hash.Hash
+	err  error
+	once sync.Once
+	done chan struct{}
+	ok   bool // every byte went into the file (set before done closes)
+}
+
+// TapUpload makes a large upload's buffer write its model file as it
+// fills; the front end calls it when it creates the buffer.
+func (s *Server) TapUpload(buf *modelstore.ModelBuffer) {
+	if s.aof != nil {
+		buf.SetTap(&modelStream{l: s.aof, sha: sha256.New(), done: make(chan struct{})})
+	}
+}
+
+// Stretch implements modelstore.Tap.
+func (m *modelStream) Stretch(p []byte) {
+	if m.err != nil {
+		return
+	}
+	if m.w == nil {
+		if m.w, m.err = m.l.NewModelWriter(); m.err != nil {
+			return
+		}
+	}
+	m.sha.Write(p)
+	_, m.err = m.w.Write(p)
+}
+
+// End implements modelstore.Tap.
+func (m *modelStream) End(complete bool) {
+	m.once.Do(func() {
+		m.ok = complete && m.err == nil && m.w != nil
+		if !m.ok && m.w != nil {
+			m.w.Abort()
+		}
+		close(m.done)
+	})
+}
+
+// sum waits for the stream's end: the model's SHA-256 if the file holds
+// every byte, false if the caller must write the file itself.
+func (m *modelStream) sum() (sum [32]byte, ok bool) {
+	<-m.done
+	if m.ok {
+		m.sha.Sum(sum[:0])
+	}
+	return sum, m.ok
+}
+
+// finish puts the file in place; abort drops it.
+func (m *modelStream) finish(sum [32]byte) error {
+	if err := m.w.Finish(sum); err != nil {
+		return misconf(err)
+	}
+	return nil
+}
+
+func (m *modelStream) abort() {
+	if _, ok := m.sum(); ok {
+		m.w.Abort()
+	}
+}
+
+// streamedModelFile returns buf's model stream once it has every byte
+// (ending the fingerprint, which the registry would end anyway), or nil.
+func (x *Ctx) streamedModelFile(buf *modelstore.ModelBuffer, noPersist bool) (*modelStream, [32]byte) {
+	m, ok := buf.Tap().(*modelStream)
+	if !ok || x.aof == nil {
+		return nil, [32]byte{}
+	}
+	buf.Fingerprint()
+	sum, complete := m.sum()
+	if !complete || noPersist {
+		if complete {
+			m.w.Abort()
+		}
+		return nil, sum
+	}
+	return m, sum
 }
 
 func parseBgrewriteaof(a Args) (Runner, error) {

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/enclaveai/enclaveai/commands"
 	"github.com/enclaveai/enclaveai/config"
+	"github.com/enclaveai/enclaveai/modelstore"
 )
 
 // The tensor commands without the network: parse, run and reply writing
@@ -54,5 +57,83 @@ func BenchmarkTensorGet(b *testing.B) {
 	}
 	if n := c.W.Len(); n != len(benchBlob)+len("$3136\r\n\r\n") {
 		b.Fatalf("reply of %d bytes: %q", n, c.W.Bytes()[:min(n, 64)])
+	}
+}
+
+// BenchmarkModelExecute is AI.MODELEXECUTE of linear.onnx on a [1,4]
+// input without the network: fetching the model and input, the run queue,
+// the ONNX Runtime call and storing the output. Its allocs/op are those of
+// the inference hot path (docs/BENCHMARKS.md, "Inference loop").
+func BenchmarkModelExecute(b *testing.B) {
+	lib, err := modelstore.FindRuntimeLibrary("")
+	if err != nil {
+		lib, err = modelstore.FindRuntimeLibrary(filepath.Join("..", ".cache", "onnxruntime", modelstore.RuntimeVersionWanted, "libonnxruntime.so.1"))
+	}
+	if err != nil {
+		b.Skip(err)
+	}
+	if err := modelstore.InitRuntime(lib); err != nil {
+		b.Fatal(err)
+	}
+	model, err := os.ReadFile(filepath.Join("..", "modelstore", "testdata", "linear.onnx"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, c := benchServer(b)
+	for _, argv := range [][][]byte{
+		{[]byte("AI.MODELSTORE"), []byte("m"), []byte("ONNX"), []byte("CPU"), []byte("BLOB"), model},
+		{[]byte("AI.TENSORSET"), []byte("x"), []byte("FLOAT"), []byte("1"), []byte("4"), []byte("VALUES"), []byte("1"), []byte("2"), []byte("3"), []byte("4")},
+	} {
+		c.W.Reset()
+		s.Dispatch(c, argv, nil)
+		if got := string(c.W.Bytes()); got != "+OK\r\n" {
+			b.Fatalf("%s: %q", argv[0], got)
+		}
+	}
+	argv := [][]byte{[]byte("AI.MODELEXECUTE"), []byte("m"), []byte("INPUTS"), []byte("1"), []byte("x"), []byte("OUTPUTS"), []byte("1"), []byte("y")}
+	b.ReportAllocs()
+	for b.Loop() {
+		c.W.Reset()
+		s.Dispatch(c, argv, nil)
+	}
+	if got := string(c.W.Bytes()); got != "+OK\r\n" {
+		b.Fatalf("reply %q", got)
+	}
+}
+
+// BenchmarkTensorSetLogged is BenchmarkTensorSet with the append-only log
+// on (appendfsync as the sub-benchmark says), committing once per 16
+// commands as a pipelined client's connection does: the log's cost per
+// write without the network or the client.
+func BenchmarkTensorSetLogged(b *testing.B) {
+	for _, fsync := range []string{"everysec", "always"} {
+		b.Run(fsync, func(b *testing.B) {
+			opts := config.Default()
+			opts.Dir = b.TempDir()
+			opts.AppendFsync.Store(&fsync)
+			s := commands.NewServer(opts, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			s.Snapshot.SealKey = bytes.Repeat([]byte{7}, 32)
+			if err := s.LoadData(); err != nil {
+				b.Fatal(err)
+			}
+			defer s.CloseLog()
+			c := s.NewClient("127.0.0.1:1", "127.0.0.1:2", nil)
+			argv := [][]byte{[]byte("AI.TENSORSET"), []byte("t"), []byte("FLOAT"), []byte("784"), []byte("BLOB"), benchBlob}
+			owned := func(i int) bool { return len(argv[i]) >= 512 }
+			b.SetBytes(int64(len(benchBlob)))
+			b.ReportAllocs()
+			n := 0
+			for b.Loop() {
+				s.Dispatch(c, argv, owned)
+				if n++; n%16 == 0 {
+					s.CommitClient(c)
+					c.W.Reset()
+				}
+			}
+			s.CommitClient(c)
+			if got := string(c.W.Bytes()); len(got) > 0 && got[0] != '+' {
+				b.Fatalf("reply %q", got)
+			}
+		})
 	}
 }

@@ -70,8 +70,10 @@ func checkPassword(x *Ctx, user, pass string, legacy bool) error {
 	return nil
 }
 
+// parseAuth: AUTH [username] password. The password may be a token
+// (jwt.go).
 func parseAuth(a Args) (Runner, error) {
-	user := "default"
+	user := ""
 	switch a.Len() {
 	case 1:
 	case 2:
@@ -79,13 +81,13 @@ func parseAuth(a Args) (Runner, error) {
 	default:
 		return nil, errSyntax
 	}
-	legacy := a.Len() == 1
 	pass := a.NextString()
 	return RunFunc(func(x *Ctx) error {
-		if err := checkPassword(x, user, pass, legacy); err != nil {
+		l, err := authenticate(x, user, pass)
+		if err != nil {
 			return err
 		}
-		x.C.login(user)
+		x.C.login(l)
 		x.W.OK()
 		return nil
 	}), nil
@@ -131,12 +133,13 @@ func parseHello(a Args) (Runner, error) {
 // Run implements Runner.
 func (h *helloCmd) Run(x *Ctx) error {
 	if h.auth {
-		if err := checkPassword(x, h.user, h.pass, false); err != nil {
+		l, err := authenticate(x, h.user, h.pass)
+		if err != nil {
 			return err
 		}
-		x.C.login(h.user)
+		x.C.login(l)
 	}
-	if !x.C.authed {
+	if !x.C.Authed() {
 		return Reply("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time")
 	}
 	if h.proto != 0 {
@@ -204,7 +207,7 @@ func parseReset(a Args) (Runner, error) {
 		c.mu.Lock()
 		c.name, c.user = "", "default"
 		c.mu.Unlock()
-		c.authed = *x.Opts.Requirepass.Load() == ""
+		c.authed, c.authUntil = *x.Opts.Requirepass.Load() == "", 0
 		x.W.Simple("RESET")
 		return nil
 	}), nil

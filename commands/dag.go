@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/enclaveai/enclaveai/modelstore"
+	"github.com/enclaveai/enclaveai/receipt"
 )
 
 // AI.DAGEXECUTE [LOAD n key ...] [PERSIST n key ...] [ROUTING key] [TIMEOUT ms] |> op [|> op ...]
@@ -20,11 +21,11 @@ func init() {
 	register(
 		&Spec{Name: "ai.dagexecute", Arity: -2, Flags: Write | DenyOOM | NoMulti | NoTxLock, Group: "models",
 			Summary: "Runs a graph of tensor and model operations with DAG-local tensors.",
-			Syntax:  "[LOAD n key ...] [PERSIST n key ...] [ROUTING key] [TIMEOUT ms] |> op [|> op ...]",
+			Syntax:  "[LOAD n key ...] [PERSIST n key ...] [ROUTING key] [TIMEOUT ms] [RECEIPT nonce] |> op [|> op ...]",
 			Parse:   parseDAG(dagExecute)},
 		&Spec{Name: "ai.dagexecute_ro", Arity: -2, Flags: Readonly | NoMulti | NoTxLock, Group: "models",
 			Summary: "Read-only AI.DAGEXECUTE: no PERSIST.",
-			Syntax:  "[LOAD n key ...] [ROUTING key] [TIMEOUT ms] |> op [|> op ...]",
+			Syntax:  "[LOAD n key ...] [ROUTING key] [TIMEOUT ms] [RECEIPT nonce] |> op [|> op ...]",
 			Parse:   parseDAG(dagExecuteRO)},
 		&Spec{Name: "ai.dagrun", Arity: -2, Flags: Write | DenyOOM | NoMulti | NoTxLock, Group: "models",
 			Summary: "Deprecated form of AI.DAGEXECUTE, with AI.MODELRUN ops.",
@@ -73,6 +74,9 @@ type dagCmd struct {
 	persist []string
 	timeout time.Duration
 	ops     []dagOp
+	// receipt is RECEIPT's nonce: a signed receipt ends the reply
+	// (receipt.go); nil without RECEIPT.
+	receipt []byte
 }
 
 // dagNA is the reply for ops that did not run because an earlier one failed.
@@ -137,6 +141,12 @@ func parseDAG(form dagForm) func(a Args) (Runner, error) {
 					return nil, err
 				}
 				c.timeout, hasTimeout = t, true
+			case !form.deprecated && c.receipt == nil && a.Match("RECEIPT"):
+				n, err := parseReceiptNonce(&a)
+				if err != nil {
+					return nil, err
+				}
+				c.receipt = n
 			default:
 				return nil, errorf("ERR Invalid DAG command. Unexpected argument:  %s", a.Peek())
 			}
@@ -215,6 +225,11 @@ func parseDAGOp(a Args, form dagForm) (dagOp, error) {
 		}
 		if a.Match("TIMEOUT") {
 			return dagOp{}, Reply("ERR TIMEOUT not allowed within a DAG command")
+		}
+		if a.Match("EXPECT") {
+			if err := parseExpect(&a, e); err != nil {
+				return dagOp{}, err
+			}
 		}
 		if a.More() {
 			return dagOp{}, errorf("Invalid argument: %s", a.Peek())
@@ -296,6 +311,9 @@ func (c *dagCmd) Run(x *Ctx) error {
 			if err != nil {
 				return err
 			}
+			if err := checkExpect(m, op.exec.expect); err != nil {
+				return err
+			}
 			if len(op.exec.inputs) != len(m.Inputs()) {
 				return errInputsMismatch
 			}
@@ -318,6 +336,18 @@ func (c *dagCmd) Run(x *Ctx) error {
 			return Reply("ERR PERSIST key cannot be found in DAG")
 		}
 	}
+	var rec *receipt.Payload
+	if c.receipt != nil {
+		rec = &receipt.Payload{Type: "enclaveai.dag"}
+		for _, k := range c.load {
+			rec.Inputs = append(rec.Inputs, receiptTensor(k, local[k]))
+		}
+		for i, op := range c.ops {
+			if op.kind == opModelExec {
+				rec.Models = append(rec.Models, receiptModel(op.exec.key, models[i]))
+			}
+		}
+	}
 	results := make([]dagResult, len(c.ops))
 	failed := false
 	for i, op := range c.ops {
@@ -334,9 +364,15 @@ func (c *dagCmd) Run(x *Ctx) error {
 				continue
 			}
 			local[op.name] = t
+			if rec != nil {
+				rec.Inputs = append(rec.Inputs, receiptTensor(op.name, t))
+			}
 		case opTensorGet:
 			r.tensor = local[op.name]
 			r.ran = r.tensor != nil
+			if rec != nil && r.tensor != nil {
+				rec.Outputs = append(rec.Outputs, receiptTensor(op.name, r.tensor))
+			}
 		case opModelExec:
 			inputs := make([]*modelstore.Tensor, len(op.exec.inputs))
 			for j, in := range op.exec.inputs {
@@ -383,7 +419,17 @@ func (c *dagCmd) Run(x *Ctx) error {
 		}
 	}
 	n := len(c.ops)
-	if persistErr != nil {
+	var receipt string
+	if persistErr == nil && !failed && rec != nil {
+		for _, k := range c.persist {
+			rec.Outputs = append(rec.Outputs, receiptTensor(k, local[k]))
+		}
+		var err error
+		if receipt, err = x.signReceipt(rec, c.receipt); err != nil {
+			return err
+		}
+	}
+	if persistErr != nil || receipt != "" {
 		n++
 	}
 	x.W.Array(n)
@@ -402,6 +448,9 @@ func (c *dagCmd) Run(x *Ctx) error {
 	}
 	if persistErr != nil {
 		x.replyError(x.W, persistErr)
+	}
+	if receipt != "" {
+		x.W.BulkString(receipt)
 	}
 	return nil
 }

@@ -5,8 +5,8 @@ import (
 )
 
 // AI.ATTEST <nonce>: evidence, from the enclave layer, that this server runs
-// inside an enclave, bound to the caller's nonce and to the server's TLS
-// public key. In simulation mode the evidence is marked as simulated and a
+// inside an enclave, bound to the caller's nonce, to the server's TLS
+// public key and to the key it signs inference receipts with (receipt.go). In simulation mode the evidence is marked as simulated and a
 // verifier refuses it unless told otherwise.
 func init() {
 	register(&Spec{Name: "ai.attest", Arity: 2, Flags: Readonly | LoadingOK, Group: "server",
@@ -30,7 +30,7 @@ func parseAttest(a Args) (Runner, error) {
 		return nil, errorf("ERR %v", enclave.ErrNonce)
 	}
 	return RunFunc(func(x *Ctx) error {
-		ev, err := enclave.Attest(nonce, x.Enclave.TLSPublicKey)
+		ev, err := enclave.Attest(nonce, x.Enclave.TLSPublicKey, x.ReceiptPublicKey())
 		if err != nil {
 			x.Log.Error("attestation failed", "err", err)
 			return Reply("ERR attestation failed: see the server log")
@@ -39,13 +39,15 @@ func parseAttest(a Args) (Runner, error) {
 		if err != nil {
 			return err
 		}
-		x.W.Map(3)
+		x.W.Map(4)
 		x.W.BulkString("mode")
 		x.W.BulkString(x.Enclave.Mode)
 		x.W.BulkString("evidence")
 		x.W.Bulk(b)
 		x.W.BulkString("tls_public_key")
 		x.W.Bulk(x.Enclave.TLSPublicKey)
+		x.W.BulkString("receipt_public_key")
+		x.W.Bulk(x.ReceiptPublicKey())
 		return nil
 	}), nil
 }

@@ -95,7 +95,7 @@ func FuzzDispatch(f *testing.F) {
 		}
 		// Half the inputs run as another user than the model's owner.
 		if in[0]&0x80 != 0 {
-			h.c.login("alice")
+			h.c.login(login{user: "alice"})
 		}
 		argv := [][]byte{[]byte(name)}
 		if len(in) > 1 {

@@ -49,6 +49,7 @@ func (h *harness) do(line string) []byte {
 		argv[i] = []byte(a)
 	}
 	h.s.Dispatch(h.c, argv, nil)
+	h.s.CommitClient(h.c) // as the front end does before it sends replies
 	out := bytes.Clone(h.c.W.Bytes())
 	h.c.W.Reset()
 	return out

@@ -55,7 +55,7 @@ func keyStrings(v [][]byte) []string {
 func parseDel(a Args) (Runner, error) {
 	keys := keyStrings(a.Rest())
 	return RunFunc(func(x *Ctx) error {
-		removed, err := x.Keys.Delete(x.allow(), keys...)
+		removed, err := x.Keys.Delete(x.allowChange(), keys...)
 		if err != nil {
 			return err
 		}
@@ -145,7 +145,7 @@ func parseScan(a Args) (Runner, error) {
 func parseRename(a Args) (Runner, error) {
 	src, dst := a.NextString(), a.NextString()
 	return RunFunc(func(x *Ctx) error {
-		replaced, err := x.Keys.Rename(x.allow(), src, dst)
+		replaced, err := x.Keys.Rename(x.allowChange(), src, dst)
 		if err != nil {
 			return err
 		}
@@ -213,7 +213,7 @@ func parseExpire(unit int64, absolute bool) func(a Args) (Runner, error) {
 				x.W.Int(0)
 				return nil
 			}
-			ok, removed, err := x.Keys.SetExpire(x.allow(), key, at)
+			ok, removed, err := x.Keys.SetExpire(x.allowChange(), key, at)
 			if err != nil {
 				return err
 			}
@@ -288,7 +288,7 @@ func parseFlush(a Args) (Runner, error) {
 		return nil, errSyntax
 	}
 	return RunFunc(func(x *Ctx) error {
-		removed, err := x.Keys.Flush(x.allow())
+		removed, err := x.Keys.Flush(x.allowChange())
 		if err != nil {
 			return err
 		}

@@ -15,7 +15,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/enclaveai/enclaveai/config"
 	"github.com/enclaveai/enclaveai/modelstore"
+	"github.com/enclaveai/enclaveai/receipt"
 )
 
 // AI.MODELSTORE <key> <backend> <device> [TAG tag] [BATCHSIZE n [MINBATCHSIZE m [MINBATCHTIMEOUT ms]]]
@@ -41,7 +43,7 @@ func init() {
 			Summary: "Deletes a model.", Syntax: "key", Parse: parseModelDel}),
 		ai(&Spec{Name: "ai.modelexecute", Arity: -2, Flags: Write | DenyOOM | NoMulti | NoTxLock, FirstKey: 1, LastKey: -1, Step: 1,
 			Summary: "Runs a model on input tensors and stores the output tensors.",
-			Syntax:  "key INPUTS n input [input ...] OUTPUTS m output [output ...] [TIMEOUT ms]", Parse: parseModelExecute}),
+			Syntax:  "key INPUTS n input [input ...] OUTPUTS m output [output ...] [TIMEOUT ms] [EXPECT sha256-hex] [RECEIPT nonce]", Parse: parseModelExecute}),
 		ai(&Spec{Name: "ai.modelrun", Arity: -2, Flags: Write | DenyOOM | NoMulti | NoTxLock, FirstKey: 1, LastKey: -1, Step: 1,
 			Summary: "Deprecated form of AI.MODELEXECUTE.",
 			Syntax:  "key [TIMEOUT ms] INPUTS input [input ...] OUTPUTS output [output ...]", Parse: parseModelRun}),
@@ -50,7 +52,7 @@ func init() {
 		ai(&Spec{Name: "ai._modelscan", Arity: 1, Flags: Readonly,
 			Summary: "Lists every model key with its tag.", Parse: parseModelScan}),
 		ai(&Spec{Name: "ai.modelinfo", Arity: 2, Flags: Readonly, FirstKey: 1, LastKey: 1, Step: 1,
-			Summary: "Returns a model's digest, size, inputs and outputs, batching and storage details, owner.", Syntax: "key", Parse: parseModelInfo}),
+			Summary: "Returns a model's digest, size, inputs and outputs, batching and storage details, owner, engine.", Syntax: "key", Parse: parseModelInfo}),
 		ai(&Spec{Name: "ai.config", Arity: -2, Flags: Write,
 			Summary: "Reads or changes RedisAI settings (MODEL_CHUNK_SIZE, MODEL_EXECUTION_TIMEOUT, ...).",
 			Syntax:  "GET name | SET name value | name value | LOADBACKEND backend path | BACKENDSPATH path", Parse: parseAIConfig}),
@@ -67,14 +69,22 @@ type AISettings struct {
 	BackendsPath          atomic.Pointer[string]
 }
 
-func newAISettings() *AISettings {
+// newAISettings starts from the configuration's threads-per-queue,
+// intra-op-parallelism and inter-op-parallelism.
+func newAISettings(opts *config.Options) *AISettings {
 	s := &AISettings{}
 	s.ModelChunkSize.Store(511 << 20)
 	s.ModelExecutionTimeout.Store(5000)
-	// One worker per CPU, each running its model on one thread
+	// By default one worker per CPU, each running its model on one thread
 	// (modelstore.SessionOptions): RedisAI's default is 1 worker whose
 	// runs spread over every core through ORT's spinning pool.
-	s.ThreadsPerQueue.Store(int64(runtime.GOMAXPROCS(0)))
+	workers := opts.ThreadsPerQueue.Load()
+	if workers == 0 {
+		workers = int64(runtime.GOMAXPROCS(0))
+	}
+	s.ThreadsPerQueue.Store(workers)
+	s.IntraOpParallelism.Store(opts.IntraOpParallelism.Load())
+	s.InterOpParallelism.Store(opts.InterOpParallelism.Load())
 	p := "/usr/lib/enclaveai/backends"
 	s.BackendsPath.Store(&p)
 	return s
@@ -251,6 +261,9 @@ func parseModelStore(deprecated bool) func(a Args) (Runner, error) {
 // Run implements Runner. Compilation runs outside every lock; only the
 // final keyspace update takes the transaction lock.
 func (c *modelStoreCmd) Run(x *Ctx) error {
+	if err := x.mayUpload(x.C); err != nil {
+		return err
+	}
 	// Another user's model at the key is refused before any work; the
 	// store checks again, atomically.
 	if allow := x.allow(); allow != nil && c.key != "*" {
@@ -262,6 +275,9 @@ func (c *modelStoreCmd) Run(x *Ctx) error {
 	}
 	data, buf, err := c.modelBytes(x)
 	if err != nil {
+		return err
+	}
+	if err := CheckUploadBudget(int64(len(data)), x.uploadBudget(x.C, c.key)); err != nil {
 		return err
 	}
 	meta := c.meta
@@ -366,26 +382,44 @@ func (x *Ctx) compileModel(key string, meta modelstore.ModelMeta, optimize bool,
 		IntraOpThreads: int(x.AI.IntraOpParallelism.Load()),
 		InterOpThreads: int(x.AI.InterOpParallelism.Load()),
 	}
+	// The sealed model file of the append-only log is in place before the
+	// model is stored: written as a large upload arrived (its SHA-256 too),
+	// or else while the model compiles.
+	var stream *modelStream
+	var sum [32]byte
 	if buf != nil {
 		data = buf.Bytes()
+		stream, sum = x.streamedModelFile(buf, meta.NoPersist)
 	}
-	// The sealed model file of the append-only log is written while the
-	// model compiles, and is in place before the model is stored.
-	mf, err := x.startModelFile(data, meta.NoPersist)
-	if err != nil {
-		return nil, err
+	var mf *modelFile
+	var err error
+	if stream == nil {
+		if mf, err = x.startModelFile(data, meta.NoPersist); err != nil {
+			return nil, err
+		}
 	}
 	var blob *modelstore.Blob
-	if buf != nil {
+	switch {
+	case stream != nil:
+		blob, err = x.Models.AcquireBufferVerified(buf, sum, from, opts, x.Keys.CheckMemory)
+	case buf != nil:
 		blob, err = x.Models.AcquireBuffer(buf, from, opts, x.Keys.CheckMemory)
-	} else {
+	default:
 		blob, err = x.Models.AcquireIfRoom(data, from, opts, x.Keys.CheckMemory)
 	}
 	if err != nil {
 		mf.abort()
+		if stream != nil {
+			stream.abort()
+		}
 		return nil, err
 	}
-	if err := mf.finish(x, blob); err != nil {
+	if stream != nil {
+		err = stream.finish(sum)
+	} else {
+		err = mf.finish(x, blob)
+	}
+	if err != nil {
 		blob.Release()
 		return nil, err
 	}
@@ -547,6 +581,9 @@ func writeChunks(w *Writer, data []byte, size int64, stream bool) {
 func parseModelDel(a Args) (Runner, error) {
 	key := a.NextString()
 	return RunFunc(func(x *Ctx) error {
+		if err := x.mayChangeModels(x.C); err != nil {
+			return err
+		}
 		m, err := x.getModel(key)
 		if err != nil {
 			return err
@@ -571,6 +608,12 @@ type modelExecCmd struct {
 	// checks; nIn and nOut are the counts parsed before it (0: not reached).
 	syntaxErr error
 	nIn, nOut int64
+	// expect is EXPECT's digest: the run is refused unless the model has
+	// it (digest.go); nil without EXPECT.
+	expect *[32]byte
+	// receipt is RECEIPT's nonce: the reply is a signed receipt instead of
+	// OK (receipt.go); nil without RECEIPT.
+	receipt []byte
 }
 
 // checkSyntax reports a deferred syntax error in RedisAI's order (see
@@ -643,13 +686,34 @@ func parseModelExecute(a Args) (Runner, error) {
 	}
 	c := &modelExecCmd{key: a.NextString()}
 	c.syntaxErr = parseExecBody(&a, c)
-	if c.syntaxErr == nil && a.Match("TIMEOUT") {
-		c.timeout, c.syntaxErr = parseTimeout(&a)
-	}
-	if c.syntaxErr == nil && a.More() {
-		c.syntaxErr = errorf("Invalid argument: %s", a.Peek())
+	timeout := false
+	for c.syntaxErr == nil && a.More() {
+		switch {
+		case !timeout && a.Match("TIMEOUT"):
+			timeout = true
+			c.timeout, c.syntaxErr = parseTimeout(&a)
+		case c.expect == nil && a.Match("EXPECT"):
+			c.syntaxErr = parseExpect(&a, c)
+		case c.receipt == nil && a.Match("RECEIPT"):
+			c.receipt, c.syntaxErr = parseReceiptNonce(&a)
+		default:
+			c.syntaxErr = errorf("Invalid argument: %s", a.Peek())
+		}
 	}
 	return c, nil
+}
+
+// parseExpect parses EXPECT's digest.
+func parseExpect(a *Args, c *modelExecCmd) error {
+	if !a.More() {
+		return errBadDigest
+	}
+	d, err := parseDigest(a.Next())
+	if err != nil {
+		return err
+	}
+	c.expect = &d
+	return nil
 }
 
 func parseModelRun(a Args) (Runner, error) {
@@ -688,6 +752,9 @@ func (c *modelExecCmd) Run(x *Ctx) error {
 	if err := c.checkSyntax(m); err != nil {
 		return err
 	}
+	if err := checkExpect(m, c.expect); err != nil {
+		return err
+	}
 	if len(c.inputs) != len(m.Inputs()) {
 		return errInputsMismatch
 	}
@@ -714,7 +781,30 @@ func (c *modelExecCmd) Run(x *Ctx) error {
 	if err := x.storeTensors(c.outputs, outs); err != nil {
 		return err
 	}
+	if c.receipt != nil {
+		return c.writeReceipt(x, m, inputs, outs)
+	}
 	x.W.OK()
+	return nil
+}
+
+// writeReceipt replies with the signed receipt of a run: the model value
+// and the input tensors it ran on, the outputs it made.
+func (c *modelExecCmd) writeReceipt(x *Ctx, m *modelstore.Model, inputs, outs []*modelstore.Tensor) error {
+	r := &receipt.Payload{Type: "enclaveai.inference", Models: []receipt.Model{receiptModel(c.key, m)}}
+	for i, k := range c.inputs {
+		r.Inputs = append(r.Inputs, receiptTensor(k, inputs[i]))
+	}
+	for i, k := range c.outputs {
+		if i < len(outs) && outs[i] != nil {
+			r.Outputs = append(r.Outputs, receiptTensor(k, outs[i]))
+		}
+	}
+	jws, err := x.signReceipt(r, c.receipt)
+	if err != nil {
+		return err
+	}
+	x.W.BulkString(jws)
 	return nil
 }
 
@@ -865,7 +955,7 @@ func parseModelInfo(a Args) (Runner, error) {
 				}
 			}
 		}
-		w.Map(18)
+		w.Map(19)
 		w.BulkString("key")
 		w.BulkString(key)
 		w.BulkString("id")
@@ -905,6 +995,10 @@ func parseModelInfo(a Args) (Runner, error) {
 		w.BulkString("owner")
 		owner, _ := ownerOf(m)
 		w.BulkString(owner)
+		// Which engine runs it: "onnxruntime", "onnxruntime-worker" or
+		// "go" (the pure-Go engine, the one an enclave build has).
+		w.BulkString("engine")
+		w.BulkString(m.Blob.Engine)
 		return nil
 	}), nil
 }
@@ -1009,7 +1103,9 @@ func (s *Server) LoadStartupModels() error {
 			return fmt.Errorf("loadmodel %s: %s", line[0], errorText(err))
 		}
 		c := s.NewClient("startup", "", nil)
+		c.internal = true
 		s.run(&Ctx{Server: s, C: c, W: c.W}, table["ai.modelstore"], r)
+		s.CommitClient(c)
 		s.RemoveClient(c)
 		if reply := c.W.Bytes(); len(reply) > 0 && reply[0] == '-' {
 			return fmt.Errorf("loadmodel %s: %s", line[0], strings.TrimSpace(string(reply[1:])))

@@ -82,17 +82,3 @@ func (x *Ctx) getTensor(key string) (*modelstore.Tensor, error) {
 	}
 	return t, nil
 }
-
-// CheckUploadKey refuses, on the length header of an upload's first chunk,
-// a model upload onto a key that holds another user's model, so that none
-// of its bytes are read; the store checks again when it runs.
-func (s *Server) CheckUploadKey(c *Client, key []byte) error {
-	allow := s.allowFor(c)
-	if allow == nil {
-		return nil
-	}
-	if v, ok := s.Keys.Get(string(key)); ok {
-		return allow(v)
-	}
-	return nil
-}

@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/enclaveai/enclaveai/config"
+	"github.com/enclaveai/enclaveai/jwtauth"
 	"github.com/enclaveai/enclaveai/modelstore"
 	"github.com/enclaveai/enclaveai/persistence"
+	"github.com/enclaveai/enclaveai/receipt"
 )
 
 // Version is EnclaveAI's version; RedisVersion is the Redis version whose
@@ -38,6 +40,11 @@ type Server struct {
 
 	// uploading is the payload bytes of uploads in flight (upload.go).
 	uploading atomic.Int64
+	// slow is SLOWLOG's ring, mon the MONITOR clients, latency LATENCY's
+	// record (observe.go).
+	slow    slowLog
+	mon     monitorSet
+	latency latencyEvent
 
 	// Snapshot is the sealed snapshot's state; the front end sets SealKey.
 	Snapshot Snapshotter
@@ -49,6 +56,11 @@ type Server struct {
 	LogFS persistence.FS
 	// Enclave is set by the front end at start.
 	Enclave EnclaveInfo
+	// jwt checks tokens; nil without jwt-public-key-file (jwt.go).
+	jwt *jwtauth.Verifier
+	// receipts signs inference receipts with a key made at start
+	// (receipt.go).
+	receipts *receipt.Signer
 
 	tx sync.RWMutex // transaction lock (package doc)
 
@@ -75,7 +87,12 @@ type Stats struct {
 func NewServer(opts *config.Options, log *slog.Logger) *Server {
 	s := &Server{Opts: opts, Log: log, clients: make(map[int64]*Client), started: time.Now()}
 	s.Models = modelstore.NewRegistry(nil)
-	s.AI = newAISettings()
+	rs, err := receipt.NewSigner()
+	if err != nil {
+		panic("receipt key: " + err.Error()) // crypto/rand does not fail
+	}
+	s.receipts = rs
+	s.AI = newAISettings(opts)
 	s.Queue = modelstore.NewRunQueue(int(s.AI.ThreadsPerQueue.Load()))
 	// Model blobs are accounted once by the registry, however many keys
 	// share them: the keyspace's budget is what they leave.
@@ -141,14 +158,24 @@ type Client struct {
 	created time.Time
 	closer  io.Closer
 
-	authed     bool
+	authed bool
+	// authUntil ends a token login: unix ms after which the client is
+	// no longer authenticated (0: never; jwt.go).
+	authUntil  int64
 	multi      queue // commands queued by MULTI
 	inMulti    bool
 	multiDirty bool // a command failed to queue: EXEC aborts
 	closeAfter bool // QUIT: close once the reply is flushed
+	internal   bool // the server's own client (loadmodel): no upload policy
 
 	// upload is the running command's payload buffer (DispatchUpload).
 	upload *modelstore.ModelBuffer
+
+	// logSeq is the log record the replies in W since offset logMark wait
+	// for (0: none); logReplies counts those replies (aof.go, CommitClient).
+	logSeq     uint64
+	logMark    int
+	logReplies int
 
 	lastActive atomic.Int64 // unix ms
 	busy       atomic.Bool  // a command is running
@@ -208,6 +235,7 @@ func (s *Server) NewClient(addr, laddr string, closer io.Closer) *Client {
 // RemoveClient unregisters a closed connection.
 func (s *Server) RemoveClient(c *Client) {
 	c.endMulti().release()
+	s.stopMonitor(c)
 	s.clientsMu.Lock()
 	delete(s.clients, c.ID)
 	s.clientsMu.Unlock()
@@ -250,7 +278,12 @@ func (c *Client) Kill() {
 }
 
 // Authed reports whether the client may run commands that need auth.
-func (c *Client) Authed() bool { return c.authed }
+func (c *Client) Authed() bool { return c.authedAt(time.Now().UnixMilli()) }
+
+// authedAt is Authed at unix ms now: a token login lapses at its expiry.
+func (c *Client) authedAt(now int64) bool {
+	return c.authed && (c.authUntil == 0 || now < c.authUntil)
+}
 
 // User is the user the client authenticated as ("default" without AUTH).
 func (c *Client) User() string {
@@ -260,10 +293,13 @@ func (c *Client) User() string {
 }
 
 // login records a successful authentication.
-func (c *Client) login(user string) {
-	c.authed = true
+func (c *Client) login(l login) {
+	c.authed, c.authUntil = true, 0
+	if !l.expires.IsZero() {
+		c.authUntil = l.expires.UnixMilli()
+	}
 	c.mu.Lock()
-	c.user = user
+	c.user = l.user
 	c.mu.Unlock()
 }
 
@@ -306,7 +342,7 @@ const (
 
 // PreLimits bound a command before its name is read.
 func (s *Server) PreLimits(c *Client) Limits {
-	if !c.authed {
+	if !c.Authed() {
 		return Limits{MaxArgs: unauthMaxArgs, MaxBulk: unauthMaxBulk, MaxQuery: unauthMaxArgs * unauthMaxBulk, Unauth: true}
 	}
 	return Limits{MaxArgs: 1 << 30, MaxBulk: s.Opts.ProtoMaxBulkLen.Load(), MaxQuery: s.Opts.ClientQueryBufferLimit.Load()}
@@ -326,11 +362,18 @@ func (s *Server) CommandLimits(c *Client, spec *Spec) Limits {
 // loading, maxmemory, then parse and run under the right lock.
 func (s *Server) Dispatch(c *Client, argv [][]byte, owned func(int) bool) {
 	s.stats.Commands.Add(1)
+	if c.logSeq != 0 {
+		c.logReplies++ // this command's reply follows an uncommitted write's
+	}
 	// Not the cached clock: it may lag by a tick, and Tick would then close
 	// a client before it has been idle for the whole timeout.
-	c.lastActive.Store(time.Now().UnixMilli())
+	now := time.Now().UnixMilli()
+	c.lastActive.Store(now)
 	spec := table.Lookup(argv[0])
-	if err := s.check(c, spec, argv); err != nil {
+	if err := s.check(c, spec, argv, now); err != nil {
+		if spec != nil {
+			spec.stats.rejected.Add(1)
+		}
 		if c.inMulti {
 			c.multiDirty = true
 		}
@@ -338,6 +381,7 @@ func (s *Server) Dispatch(c *Client, argv [][]byte, owned func(int) bool) {
 		return
 	}
 	c.lastCmd.Store(spec)
+	s.feedMonitors(c, argv)
 	a := NewArgs(argv, owned)
 	a.upload = c.upload
 	if c.inMulti && !spec.Has(txControl) {
@@ -364,17 +408,20 @@ func (s *Server) Dispatch(c *Client, argv [][]byte, owned func(int) bool) {
 	}
 	r, err := spec.Parse(a)
 	if err != nil {
+		spec.stats.rejected.Add(1)
 		s.replyError(c.W, err)
 		return
 	}
-	s.run(&Ctx{Server: s, C: c, W: c.W}, spec, r)
+	start := time.Now()
+	failed := s.run(&Ctx{Server: s, C: c, W: c.W}, spec, r)
+	s.recordRun(c, spec, argv, time.Since(start), failed)
 }
 
 // txControl marks MULTI, EXEC, DISCARD, QUIT, RESET: run at once inside a
 // transaction instead of being queued.
 const txControl = Flag(1 << 31)
 
-func (s *Server) check(c *Client, spec *Spec, argv [][]byte) error {
+func (s *Server) check(c *Client, spec *Spec, argv [][]byte, now int64) error {
 	if spec == nil {
 		// Redis's text: the arguments quoted until 128 bytes of them are
 		// shown, each cut to what is left of the 128.
@@ -393,7 +440,7 @@ func (s *Server) check(c *Client, spec *Spec, argv [][]byte) error {
 	if (spec.Arity > 0 && len(argv) != spec.Arity) || (spec.Arity < 0 && len(argv) < -spec.Arity) {
 		return errorf("ERR wrong number of arguments for '%s' command", spec.Name)
 	}
-	if !c.authed && !spec.Has(NoAuth) {
+	if !spec.Has(NoAuth) && !c.authedAt(now) {
 		return errNoAuth
 	}
 	if s.loading.Load() && !spec.Has(LoadingOK) {
@@ -426,13 +473,23 @@ func truncate(b []byte, n int) []byte {
 }
 
 // run executes a parsed command under the lock its flags ask for.
-func (s *Server) run(x *Ctx, spec *Spec, r Runner) {
+// run runs a parsed command and reports whether it failed.
+func (s *Server) run(x *Ctx, spec *Spec, r Runner) bool {
 	x.C.busy.Store(true)
 	defer x.C.busy.Store(false)
 	var err error
 	var seq uint64
 	mark := x.W.Len()
+	logged := s.aof != nil && spec.Has(Write|txControl)
 	if s.aof != nil {
+		if !logged && x.C.logSeq != 0 {
+			// A read may stream its reply, and the writes' replies
+			// before it with it: their records go first. Its own reply,
+			// counted by Dispatch, is not written yet.
+			x.C.logReplies--
+			s.CommitClient(x.C)
+			mark = x.W.Len()
+		}
 		seq = s.aof.Seq()
 	}
 	if spec.Has(NoTxLock) {
@@ -446,11 +503,18 @@ func (s *Server) run(x *Ctx, spec *Spec, r Runner) {
 	if err != nil {
 		s.replyError(x.W, err)
 	}
-	// What a write changed is in the log before its reply leaves (EXEC's
-	// queued writes included). Reads do not wait for other clients' writes.
-	if s.aof != nil && spec.Has(Write|txControl) {
-		s.commitLog(x.W, seq, mark)
+	// What a write changed must be in the log before its reply leaves
+	// (EXEC's queued writes included): CommitClient, before the front end
+	// sends the replies, commits once for all the pipelined commands.
+	if logged {
+		if now := s.aof.Seq(); now != seq {
+			if x.C.logSeq == 0 {
+				x.C.logMark, x.C.logReplies = mark, 1
+			}
+			x.C.logSeq = now
+		}
 	}
+	return err != nil
 }
 
 func (s *Server) replyError(w *Writer, err error) {

@@ -74,6 +74,8 @@ type Spec struct {
 	// arguments before it (prev[0] is the name), is payload: data the
 	// front end may read into an upload buffer (see upload.go).
 	Payload func(prev [][]byte, i int) bool
+
+	stats cmdStats // INFO commandstats (observe.go)
 }
 
 // Has reports whether the spec has flag f.

@@ -37,8 +37,8 @@ func (w *Writer) Reset() {
 // Len is the number of pending bytes.
 func (w *Writer) Len() int { return len(w.buf) }
 
-// truncate drops what was written after the first n bytes (a reply that
-// must not go out: commitLog).
+// truncate drops what was written after the first n bytes (replies that
+// must not go out: CommitClient).
 func (w *Writer) truncate(n int) { w.buf = w.buf[:n] }
 
 // Proto is the protocol version in use (2 or 3).

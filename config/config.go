@@ -52,10 +52,27 @@ type Options struct {
 	// EngineStoreTimeout is how long a worker may take to create a
 	// session, in seconds.
 	EngineStoreTimeout int64
-	MaxModels          atomic.Int64 // 0 = unlimited
-	MaxModelSize       atomic.Int64
-	ModelDir           string
-	SealKeyFile        string
+	// InferenceEngine is the engine that compiles and runs models:
+	// EngineONNXRuntime or EngineGo (the default where the build has no
+	// ONNX Runtime, which then refuses EngineONNXRuntime).
+	InferenceEngine string
+	MaxModels       atomic.Int64 // 0 = unlimited
+	MaxModelSize    atomic.Int64
+	// The run queue's workers and the sessions' thread counts at start
+	// (RedisAI's load-time THREADS_PER_QUEUE, INTRA_OP_PARALLELISM and
+	// INTER_OP_PARALLELISM; AI.CONFIG changes them later). 0 means the
+	// default: a worker per CPU, one thread per run, no inter-op pool.
+	ThreadsPerQueue    atomic.Int64
+	IntraOpParallelism atomic.Int64
+	InterOpParallelism atomic.Int64
+	// SlowlogSlowerThan (µs; -1 off, 0 every command) and SlowlogMaxLen
+	// are Redis's slowlog-log-slower-than and slowlog-max-len.
+	SlowlogSlowerThan atomic.Int64
+	SlowlogMaxLen     atomic.Int64
+	// LatencyMonitorThreshold (ms; 0 off) is Redis's latency-monitor-threshold.
+	LatencyMonitorThreshold atomic.Int64
+	ModelDir                string
+	SealKeyFile             string
 	// TLS: a second listener on TLSPort (0 = none). Without cert and key
 	// files the server generates its key pair in memory at start (inside an
 	// enclave the private key then never leaves it).
@@ -88,6 +105,23 @@ type Options struct {
 	LoadModels [][]string
 	// Users are the `user` lines by name (users.go); nil when none.
 	Users map[string]*User
+	// JWTPublicKeyFile turns on token authentication (AUTH <token>): a PEM
+	// file of ECDSA P-256 public keys, any of which may sign (rotation).
+	// JWTIssuer and JWTAudience, when set, must match the token's iss and
+	// aud; JWTLeeway is the clock skew allowed on exp and nbf, in seconds.
+	JWTPublicKeyFile string
+	JWTIssuer        string
+	JWTAudience      string
+	JWTLeeway        int64
+	// AllowModelstore false refuses AI.MODELSTORE, AI.MODELSET and
+	// AI.MODELDEL: only `loadmodel` models exist.
+	AllowModelstore atomic.Bool
+	// ModelstoreRequiresAuth refuses uploads from clients that have not
+	// authenticated as a named (non-default) user.
+	ModelstoreRequiresAuth atomic.Bool
+	// MaxModelBytesPerUser bounds the bytes of the models each user owns
+	// (0 = unlimited).
+	MaxModelBytesPerUser atomic.Int64
 
 	mu        sync.Mutex // serialises CONFIG SET
 	slogLevel slog.LevelVar
@@ -102,7 +136,8 @@ func (o *Options) SlogLevel() *slog.LevelVar { return &o.slogLevel }
 func Default() *Options {
 	o := &Options{Bind: "127.0.0.1", Dir: ".", DBFilename: "dump.aidb", SealKeyFile: "seal.key", SealPolicy: "product",
 		AppendOnly: true, AppendDirName: "appendonlydir", AOFLoadTruncated: true,
-		EngineIsolation: "per-tenant", EngineStoreTimeout: 60}
+		EngineIsolation: "per-tenant", EngineStoreTimeout: 60, InferenceEngine: DefaultInferenceEngine, JWTLeeway: 30}
+	o.AllowModelstore.Store(true)
 	everysec := "everysec"
 	o.AppendFsync.Store(&everysec)
 	o.AutoAOFRewritePercentage.Store(100)
@@ -116,6 +151,8 @@ func Default() *Options {
 	o.ProtoMaxBulkLen.Store(512 << 20)
 	o.ClientQueryBufferLimit.Store(1 << 30)
 	o.MaxModelSize.Store(4 << 30)
+	o.SlowlogSlowerThan.Store(10000)
+	o.SlowlogMaxLen.Store(128)
 	return o
 }
 
@@ -211,6 +248,20 @@ var directives = func() map[string]*directive {
 		}
 		return errors.New("argument must be one of: per-tenant, shared, off")
 	})
+	add("inference-engine", false, func(o *Options) string { return o.InferenceEngine }, func(o *Options, a []string) error {
+		switch v := strings.ToLower(a[0]); v {
+		case EngineGo:
+			o.InferenceEngine = v
+			return nil
+		case EngineONNXRuntime:
+			if !HasONNXRuntime {
+				return errors.New("this build has no ONNX Runtime (CGO_ENABLED=0 or the enclave build): only go")
+			}
+			o.InferenceEngine = v
+			return nil
+		}
+		return errors.New("argument must be one of: onnxruntime, go")
+	})
 	add("engine-workers", false, func(o *Options) string { return strconv.FormatInt(o.EngineWorkers, 10) },
 		func(o *Options, a []string) error {
 			n, err := strconv.ParseInt(a[0], 10, 64)
@@ -242,6 +293,19 @@ var directives = func() map[string]*directive {
 	add("max-models", true, g, s)
 	g, s = num(func(o *Options) *atomic.Int64 { return &o.MaxModelSize }, 1, 1<<62, true)
 	add("max-model-size", true, g, s)
+	g, s = num(func(o *Options) *atomic.Int64 { return &o.ThreadsPerQueue }, 0, 1024, false)
+	add("threads-per-queue", false, g, s)
+	g, s = num(func(o *Options) *atomic.Int64 { return &o.IntraOpParallelism }, 0, 1024, false)
+	add("intra-op-parallelism", false, g, s)
+	g, s = num(func(o *Options) *atomic.Int64 { return &o.InterOpParallelism }, 0, 1024, false)
+	add("inter-op-parallelism", false, g, s)
+
+	g, s = num(func(o *Options) *atomic.Int64 { return &o.SlowlogSlowerThan }, -1, 1<<62, false)
+	add("slowlog-log-slower-than", true, g, s)
+	g, s = num(func(o *Options) *atomic.Int64 { return &o.SlowlogMaxLen }, 0, 1<<31-1, false)
+	add("slowlog-max-len", true, g, s)
+	g, s = num(func(o *Options) *atomic.Int64 { return &o.LatencyMonitorThreshold }, 0, 1<<62, false)
+	add("latency-monitor-threshold", true, g, s)
 	g, s = str(func(o *Options) *string { return &o.ModelDir })
 	add("model-dir", false, g, s)
 	g, s = str(func(o *Options) *string { return &o.SealKeyFile })
@@ -312,6 +376,39 @@ var directives = func() map[string]*directive {
 			o.LoadBadSnapshot = v
 			return err
 		})
+	g, s = str(func(o *Options) *string { return &o.JWTPublicKeyFile })
+	add("jwt-public-key-file", false, g, s)
+	g, s = str(func(o *Options) *string { return &o.JWTIssuer })
+	add("jwt-issuer", false, g, s)
+	g, s = str(func(o *Options) *string { return &o.JWTAudience })
+	add("jwt-audience", false, g, s)
+	add("jwt-leeway", false, func(o *Options) string { return strconv.FormatInt(o.JWTLeeway, 10) },
+		func(o *Options, a []string) error {
+			n, err := strconv.ParseInt(a[0], 10, 64)
+			if err != nil || n < 0 || n > 300 {
+				return errors.New("argument must be between 0 and 300 inclusive (seconds)")
+			}
+			o.JWTLeeway = n
+			return nil
+		})
+	add("allow-modelstore", true, func(o *Options) string { return yesNo(o.AllowModelstore.Load()) },
+		func(o *Options, a []string) error {
+			v, err := parseYesNo(a[0])
+			if err == nil {
+				o.AllowModelstore.Store(v)
+			}
+			return err
+		})
+	add("modelstore-requires-auth", true, func(o *Options) string { return yesNo(o.ModelstoreRequiresAuth.Load()) },
+		func(o *Options, a []string) error {
+			v, err := parseYesNo(a[0])
+			if err == nil {
+				o.ModelstoreRequiresAuth.Store(v)
+			}
+			return err
+		})
+	g, s = num(func(o *Options) *atomic.Int64 { return &o.MaxModelBytesPerUser }, 0, 1<<62, true)
+	add("max-model-bytes-per-user", true, g, s)
 	ds = append(ds, &directive{name: "loadmodel", multi: true,
 		get: func(o *Options) string {
 			lines := make([]string, len(o.LoadModels))
@@ -455,6 +552,9 @@ func (o *Options) Validate() error {
 	}
 	if o.DBFilename == "" || strings.ContainsRune(o.DBFilename, '/') {
 		return errors.New("dbfilename must be a plain file name")
+	}
+	if (o.JWTIssuer != "" || o.JWTAudience != "") && o.JWTPublicKeyFile == "" {
+		return errors.New("jwt-issuer and jwt-audience need jwt-public-key-file")
 	}
 	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
 		return errors.New("tls-cert-file and tls-key-file go together")

@@ -114,9 +114,10 @@ func (u *User) addHash(h [32]byte) {
 	}
 }
 
-// UsersEnabled reports whether named users are configured, which makes
-// models belong to the users who store them.
-func (o *Options) UsersEnabled() bool { return len(o.Users) > 0 }
+// UsersEnabled reports whether named users are configured, or token
+// authentication names them, which makes models belong to the users who
+// store them.
+func (o *Options) UsersEnabled() bool { return len(o.Users) > 0 || o.JWTPublicKeyFile != "" }
 
 func (o *Options) usersString() string {
 	names := make([]string, 0, len(o.Users))

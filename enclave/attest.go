@@ -18,6 +18,7 @@ const (
 	maxReportSize   = 64 << 10
 
 	reportDataLabel = "EnclaveAI attestation v1\x00"
+	receiptKeyLabel = "EnclaveAI receipt key v1\x00"
 
 	simMarker     = "SIMULATED REPORT"
 	simReportSize = 149
@@ -124,15 +125,19 @@ func ParseEvidence(b []byte) (*Evidence, error) {
 // verifier's nonce and to the server's TLS public key (DER-encoded
 // SubjectPublicKeyInfo; empty when the server has no TLS). In SGX mode it is
 // an EGo remote report; in simulation mode a report marked SIMULATED.
-func Attest(nonce, tlsPubKeyDER []byte) (*Evidence, error) {
-	return attest(hw, Mode(), nonce, tlsPubKeyDER)
+//
+// receiptPubKeyDER, the public key the server signs inference receipts
+// with (nil: none), is bound in the second half of the report data.
+func Attest(nonce, tlsPubKeyDER, receiptPubKeyDER []byte) (*Evidence, error) {
+	return attest(hw, Mode(), nonce, tlsPubKeyDER, receiptPubKeyDER)
 }
 
-func attest(p platform, m RunMode, nonce, tlsPubKeyDER []byte) (*Evidence, error) {
+func attest(p platform, m RunMode, nonce, tlsPubKeyDER, receiptPubKeyDER []byte) (*Evidence, error) {
 	if len(nonce) < MinNonceSize || len(nonce) > MaxNonceSize {
 		return nil, ErrNonce
 	}
-	data := ReportData(nonce, tlsPubKeyDER)
+	first, second := ReportData(nonce, tlsPubKeyDER), ReceiptKeyData(receiptPubKeyDER)
+	data := append(first[:], second[:]...)
 	if m == SGX {
 		report, err := p.remoteReport(data[:])
 		if err != nil {
@@ -142,7 +147,7 @@ func attest(p platform, m RunMode, nonce, tlsPubKeyDER []byte) (*Evidence, error
 	}
 	r := make([]byte, simReportSize)
 	copy(r, simMarker)
-	copy(r[16:], data[:])
+	copy(r[16:], data)
 	r[148] = 1 // debug; the identity fields stay zero
 	return &Evidence{Kind: KindSimulated, Report: r}, nil
 }
@@ -186,11 +191,14 @@ type Result struct {
 // (see the package doc). Simulated evidence is refused unless
 // policy.AllowSimulated; when allowed only its binding is checked, since its
 // identity fields are zero.
-func Verify(evidence, nonce, tlsPubKeyDER []byte, policy Policy) (*Result, error) {
-	return verify(hw, evidence, nonce, tlsPubKeyDER, policy)
+//
+// receiptPubKeyDER is the receipt key the evidence must bind (nil: none,
+// the second half of the report data is then zero).
+func Verify(evidence, nonce, tlsPubKeyDER, receiptPubKeyDER []byte, policy Policy) (*Result, error) {
+	return verify(hw, evidence, nonce, tlsPubKeyDER, receiptPubKeyDER, policy)
 }
 
-func verify(p platform, evidence, nonce, tlsPubKeyDER []byte, policy Policy) (*Result, error) {
+func verify(p platform, evidence, nonce, tlsPubKeyDER, receiptPubKeyDER []byte, policy Policy) (*Result, error) {
 	if len(nonce) < MinNonceSize || len(nonce) > MaxNonceSize {
 		return nil, ErrNonce
 	}
@@ -198,7 +206,7 @@ func verify(p platform, evidence, nonce, tlsPubKeyDER []byte, policy Policy) (*R
 	if err != nil {
 		return nil, err
 	}
-	want := ReportData(nonce, tlsPubKeyDER)
+	want, receipt := ReportData(nonce, tlsPubKeyDER), ReceiptKeyData(receiptPubKeyDER)
 	if ev.Kind == KindSimulated {
 		if !policy.AllowSimulated {
 			return nil, ErrSimulated
@@ -207,7 +215,7 @@ func verify(p platform, evidence, nonce, tlsPubKeyDER []byte, policy Policy) (*R
 		if len(r) != simReportSize || string(r[:16]) != simMarker || !isZero(r[80:148]) || r[148] != 1 {
 			return nil, fmt.Errorf("%w: bad simulated report", ErrEvidenceFormat)
 		}
-		if err := checkBinding(r[16:80], want); err != nil {
+		if err := checkBinding(r[16:80], want, receipt); err != nil {
 			return nil, err
 		}
 		return &Result{Kind: KindSimulated, UniqueID: make([]byte, 32), SignerID: make([]byte, 32), Debug: true}, nil
@@ -220,7 +228,7 @@ func verify(p platform, evidence, nonce, tlsPubKeyDER []byte, policy Policy) (*R
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrReportInvalid, err)
 	}
-	if err := checkBinding(report.Data, want); err != nil {
+	if err := checkBinding(report.Data, want, receipt); err != nil {
 		return nil, err
 	}
 	if len(report.ProductID) < 2 {
@@ -246,9 +254,26 @@ func verify(p platform, evidence, nonce, tlsPubKeyDER []byte, policy Policy) (*R
 	return res, nil
 }
 
-// checkBinding checks 64 bytes of report data against ReportData.
-func checkBinding(data []byte, want [32]byte) error {
-	if len(data) != 64 || subtle.ConstantTimeCompare(data[:32], want[:]) != 1 || !isZero(data[32:]) {
+// ReceiptKeyData returns the second 32 bytes of report data: the binding
+// of the server's receipt-signing public key (DER SubjectPublicKeyInfo), or
+// 32 zero bytes when there is none.
+func ReceiptKeyData(receiptPubKeyDER []byte) [32]byte {
+	var out [32]byte
+	if len(receiptPubKeyDER) == 0 {
+		return out
+	}
+	h := sha256.New()
+	h.Write([]byte(receiptKeyLabel))
+	h.Write(receiptPubKeyDER)
+	h.Sum(out[:0])
+	return out
+}
+
+// checkBinding checks 64 bytes of report data against ReportData and
+// ReceiptKeyData.
+func checkBinding(data []byte, want, receipt [32]byte) error {
+	if len(data) != 64 || subtle.ConstantTimeCompare(data[:32], want[:]) != 1 ||
+		subtle.ConstantTimeCompare(data[32:], receipt[:]) != 1 {
 		return ErrBinding
 	}
 	return nil

@@ -34,7 +34,7 @@ func nonce() []byte {
 // evidenceBytes attests with p in mode m and marshals the evidence.
 func evidenceBytes(t *testing.T, p platform, m RunMode, n, key []byte) []byte {
 	t.Helper()
-	ev, err := attest(p, m, n, key)
+	ev, err := attest(p, m, n, key, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,8 +48,8 @@ func evidenceBytes(t *testing.T, p platform, m RunMode, n, key []byte) []byte {
 var allowSim = Policy{AllowSimulated: true}
 
 func TestSimulatedRoundTrip(t *testing.T) {
-	n, key := nonce(), tlsKey(t)
-	ev, err := Attest(n, key) // the real thing: simulation mode here
+	n, key, rk := nonce(), tlsKey(t), tlsKey(t) // rk: a receipt key
+	ev, err := Attest(n, key, rk)               // the real thing: simulation mode here
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,24 +60,30 @@ func TestSimulatedRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Verify(b, n, key, allowSim)
+	res, err := Verify(b, n, key, rk, allowSim)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Kind != KindSimulated || !res.Debug || !isZero(res.SignerID) || !isZero(res.UniqueID) {
 		t.Errorf("result %+v", res)
 	}
-	if _, err := Verify(b, n, key, Policy{SignerID: make([]byte, 32), AllowDebug: true}); !errors.Is(err, ErrSimulated) {
+	if _, err := Verify(b, n, key, rk, Policy{SignerID: make([]byte, 32), AllowDebug: true}); !errors.Is(err, ErrSimulated) {
 		t.Errorf("simulated evidence without AllowSimulated: got %v", err)
 	}
-	if _, err := Verify(b, nonce(), key, allowSim); !errors.Is(err, ErrBinding) {
+	if _, err := Verify(b, nonce(), key, rk, allowSim); !errors.Is(err, ErrBinding) {
 		t.Errorf("wrong nonce: got %v", err)
 	}
-	if _, err := Verify(b, n, tlsKey(t), allowSim); !errors.Is(err, ErrBinding) {
+	if _, err := Verify(b, n, tlsKey(t), rk, allowSim); !errors.Is(err, ErrBinding) {
 		t.Errorf("wrong TLS key: got %v", err)
 	}
-	if _, err := Verify(b, n, nil, allowSim); !errors.Is(err, ErrBinding) {
+	if _, err := Verify(b, n, nil, rk, allowSim); !errors.Is(err, ErrBinding) {
 		t.Errorf("no TLS key: got %v", err)
+	}
+	if _, err := Verify(b, n, key, tlsKey(t), allowSim); !errors.Is(err, ErrBinding) {
+		t.Errorf("wrong receipt key: got %v", err)
+	}
+	if _, err := Verify(b, n, key, nil, allowSim); !errors.Is(err, ErrBinding) {
+		t.Errorf("no receipt key: got %v", err)
 	}
 }
 
@@ -89,7 +95,7 @@ func TestTamperedEvidence(t *testing.T) {
 		for _, mask := range []byte{0x01, 0x80} {
 			c := bytes.Clone(b)
 			c[i] ^= mask
-			_, err := Verify(c, n, key, allowSim)
+			_, err := Verify(c, n, key, nil, allowSim)
 			want := ErrEvidenceFormat
 			if i >= evidenceHdrSize+16 && i < evidenceHdrSize+80 {
 				want = ErrBinding
@@ -100,7 +106,7 @@ func TestTamperedEvidence(t *testing.T) {
 		}
 	}
 	for _, c := range [][]byte{nil, b[:evidenceHdrSize], b[:len(b)-1], append(bytes.Clone(b), 0)} {
-		if _, err := Verify(c, n, key, allowSim); !errors.Is(err, ErrEvidenceFormat) {
+		if _, err := Verify(c, n, key, nil, allowSim); !errors.Is(err, ErrEvidenceFormat) {
 			t.Errorf("%d of %d bytes: got %v", len(c), len(b), err)
 		}
 	}
@@ -109,10 +115,10 @@ func TestTamperedEvidence(t *testing.T) {
 func TestNonceLimits(t *testing.T) {
 	key := tlsKey(t)
 	for _, size := range []int{0, MinNonceSize - 1, MaxNonceSize + 1} {
-		if _, err := Attest(make([]byte, size), key); !errors.Is(err, ErrNonce) {
+		if _, err := Attest(make([]byte, size), key, nil); !errors.Is(err, ErrNonce) {
 			t.Errorf("Attest with a %d-byte nonce: got %v", size, err)
 		}
-		if _, err := Verify(nil, make([]byte, size), key, allowSim); !errors.Is(err, ErrNonce) {
+		if _, err := Verify(nil, make([]byte, size), key, nil, allowSim); !errors.Is(err, ErrNonce) {
 			t.Errorf("Verify with a %d-byte nonce: got %v", size, err)
 		}
 	}
@@ -148,14 +154,14 @@ func TestSGXAttestation(t *testing.T) {
 		t.Fatalf("kind %v in SGX mode", ev.Kind)
 	}
 	good := Policy{SignerID: f.report.SignerID, ProductID: 1, MinSecurityVersion: 3}
-	res, err := verify(f, b, n, key, good)
+	res, err := verify(f, b, n, key, nil, good)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Kind != KindSGX || res.ProductID != 1 || res.SecurityVersion != 3 || !bytes.Equal(res.UniqueID, f.report.UniqueID) {
 		t.Errorf("result %+v", res)
 	}
-	if _, err := verify(f, b, n, key, Policy{UniqueID: f.report.UniqueID, ProductID: 1}); err != nil {
+	if _, err := verify(f, b, n, key, nil, Policy{UniqueID: f.report.UniqueID, ProductID: 1}); err != nil {
 		t.Errorf("by unique id: %v", err)
 	}
 
@@ -175,20 +181,20 @@ func TestSGXAttestation(t *testing.T) {
 		"empty policy":      {Policy{ProductID: 1}, n, key, ErrPolicy},
 		"simulation policy": {allowSim, n, key, ErrPolicy},
 	} {
-		if _, err := verify(f, b, c.nonce, c.key, c.policy); !errors.Is(err, c.want) {
+		if _, err := verify(f, b, c.nonce, c.key, nil, c.policy); !errors.Is(err, c.want) {
 			t.Errorf("%s: got %v, want %v", name, err, c.want)
 		}
 	}
 
 	f.report.Debug = true
-	if _, err := verify(f, b, n, key, good); !errors.Is(err, ErrPolicy) {
+	if _, err := verify(f, b, n, key, nil, good); !errors.Is(err, ErrPolicy) {
 		t.Errorf("debug enclave without AllowDebug: got %v", err)
 	}
-	if _, err := verify(f, b, n, key, with(func(p *Policy) { p.AllowDebug = true })); err != nil {
+	if _, err := verify(f, b, n, key, nil, with(func(p *Policy) { p.AllowDebug = true })); err != nil {
 		t.Errorf("debug enclave with AllowDebug: %v", err)
 	}
 	f.verifyErr = errors.New("OE_VERIFY_FAILED")
-	if _, err := verify(f, b, n, key, good); !errors.Is(err, ErrReportInvalid) {
+	if _, err := verify(f, b, n, key, nil, good); !errors.Is(err, ErrReportInvalid) {
 		t.Errorf("platform refuses the report: got %v", err)
 	}
 }
@@ -198,7 +204,7 @@ func TestSGXAttestation(t *testing.T) {
 func TestVerifySGXOutsideEnclave(t *testing.T) {
 	n, key := nonce(), tlsKey(t)
 	b := evidenceBytes(t, newFakeSGX(), SGX, n, key)
-	_, err := Verify(b, n, key, Policy{SignerID: make([]byte, 32), AllowDebug: true, AllowSimulated: true})
+	_, err := Verify(b, n, key, nil, Policy{SignerID: make([]byte, 32), AllowDebug: true, AllowSimulated: true})
 	if !errors.Is(err, ErrReportInvalid) {
 		t.Fatalf("got %v", err)
 	}

@@ -24,7 +24,13 @@ public key: the report's 64 bytes of report data are
 
 	SHA-256("EnclaveAI attestation v1\x00" || SHA-256(nonce) || SHA-256(tlsPubKeyDER))
 
-followed by 32 zero bytes (see ReportData). A client that checks it knows the
+followed by 32 bytes that bind the key the server signs inference receipts
+with (see ReceiptKeyData):
+
+	SHA-256("EnclaveAI receipt key v1\x00" || receiptPubKeyDER)
+
+or 32 zero bytes when the server has no receipt key (evidence made before
+receipts existed). A client that checks it knows the
 report was made for its own nonce, so it is fresh, and by the enclave holding
 the private key of the TLS connection it is talking over. The label and this
 layout are part of the protocol: never change them.

@@ -25,13 +25,16 @@ dropped while it still crashes the same way) and written to
 ONNX Runtime does not implement on CPU ("Could not find an implementation")
 are noted and skipped after that.
 
-With --check (make test) the hunt fails if any finding occurs: every class
-found so far is refused by the sanitizer, so a finding is a regression.
+With --check (make test) the hunt fails if the server itself died, hung or
+grew past --rss: every class found at store is refused by the sanitizer, and
+what only shows at run (shapes and values the sanitizer cannot see) must
+stay inside an engine worker.
 """
 
 import argparse
 import base64
 import collections
+import copy
 import json
 import math
 import os
@@ -146,7 +149,7 @@ def rand_shape(rnd, base):
 def rand_values(rnd, et, shape):
     n = int(np.prod(shape)) if shape else 1
     if et == TensorProto.STRING:
-        return [rnd.choice(["", "a", "xyz"]).encode() for _ in range(n)]
+        return [rnd.choice(["", "a", "xyz"]) for _ in range(n)]
     if et == TensorProto.BOOL:
         return [rnd.random() < 0.5 for _ in range(n)]
     if et in (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16):
@@ -221,7 +224,11 @@ def gen_spec(rnd, s, opset):
             vals = rand_values(rnd, et, shape)
             if const and et == TensorProto.INT64 and rnd.random() < 0.25:
                 vals = [rnd.choice([10**12, 2**40, -1, 0, 2**62]) for _ in vals]
-            inputs.append({"type": et, "shape": shape, "const": const, "values": vals})
+            # How a fed input is declared: its shape, symbolic dims (ONNX
+            # Runtime's shape inference cannot check them at store), or
+            # no shape at all.
+            decl = rnd.choice(["fixed", "fixed", "symbolic", "none"])
+            inputs.append({"type": et, "shape": shape, "const": const, "values": vals, "decl": decl})
     while inputs and inputs[-1] is None:
         inputs.pop()
     attrs = {}
@@ -233,11 +240,17 @@ def gen_spec(rnd, s, opset):
                     return None
                 continue
             attrs[name] = v
-    nout = max(1, len(s.outputs)) if s.outputs else 1
-    return {"op": s.name, "domain": s.domain, "opset": opset, "inputs": inputs, "attrs": attrs, "nout": nout}
+    # Outputs are declared with their element type (from the same type
+    # binding) and no shape: the server asks ONNX Runtime only for tensor
+    # outputs it knows the type of, so untyped outputs would never run.
+    out_types = [elem_type(fo.typeStr, binding) for fo in s.outputs] or [None]
+    return {"op": s.name, "domain": s.domain, "opset": opset, "inputs": inputs, "attrs": attrs,
+            "nout": len(out_types), "out_types": out_types}
 
 
 def tensor_proto(name, et, shape, vals):
+    if et == TensorProto.STRING:
+        vals = [v.encode() for v in vals]
     if et == TensorProto.FLOAT16:
         arr = np.array(vals, dtype=np.float16).reshape(shape)
         return onnx.numpy_helper.from_array(arr, name)
@@ -256,7 +269,13 @@ def build(spec):
         if inp["const"]:
             inits.append(tensor_proto(name, inp["type"], inp["shape"], inp["values"]))
         else:
-            graph_inputs.append(helper.make_tensor_value_info(name, inp["type"], inp["shape"]))
+            decl = inp.get("decl", "fixed")
+            shape = inp["shape"]
+            if decl == "symbolic":
+                shape = ["d%d_%d" % (i, k) for k in range(len(shape))]
+            elif decl == "none":
+                shape = None
+            graph_inputs.append(helper.make_tensor_value_info(name, inp["type"], shape))
             feeds.append((name, inp["type"], inp["shape"], inp["values"]))
     outs = ["out%d" % i for i in range(spec["nout"])]
     attrs = {}
@@ -266,8 +285,10 @@ def build(spec):
             v = tensor_proto(k, et, shape, vals)
         attrs[k] = v
     node = helper.make_node(spec["op"], node_inputs, outs, name="n0", domain=spec["domain"], **attrs)
-    graph = helper.make_graph([node], "g", graph_inputs,
-                              [onnx.ValueInfoProto(name=o) for o in outs], inits)
+    out_types = spec.get("out_types") or [None] * len(outs)
+    outputs = [helper.make_tensor_value_info(o, t, None) if t else onnx.ValueInfoProto(name=o)
+               for o, t in zip(outs, out_types)]
+    graph = helper.make_graph([node], "g", graph_inputs, outputs, inits)
     opsets = [helper.make_opsetid("", spec["opset"]), helper.make_opsetid("ai.onnx.ml", ML_OPSET)]
     m = helper.make_model(graph, opset_imports=opsets, ir_version=8)
     return m.SerializeToString(), feeds
@@ -283,6 +304,7 @@ class Server:
         self.binary, self.rss_limit, self.as_limit = binary, rss_limit, as_limit
         self.proc = None
         self.restarts = 0
+        self.rate_limited = 0  # waits for the engine workers' restart limit
 
     def start(self):
         self.dir = tempfile.mkdtemp(prefix="hunt-")
@@ -364,6 +386,20 @@ def free_port():
 
 
 def try_model(srv, spec, hang):
+    """try_model_once, waiting out the engine workers' restart rate limit
+    (a slot restarts at most 5 times in 10 s: then stores and runs fail
+    until it has room again)."""
+    for _ in range(15):
+        out = try_model_once(srv, spec, hang)
+        if out[0] == "refused" and ("restarting too often" in out[2] or out[2] == "internal error"):
+            srv.rate_limited += 1
+            time.sleep(1)
+            continue
+        return out
+    return out
+
+
+def try_model_once(srv, spec, hang):
     """Runs one model. Returns (outcome, stage, detail): outcome is "ok",
     "refused" (a clean error), "unimplemented", or "finding" (detail names
     the signal, "hang", "memory" or "worker")."""
@@ -436,7 +472,7 @@ def shrink(srv, spec, bucket, hang, budget):
     for k in list(spec["attrs"]):
         if tries >= budget:
             break
-        cand = json.loads(json.dumps(spec))
+        cand = copy.deepcopy(spec)
         del cand["attrs"][k]
         if same(cand):
             spec = cand
@@ -445,7 +481,7 @@ def shrink(srv, spec, bucket, hang, budget):
             break
         if spec["inputs"][i] is None:
             continue
-        cand = json.loads(json.dumps(spec))
+        cand = copy.deepcopy(spec)
         if i == len(cand["inputs"]) - 1:
             cand["inputs"].pop()
         else:
@@ -455,11 +491,31 @@ def shrink(srv, spec, bucket, hang, budget):
     return spec
 
 
+def replay(args):
+    """Reruns recorded findings against the binary: prints each with its
+    outcome now, and returns 1 when any still crashes."""
+    srv = Server(args.binary, int(args.rss * 2**30), int(args.as_limit * 2**30))
+    srv.start()
+    still = 0
+    try:
+        for path in args.replay:
+            for b in json.load(open(path))["findings"]:
+                out, stage, detail = try_model(srv, b["spec"], args.hang)
+                if out == "finding":
+                    still += 1
+                print("%-28s %-5s %-10s -> %s %s %s" % (b["op"], b["stage"], b["signal"], out, stage, detail[:100]))
+    finally:
+        srv.stop()
+    print("replay: %d still crash" % still)
+    return 1 if still else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, default=0)
     ap.add_argument("--seconds", type=float, default=0)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--models", type=int, default=0, help="stop after this many models (0: no limit)")
     ap.add_argument("--out", default=os.path.join(REPO, "fuzzmodels", "out"))
     ap.add_argument("--binary", default=os.environ.get("ENCLAVEAI_SERVER") or os.path.join(REPO, "bin", "enclaveai-server"))
     ap.add_argument("--hang", type=float, default=20.0, help="seconds without a reply that make a hang")
@@ -467,8 +523,13 @@ def main():
     ap.add_argument("--as-limit", type=float, default=8.0, help="GB of address space for the server")
     ap.add_argument("--shrink", type=int, default=12, help="tries to shrink each new finding")
     ap.add_argument("--ops", default="", help="comma-separated operators to hunt (default: all)")
-    ap.add_argument("--check", action="store_true", help="exit 1 on any finding (make test)")
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 if the server died, hung or grew (make test); worker deaths are contained")
+    ap.add_argument("--replay", nargs="*", default=[],
+                    help="findings-*.json files: rerun each finding's model and report which still crash")
     args = ap.parse_args()
+    if args.replay:
+        sys.exit(replay(args))
     seconds = args.seconds + args.minutes * 60 or 60
     rnd = random.Random(args.seed)
     os.makedirs(args.out, exist_ok=True)
@@ -486,12 +547,38 @@ def main():
     missing = collections.Counter()
     t0 = time.monotonic()
     deadline = t0 + seconds
+    last_dump = t0
     log = open(os.path.join(args.out, "hunt.log"), "a")
+    def write_summary():
+        elapsed = time.monotonic() - t0
+        implemented = sorted(set(x[0].name for x in all_schemas) - set(n for _, n in unimplemented))
+        summary = {
+            "seconds": round(elapsed, 1), "seed": args.seed, "models": stats["models"],
+            "outcomes": {k: v for k, v in stats.items() if k != "models"},
+            "operators_in_schemas": len(set(x[0].name for x in all_schemas)),
+            "operators_implemented": len(implemented), "operators_tried": len(ops_tried),
+            "operators_ran_ok": len(ops_ran),
+            "unimplemented": sorted(n for _, n in unimplemented),
+            "operators_not_tried": sorted(set(x[0].name for x in all_schemas) - ops_tried),
+            "operators_never_ran_clean": sorted(ops_tried - ops_ran),
+            "server_restarts": srv.restarts,
+            "rate_limit_waits": srv.rate_limited,
+            "findings": sorted(buckets.values(), key=lambda b: (b["op"], b["stage"], b["signal"])),
+        }
+        path = os.path.join(args.out, "findings-seed%d.json" % args.seed)
+        with open(path, "w") as f:
+            json.dump(summary, f, indent=1, default=str)
+        return summary, path, elapsed
+
     try:
         while time.monotonic() < deadline:
             for s, opset in rnd.sample(all_schemas, len(all_schemas)):
-                if time.monotonic() >= deadline:
+                if time.monotonic() >= deadline or (args.models and stats["models"] >= args.models):
+                    deadline = 0
                     break
+                if time.monotonic() - last_dump > 60:
+                    write_summary()
+                    last_dump = time.monotonic()
                 if (s.domain, s.name) in unimplemented:
                     continue  # ORT has no CPU kernel for it, at any type tried
                 spec = gen_spec(rnd, s, opset)
@@ -526,26 +613,12 @@ def main():
                 buckets[key]["count"] += 1
     finally:
         srv.stop()
-    elapsed = time.monotonic() - t0
-    implemented = sorted(set(x[0].name for x in all_schemas) - set(n for _, n in unimplemented))
-    summary = {
-        "seconds": round(elapsed, 1), "seed": args.seed, "models": stats["models"],
-        "outcomes": {k: v for k, v in stats.items() if k != "models"},
-        "operators_in_schemas": len(set(x[0].name for x in all_schemas)),
-        "operators_implemented": len(implemented), "operators_tried": len(ops_tried),
-        "operators_ran_ok": len(ops_ran),
-        "unimplemented": sorted(n for _, n in unimplemented),
-        "server_restarts": srv.restarts,
-        "findings": sorted(buckets.values(), key=lambda b: (b["op"], b["stage"], b["signal"])),
-    }
-    path = os.path.join(args.out, "findings-seed%d.json" % args.seed)
-    with open(path, "w") as f:
-        json.dump(summary, f, indent=1, default=str)
+    summary, path, elapsed = write_summary()
     print("hunt: %d models in %.0fs, %d operators tried (%d ran clean), %d findings in %d buckets, %d restarts -> %s" % (
         stats["models"], elapsed, len(ops_tried), len(ops_ran), stats["finding"], len(buckets), srv.restarts, path))
     for b in summary["findings"]:
         print("  %-28s %-5s %-12s x%d" % (b["op"], b["stage"], b["signal"], b["count"]))
-    if args.check and buckets:
+    if args.check and any(not b["signal"].startswith("worker:") for b in buckets.values()):
         sys.exit(1)
 
 

@@ -2,6 +2,7 @@
 """Regression models for every crash class the hunt found (`make test`).
 
     /usr/bin/python3 fuzzmodels/regressions.py modelstore/testdata/crash
+    /usr/bin/python3 fuzzmodels/regressions.py --add "<how found>" bin/enclaveai-server findings-seed3.json ...
 
 Writes one model per class to OUTDIR (<name>.onnx) and OUTDIR/index.json:
 {name: {"expect": "refused" | "guarded" | "clean", "stage": "store" | "run",
@@ -12,6 +13,9 @@ Writes one model per class to OUTDIR (<name>.onnx) and OUTDIR/index.json:
            run gives the documented result (x/0 = x, x mod 0 = 0)
   clean    ONNX Runtime itself refuses it or runs it (a resource bomb killed
            by TIMEOUT, say); the server stays up
+  contained  it crashes ONNX Runtime only at run, on shapes or values the
+           sanitizer cannot see: the engine worker dies, the server answers
+           "engine worker died" and stays up (issue 18)
 
 Classes come from two places: the shrunk findings of the hunt
 (fuzzmodels/crashes.json, each a spec that hunt.build turns into a model)
@@ -177,6 +181,7 @@ def hunt_models():
     for c in json.load(open(path)):
         blob, feeds = hunt.build(c["spec"])
         out[c["name"]] = (blob, {"expect": c.get("expect", "refused"), "stage": c["stage"], "signal": c["signal"],
+                                 "outputs": c["spec"]["nout"],
                                  "feeds": [[n, hunt.FEEDABLE[t][0], s, [json_number(x) for x in v]]
                                            for n, t, s, v in feeds]})
     return out
@@ -189,7 +194,46 @@ def json_number(x):
     return x
 
 
+def add_findings(paths, source, binary):
+    """Appends the findings of hunt runs to crashes.json, one per class
+    (operator, stage, signal) not recorded yet, each with what the server
+    binary does with it now: "refused" by the sanitizer, or "contained" (an
+    engine worker died of it and the server answered)."""
+    path = os.path.join(HERE, "crashes.json")
+    crashes = json.load(open(path)) if os.path.exists(path) else []
+    names = {c["name"] for c in crashes}
+    srv = hunt.Server(binary, 2 << 30, 8 << 30)
+    srv.start()
+    try:
+        for p in paths:
+            for f in json.load(open(p))["findings"]:
+                name = "hunt_%s_%s_%s" % (f["op"].lower(), f["stage"], f["signal"].lower().replace("worker:", ""))
+                if name in names:
+                    continue
+                out, stage, detail = hunt.try_model(srv, f["spec"], 20)
+                if out == "refused" and detail.startswith("model refused"):
+                    expect = "refused"
+                elif out == "finding" and detail.startswith("worker:"):
+                    expect = "contained"
+                elif f["op"] in ("Div", "Mod") and out in ("ok", "refused"):
+                    expect = "guarded"
+                else:
+                    print("not recorded (%s %s %s): %s" % (out, stage, detail, name))
+                    continue
+                names.add(name)
+                crashes.append({"name": name, "op": f["op"], "stage": f["stage"], "signal": f["signal"],
+                                "expect": expect, "found": source, "spec": f["spec"]})
+                print("recorded", name, expect)
+    finally:
+        srv.stop()
+    with open(path, "w") as out:
+        json.dump(crashes, out, indent=1)
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--add":
+        add_findings(sys.argv[4:], sys.argv[2], sys.argv[3])
+        return
     outdir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "modelstore", "testdata", "crash")
     os.makedirs(outdir, exist_ok=True)
     index = {}

@@ -1,3 +1,5 @@
+//go:build cgo && !noort
+
 package modelstore
 
 // The cgo shim behind shared weights: the binding (onnxruntime_go) does not
@@ -214,3 +216,33 @@ func cArray[T any](n int) []T {
 }
 
 func cFree[T any](s []T) { C.free(unsafe.Pointer(unsafe.SliceData(s))) }
+
+// NewSharedSession compiles model like NewSession, but lets ONNX Runtime
+// read the model's large initializers where they lie in model instead of
+// copying them. model must not change while the session lives: it is buf's
+// bytes when buf is not nil (the session then holds a reference to buf),
+// else Go memory, which the session pins until it is freed.
+//
+// When the weights cannot be shared (too few of them, an ORT that refuses
+// the arrangement), the model is compiled the usual way: Weights tells
+// which happened. A model that ORT cannot load at all fails both ways, and
+// the error is the usual way's.
+func NewSharedSession(model []byte, buf *ModelBuffer, opts SessionOptions) (*Session, error) {
+	plan, err := planSharedWeights(model)
+	if err != nil || plan == nil || initShareAPI() != nil {
+		return NewSession(model, opts)
+	}
+	if s, err := newSession(model, opts, plan, buf); err == nil {
+		return s, nil
+	}
+	return NewSession(model, opts)
+}
+
+// Weights says how the session holds the model's large initializers, and
+// how many bytes of them it reads in place.
+func (s *Session) Weights() (WeightsMode, int64) {
+	if s.shared == nil {
+		return WeightsCopied, 0
+	}
+	return WeightsShared, s.shared.bytes
+}

@@ -1,3 +1,5 @@
+//go:build cgo && !noort
+
 package modelstore
 
 import (
@@ -5,7 +7,6 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand"
-	"os"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -306,17 +307,6 @@ func TestSharedWeightsConstantFolding(t *testing.T) {
 		}
 		s.Close()
 	}
-}
-
-// rss is this process's resident set size.
-func rss(t *testing.T) int64 {
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		t.Skip("no /proc/self/statm")
-	}
-	f := strings.Fields(string(b))
-	pages, _ := strconv.ParseInt(f[1], 10, 64)
-	return pages * int64(os.Getpagesize())
 }
 
 // A ModelBuffer in Go memory (where mmap is unavailable) is shared too:

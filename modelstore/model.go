@@ -22,6 +22,8 @@ type Blob struct {
 	// Data (SharedBytes of them) or holds its own copy.
 	Weights     WeightsMode
 	SharedBytes int64
+	// Engine names the engine that compiled Session (Engine.Name()).
+	Engine string
 
 	buf   *ModelBuffer // Data's memory, when the model came in through one
 	fp    uint64       // Fingerprint(Data)
@@ -168,6 +170,13 @@ func (r *Registry) AcquireBuffer(buf *ModelBuffer, from Origin, opts SessionOpti
 	return r.acquire(buf.Bytes(), buf, buf.Fingerprint(), nil, from, opts, room)
 }
 
+// AcquireBufferVerified is AcquireBuffer for a buffer whose SHA-256 the
+// caller computed as it arrived (a Tap): a new Blob takes it instead of
+// hashing the bytes again.
+func (r *Registry) AcquireBufferVerified(buf *ModelBuffer, sum [32]byte, from Origin, opts SessionOptions, room func(n int64) error) (*Blob, error) {
+	return r.acquire(buf.Bytes(), buf, buf.Fingerprint(), &sum, from, opts, room)
+}
+
 // acquire does the work of the Acquire methods; sum, if not nil, is the
 // bytes' verified SHA-256.
 func (r *Registry) acquire(data []byte, buf *ModelBuffer, fp uint64, sum *[32]byte, from Origin, opts SessionOptions, room func(n int64) error) (*Blob, error) {
@@ -180,7 +189,7 @@ func (r *Registry) acquire(data []byte, buf *ModelBuffer, fp uint64, sum *[32]by
 			return nil, err
 		}
 	}
-	if err := CheckModelBlob(data); err != nil {
+	if err := CheckModel(data); err != nil {
 		return nil, err
 	}
 	if be, ok := r.engine.(BufferEngine); ok && be.NeedsBuffer() && (buf == nil || !buf.Shareable()) {
@@ -210,7 +219,7 @@ func (r *Registry) acquire(data []byte, buf *ModelBuffer, fp uint64, sum *[32]by
 			r.mu.Unlock()
 			continue // a blob was added since find looked: it may be this one
 		}
-		b = &Blob{Data: data, Opts: opts, Session: sess, reg: r, refs: 1, buf: buf, fp: fp, group: k.group}
+		b = &Blob{Data: data, Opts: opts, Session: sess, Engine: r.engine.Name(), reg: r, refs: 1, buf: buf, fp: fp, group: k.group}
 		b.sha.done = make(chan struct{})
 		b.Weights, b.SharedBytes = sess.Weights()
 		if buf != nil {

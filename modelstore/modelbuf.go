@@ -68,7 +68,27 @@ type hashPipe struct {
 	ch    chan []byte // nil until the first send
 	done  chan uint64
 	abort atomic.Bool
+	tap   Tap // nil, or told of each stretch once hashed (SetTap)
 }
+
+// Tap sees the bytes of a ModelBuffer as they arrive, on the goroutine that
+// fingerprints them, so that a consumer (the append-only log's sealed model
+// file) keeps up with the upload instead of starting after it.
+type Tap interface {
+	// Stretch is the next stretch of the buffer, in order. It must not
+	// keep p past the buffer's release.
+	Stretch(p []byte)
+	// End: the buffer is complete and every byte went through Stretch
+	// (true), or the buffer was dropped or too small to stream (false).
+	// It may be called more than once; only the first call counts.
+	End(complete bool)
+}
+
+// SetTap attaches t; call it before the first Filled.
+func (b *ModelBuffer) SetTap(t Tap) { b.h.tap = t }
+
+// Tap is the buffer's Tap, nil if none.
+func (b *ModelBuffer) Tap() Tap { return b.h.tap }
 
 // prefaulter faults a mapping's pages in ahead of the socket reads that
 // fill them, on another thread: on first touch every page costs the kernel
@@ -236,11 +256,18 @@ func (p *hashPipe) run() {
 	var h maphash.Hash
 	h.SetSeed(fingerprintSeed)
 	for s := range p.ch {
+		stretch := s
 		for len(s) > 0 && !p.abort.Load() {
 			k := min(len(s), hashPiece)
 			h.Write(s[:k])
 			s = s[k:]
 		}
+		if p.tap != nil && !p.abort.Load() {
+			p.tap.Stretch(stretch)
+		}
+	}
+	if p.tap != nil {
+		p.tap.End(!p.abort.Load())
 	}
 	p.done <- h.Sum64()
 }
@@ -262,6 +289,9 @@ func (b *ModelBuffer) Fingerprint() uint64 {
 	}
 	if b.h.ch == nil {
 		b.sum = Fingerprint(b.mem[:b.filled])
+		if b.h.tap != nil {
+			b.h.tap.End(false) // never streamed
+		}
 	} else {
 		if b.filled > b.h.sent {
 			b.sendHash()
@@ -331,6 +361,9 @@ func (b *ModelBuffer) Unref() {
 func (b *ModelBuffer) free() {
 	b.pre.stop()
 	b.stopHashing()
+	if b.h.tap != nil {
+		b.h.tap.End(false) // dropped (ignored if it ended already)
+	}
 	if b.mapped {
 		unmapAnon(b.mem)
 	}

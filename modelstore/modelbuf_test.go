@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"math/rand"
+	"os"
 	"runtime"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -168,5 +171,66 @@ func TestModelBufferFreedMidUpload(t *testing.T) {
 	b.Unref()
 	if left := rss(t) - before; left > 16<<20 {
 		t.Errorf("RSS %d MiB above where it was after the buffer was freed", left>>20)
+	}
+}
+
+// rss is this process's resident set size.
+func rss(t *testing.T) int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		t.Skip("no /proc/self/statm")
+	}
+	f := strings.Fields(string(b))
+	pages, _ := strconv.ParseInt(f[1], 10, 64)
+	return pages * int64(os.Getpagesize())
+}
+
+// recordingTap keeps what a Tap is told.
+type recordingTap struct {
+	got  []byte
+	ends []bool
+}
+
+func (r *recordingTap) Stretch(p []byte) { r.got = append(r.got, p...) }
+func (r *recordingTap) End(ok bool)      { r.ends = append(r.ends, ok) }
+
+func TestModelBufferTapSeesEveryByteInOrder(t *testing.T) {
+	data := randomBytes(7, 11<<20+123) // several stretches and a tail
+	b, err := NewModelBuffer(64<<20, int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tap := &recordingTap{}
+	b.SetTap(tap)
+	fillChunks(t, b, data[:5<<20], data[5<<20:])
+	b.Fingerprint()
+	if !bytes.Equal(tap.got, data) || len(tap.ends) != 1 || !tap.ends[0] {
+		t.Fatalf("tap saw %d of %d bytes, ends %v", len(tap.got), len(data), tap.ends)
+	}
+	b.Unref()
+	if len(tap.ends) != 2 || tap.ends[1] {
+		t.Fatalf("ends after release %v", tap.ends)
+	}
+}
+
+func TestModelBufferTapEndsFalse(t *testing.T) {
+	// Too small to stream: the fingerprint is computed at once.
+	b, _ := NewModelBuffer(64<<20, 1<<20)
+	tap := &recordingTap{}
+	b.SetTap(tap)
+	fillChunks(t, b, randomBytes(1, 1<<20))
+	b.Fingerprint()
+	if len(tap.got) != 0 || len(tap.ends) != 1 || tap.ends[0] {
+		t.Fatalf("small buffer: %d bytes, ends %v", len(tap.got), tap.ends)
+	}
+	b.Unref()
+	// Dropped mid-upload.
+	b, _ = NewModelBuffer(64<<20, 16<<20)
+	tap = &recordingTap{}
+	b.SetTap(tap)
+	fillChunks(t, b, randomBytes(2, 9<<20))
+	b.Unref()
+	if len(tap.ends) == 0 || tap.ends[0] {
+		t.Fatalf("dropped buffer: ends %v", tap.ends)
 	}
 }

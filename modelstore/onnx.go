@@ -1,3 +1,5 @@
+//go:build cgo && !noort
+
 package modelstore
 
 // The ONNX Runtime layer: loading the shared library, compiling a model into
@@ -34,72 +36,6 @@ import (
 
 	ort "github.com/yalue/onnxruntime_go"
 )
-
-// ONNX Runtime version the build fetches (Makefile ORT_VERSION) and whose
-// C API (version 24) the binding is compiled against.
-const (
-	RuntimeVersionWanted = "1.24.1"
-	// RuntimeLibraryEnv names the environment variable that points at the
-	// library; the Makefile exports it.
-	RuntimeLibraryEnv = "ENCLAVEAI_ONNXRUNTIME_LIB"
-	runtimeLibName    = "libonnxruntime.so.1"
-)
-
-// FindRuntimeLibrary returns the path of the ONNX Runtime shared library:
-// explicit when it is not empty; else $ENCLAVEAI_ONNXRUNTIME_LIB when set;
-// else the first existing one of libonnxruntime.so.1 beside the running
-// executable (where `make build` copies it), .cache/onnxruntime/1.24.1/
-// under the working directory, and the same under the executable's parent
-// directory's parent (bin/enclaveai-server run from elsewhere). An explicit
-// path or the variable is used alone: if that file is missing, it is an
-// error rather than a silent fallback. The error lists every path tried.
-func FindRuntimeLibrary(explicit string) (string, error) {
-	if explicit != "" {
-		return checkLibrary(explicit, "the configured path")
-	}
-	if p := os.Getenv(RuntimeLibraryEnv); p != "" {
-		return checkLibrary(p, "$"+RuntimeLibraryEnv)
-	}
-	cache := filepath.Join(".cache", "onnxruntime", RuntimeVersionWanted, runtimeLibName)
-	var candidates []string
-	exeDir := ""
-	if exe, err := os.Executable(); err == nil {
-		if real, err := filepath.EvalSymlinks(exe); err == nil {
-			exe = real
-		}
-		exeDir = filepath.Dir(exe)
-		candidates = append(candidates, filepath.Join(exeDir, runtimeLibName))
-	}
-	if wd, err := os.Getwd(); err == nil {
-		candidates = append(candidates, filepath.Join(wd, cache))
-	}
-	if exeDir != "" {
-		candidates = append(candidates, filepath.Join(filepath.Dir(exeDir), cache))
-	}
-	for _, c := range candidates {
-		if isRegularFile(c) {
-			return c, nil
-		}
-	}
-	return "", fmt.Errorf("%w (set %s or run `make ort`); tried: %s",
-		ErrRuntimeNotFound, RuntimeLibraryEnv, strings.Join(candidates, ", "))
-}
-
-func checkLibrary(path, source string) (string, error) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		abs = path
-	}
-	if !isRegularFile(abs) {
-		return "", fmt.Errorf("%w: %s (from %s) is not a file", ErrRuntimeNotFound, abs, source)
-	}
-	return abs, nil
-}
-
-func isRegularFile(path string) bool {
-	st, err := os.Stat(path)
-	return err == nil && st.Mode().IsRegular()
-}
 
 // The runtime is process-wide state of the binding.
 var runtimeState struct {
@@ -155,49 +91,6 @@ func RuntimeVersion() string {
 	}
 	return ort.GetVersion()
 }
-
-// SessionOptions tune how a model is compiled. The zero value is valid:
-// no graph optimization, ORT's default thread counts.
-type SessionOptions struct {
-	// Optimize enables all of ORT's graph optimizations (its default);
-	// false disables them, which loads faster and keeps the graph as written.
-	Optimize bool
-	// IntraOpThreads is the number of threads that share the work within
-	// an operator, the caller's included; 0 means 1 (see threadPolicy).
-	IntraOpThreads int
-	// InterOpThreads > 1 runs independent operators in parallel (ORT's
-	// parallel execution mode) on that many threads; 0 or 1 runs them one
-	// after the other.
-	InterOpThreads int
-}
-
-// IOInfo describes a model input or output.
-type IOInfo struct {
-	Name string
-	// DType is the element type, or DTypeInvalid for a type a Tensor cannot
-	// hold (float16, say) and for non-tensor values (sequences, maps).
-	DType DType
-	// ElemType is ONNX Runtime's name of the type: "tensor(float)",
-	// "tensor(string)", "seq(tensor(float))", "map(int64,tensor(float))".
-	ElemType string
-	// Shape of a tensor: -1 for a symbolic or unknown dimension; nil when
-	// the model does not declare the rank; empty for a scalar.
-	Shape []int64
-}
-
-// IsTensor reports whether the value is a dense tensor (of any type).
-func (i IOInfo) IsTensor() bool { return strings.HasPrefix(i.ElemType, "tensor(") }
-
-// ORTError is an error reported by ONNX Runtime itself, with its message
-// as ORT wrote it (surrounding space trimmed, line breaks folded into
-// spaces so it fits a RESP error line, and the C++ source location ORT puts
-// before some messages dropped), e.g. "Got invalid dimensions for
-// input: x for the following indices index: 1 Got: 5 Expected: 4 Please
-// fix either the inputs/outputs or the model.". RedisAI replies with such
-// messages verbatim, without an ERR prefix.
-type ORTError struct{ Msg string }
-
-func (e *ORTError) Error() string { return e.Msg }
 
 // newORTError digs ORT's message out of an error of the binding, which
 // wraps it as "Error running network: <msg>" and the like.
@@ -322,6 +215,7 @@ type Session struct {
 	active int  // Runs in flight
 	closed bool // Close was called; sess is freed when active drops to 0
 	sess   *ort.DynamicAdvancedSession
+	pool   []*runOpts // run options for reuse (watchdog.go)
 	// shared holds the initializers ORT reads in the model's own bytes
 	// (extinit.go); nil when ORT copied them.
 	shared *sharedWeights
@@ -482,6 +376,10 @@ func (s *Session) release() {
 
 func (s *Session) freeLocked() {
 	if s.closed && s.active == 0 && s.sess != nil {
+		for _, r := range s.pool {
+			r.ro.Destroy()
+		}
+		s.pool = nil
 		s.sess.Destroy()
 		s.sess = nil
 		if s.shared != nil {
@@ -498,9 +396,10 @@ func (s *Session) freeLocked() {
 // input data type. Actual: (tensor(int32)) , expected: (tensor(float))",
 // "Got invalid dimensions for input: ..."), returned as *ORTError. If ctx
 // is done before the run starts, Run returns ctx.Err() without running;
-// if it becomes done during the run, Run sets ORT's terminate flag and
-// returns ORT's error "Exiting due to terminate flag being set to true."
-// (callers that want to know why can check ctx.Err()). A run that
+// if it becomes done during the run, Run sets ORT's terminate flag (within
+// watchTick, watchdog.go) and returns ORT's error "Exiting due to terminate
+// flag being set to true." (callers that want to know why can check
+// ctx.Err()). A run that
 // completes anyway returns its results.
 func (s *Session) Run(ctx context.Context, inputs []*Tensor) ([]*Tensor, error) {
 	if err := ctx.Err(); err != nil {
@@ -565,18 +464,19 @@ func (s *Session) Run(ctx context.Context, inputs []*Tensor) ([]*Tensor, error) 
 		}
 	}
 
-	var runOpts *ort.RunOptions
+	var ro *ort.RunOptions
 	if ctx.Done() != nil {
-		ro, err := ort.NewRunOptions()
+		r, err := s.takeRunOpts()
 		if err != nil {
-			return nil, newORTError(err)
+			return nil, err
 		}
-		defer ro.Destroy() // after stop (deferred below, so it runs first)
-		stop := terminateWhenDone(ctx, ro)
-		defer stop()
-		runOpts = ro
+		watch(r, ctx)
+		// Deferred after release, so it runs before: the options go back
+		// to the pool while the session is still held.
+		defer func() { s.putRunOpts(r, unwatch(r)) }()
+		ro = r.ro
 	}
-	err := s.sess.RunWithOptions(in, out, runOpts)
+	err := s.sess.RunWithOptions(in, out, ro)
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "Error running network: ") {
 			return nil, newORTError(err)
@@ -593,27 +493,6 @@ func (s *Session) Run(ctx context.Context, inputs []*Tensor) ([]*Tensor, error) 
 		results[i] = t
 	}
 	return results, nil
-}
-
-// terminateWhenDone sets ro's terminate flag when ctx is done. The returned
-// stop must be called before ro is destroyed; after it returns, Terminate
-// is not running and will not run.
-func terminateWhenDone(ctx context.Context, ro *ort.RunOptions) (stop func()) {
-	var mu sync.Mutex
-	finished := false
-	unregister := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if !finished {
-			ro.Terminate()
-		}
-	})
-	return func() {
-		unregister()
-		mu.Lock()
-		finished = true
-		mu.Unlock()
-	}
 }
 
 // destroyValues destroys and clears the values. A slot may hold a typed

@@ -1,3 +1,5 @@
+//go:build cgo && !noort
+
 package modelstore
 
 import (
@@ -12,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -49,15 +52,6 @@ func requireRuntime(t testing.TB) {
 	if testRuntime.err != nil {
 		t.Fatalf("ONNX Runtime is required (run `make ort`): %v", testRuntime.err)
 	}
-}
-
-func readModel(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 func openSession(t testing.TB, name string, opts SessionOptions) *Session {
@@ -564,27 +558,6 @@ func TestRunErrors(t *testing.T) {
 	}
 }
 
-// deepModel nests GraphProto.node -> NodeProto.attribute -> AttributeProto.g
-// -> GraphProto... levels messages deep, inside one ModelProto.graph.
-func deepModel(levels int) []byte {
-	tags := []byte{1<<3 | 2, 5<<3 | 2, 6<<3 | 2}
-	// size[i] is the payload size of the message at depth i+2 (the graph
-	// is at depth 2); the innermost message is empty.
-	size := make([]int, levels)
-	for i := levels - 2; i >= 0; i-- {
-		size[i] = 1 + len(binary.AppendUvarint(nil, uint64(size[i+1]))) + size[i+1]
-	}
-	b := appendTagLen([]byte{1 << 3, 8}, 7<<3|2, size[0])
-	for i := 1; i < levels; i++ {
-		b = appendTagLen(b, tags[(i-1)%3], size[i])
-	}
-	return b
-}
-
-func appendTagLen(b []byte, tag byte, n int) []byte {
-	return binary.AppendUvarint(append(b, tag), uint64(n))
-}
-
 func TestNewSessionErrors(t *testing.T) {
 	requireRuntime(t)
 	linear := readModel(t, "linear.onnx")
@@ -813,5 +786,37 @@ func TestErrorMessageCleanup(t *testing.T) {
 		if got := newORTError(fmt.Errorf("Error running network: %w", errors.New(tc.in))).Msg; got != tc.want {
 			t.Errorf("%q:\n got %q\nwant %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// Runs under a deadline reuse their ORT run options, and a terminated run
+// leaves no terminate flag behind: the next run on the same options runs
+// until its own deadline, not a moment.
+func TestRunOptionsReused(t *testing.T) {
+	s := openSession(t, "slow.onnx", SessionOptions{Optimize: true})
+	x := floats([]int64{1, 1}, 0.5)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	_, err := s.Run(ctx, []*Tensor{x})
+	cancel()
+	wantORTError(t, err, "Exiting due to terminate flag being set to true")
+	s.mu.Lock()
+	pooled := slices.Clone(s.pool)
+	s.mu.Unlock()
+	if len(pooled) != 1 || pooled[0].terminated || pooled[0].ctx != nil {
+		t.Fatalf("pool after a terminated run: %+v", pooled)
+	}
+	start := time.Now()
+	ctx, cancel = context.WithTimeout(context.Background(), 600*time.Millisecond)
+	_, err = s.Run(ctx, []*Tensor{x})
+	cancel()
+	wantORTError(t, err, "Exiting due to terminate flag being set to true")
+	if e := time.Since(start); e < 500*time.Millisecond {
+		t.Errorf("the second run ended after %v, before its deadline: a stale terminate flag", e)
+	}
+	s.mu.Lock()
+	again := slices.Clone(s.pool)
+	s.mu.Unlock()
+	if len(again) != 1 || again[0] != pooled[0] {
+		t.Errorf("the run options were not reused: %v then %v", pooled, again)
 	}
 }

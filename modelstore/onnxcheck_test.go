@@ -344,3 +344,33 @@ func FuzzCheckModelBlob(f *testing.F) {
 		}
 	})
 }
+
+// deepModel nests GraphProto.node -> NodeProto.attribute -> AttributeProto.g
+// -> GraphProto... levels messages deep, inside one ModelProto.graph.
+func deepModel(levels int) []byte {
+	tags := []byte{1<<3 | 2, 5<<3 | 2, 6<<3 | 2}
+	// size[i] is the payload size of the message at depth i+2 (the graph
+	// is at depth 2); the innermost message is empty.
+	size := make([]int, levels)
+	for i := levels - 2; i >= 0; i-- {
+		size[i] = 1 + len(binary.AppendUvarint(nil, uint64(size[i+1]))) + size[i+1]
+	}
+	b := appendTagLen([]byte{1 << 3, 8}, 7<<3|2, size[0])
+	for i := 1; i < levels; i++ {
+		b = appendTagLen(b, tags[(i-1)%3], size[i])
+	}
+	return b
+}
+
+func appendTagLen(b []byte, tag byte, n int) []byte {
+	return binary.AppendUvarint(append(b, tag), uint64(n))
+}
+
+func readModel(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

@@ -125,14 +125,15 @@ func (q *RunQueue) Run(m *Model, req *RunRequest) ([]*Tensor, error) {
 		return nil, ErrNoModel
 	}
 	defer m.Blob.Release()
-	j := &job{m: m, req: req, done: make(chan jobResult, 1)}
+	var size int64
 	if m.BatchSize > 0 {
-		j.size = batchDim(req.Inputs)
+		size = batchDim(req.Inputs)
 	}
 	q.mu.Lock()
-	if q.busy < q.want && len(q.pending) == 0 && (j.size == 0 || j.size >= m.BatchSize) {
-		return q.runHere(j)
+	if q.busy < q.want && len(q.pending) == 0 && (size == 0 || size >= m.BatchSize) {
+		return q.runHere(m, req)
 	}
+	j := &job{m: m, req: req, size: size, done: make(chan jobResult, 1)}
 	q.pending = append(q.pending, j)
 	q.cond.Signal()
 	q.mu.Unlock()
@@ -159,18 +160,18 @@ func (q *RunQueue) Run(m *Model, req *RunRequest) ([]*Tensor, error) {
 	return r.outs, r.err
 }
 
-// runHere runs j on the caller's goroutine, which holds q.mu and a free
-// slot: a request that finds the queue empty skips the handoff to a
+// runHere runs m on req on the caller's goroutine, which holds q.mu and a
+// free slot: a request that finds the queue empty skips the handoff to a
 // worker (a wake-up, and a run on a thread whose core has gone idle and
 // whose caches have gone cold, which doubles a small model's run time).
 // Requests that a batched model may merge always go through the queue:
 // run at once, each would be a batch of one.
-func (q *RunQueue) runHere(j *job) ([]*Tensor, error) {
+func (q *RunQueue) runHere(m *Model, req *RunRequest) ([]*Tensor, error) {
 	q.busy++
 	q.mu.Unlock()
 	start := time.Now()
-	outs, err := j.m.runSession(j.req.Inputs, j.req.ExecTimeout)
-	j.m.account(start, outs, err)
+	outs, err := m.runSession(req.Inputs, req.ExecTimeout)
+	m.account(start, outs, err)
 	q.mu.Lock()
 	q.busy--
 	if len(q.pending) > 0 {

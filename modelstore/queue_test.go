@@ -1,3 +1,5 @@
+//go:build cgo && !noort
+
 package modelstore
 
 import (

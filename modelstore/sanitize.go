@@ -49,17 +49,35 @@ func SanitizeModel(model []byte) ([]byte, error) {
 	return sanitizeChecked(model)
 }
 
+// CheckModel is SanitizeModel without the rewrite: CheckModelBlob, then
+// the rules. The server runs it before a model reaches an engine, so a
+// refused model costs no engine process a session attempt.
+func CheckModel(model []byte) error {
+	if err := CheckModelBlob(model); err != nil {
+		return err
+	}
+	_, err := analyze(model)
+	return err
+}
+
 // sanitizeChecked is SanitizeModel for bytes CheckModelBlob accepted (or
 // the share plan's graph, whose large initializers are references).
 func sanitizeChecked(model []byte) ([]byte, error) {
+	a, err := analyze(model)
+	if err != nil || len(a.guards) == 0 {
+		return nil, err
+	}
+	return rewriteDivisions(model, a.guards)
+}
+
+// analyze checks every node of the model against the rules and finds the
+// divisions to guard.
+func analyze(model []byte) (*analysis, error) {
 	m, err := decodeModel(model)
 	if err != nil {
 		return nil, err
 	}
-	a := &analysis{guards: map[int]*divGuard{}, funcs: map[string]*gFunction{}}
-	for _, fn := range m.functions {
-		a.funcs[fn.domain+"\x00"+fn.name] = fn
-	}
+	a := &analysis{guards: map[int]*divGuard{}}
 	if err := a.graph(m.graph, nil, m.opsets); err != nil {
 		return nil, err
 	}
@@ -72,17 +90,12 @@ func sanitizeChecked(model []byte) ([]byte, error) {
 			return nil, err
 		}
 	}
-	if len(a.guards) == 0 {
-		return nil, nil
-	}
-	return rewriteDivisions(model, a.guards)
+	return a, nil
 }
 
 // analysis carries what a walk of the model learns.
 type analysis struct {
 	guards map[int]*divGuard // by node offset: integer divisions to guard
-	funcs  map[string]*gFunction
-	nGuard int
 }
 
 // scope resolves value names in a graph and the graphs around it.
@@ -272,17 +285,6 @@ func allAtLeast(min int64) func(*ruleCtx, *gAttr) string {
 	}
 }
 
-func allInRange(min, max int64) func(*ruleCtx, *gAttr) string {
-	return func(_ *ruleCtx, a *gAttr) string {
-		for _, v := range a.ints {
-			if v < min || v > max {
-				return fmt.Sprintf("must be between %d and %d, got %s", min, max, intList(a.ints))
-			}
-		}
-		return ""
-	}
-}
-
 func intAtLeast(min int64) func(*ruleCtx, *gAttr) string {
 	return func(_ *ruleCtx, a *gAttr) string {
 		if a.i < min {
@@ -459,7 +461,7 @@ var rules = []rule{
 	{"RoiAlign", "output_height", intAtLeast(1)},
 	{"RoiAlign", "output_width", intAtLeast(1)},
 	{"RoiAlign", "sampling_ratio", intAtLeast(0)},
-	{"DepthToSpace SpaceToDepth", "blocksize", intAtLeast(1)},                           // hunt: SIGFPE
+	{"DepthToSpace SpaceToDepth", "blocksize", intBetween(1, 1<<16)},                    // hunt: SIGFPE (blocksize^2 overflows)
 	{"GatherND", "batch_dims", gatherNDBatch},                                           // hunt: SIGFPE, SIGSEGV, SIGABRT
 	{"LayerNormalization", "axis", axisIn(0, 0)},                                        // hunt: SIGSEGV
 	{"OneHot", "axis", axisIn(0, 1)},                                                    // hunt: SIGABRT
@@ -467,13 +469,270 @@ var rules = []rule{
 	{"Einsum", "", einsumInputs},                                                        // hunt: SIGSEGV
 	{"CumSum", "", scalarAxisInput(1)},                                                  // hunt: SIGSEGV
 	{"LpNormalization", "p", intIn(1, 2)},
-	{"Flatten Softmax LogSoftmax Hardmax Concat Gather GatherElements ScatterElements Split Compress CumSum ArgMax ArgMin TopK Unique", "axis", axisIn(0, 0)},
+	{"LpNormalization", "axis", axisIn(0, 0)},                                              // hunt: SIGFPE
+	{"ai.onnx.ml:SVMRegressor ai.onnx.ml:SVMClassifier", "kernel_params", floatsLen(0, 3)}, // hunt: SIGABRT
+	{"Flatten", "axis", axisIn(0, 1)},                                                      // Flatten's axis may equal the rank
+	{"Softmax LogSoftmax Hardmax Concat Gather GatherElements ScatterElements Split Compress CumSum ArgMax ArgMin TopK Unique", "axis", axisIn(0, 0)},
+	{"LpNormalization TopK", "", noZeroDim(0)},                                            // hunt: SIGFPE
+	{"Unique", "axis", func(c *ruleCtx, _ *gAttr) string { return noZeroDim(0)(c, nil) }}, // hunt: SIGABRT
+	{"MaxUnpool", "", sameShape(0, 1)},                                                    // hunt: SIGSEGV
+	{"OneHot", "", elemsOf(1, 1)},                                                         // hunt: SIGABRT
+	{"OneHot", "", elemsOf(2, 2)},                                                         // hunt: SIGABRT
+	{"ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceSumSquare", "", axesInput(1)}, // hunt: SIGABRT
+	{"ScatterND GatherND", "", indexDepth},                    // hunt: SIGFPE
+	{"Einsum", "", einsumEllipsis},                            // hunt: SIGSEGV
+	{"GatherND", "", batchDimsAgree},                          // hunt: SIGFPE
+	{"Trilu", "", constScalarBetween(1, -1<<40, 1<<40)},       // hunt: SIGSEGV (k = INT64_MIN)
+	{"RandomUniform RandomUniformLike", "low", floatsFinite},  // hunt: SIGABRT
+	{"RandomUniform RandomUniformLike", "high", floatsFinite}, // hunt: SIGABRT
+	{"RandomNormal RandomNormalLike", "mean", floatsFinite},
+	{"RandomNormal RandomNormalLike", "scale", floatsFinite},
+	{"MaxRoiPool RoiAlign", "spatial_scale", floatsFinite},                        // hunt: SIGABRT
+	{"RNN GRU LSTM", "hidden_size", intBetween(1, 1<<24)},                         // hunt: SIGABRT
+	{"ai.onnx.ml:LinearClassifier", "coefficients", linearCoefficients},           // hunt: SIGABRT
+	{"RandomNormal RandomNormalLike", "scale", floatAtLeast(0)},                   // hunt: SIGABRT
+	{"RandomUniform RandomUniformLike", "", uniformBounds},                        // hunt: SIGABRT
+	{"ai.onnx.ml:FeatureVectorizer", "inputdimensions", allInRangeInts(1, 1<<24)}, // hunt: SIGABRT
 	// Resource bombs: outputs whose size is known at store.
 	{"ConstantOfShape", "", staticSize(shapeFromInput(0))},
 	{"Expand", "", staticSize(shapeFromInput(1))},
 	{"Reshape", "", staticSize(shapeFromInput(1))},
 	{"Tile", "", staticSize(tileShape)},
 	{"Range", "", staticSize(rangeShape)},
+}
+
+// floatsLen: a float list has one of the given lengths.
+func floatsLen(lens ...int) func(*ruleCtx, *gAttr) string {
+	return func(_ *ruleCtx, a *gAttr) string {
+		for _, n := range lens {
+			if len(a.floats) == n {
+				return ""
+			}
+		}
+		return fmt.Sprintf("must have %v entries, got %d", lens, len(a.floats))
+	}
+}
+
+// noZeroDim: input i has no dimension of size 0 where its shape is known.
+func noZeroDim(i int) func(*ruleCtx, *gAttr) string {
+	return func(c *ruleCtx, _ *gAttr) string {
+		if v := c.in(i); v != nil {
+			for _, d := range v.shape {
+				if d == 0 {
+					return fmt.Sprintf("input %d has a dimension of size 0 (shape %s)", i, intList(v.shape))
+				}
+			}
+		}
+		return ""
+	}
+}
+
+// sameShape: inputs i and j have equal shapes where both are known.
+func sameShape(i, j int) func(*ruleCtx, *gAttr) string {
+	return func(c *ruleCtx, _ *gAttr) string {
+		a, b := c.in(i), c.in(j)
+		if a == nil || b == nil || a.shape == nil || b.shape == nil {
+			return ""
+		}
+		if len(a.shape) != len(b.shape) {
+			return fmt.Sprintf("input %d has shape %s, input %d %s", j, intList(b.shape), i, intList(a.shape))
+		}
+		for k := range a.shape {
+			if a.shape[k] >= 0 && b.shape[k] >= 0 && a.shape[k] != b.shape[k] {
+				return fmt.Sprintf("input %d has shape %s, input %d %s", j, intList(b.shape), i, intList(a.shape))
+			}
+		}
+		return ""
+	}
+}
+
+// elemsOf: input i has exactly n elements where its shape is known.
+func elemsOf(i int, n int64) func(*ruleCtx, *gAttr) string {
+	return func(c *ruleCtx, _ *gAttr) string {
+		v := c.in(i)
+		if v == nil || v.shape == nil {
+			return ""
+		}
+		for _, d := range v.shape {
+			if d < 0 {
+				return ""
+			}
+		}
+		if got, ok := elemCount(v.shape); !ok || got != n {
+			return fmt.Sprintf("input %d must have %d element(s), got shape %s", i, n, intList(v.shape))
+		}
+		return ""
+	}
+}
+
+// axesInput: an axes input (i) is 1-D, and its known values lie within
+// the data's rank.
+func axesInput(i int) func(*ruleCtx, *gAttr) string {
+	return func(c *ruleCtx, _ *gAttr) string {
+		v := c.in(i)
+		if v == nil {
+			return ""
+		}
+		if v.shape != nil && len(v.shape) != 1 {
+			return fmt.Sprintf("axes input must be 1-D, got shape %s", intList(v.shape))
+		}
+		r := int64(c.rank(0))
+		if v.known && r >= 0 {
+			for _, ax := range v.ints {
+				if ax < -r || ax >= r {
+					return fmt.Sprintf("axis %d is outside [%d, %d)", ax, -r, r)
+				}
+			}
+		}
+		return ""
+	}
+}
+
+// indexDepth: the last dimension of ScatterND's and GatherND's indices
+// (input 1) is between 1 and the data's rank (less batch_dims).
+func indexDepth(c *ruleCtx, _ *gAttr) string {
+	k := c.dim(1, -1)
+	if k < 0 {
+		return ""
+	}
+	if k == 0 {
+		return "the indices' last dimension is 0"
+	}
+	r := int64(c.rank(0))
+	if bd := c.n.attr("batch_dims"); bd != nil && !bd.ref {
+		r -= bd.i
+	}
+	if c.rank(0) >= 0 && k > r {
+		return fmt.Sprintf("the indices' last dimension is %d, more than the %d data dimensions it can index", k, r)
+	}
+	return ""
+}
+
+// einsumEllipsis: the dimensions "..." stands for in each input broadcast
+// together, where the inputs' shapes are known.
+func einsumEllipsis(c *ruleCtx, _ *gAttr) string {
+	eq := c.n.attr("equation")
+	if eq == nil || eq.ref {
+		return ""
+	}
+	lhs, _, _ := strings.Cut(strings.ReplaceAll(string(eq.s), " ", ""), "->")
+	var bcast []int64 // right-aligned
+	ellipsisRank := -1
+	for i, t := range strings.Split(lhs, ",") {
+		if !strings.Contains(t, "...") {
+			continue
+		}
+		v := c.in(i)
+		if v == nil || v.shape == nil {
+			continue
+		}
+		before, after, _ := strings.Cut(t, "...")
+		n := len(v.shape) - len(before) - len(after)
+		if n < 0 {
+			return fmt.Sprintf("equation term %q does not fit input %d of rank %d", t, i, len(v.shape))
+		}
+		// ONNX allows "..." to cover different ranks in different inputs
+		// (broadcast); ONNX Runtime 1.24.1 crashes on it (hunt: SIGSEGV).
+		if ellipsisRank >= 0 && n != ellipsisRank {
+			return fmt.Sprintf("\"...\" covers %d dimensions in one input and %d in input %d", ellipsisRank, n, i)
+		}
+		ellipsisRank = n
+		dims := v.shape[len(before) : len(before)+n]
+		for k := 1; k <= len(dims); k++ {
+			d := dims[len(dims)-k]
+			if k > len(bcast) {
+				bcast = append(bcast, d)
+				continue
+			}
+			b := bcast[k-1]
+			switch {
+			case d < 0 || b < 0 || d == b || d == 1:
+			case b == 1:
+				bcast[k-1] = d
+			default:
+				return fmt.Sprintf("the dimensions of \"...\" do not broadcast (%d and %d)", b, d)
+			}
+		}
+	}
+	return ""
+}
+
+// batchDimsAgree: GatherND's data and indices agree on their first
+// batch_dims dimensions where both are known.
+func batchDimsAgree(c *ruleCtx, _ *gAttr) string {
+	bd := c.n.attr("batch_dims")
+	if bd == nil || bd.ref || bd.i <= 0 || bd.i >= maxRank {
+		return ""
+	}
+	for d := 0; d < int(bd.i); d++ {
+		a, b := c.dim(0, d), c.dim(1, d)
+		if a >= 0 && b >= 0 && a != b {
+			return fmt.Sprintf("batch dimension %d is %d in the data but %d in the indices", d, a, b)
+		}
+	}
+	return ""
+}
+
+// constScalarBetween: input i, where it is a known constant, lies in
+// [min, max].
+func constScalarBetween(i int, min, max int64) func(*ruleCtx, *gAttr) string {
+	return func(c *ruleCtx, _ *gAttr) string {
+		if v := c.in(i); v != nil && v.known {
+			for _, x := range v.ints {
+				if x < min || x > max {
+					return fmt.Sprintf("input %d is %d, outside [%d, %d]", i, x, min, max)
+				}
+			}
+		}
+		return ""
+	}
+}
+
+// linearCoefficients: a LinearClassifier has finite coefficients, as many
+// per class (intercept) as any other class.
+func linearCoefficients(c *ruleCtx, a *gAttr) string {
+	if why := floatsFinite(c, a); why != "" {
+		return why
+	}
+	if ic := c.n.attr("intercepts"); ic != nil && !ic.ref && len(ic.floats) > 0 && len(a.floats)%len(ic.floats) != 0 {
+		return fmt.Sprintf("has %d entries, not a multiple of the %d intercepts", len(a.floats), len(ic.floats))
+	}
+	return ""
+}
+
+func floatAtLeast(min float64) func(*ruleCtx, *gAttr) string {
+	return func(_ *ruleCtx, a *gAttr) string {
+		if !(a.f >= min) {
+			return fmt.Sprintf("must be >= %g, got %g", min, a.f)
+		}
+		return ""
+	}
+}
+
+func allInRangeInts(min, max int64) func(*ruleCtx, *gAttr) string {
+	return func(_ *ruleCtx, a *gAttr) string {
+		for _, v := range a.ints {
+			if v < min || v > max {
+				return fmt.Sprintf("must be between %d and %d, got %s", min, max, intList(a.ints))
+			}
+		}
+		return ""
+	}
+}
+
+// uniformBounds: low <= high (defaults 0 and 1).
+func uniformBounds(c *ruleCtx, _ *gAttr) string {
+	low, high := 0.0, 1.0
+	if a := c.n.attr("low"); a != nil && !a.ref {
+		low = a.f
+	}
+	if a := c.n.attr("high"); a != nil && !a.ref {
+		high = a.f
+	}
+	if !(low <= high) {
+		return fmt.Sprintf("low %g is above high %g", low, high)
+	}
+	return ""
 }
 
 func lenExactly(n int) func(*ruleCtx, *gAttr) string {

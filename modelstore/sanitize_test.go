@@ -1,6 +1,9 @@
+//go:build cgo && !noort
+
 package modelstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -97,6 +100,10 @@ func TestSanitizeCrashModels(t *testing.T) {
 			}
 			if err := CheckModelBlob(safe); err != nil {
 				t.Errorf("%s: the rewrite is malformed: %v", name, err)
+			}
+		case "contained": // crashes only at run, in an engine worker
+			if err != nil {
+				t.Errorf("%s: refused: %v", name, err)
 			}
 		case "clean":
 			if err != nil || safe != nil {
@@ -300,4 +307,99 @@ func FuzzSanitizeModel(f *testing.F) {
 			t.Fatalf("the rewrite is refused: %v", err)
 		}
 	})
+}
+
+// Hand-built models for the rules table: one node over declared inputs.
+
+func intsAttr(name string, vals ...int64) []byte {
+	return bytes.Join([][]byte{pbStr(1, name), pbInt(20, attrInts), pbPacked(8, vals...)}, nil)
+}
+
+func intAttrPB(name string, v int64) []byte {
+	return bytes.Join([][]byte{pbStr(1, name), pbInt(20, attrInt), pbInt(3, v)}, nil)
+}
+
+// inputDecl is a graph input of type float with the given shape.
+func inputDecl(name string, elem int64, shape ...int64) []byte {
+	var dims [][]byte
+	for _, d := range shape {
+		dims = append(dims, pbMsg(1, pbInt(1, d)))
+	}
+	return pbMsg(11, pbStr(1, name), pbMsg(2, pbMsg(1, pbInt(1, elem), pbMsg(2, dims...))))
+}
+
+func oneNode(op string, inputs []string, attrs [][]byte, decls ...[]byte) []byte {
+	parts := [][]byte{pbStr(3, "n1"), pbStr(4, op), pbStr(2, "y")}
+	for _, in := range inputs {
+		parts = append(parts, pbStr(1, in))
+	}
+	for _, a := range attrs {
+		parts = append(parts, pbMsg(5, a))
+	}
+	graph := append([][]byte{pbMsg(1, parts...)}, decls...)
+	return model(graph...)
+}
+
+func TestSanitizeRules(t *testing.T) {
+	x4 := inputDecl("x", onnxFloat, 1, 4, 8, 8)
+	w4 := inputDecl("w", onnxFloat, 2, 2, 3, 3)
+	conv := func(attrs ...[]byte) []byte { return oneNode("Conv", []string{"x", "w"}, attrs, x4, w4) }
+	for _, tc := range []struct {
+		name  string
+		model []byte
+		want  string // "" passes
+	}{
+		{"conv ok", conv(intsAttr("strides", 1, 2), intsAttr("pads", 0, 0, 1, 1), intAttrPB("group", 2)), ""},
+		{"strides 0", conv(intsAttr("strides", 1, 0)), `node "n1" (Conv): attribute strides must be >= 1, got [1 0]`},
+		{"dilations negative", conv(intsAttr("dilations", -1, 1)), "attribute dilations must be >= 1"},
+		{"kernel_shape 0", conv(intsAttr("kernel_shape", 0, 3)), "attribute kernel_shape must be >= 1"},
+		{"pads negative", conv(intsAttr("pads", 0, -1, 0, 0)), "attribute pads must be >= 0"},
+		{"pads length", conv(intsAttr("pads", 1, 1)), "attribute pads has 2 entries, but the kernel has 2 spatial dimensions (want 4)"},
+		{"strides length", conv(intsAttr("strides", 1, 1, 1)), "attribute strides has 3 entries"},
+		{"group 0", conv(intAttrPB("group", 0)), "attribute group must be >= 1, got 0"},
+		{"group not dividing", conv(intAttrPB("group", 3)), "does not divide the 4 input channels"},
+		{"group vs weight", conv(intAttrPB("group", 4)), "does not divide the weight's 2 output channels"},
+		{"rank mismatch", oneNode("Conv", []string{"x", "w"}, nil, x4, inputDecl("w", onnxFloat, 2, 4, 3)), "input 1 has rank 3, but input 0 has rank 4"},
+		{"pool strides 0", oneNode("MaxPool", []string{"x"}, [][]byte{intsAttr("kernel_shape", 2, 2), intsAttr("strides", 0, 1)}, x4), "(MaxPool): attribute strides must be >= 1"},
+		{"pool ok", oneNode("AveragePool", []string{"x"}, [][]byte{intsAttr("kernel_shape", 2, 2), intsAttr("strides", 2, 2)}, x4), ""},
+		{"axis out of rank", oneNode("LayerNormalization", []string{"x"}, [][]byte{intAttrPB("axis", 4)}, x4), "attribute axis is 4, outside [-4, 4)"},
+		{"axis ok", oneNode("Softmax", []string{"x"}, [][]byte{intAttrPB("axis", -1)}, x4), ""},
+		{"blocksize huge", oneNode("DepthToSpace", []string{"x"}, [][]byte{intAttrPB("blocksize", 1<<40)}, x4), "attribute blocksize must be between 1 and 65536"},
+		{"zero dim", oneNode("LpNormalization", []string{"x"}, nil, inputDecl("x", onnxFloat, 2, 0)), "input 0 has a dimension of size 0"},
+		{"unknown type division", oneNode("Div", []string{"a", "b"}, nil), "the element type of its inputs cannot be inferred"},
+	} {
+		safe, err := SanitizeModel(tc.model)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: refused: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !errors.Is(err, ErrModelUnsafe) || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
+		case safe != nil:
+			t.Errorf("%s: rewritten", tc.name)
+		}
+	}
+}
+
+// TestSanitizeFunctionDivision: an integer-or-unknown Div in a model-local
+// function is refused (its types are the caller's); a Div after a Cast to
+// float there passes.
+func TestSanitizeFunctionDivision(t *testing.T) {
+	fn := func(nodes ...[]byte) []byte {
+		parts := [][]byte{pbStr(1, "f"), pbStr(10, "local"), pbStr(4, "a"), pbStr(4, "b"), pbStr(5, "c"), pbMsg(9, pbStr(1, ""), pbInt(2, 13))}
+		for _, n := range nodes {
+			parts = append(parts, pbMsg(7, n))
+		}
+		return pbMsg(25, parts...)
+	}
+	div := bytes.Join([][]byte{pbStr(3, "fdiv"), pbStr(4, "Div"), pbStr(1, "a"), pbStr(1, "b"), pbStr(2, "c")}, nil)
+	m := append(model(inputDecl("x", onnxInt32, 1)), fn(div)...)
+	if _, err := SanitizeModel(m); err == nil || !strings.Contains(err.Error(), `node "fdiv" (Div)`) {
+		t.Errorf("integer-or-unknown Div in a function: %v", err)
+	}
+	castA := bytes.Join([][]byte{pbStr(4, "Cast"), pbStr(1, "a"), pbStr(2, "af"), pbMsg(5, intAttrPB("to", onnxFloat))}, nil)
+	castB := bytes.Join([][]byte{pbStr(4, "Cast"), pbStr(1, "b"), pbStr(2, "bf"), pbMsg(5, intAttrPB("to", onnxFloat))}, nil)
+	fdiv := bytes.Join([][]byte{pbStr(3, "fdiv"), pbStr(4, "Div"), pbStr(1, "af"), pbStr(1, "bf"), pbStr(2, "c")}, nil)
+	if safe, err := SanitizeModel(append(model(inputDecl("x", onnxInt32, 1)), fn(castA, castB, fdiv)...)); err != nil || safe != nil {
+		t.Errorf("float Div in a function: rewrite %v, err %v", safe != nil, err)
+	}
 }

@@ -1,7 +1,12 @@
 /*
-Package persistence writes and reads EnclaveAI's sealed snapshot: the whole
-keyspace (tensors and models) in one file that stays confidential and
-tamper-evident on an untrusted disk, in the spirit of Redis's RDB file.
+Package persistence writes and reads EnclaveAI's sealed files: the snapshot,
+the whole keyspace (tensors and models) in one file that stays confidential
+and tamper-evident on an untrusted disk, in the spirit of Redis's RDB file;
+and the append-only log (Log, log.go and logformat.go), a manifest, base
+and incr files of sealed records and content-addressed sealed model files,
+in the spirit of Redis 7's multi-part AOF. The log's byte layout is
+specified in docs/DURABILITY.md ("File formats"), its golden directory is
+testdata/log-v1. The log writes through FS, which tests make fail.
 
 The package knows nothing of RESP or of the keyspace. The server hands Write a
 Source that yields its records and hands Read a Sink that receives them; the

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,9 +75,12 @@ type Log struct {
 	fs     FS
 	policy atomic.Int32
 
-	mu       sync.Mutex // guards pending and appended
+	mu       sync.Mutex // guards pending, appended, leading and waiters
 	pending  []Op
+	spare    []Op // the other queue (writeLocked)
 	appended uint64
+	leading  bool     // a Commit is writing for everyone (Commit)
+	waiters  []waiter // Commits waiting for the leader's write
 
 	wmu       sync.Mutex // one writer at a time; guards the fields below
 	cur       *logFile   // the incr file appended to
@@ -85,7 +89,8 @@ type Log struct {
 	upto      uint64     // seq the unwritten frames reach
 	broken    error      // the current file's tail is unknown: only a rewrite recovers
 	man       manifest
-	modelSync []string // model files written, not yet fsynced (everysec)
+	modelSync []string   // model files written, not yet fsynced (everysec)
+	retired   []*logFile // incr files a rewrite replaced, not yet fsynced (everysec)
 	recent    map[string]bool
 	baseSize  int64
 	oldSize   int64 // bytes of the incr files before cur
@@ -196,19 +201,77 @@ func (l *Log) Seq() uint64 {
 // Commit returns once the records up to seq are written to the OS (and,
 // under appendfsync always, fsynced), or with the error that stopped them.
 // Records that failed to be written stay queued: the next Commit retries.
+//
+// One caller at a time writes, for every record queued so far (the
+// leader); the others wait on channels of their own, not on a lock, and
+// are woken together once a write covers them; if records queued during a
+// write are still waiting, the first of their callers leads the next one.
 func (l *Log) Commit(seq uint64) error {
-	always := l.Policy() == FsyncAlways
-	if l.written.Load() >= seq && (!always || l.synced.Load() >= seq) {
+	if l.satisfied(seq) {
 		return nil
 	}
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
-	if l.written.Load() < seq {
-		if err := l.writeLocked(); err != nil {
+	l.mu.Lock()
+	if l.satisfied(seq) {
+		l.mu.Unlock()
+		return nil
+	}
+	if l.leading {
+		ch := make(chan error, 1)
+		l.waiters = append(l.waiters, waiter{seq, ch})
+		l.mu.Unlock()
+		if err := <-ch; err != errLead {
 			return err
 		}
+		// Handed the lead (leading is still true).
+	} else {
+		l.leading = true
+		l.mu.Unlock()
 	}
-	if always && l.synced.Load() < seq {
+	err := l.commitNow()
+	l.mu.Lock()
+	keep := l.waiters[:0]
+	for _, w := range l.waiters {
+		switch {
+		case err != nil:
+			w.ch <- err
+		case l.satisfied(w.seq):
+			w.ch <- nil
+		default:
+			keep = append(keep, w)
+		}
+	}
+	if len(keep) > 0 {
+		keep[0].ch <- errLead
+		l.waiters = append(l.waiters[:0], keep[1:]...)
+	} else {
+		l.waiters = keep
+		l.leading = false
+	}
+	l.mu.Unlock()
+	return err
+}
+
+// waiter is a Commit waiting for the leader.
+type waiter struct {
+	seq uint64
+	ch  chan error
+}
+
+// errLead hands the lead of the next write to a waiter.
+var errLead = errors.New("lead the next write")
+
+func (l *Log) satisfied(seq uint64) bool {
+	return l.written.Load() >= seq && (l.Policy() != FsyncAlways || l.synced.Load() >= seq)
+}
+
+// commitNow writes everything queued, and fsyncs it under always.
+func (l *Log) commitNow() error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if err := l.writeLocked(); err != nil {
+		return err
+	}
+	if l.Policy() == FsyncAlways && l.synced.Load() < l.written.Load() {
 		return l.syncLocked()
 	}
 	return nil
@@ -230,16 +293,23 @@ const frameTarget = 1 << 20
 func (l *Log) writeLocked() error {
 	l.mu.Lock()
 	ops := l.pending
-	l.pending = nil
+	// The two queues swap: Append fills one while this fills frames from
+	// the other, and neither is allocated again.
+	l.pending, l.spare = l.spare[:0], nil
 	last := l.appended
 	l.mu.Unlock()
+	defer func() {
+		clear(ops) // the values are written: let them go
+		l.mu.Lock()
+		if l.spare == nil {
+			l.spare = ops[:0]
+		}
+		l.mu.Unlock()
+	}()
 	for i, op := range ops {
 		if op.cut != nil {
 			if err := l.switchLocked(op.cut); err != nil {
-				// The cut and what follows it wait for the next try.
-				l.mu.Lock()
-				l.pending = append(ops[i:len(ops):len(ops)], l.pending...)
-				l.mu.Unlock()
+				l.requeue(ops[i:]) // the cut and what follows wait for the next try
 				return err
 			}
 			continue
@@ -256,6 +326,14 @@ func (l *Log) writeLocked() error {
 		}
 		if len(l.plain) >= frameTarget {
 			l.sealLocked()
+			// Large values go out as they are sealed, so that a batch of
+			// them is never all held a second time.
+			if len(l.unwritten) >= drainAt {
+				if err := l.drainLocked(); err != nil {
+					l.requeue(ops[i+1:])
+					return err
+				}
+			}
 		}
 	}
 	l.sealLocked()
@@ -274,6 +352,16 @@ func (l *Log) writeLocked() error {
 	}
 	l.werr.Store(nil)
 	return nil
+}
+
+// drainAt is how many sealed bytes writeLocked holds before writing them.
+const drainAt = 8 << 20
+
+// requeue puts ops back at the head of the queue, for the next write.
+func (l *Log) requeue(ops []Op) {
+	l.mu.Lock()
+	l.pending = append(slices.Clone(ops), l.pending...)
+	l.mu.Unlock()
 }
 
 // sealLocked turns the frame being built into a sealed frame awaiting its write.
@@ -313,6 +401,12 @@ func (l *Log) drainLocked() error {
 	l.cur.size += int64(n)
 	l.size.Add(int64(n))
 	l.unwritten = l.unwritten[:0]
+	if cap(l.unwritten) > 2*drainAt {
+		l.unwritten = nil // a huge record's buffer is not kept
+	}
+	if cap(l.plain) > 2*drainAt {
+		l.plain = nil
+	}
 	return nil
 }
 
@@ -383,8 +477,13 @@ func (l *Log) SyncEverysec() error {
 		l.wmu.Unlock()
 		return err
 	}
-	cur, target := l.cur, l.written.Load()
+	cur, target, retired := l.cur, l.written.Load(), l.retired
+	l.retired = nil
 	l.wmu.Unlock()
+	if err := syncRetired(retired); err != nil {
+		l.setErr(err) // cleared by the rewrite that made these files old
+		return err
+	}
 	if l.synced.Load() >= target {
 		return nil
 	}
@@ -408,6 +507,18 @@ func (l *Log) SyncEverysec() error {
 	return nil
 }
 
+// syncRetired fsyncs and closes incr files a rewrite left behind.
+func syncRetired(files []*logFile) error {
+	var first error
+	for _, f := range files {
+		if err := f.f.Sync(); err != nil && first == nil {
+			first = fmt.Errorf("fsync of %s: %w", f.name, err)
+		}
+		f.f.Close()
+	}
+	return first
+}
+
 // Close writes what is queued, fsyncs and closes the log.
 func (l *Log) Close() error {
 	l.wmu.Lock()
@@ -419,6 +530,10 @@ func (l *Log) Close() error {
 	if err == nil {
 		err = l.syncLocked()
 	}
+	if rerr := syncRetired(l.retired); err == nil {
+		err = rerr
+	}
+	l.retired = nil
 	l.syncMu.Lock()
 	l.cur.closed = true
 	l.syncMu.Unlock()
@@ -803,15 +918,24 @@ func (l *Log) switchLocked(c *cutOp) error {
 		if err := l.drainLocked(); err != nil {
 			return err
 		}
-		if err := l.cur.f.Sync(); err != nil {
-			l.syncFailedLocked(err)
-		}
 	}
 	l.unwritten = l.unwritten[:0]
-	l.syncMu.Lock()
-	l.cur.closed = true
-	l.syncMu.Unlock()
-	l.cur.f.Close()
+	switch {
+	case l.broken == nil && l.Policy() == FsyncEverysec:
+		// Fsynced and closed by the next SyncEverysec, not here: writers
+		// wait while wmu is held.
+		l.retired = append(l.retired, l.cur)
+	default:
+		if l.broken == nil && l.Policy() == FsyncAlways {
+			if err := l.cur.f.Sync(); err != nil {
+				l.syncFailedLocked(err)
+			}
+		}
+		l.syncMu.Lock()
+		l.cur.closed = true
+		l.syncMu.Unlock()
+		l.cur.f.Close()
+	}
 	l.oldSize += l.cur.size
 	l.cur = c.next
 	l.size.Add(c.next.size)

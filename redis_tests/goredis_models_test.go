@@ -101,7 +101,7 @@ func TestGoRedisModels(t *testing.T) {
 		"key": "lin", "id": "", "sha256": hex.EncodeToString(sum[:]), "size": int64(len(data)),
 		"backend": "ONNX", "device": "CPU", "tag": "go", "batchsize": int64(0), "minbatchsize": int64(0),
 		"minbatchtimeout": int64(0), "optimize": int64(1), "shared_with": int64(0), "persist": int64(1),
-		"weights": "copied", "owner": "default",
+		"weights": "copied", "owner": "default", "engine": "onnxruntime-worker",
 		"inputs":  []any{map[any]any{"name": "x", "dtype": "FLOAT", "shape": []any{int64(-1), int64(4)}}},
 		"outputs": []any{map[any]any{"name": "y", "dtype": "FLOAT", "shape": []any{int64(-1), int64(3)}}},
 	} {
@@ -112,8 +112,8 @@ func TestGoRedisModels(t *testing.T) {
 	if c, ok := info["created"].(int64); !ok || math.Abs(float64(c-time.Now().UnixMilli())) > 60_000 {
 		t.Errorf("AI.MODELINFO created = %#v", info["created"])
 	}
-	if len(info) != 18 {
-		t.Errorf("AI.MODELINFO has %d fields, want 18: %v", len(info), info)
+	if len(info) != 19 {
+		t.Errorf("AI.MODELINFO has %d fields, want 19: %v", len(info), info)
 	}
 
 	// MODELGET META stays RedisAI's flat array of 16 items.

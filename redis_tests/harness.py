@@ -284,7 +284,8 @@ class RawConn:
 class Server:
     """One enclaveai-server process on a free port with its own temp dir."""
 
-    def __init__(self, *args, password=None):
+    def __init__(self, *args, password=None, binary=None):
+        self.binary = binary
         self.args = [str(a) for a in args]
         self.password = password
         if password is not None:
@@ -299,7 +300,7 @@ class Server:
     # -- lifecycle ---------------------------------------------------------
 
     def start(self):
-        binary = server_binary()
+        binary = self.binary or server_binary()
         self.dir = tempfile.mkdtemp(prefix="enclaveai-test-")
         self.stderr_path = os.path.join(self.dir, "server.stderr")
         for attempt in range(3):

@@ -282,16 +282,28 @@ class DisconnectTest(HugeCase):
 class LimitsTest(HugeCase):
     SERVER_ARGS = ("--proto-max-bulk-len", "64mb", "--max-model-size", "100mb")
 
-    def test_chunk_above_proto_max_bulk_len_is_refused_before_its_bytes(self):
+    def test_chunk_above_proto_max_bulk_len_is_read_as_payload(self):
+        # A model chunk is bounded by max-model-size alone: 65 MiB passes a
+        # 64 MiB proto-max-bulk-len (the model layer then finds it no model).
+        c = self.conn()
+        send_upload(c.sock, "big", [memoryview(huge.data)[:65 * MiB]])
+        reply = c.read_reply()
+        self.assertIsInstance(reply, ServerError)
+        self.assertNotIn("Protocol error", reply.text)
+        self.assertEqual(c.cmd("PING"), "PONG")
+
+    def test_chunk_too_large_to_skip_is_refused_before_its_bytes(self):
         c = self.conn()
         base = self.rss()
         reset_peak(self.pid)
         words = [b"AI.MODELSTORE", b"big", b"ONNX", b"CPU", b"BLOB"]
-        # Only the length header of a 65 MiB chunk: the server answers
-        # without waiting for (or allocating) its bytes, and closes, as
-        # Redis does for an invalid bulk length.
-        c.send(header(len(words) + 1) + b"".join(bulk(w) for w in words) + b"$%d\r\n" % (65 * MiB))
-        self.assertEqual(c.read_until_closed(timeout=10), b"-ERR Protocol error: invalid bulk length\r\n")
+        # Only the length header of a chunk over twice max-model-size: the
+        # server answers without waiting for (or allocating) its bytes, then
+        # closes once the client is done sending.
+        c.send(header(len(words) + 1) + b"".join(bulk(w) for w in words) + b"$%d\r\n" % (201 * MiB))
+        self.assertError(c.read_reply(), "ERR model exceeds max-model-size")
+        c.sock.shutdown(socket.SHUT_WR)
+        self.assertEqual(c.read_until_closed(timeout=10), b"")
         self.assertLess(proc_status(self.pid, "VmHWM") - base, 16 * MiB)
         self.assertEqual(self.conn().cmd("EXISTS", "big"), 0)
 

@@ -473,7 +473,7 @@ class MetadataTest(ModelCase):
         d = modelinfo(self.r, "lin")
         self.assertEqual(list(d), ["key", "id", "sha256", "size", "backend", "device", "tag", "inputs", "outputs",
                                    "batchsize", "minbatchsize", "minbatchtimeout", "optimize", "shared_with",
-                                   "persist", "created", "weights", "owner"])
+                                   "persist", "created", "weights", "owner", "engine"])
         self.assertEqual(d["key"], b"lin")
         self.assertEqual(d["sha256"], hashlib.sha256(data).hexdigest().encode())
         self.assertEqual(d["size"], len(data))
@@ -483,6 +483,7 @@ class MetadataTest(ModelCase):
         self.assertEqual((d["batchsize"], d["minbatchsize"], d["minbatchtimeout"]), (4, 2, 9))
         self.assertEqual((d["optimize"], d["shared_with"], d["persist"]), (1, 0, 1))
         self.assertEqual(d["weights"], b"copied")  # too small to share (test_huge.py)
+        self.assertEqual(d["engine"], b"onnxruntime-worker")  # test_goengine.py: "go"
         self.assertLessEqual(abs(d["created"] - before), 10_000)
         store(self.r, "add", "add_int.onnx", "NOPERSIST")
         d = modelinfo(self.r, "add")

@@ -944,7 +944,7 @@ class AttestTest(PersistCase):
     def test_ai_attest(self):
         nonce = os.urandom(32)
         rep = as_dict(self.r.execute_command("AI.ATTEST", nonce))
-        self.assertEqual(sorted(rep), ["evidence", "mode", "tls_public_key"])
+        self.assertEqual(sorted(rep), ["evidence", "mode", "receipt_public_key", "tls_public_key"])
         self.assertEqual(rep["mode"], b"simulation")
         self.assertGreater(len(rep["evidence"]), 32)
         self.assertGreater(len(rep["tls_public_key"]), 32)
@@ -952,6 +952,7 @@ class AttestTest(PersistCase):
         rep2 = as_dict(self.r.execute_command("AI.ATTEST", os.urandom(32)))
         self.assertNotEqual(rep2["evidence"], rep["evidence"])
         self.assertEqual(rep2["tls_public_key"], rep["tls_public_key"])
+        self.assertEqual(rep2["receipt_public_key"], rep["receipt_public_key"])
 
     def test_ai_attest_nonce_sizes(self):
         c = self.d.raw()

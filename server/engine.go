@@ -1,3 +1,5 @@
+//go:build cgo && !noort
+
 package server
 
 import (
@@ -9,15 +11,25 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/enclaveai/enclaveai/commands"
+	"github.com/enclaveai/enclaveai/config"
 	"github.com/enclaveai/enclaveai/modelstore"
 	"github.com/enclaveai/enclaveai/worker"
 )
 
-// startEngine sets up where models are compiled and run, as
-// engine-isolation says: ONNX Runtime in worker processes (the server
-// process then never loads it), or in this process ("off").
-func (s *Server) startEngine(lib string) error {
+// startEngine sets up where models are compiled and run: the pure-Go
+// engine when inference-engine is go; else ONNX Runtime as
+// engine-isolation says, in worker processes (the server process then
+// never loads it), or in this process ("off").
+func (s *Server) startEngine() error {
 	o := s.opts
+	if o.InferenceEngine == config.EngineGo {
+		s.useGoEngine()
+		return nil
+	}
+	lib, err := modelstore.FindRuntimeLibrary(o.ONNXRuntimeLibrary)
+	if err != nil {
+		return err
+	}
 	if o.EngineIsolation == "off" {
 		if err := modelstore.InitRuntime(lib); err != nil {
 			return fmt.Errorf("loading ONNX Runtime from %s: %w", lib, err)
@@ -45,7 +57,7 @@ func (s *Server) startEngine(lib string) error {
 	}
 	modelstore.ShareBuffers(true)
 	s.Cmds.Models.SetEngine(pool)
-	s.pool = pool
+	s.closeEngine = pool.Close
 	commands.RegisterInfoSection(commands.InfoSection{Name: "Engine",
 		Fields: func(*commands.Server) [][2]string { return pool.Info() }})
 	s.log.Info("ONNX Runtime runs in engine worker processes", "library", lib, "isolation", o.EngineIsolation,

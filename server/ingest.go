@@ -1,26 +1,33 @@
 package server
 
 import (
+	"math"
+
 	"github.com/enclaveai/enclaveai/commands"
 	"github.com/enclaveai/enclaveai/modelstore"
 )
 
-// directMin: an upload whose first chunk is at least this large is read
-// into a ModelBuffer; smaller models keep the ordinary path (an allocation
-// per chunk, joined once), which costs less than a mapping.
+// directMin: an upload is read into a ModelBuffer once its chunks total
+// this much; smaller models keep the ordinary path (an allocation per
+// chunk, joined once), which costs less than a mapping.
 const directMin = 1 << 20
 
 // ingest is a connection's Sink for the payload of model uploads
 // (AI.MODELSTORE / AI.MODELSET BLOB chunks, per Spec.Payload). As each
 // chunk's length header arrives, before any of its bytes, it asks the
-// command layer for room (max-model-size; maxmemory for a model read into a
+// command layer whether the upload may go on at all (CheckUploadStart: the
+// upload policy, the key's owner, max-model-bytes-per-user), then for room
+// (max-model-size; maxmemory for a model read into a
 // buffer, whose memory is taken before it could be found to duplicate
-// one already held), then gives the
-// reader the chunk's final place: the next stretch of one contiguous
-// ModelBuffer for the whole model, or an allocation of the chunk's size
-// when the first chunk is small. Either way the chunk is read once, from
-// the socket into that memory, and bytes given to a chunk are never counted
-// against client-query-buffer-limit, which bounds the other arguments.
+// one already held), then gives the reader the chunk's final place: the
+// next stretch of one contiguous ModelBuffer for the whole model, or an
+// allocation of the chunk's size while the chunks so far total less than
+// directMin. The chunk that brings the total to directMin moves the few
+// small ones before it into a new buffer, so that a model sent in many
+// small chunks (redis-py users send 1,000,000 bytes at a time) is not
+// joined in a second copy either. A chunk is bounded by max-model-size
+// alone, never by proto-max-bulk-len; its bytes are never counted against
+// client-query-buffer-limit, which bounds the other arguments.
 //
 // The buffer belongs to the connection until the command is dispatched
 // (take), and is freed if the command never gets there (drop): a refused
@@ -33,6 +40,7 @@ type ingest struct {
 	buf      *modelstore.ModelBuffer
 	first    int   // index of the first chunk; 0 until it is seen
 	total    int64 // chunk bytes so far
+	budget   int64 // bytes the upload may total (max-model-bytes-per-user)
 	reserved int64 // bytes reserved with ReserveUpload
 }
 
@@ -42,8 +50,11 @@ func (g *ingest) limits(spec *commands.Spec, l Limits) Limits {
 	if spec == nil || spec.Payload == nil {
 		return l
 	}
-	g.spec, g.first, g.total = spec, 0, 0
+	g.spec, g.first, g.total, g.budget = spec, 0, 0, math.MaxInt64
 	l.Sink, l.Filled = g.sink, g.filled
+	// A refused upload is skipped (the client then reads why) up to twice
+	// the largest model: more closes the connection after the reply.
+	l.MaxSkip = 2 * g.cmds.Opts.MaxModelSize.Load()
 	return l
 }
 
@@ -51,43 +62,75 @@ func (g *ingest) sink(a SinkArg) ([]byte, error) {
 	if !g.spec.Payload(a.Prev, a.Index) {
 		return nil, nil
 	}
-	if err := g.cmds.CheckUploadSize(g.total + a.Size); err != nil {
-		return nil, err
-	}
-	if g.first == 0 && len(a.Prev) > 1 {
-		if err := g.cmds.CheckUploadKey(g.client, a.Prev[1]); err != nil {
-			return nil, err
-		}
-	}
-	direct := g.buf != nil || (g.first == 0 && a.Size >= directMin)
-	if direct {
-		if err := g.cmds.ReserveUpload(a.Size); err != nil {
-			return nil, err
-		}
-		g.reserved += a.Size
-	}
-	g.total += a.Size
 	if g.first == 0 {
-		g.first = a.Index
-		if direct {
-			// Sized for the largest model allowed; the chunks still to come
-			// are a guess at the size, for when only that much can be had.
-			limit := g.cmds.Opts.MaxModelSize.Load()
-			expect := limit
-			if left := int64(a.Count - a.Index); left <= limit/a.Size {
-				expect = a.Size * left
-			}
-			buf, err := modelstore.NewModelBuffer(limit, expect)
+		if len(a.Prev) > 1 {
+			budget, err := g.cmds.CheckUploadStart(g.client, a.Prev[1])
 			if err != nil {
 				return nil, err
 			}
-			g.buf = buf
+			g.budget = budget
+		}
+		g.first = a.Index
+	}
+	if err := g.cmds.CheckUploadSize(g.total + a.Size); err != nil {
+		return nil, err
+	}
+	if err := commands.CheckUploadBudget(g.total+a.Size, g.budget); err != nil {
+		return nil, err
+	}
+	if g.buf == nil && g.total+a.Size >= directMin {
+		if err := g.direct(a); err != nil {
+			return nil, err
 		}
 	}
+	g.total += a.Size
 	if g.buf == nil {
 		return make([]byte, a.Size), nil
 	}
+	if err := g.cmds.ReserveUpload(a.Size); err != nil {
+		return nil, err
+	}
+	g.reserved += a.Size
 	return g.buf.Extend(a.Size)
+}
+
+// direct starts the upload's ModelBuffer at chunk a, moving the chunks
+// before it (less than directMin in all) into it.
+func (g *ingest) direct(a SinkArg) error {
+	if err := g.cmds.ReserveUpload(g.total); err != nil {
+		return err
+	}
+	g.reserved += g.total
+	// Sized for the largest model allowed; the chunks still to come are a
+	// guess at the size, for when only that much can be had.
+	limit := g.cmds.Opts.MaxModelSize.Load()
+	expect := limit
+	if left := int64(a.Count - a.Index); left <= (limit-g.total)/a.Size {
+		expect = g.total + a.Size*left
+	}
+	buf, err := modelstore.NewModelBuffer(limit, expect)
+	if err != nil {
+		return err
+	}
+	g.cmds.TapUpload(buf) // the log's model file is written as it fills
+	if g.total > 0 {
+		dst, err := buf.Extend(g.total)
+		if err != nil {
+			buf.Unref()
+			return err
+		}
+		off := 0
+		for j := g.first; j < a.Index; j++ {
+			n := copy(dst[off:], a.Prev[j])
+			// The argument is now the buffer's copy (the reader's Args
+			// are the same slice).
+			a.Prev[j] = dst[off : off+n : off+n]
+			off += n
+		}
+		buf.Filled(off)
+	}
+	g.buf = buf
+	return nil
 }
 
 func (g *ingest) filled(n int) {

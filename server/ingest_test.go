@@ -27,8 +27,9 @@ func newIngestFixture(t *testing.T, in string, opts func(*config.Options)) *inge
 		opts(o)
 	}
 	cmds := commands.NewServer(o, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	f := &ingestFixture{cmds: cmds, up: &ingest{cmds: cmds}, rd: NewReader(strings.NewReader(in))}
+	f := &ingestFixture{cmds: cmds, rd: NewReader(strings.NewReader(in))}
 	f.c = cmds.NewClient("test", "", nil)
+	f.up = &ingest{cmds: cmds, client: f.c}
 	return f
 }
 
@@ -66,21 +67,71 @@ func TestIngestDirect(t *testing.T) {
 	}
 }
 
-// A small first chunk keeps the ordinary path: allocations of their own.
-func TestIngestSmallFirstChunk(t *testing.T) {
-	in := bulkCmd("AI.MODELSET", "k", "ONNX", "CPU", "INPUTS", "a", "OUTPUTS", "b", "BLOB", "xy", strings.Repeat("z", 2<<20))
+// The path is decided by the running total: a small model keeps the
+// ordinary path (allocations of their own); the chunk that brings the total
+// to directMin moves the small ones before it into the model's buffer, so
+// that a model sent in 1,000,000-byte chunks is not joined in a second copy.
+func TestIngestRunningTotal(t *testing.T) {
+	in := bulkCmd("AI.MODELSET", "k", "ONNX", "CPU", "INPUTS", "a", "OUTPUTS", "b", "BLOB", "xy", strings.Repeat("z", 1000))
 	f := newIngestFixture(t, in, nil)
 	cmd, err := f.read()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if f.up.take() != nil {
-		t.Error("an upload buffer for a model whose first chunk is 2 bytes")
+		t.Error("an upload buffer for a 1002-byte model")
 	}
 	if !cmd.Owned(9) || !cmd.Owned(10) || string(cmd.Args[9]) != "xy" {
 		t.Error("chunks not in allocations of their own")
 	}
 	f.up.done()
+
+	chunks := []string{"xy"}
+	want := "xy"
+	for i := range 5 {
+		c := strings.Repeat(string(rune('a'+i)), 1_000_000)
+		chunks, want = append(chunks, c), want+c
+	}
+	in = bulkCmd(append([]string{"AI.MODELSTORE", "k", "ONNX", "CPU", "BLOB"}, chunks...)...) + bulkCmd("PING")
+	f = newIngestFixture(t, in, nil)
+	if cmd, err = f.read(); err != nil {
+		t.Fatal(err)
+	}
+	buf := f.up.take()
+	if buf == nil {
+		t.Fatal("no upload buffer for a 5 MB model in 1,000,000-byte chunks")
+	}
+	if !buf.Holds(cmd.Args[5:]) || string(buf.Bytes()) != want {
+		t.Error("the chunks (the first two moved) are not the buffer's bytes")
+	}
+	if f.up.reserved != int64(len(want)) {
+		t.Errorf("reserved %d bytes, want %d", f.up.reserved, len(want))
+	}
+	f.up.done()
+	buf.Unref()
+	if cmd, err = f.read(); err != nil || string(cmd.Args[0]) != "PING" {
+		t.Fatalf("next command: %v", err)
+	}
+}
+
+// A single chunk is bounded by max-model-size, not proto-max-bulk-len.
+func TestIngestChunkAboveProtoMaxBulkLen(t *testing.T) {
+	chunk := strings.Repeat("m", 3<<20)
+	in := bulkCmd("AI.MODELSTORE", "k", "ONNX", "CPU", "BLOB", chunk) + bulkCmd("SET", "k", chunk)
+	f := newIngestFixture(t, in, func(o *config.Options) { o.ProtoMaxBulkLen.Store(1 << 20) })
+	cmd, err := f.read()
+	if err != nil {
+		t.Fatalf("a 3 MiB chunk under a 1 MiB proto-max-bulk-len: %v", err)
+	}
+	buf := f.up.take()
+	if buf == nil || !buf.Holds(cmd.Args[5:]) {
+		t.Fatal("the chunk is not in the upload buffer")
+	}
+	f.up.done()
+	buf.Unref()
+	if _, err := f.read(); !IsProtocol(err) || !strings.Contains(err.Error(), "invalid bulk length") {
+		t.Fatalf("SET of 3 MiB: %v, want proto-max-bulk-len's protocol error", err)
+	}
 }
 
 // max-model-size refuses the chunk that would pass it, from its length
@@ -113,7 +164,7 @@ func TestIngestMaxmemory(t *testing.T) {
 	chunk := strings.Repeat("m", 3<<20)
 	in := bulkCmd("AI.MODELSTORE", "k", "ONNX", "CPU", "BLOB", chunk)
 	f := newIngestFixture(t, in+in+in, func(o *config.Options) { o.MaxMemory.Store(5 << 20) })
-	g := &ingest{cmds: f.cmds}
+	g := &ingest{cmds: f.cmds, client: f.c}
 	if _, err := f.read(); err != nil {
 		t.Fatal(err)
 	}
@@ -187,5 +238,40 @@ func TestSinkProtocolError(t *testing.T) {
 	r := NewReader(strings.NewReader(bulkCmd("UPLOAD", "x") + bulkCmd("PING")))
 	if _, err := r.ReadCommand(open, func([]byte) Limits { return lim }); !IsProtocol(err) {
 		t.Fatalf("got %v, want the ProtocolError", err)
+	}
+}
+
+// The upload policy refuses an upload on its first chunk's length header:
+// no buffer is made, and the connection reads the next command.
+func TestIngestPolicy(t *testing.T) {
+	chunk := strings.Repeat("m", 2<<20)
+	in := bulkCmd("AI.MODELSTORE", "k", "ONNX", "CPU", "BLOB", chunk, chunk) + bulkCmd("PING")
+	for _, tc := range []struct {
+		name string
+		set  func(o *config.Options)
+		want string
+	}{
+		{"allow-modelstore no", func(o *config.Options) { o.AllowModelstore.Store(false) },
+			"ERR model uploads and deletes are disabled on this server (allow-modelstore no)"},
+		{"modelstore-requires-auth yes", func(o *config.Options) { o.ModelstoreRequiresAuth.Store(true) },
+			"NOPERM model uploads need an authenticated user (modelstore-requires-auth yes)"},
+		{"max-model-bytes-per-user", func(o *config.Options) { o.MaxModelBytesPerUser.Store(3 << 20) },
+			"ERR model upload refused: the user's models would pass max-model-bytes-per-user"},
+	} {
+		f := newIngestFixture(t, in, tc.set)
+		_, err := f.read()
+		var re *RefusedError
+		if !errors.As(err, &re) || err.Error() != tc.want {
+			t.Fatalf("%s: got %v, want %q", tc.name, err, tc.want)
+		}
+		// max-model-bytes-per-user lets the first chunk in (it fits) and
+		// refuses the second from its header; the others refuse the first.
+		if n := f.up.total; (tc.name == "max-model-bytes-per-user") != (n == 2<<20) {
+			t.Errorf("%s: %d bytes taken before the refusal", tc.name, n)
+		}
+		f.up.done()
+		if cmd, err := f.read(); err != nil || string(cmd.Args[0]) != "PING" {
+			t.Fatalf("%s: next command: %v", tc.name, err)
+		}
 	}
 }

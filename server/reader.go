@@ -18,6 +18,8 @@ type Limits struct {
 	MaxArgs  int64 // multibulk length
 	MaxBulk  int64 // one argument (proto-max-bulk-len)
 	MaxQuery int64 // all arguments of one command (client-query-buffer-limit)
+	// MaxSkip bounds what is read and dropped of a command a Sink refused.
+	MaxSkip int64
 	// Unauth marks the limits of a client that has not authenticated:
 	// refusals then say so, in Redis's words.
 	Unauth bool
@@ -25,8 +27,9 @@ type Limits struct {
 	// the name, once its length is known and before its bytes are read: the
 	// reader fills the slice it returns directly from the socket (no
 	// intermediate copy), and the argument is that memory (Owned). nil
-	// lets the reader allocate as usual. Bytes read into a Sink's memory do
-	// not count towards MaxQuery: the Sink bounds them itself. An error
+	// lets the reader allocate as usual. Arguments read into a Sink's memory
+	// count towards neither MaxBulk nor MaxQuery: the Sink bounds them
+	// itself. An error
 	// refuses the command: the rest of it is skipped without being stored
 	// and ReadCommand returns a RefusedError, unless the error is a
 	// ProtocolError, which is returned as is (the connection closes).
@@ -53,8 +56,12 @@ func (e *ProtocolError) Error() string { return "Protocol error: " + e.Msg }
 
 // RefusedError is a well-formed command refused while it was read (by a
 // Sink). The reader has skipped the rest of the command; the connection
-// replies with the error and keeps serving.
-type RefusedError struct{ Err error }
+// replies with the error and keeps serving. With Close set the rest was
+// too large to skip (over MaxSkip): the connection replies, then closes.
+type RefusedError struct {
+	Err   error
+	Close bool
+}
 
 func (e *RefusedError) Error() string { return e.Err.Error() }
 func (e *RefusedError) Unwrap() error { return e.Err }
@@ -87,6 +94,9 @@ type Reader struct {
 	br    *bufio.Reader
 	arena []byte
 	cmd   Command
+	// OnRefuse, when set, is called when a Sink refuses a command, before
+	// the rest of it is skipped (the connection bounds the time that takes).
+	OnRefuse func()
 }
 
 // NewReader wraps r.
@@ -191,7 +201,7 @@ func (r *Reader) readMultibulk(lim Limits, classify func([]byte) Limits) error {
 	if n > lim.MaxArgs {
 		return lim.refused("multibulk length")
 	}
-	var total int64
+	var total, skipped int64
 	var refused error
 	for i := 0; int64(i) < n; i++ {
 		line, err := r.readLine("too big bulk count string")
@@ -209,17 +219,25 @@ func (r *Reader) readMultibulk(lim Limits, classify func([]byte) Limits) error {
 		if !ok || size < 0 {
 			return &ProtocolError{"invalid bulk length"}
 		}
-		if size > lim.MaxBulk {
-			return lim.refused("bulk length")
-		}
+		// A Sink's argument (a model chunk) is bounded by the Sink, not
+		// by proto-max-bulk-len: it is read into memory the Sink chose.
 		var dst []byte
+		payload := false
 		if lim.Sink != nil && refused == nil {
-			if dst, err = lim.Sink(SinkArg{Prev: r.cmd.Args, Index: i, Count: int(n), Size: size}); err != nil {
+			dst, err = lim.Sink(SinkArg{Prev: r.cmd.Args, Index: i, Count: int(n), Size: size})
+			payload = dst != nil
+			if err != nil {
 				if IsProtocol(err) {
 					return err
 				}
-				refused, dst = err, nil
+				refused, dst, payload = err, nil, true
+				if r.OnRefuse != nil {
+					r.OnRefuse()
+				}
 			}
+		}
+		if refused == nil && !payload && size > lim.MaxBulk {
+			return lim.refused("bulk length")
 		}
 		if dst == nil && refused == nil {
 			total += size
@@ -229,7 +247,14 @@ func (r *Reader) readMultibulk(lim Limits, classify func([]byte) Limits) error {
 		}
 		switch {
 		case refused != nil:
-			if _, err := r.br.Discard(int(size)); err != nil {
+			// The rest of a refused command is read and dropped, so that
+			// the client, still sending it, gets to read the error; but
+			// only as much as the Sink would have accepted.
+			skipped += size
+			if skipped > lim.MaxSkip {
+				return &RefusedError{Err: refused, Close: true}
+			}
+			if err := r.discard(size); err != nil {
 				return err
 			}
 			r.cmd.Args = append(r.cmd.Args, nil)
@@ -267,7 +292,7 @@ func (r *Reader) readMultibulk(lim Limits, classify func([]byte) Limits) error {
 		}
 	}
 	if refused != nil {
-		return &RefusedError{refused}
+		return &RefusedError{Err: refused}
 	}
 	return nil
 }
@@ -285,6 +310,18 @@ func (r *Reader) readSink(p []byte, filled func(int)) error {
 			filled(k)
 		}
 		p = p[k:]
+	}
+	return nil
+}
+
+// discard drops n bytes of input.
+func (r *Reader) discard(n int64) error {
+	for n > 0 {
+		k := min(n, 1<<30)
+		if _, err := r.br.Discard(int(k)); err != nil {
+			return err
+		}
+		n -= k
 	}
 	return nil
 }

@@ -44,6 +44,8 @@ func transcript(r *Reader, pre Limits, classify func([]byte) Limits) string {
 			}
 			out = append(out, strings.Join(args, " "))
 			continue
+		case errors.As(err, &re) && re.Close:
+			out = append(out, "!"+re.Error()+" (close)")
 		case errors.As(err, &re):
 			out = append(out, "!"+re.Error())
 			continue
@@ -347,6 +349,7 @@ var errTooManyModels = errors.New("ERR max-models reached")
 func TestSinkRefusalSkipsCommand(t *testing.T) {
 	var calls []sinkCall
 	lim := open
+	lim.MaxSkip = 4 << 20
 	lim.Sink = func(a SinkArg) ([]byte, error) {
 		calls = append(calls, sinkCall{a.Index, a.Size})
 		if a.Index == 2 {
@@ -383,15 +386,24 @@ func TestSinkRefusalSkipsCommand(t *testing.T) {
 }
 
 // A refused command's remaining headers are still checked: a malformed
-// one is a protocol error, not a silent desynchronisation.
+// one is a protocol error, not a silent desynchronisation; and only
+// MaxSkip bytes of it are skipped: beyond, the refusal closes the
+// connection at once.
 func TestSinkRefusalStillChecksHeaders(t *testing.T) {
-	lim := Limits{MaxArgs: 10, MaxBulk: 100, MaxQuery: 1000}
+	lim := Limits{MaxArgs: 10, MaxBulk: 100, MaxQuery: 1000, MaxSkip: 100}
 	lim.Sink = func(SinkArg) ([]byte, error) { return nil, errTooManyModels }
-	in := "*3\r\n$6\r\nUPLOAD\r\n$1\r\nk\r\n$101\r\n"
-	h := &headerOnly{t: t, data: []byte(in)}
-	got := transcript(NewReader(h), lim, func([]byte) Limits { return lim })
-	if want := `-Protocol error: invalid bulk length`; got != want || h.extra > 0 {
-		t.Errorf("got %s after %d extra reads, want %s at once", got, h.extra, want)
+	for in, want := range map[string]string{
+		"*3\r\n$6\r\nUPLOAD\r\n$1\r\nk\r\n$-2\r\n":  `-Protocol error: invalid bulk length`,
+		"*3\r\n$6\r\nUPLOAD\r\n$1\r\nk\r\n$100\r\n": `!ERR max-models reached (close)`,
+	} {
+		h := &headerOnly{t: t, data: []byte(in)}
+		refusals := 0
+		r := NewReader(h)
+		r.OnRefuse = func() { refusals++ }
+		got := transcript(r, lim, func([]byte) Limits { return lim })
+		if got != want || h.extra > 0 || refusals != 1 {
+			t.Errorf("%q: got %s after %d extra reads, %d refusals; want %s at once", in, got, h.extra, refusals, want)
+		}
 	}
 }
 

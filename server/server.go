@@ -32,8 +32,6 @@ import (
 
 	"github.com/enclaveai/enclaveai/commands"
 	"github.com/enclaveai/enclaveai/config"
-	"github.com/enclaveai/enclaveai/modelstore"
-	"github.com/enclaveai/enclaveai/worker"
 )
 
 // Server listens for clients and serves them.
@@ -47,7 +45,8 @@ type Server struct {
 	wg       sync.WaitGroup
 	done     chan struct{}
 	stopOnce sync.Once
-	pool     *worker.Pool // the engine workers; nil with engine-isolation off
+	// closeEngine stops the engine workers; nil when there are none.
+	closeEngine func()
 }
 
 // New creates a server over a fresh command layer.
@@ -125,8 +124,8 @@ func (s *Server) Stop() {
 	})
 	s.wg.Wait()
 	s.Cmds.CloseLog()
-	if s.pool != nil {
-		s.pool.Close()
+	if s.closeEngine != nil {
+		s.closeEngine()
 	}
 }
 
@@ -170,6 +169,11 @@ func (s *Server) handle(conn net.Conn) {
 	}
 	st := s.Cmds.Stats()
 	rd := NewReader(countingConn{conn, st})
+	skipping := false
+	rd.OnRefuse = func() {
+		skipping = true
+		conn.SetReadDeadline(time.Now().Add(skipTimeout))
+	}
 	up := &ingest{cmds: s.Cmds, client: c}
 	defer up.done()
 	classify := func(name []byte) Limits {
@@ -189,6 +193,7 @@ func (s *Server) handle(conn net.Conn) {
 		return err
 	})
 	flush := func() bool {
+		s.Cmds.CommitClient(c) // what the replies acknowledge is logged first
 		if c.W.Len() == 0 {
 			return true
 		}
@@ -199,22 +204,39 @@ func (s *Server) handle(conn net.Conn) {
 	}
 	for {
 		cmd, err := rd.ReadCommand(toLimits(s.Cmds.PreLimits(c)), classify)
+		if skipping {
+			skipping = false
+			conn.SetReadDeadline(time.Time{})
+		}
 		if err != nil {
 			up.done() // a refused or cut-off upload frees its buffer here
 			var pe *ProtocolError
 			var re *RefusedError
+			var ne net.Error
 			switch {
 			case errors.As(err, &pe):
-				s.log.Debug("protocol error, closing client", "addr", c.Addr, "err", pe.Msg)
+				s.log.Warn("protocol error, closing client", "addr", c.Addr, "err", pe.Msg)
 				c.W.Error("ERR " + pe.Error())
 				flush()
+				s.linger(conn, c)
+				return
+			case errors.As(err, &re) && re.Close:
+				s.log.Warn("command refused while its bytes arrive, too large to skip: closing client",
+					"addr", c.Addr, "err", re.Err, "max-skip", 2*s.opts.MaxModelSize.Load())
+				s.Cmds.ReplyError(c, re.Err)
+				flush()
+				s.linger(conn, c)
 				return
 			case errors.As(err, &re):
+				s.log.Info("command refused while its bytes arrived; the rest was skipped", "addr", c.Addr, "err", re.Err)
 				s.Cmds.ReplyError(c, re.Err)
 				if rd.Buffered() == 0 && !flush() {
 					return
 				}
 				continue
+			case errors.As(err, &ne) && ne.Timeout():
+				s.log.Warn("refused command not sent in time to skip it: closing client", "addr", c.Addr,
+					"timeout", skipTimeout)
 			}
 			flush() // EOF or a dead connection: nothing more to read
 			return
@@ -239,6 +261,33 @@ func (s *Server) handle(conn net.Conn) {
 	}
 }
 
+// A command refused while its bytes are still arriving is answered only
+// once the client has sent them: a client (redis-py) writes a whole
+// command before it reads, so a connection closed under it loses the
+// reply to a reset. skipTimeout bounds the time the rest of a refused
+// command may take to arrive; lingerTimeout and lingerMax bound what is
+// read and dropped after a reply that closes the connection (a client
+// sending more than that gets a reset).
+const (
+	skipTimeout   = 60 * time.Second
+	lingerTimeout = 10 * time.Second
+	lingerMax     = 1 << 30
+)
+
+// linger closes conn after its last reply the way a client can read it:
+// our side of the connection is shut (the client reads the reply, then
+// EOF), and what the client still sends is read and dropped, for at most
+// lingerTimeout and lingerMax bytes, before the socket is closed.
+// A client that has not authenticated gets no such courtesy.
+func (s *Server) linger(conn net.Conn, c *commands.Client) {
+	hc, ok := conn.(interface{ CloseWrite() error }) // TCP and TLS
+	if !ok || s.Cmds.PreLimits(c).Unauth || hc.CloseWrite() != nil {
+		return
+	}
+	conn.SetReadDeadline(time.Now().Add(lingerTimeout))
+	io.CopyN(io.Discard, conn, lingerMax)
+}
+
 func toLimits(l commands.Limits) Limits {
 	return Limits{MaxArgs: l.MaxArgs, MaxBulk: l.MaxBulk, MaxQuery: l.MaxQuery, Unauth: l.Unauth}
 }
@@ -246,17 +295,16 @@ func toLimits(l commands.Limits) Limits {
 // Start loads ONNX Runtime and the startup models, binds the configured
 // address and serves in the background.
 func (s *Server) Start() error {
-	lib, err := modelstore.FindRuntimeLibrary(s.opts.ONNXRuntimeLibrary)
-	if err != nil {
-		return err
-	}
-	if err := s.startEngine(lib); err != nil {
+	if err := s.startEngine(); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(s.opts.Dir, 0o700); err != nil {
 		return fmt.Errorf("dir: %w", err)
 	}
 	if err := s.setupEnclave(); err != nil {
+		return err
+	}
+	if err := s.Cmds.SetupJWT(); err != nil {
 		return err
 	}
 	if err := s.Listen(); err != nil {

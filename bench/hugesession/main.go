@@ -1,3 +1,5 @@
+//go:build cgo && !noort
+
 // Command hugesession times the creation of an ONNX Runtime session for one
 // large model, in one of two ways, for bench/huge.py (docs/BENCHMARKS.md,
 // "Huge models"):

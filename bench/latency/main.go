@@ -1,3 +1,5 @@
+//go:build cgo && !noort
+
 // Command latency measures the latency of AI.MODELEXECUTE against running
 // the same model directly through ONNX Runtime in this process, and against
 // a loopback PING, all in one run so that the machine's state (its load,

@@ -1,3 +1,5 @@
+//go:build cgo && !noort
+
 // Command loop measures EnclaveAI's inference loop against the round trips
 // of Redis itself, all in one run so that every ratio compares figures
 // taken under the same machine state. `make bench-loop` runs it and
@@ -63,6 +65,8 @@ type options struct {
 	server, redisServer, model, transformer, lib, doc string
 	clients                                           []int
 	kinds                                             []string
+	aiconfig                                          [][2]string
+	serverEnv, serverArgs                             []string
 	rounds                                            int
 	warm, dur                                         time.Duration
 	sections                                          map[string]bool
@@ -71,7 +75,7 @@ type options struct {
 
 func main() {
 	var o options
-	var clients, sections, kinds string
+	var clients, sections, kinds, aiconfig, serverEnv, serverArgs string
 	flag.StringVar(&o.server, "server", "bin/enclaveai-server", "EnclaveAI server binary")
 	flag.StringVar(&o.redisServer, "redis-server", "redis-server", "Redis server binary (the floor)")
 	flag.StringVar(&o.model, "model", "redis_tests/models/mlp.onnx", "ONNX model: one FLOAT [N,784] input, one [N,10] output")
@@ -80,6 +84,9 @@ func main() {
 	flag.StringVar(&o.doc, "doc", "", "rewrite this file's section with the report (docs/BENCHMARKS.md)")
 	flag.StringVar(&clients, "clients", "1,8,32", "client counts of the loop")
 	flag.StringVar(&kinds, "kinds", strings.Join(loopKinds, ","), "kinds of loop to run (for profiling one)")
+	flag.StringVar(&aiconfig, "aiconfig", "", "AI.CONFIG settings for the EnclaveAI server, NAME=VALUE,... (e.g. THREADS_PER_QUEUE=1)")
+	flag.StringVar(&serverEnv, "server-env", "", "environment of the EnclaveAI server, NAME=VALUE,... (e.g. GOMAXPROCS=1)")
+	flag.StringVar(&serverArgs, "server-args", "", "more arguments of the EnclaveAI server, space-separated (e.g. \"--engine-isolation off\")")
 	flag.StringVar(&sections, "sections", "latency,loop,transformer,core", "what to measure")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds (each measures every kind once per client count)")
 	flag.DurationVar(&o.warm, "warm", 500*time.Millisecond, "unrecorded start of each loop run")
@@ -96,10 +103,23 @@ func main() {
 		o.clients = append(o.clients, n)
 	}
 	for _, k := range strings.Split(kinds, ",") {
-		if k = strings.TrimSpace(k); !slices.Contains(loopKinds, k) {
+		if k = strings.TrimSpace(k); !slices.Contains(loopKinds, k) && !slices.Contains(extraKinds, k) {
 			fatal(fmt.Errorf("unknown kind %q (%s)", k, strings.Join(loopKinds, ", ")))
 		}
 		o.kinds = append(o.kinds, k)
+	}
+	for _, kv := range strings.Split(aiconfig, ",") {
+		if kv = strings.TrimSpace(kv); kv != "" {
+			name, value, ok := strings.Cut(kv, "=")
+			if !ok {
+				fatal(fmt.Errorf("bad -aiconfig %q: want NAME=VALUE", kv))
+			}
+			o.aiconfig = append(o.aiconfig, [2]string{name, value})
+		}
+	}
+	o.serverArgs = strings.Fields(serverArgs)
+	if serverEnv != "" {
+		o.serverEnv = strings.Split(serverEnv, ",")
 	}
 	o.sections = map[string]bool{}
 	for _, s := range strings.Split(sections, ",") {
@@ -167,7 +187,7 @@ func run(o *options) (*report, error) {
 		return nil, err
 	}
 
-	ea, err := startProc("enclaveai-server", o.server, nil)
+	ea, err := startProc("enclaveai-server", o.server, o.serverEnv, o.serverArgs...)
 	if err != nil {
 		return nil, err
 	}
@@ -182,6 +202,11 @@ func run(o *options) (*report, error) {
 	ctx := context.Background()
 	admin := redis.NewClient(&redis.Options{Addr: ea.addr, Protocol: 2})
 	defer admin.Close()
+	for _, kv := range o.aiconfig {
+		if err := admin.Do(ctx, "AI.CONFIG", "SET", kv[0], kv[1]).Err(); err != nil {
+			return nil, fmt.Errorf("AI.CONFIG SET %s %s: %w", kv[0], kv[1], err)
+		}
+	}
 	if err := admin.Do(ctx, "AI.MODELSTORE", "mlp", "ONNX", "CPU", "BLOB", onnx).Err(); err != nil {
 		return nil, fmt.Errorf("AI.MODELSTORE mlp: %w", err)
 	}

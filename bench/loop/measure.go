@@ -1,9 +1,12 @@
+//go:build cgo && !noort
+
 package main
 
 import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -22,8 +25,8 @@ type sample struct {
 	secs float64
 	lat  []time.Duration
 	// cpuPerOp is the server's CPU time per operation, recorded ones or
-	// not (0: not measured).
-	cpuPerOp time.Duration
+	// not (0: not measured); clientPerOp is this process's (the clients').
+	cpuPerOp, clientPerOp time.Duration
 }
 
 func (s sample) rate() float64 { return float64(s.ops) / s.secs }
@@ -74,6 +77,7 @@ func runLoop(addr string, srv *proc, clients int, warm, dur time.Duration, f bod
 	if srv != nil {
 		cpu0 = srv.cpu()
 	}
+	self0 := cpuOf(os.Getpid())
 	start := time.Now()
 	from, until := start.Add(warm), start.Add(warm+dur)
 	lats := make([][]time.Duration, clients)
@@ -111,6 +115,7 @@ func runLoop(addr string, srv *proc, clients int, warm, dur time.Duration, f bod
 			all += n
 		}
 		s.cpuPerOp = (srv.cpu() - cpu0) / time.Duration(max(all, 1))
+		s.clientPerOp = (cpuOf(os.Getpid()) - self0) / time.Duration(max(all, 1))
 	}
 	for i := range clients {
 		if errs[i] != nil {
@@ -123,12 +128,15 @@ func runLoop(addr string, srv *proc, clients int, warm, dur time.Duration, f bod
 	return s, nil
 }
 
-// timeCalls runs f n times back to back, one at a time, and records each
-// call's latency; secs is their total time.
-func timeCalls(n int, f func() error) (sample, error) {
+// timeCalls runs f n times, one at a time, after pause (untimed, if not
+// nil), and records each call's latency; secs is their total time.
+func timeCalls(n int, pause func(), f func() error) (sample, error) {
 	s := sample{lat: make([]time.Duration, 0, n)}
 	t := time.Now()
 	for range n {
+		if pause != nil {
+			pause()
+		}
 		t0 := time.Now()
 		if err := f(); err != nil {
 			return sample{}, err

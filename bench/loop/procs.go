@@ -1,3 +1,5 @@
+//go:build cgo && !noort
+
 package main
 
 import (
@@ -111,8 +113,27 @@ func freePort() (int, error) {
 // cpu is the CPU time the process's threads have used so far (the sum of
 // /proc/PID/task/*/schedstat's first field, in nanoseconds): what a loop
 // cost the server, whatever else the machine runs meanwhile.
-func (p *proc) cpu() time.Duration {
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", p.cmd.Process.Pid))
+// With engine workers (ONNX Runtime in child processes) their CPU counts.
+func (p *proc) cpu() time.Duration { return treeCPU(p.cmd.Process.Pid) }
+
+// treeCPU is the CPU time of pid and of its descendants alive now.
+func treeCPU(pid int) time.Duration {
+	total := cpuOf(pid)
+	kids, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, k := range kids {
+		b, _ := os.ReadFile(k)
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				total += treeCPU(c)
+			}
+		}
+	}
+	return total
+}
+
+// cpuOf is the CPU time of process pid's threads so far.
+func cpuOf(pid int) time.Duration {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
 	var total int64
 	for _, t := range tasks {
 		b, err := os.ReadFile(t)

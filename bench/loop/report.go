@@ -1,3 +1,5 @@
+//go:build cgo && !noort
+
 package main
 
 import (
@@ -40,7 +42,7 @@ func (r *report) markdown() string {
 	var targets []target
 	if l := r.loops; l != nil {
 		p("\nLoop: per client AI.TENSORSET [1,784] FLOAT → AI.MODELEXECUTE mlp → AI.TENSORGET BLOB [1,10], against the floor: Redis SET 3136 B → PING → GET 40 B. ")
-		p("%d rounds of %s (after %s unrecorded) per kind and client count; loops/s is the median over rounds, x floor the median of each round's ratio to the floor run beside it, p50/p99 are over every loop of every round; server CPU is the CPU time the server process (Redis for the floor) used per loop, a figure that other load on the machine disturbs little.\n\n", r.o.rounds, r.o.dur, r.o.warm)
+		p("%d rounds of %s (after %s unrecorded) per kind and client count; loops/s is the median over rounds, x floor the median of each round's ratio to the floor run beside it, p50/p99 are over every loop of every round; server CPU is the CPU time the server process, its engine workers included (Redis for the floor), used per loop, a figure that other load on the machine disturbs little.\n\n", r.o.rounds, r.o.dur, r.o.warm)
 		p("| clients | kind | loops/s | x floor | p50 µs | p99 µs | p99 / floor p99 | server CPU µs/loop |\n|---:|---|---:|---:|---:|---:|---:|---:|\n")
 		for _, c := range r.o.clients {
 			fl := merge(l.by[loopKey("floor", c)])
@@ -79,7 +81,7 @@ func (r *report) markdown() string {
 		}
 	}
 	if l := r.lat; l != nil {
-		p("\nLatency, one connection, one call at a time (%d calls of each kind in 4 alternating blocks): ort is the model run in the benchmark's own process through onnxruntime_go (ORT's default options: all optimizations, a spinning pool of one thread per core; ort-1thr: 1 intra-op thread), tensors allocated once.\n\n", r.o.latencyN)
+		p("\nLatency, one connection, one call at a time (%d calls of each kind in 4 alternating blocks): ort is the model run in the benchmark's own process through onnxruntime_go (ORT's default options: all optimizations, a spinning pool of one thread per core; ort-1thr: 1 intra-op thread; ort-1thr-idle: the same, each call after an untimed 100 µs sleep, as a server's thread runs a model after waiting for the network), tensors allocated once.\n\n", r.o.latencyN)
 		p("| kind | p50 µs | p99 µs |\n|---|---:|---:|\n")
 		for _, k := range l.kinds {
 			s := l.by[k]

@@ -98,7 +98,7 @@ func selfSigned(t *testing.T) (tls.Certificate, []byte) {
 
 // attestReply is AI.ATTEST's reply as the server writes it in RESP2.
 func attestReply(t *testing.T, nonce, boundKey, reportedKey []byte) []byte {
-	ev, err := enclave.Attest(nonce, boundKey)
+	ev, err := enclave.Attest(nonce, boundKey, nil)
 	if err != nil {
 		t.Error(err)
 		return redcon.AppendError(nil, "ERR attestation failed")

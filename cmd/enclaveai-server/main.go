@@ -2,6 +2,7 @@
 // model server. Usage, as redis-server:
 //
 //	enclaveai-server [enclaveai.conf] [--directive value ...]
+//	enclaveai-server --help | --version
 package main
 
 import (
@@ -15,20 +16,18 @@ import (
 
 	"github.com/enclaveai/enclaveai/config"
 	"github.com/enclaveai/enclaveai/server"
-	"github.com/enclaveai/enclaveai/worker"
 )
 
 func main() {
-	// Re-executed as an engine worker (package worker): nothing of the
-	// server runs in it.
-	if worker.IsWorker() {
-		worker.Main()
-	}
+	runIfWorker()
 	// GOGC follows the live heap (server/gc.go); GOGC in the environment wins.
 	server.TuneGC()
+	if infoFlag(os.Args[1:], os.Stdout) {
+		return
+	}
 	opts, err := config.Load(os.Args[1:])
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "enclaveai-server: configuration:", err)
+		fmt.Fprintln(os.Stderr, "enclaveai-server: configuration:", err, "(enclaveai-server --help lists the directives)")
 		os.Exit(1)
 	}
 	log, err := newLogger(opts)

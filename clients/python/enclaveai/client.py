@@ -1,0 +1,318 @@
+"""The EnclaveAI client: attest, upload, run, delete (on top of redis-py)."""
+
+import hashlib
+import os
+import secrets
+import ssl
+import uuid
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import redis
+
+from . import attest as _attest
+from .attest import AttestationError, Policy, Result
+
+# RedisAI data types and their numpy equivalents.
+DTYPES = {
+    "FLOAT": np.float32, "DOUBLE": np.float64,
+    "INT8": np.int8, "INT16": np.int16, "INT32": np.int32, "INT64": np.int64,
+    "UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32, "UINT64": np.uint64,
+    "BOOL": np.bool_,
+}
+_NP_TO_AI = {np.dtype(v): k for k, v in DTYPES.items()}
+
+# What is read from a file and sent at a time: the progress bar moves by
+# this much, and it is all the memory the client needs for an upload.
+SEND_STEP = 4 << 20
+
+
+class Output:
+    """One output tensor of a run."""
+
+    def __init__(self, name: str, dtype: str, shape: List[int], data: bytes):
+        self.name, self.dtype, self.shape, self._data = name, dtype, shape, data
+
+    def as_numpy(self) -> np.ndarray:
+        """The tensor as a numpy array of its shape and type."""
+        return np.frombuffer(self._data, dtype=DTYPES[self.dtype]).reshape(self.shape)
+
+    def as_torch(self):
+        """The tensor as a torch.Tensor (torch is imported on first use)."""
+        import torch
+        return torch.from_numpy(self.as_numpy().copy())
+
+    def as_flat(self) -> list:
+        """The values as a flat Python list."""
+        return self.as_numpy().reshape(-1).tolist()
+
+    def __repr__(self):
+        return "Output(%r, %s, %s)" % (self.name, self.dtype, self.shape)
+
+
+class Outputs(list):
+    """A run's outputs, in the model's order; also by name (outputs["y"])."""
+
+    def __getitem__(self, i):
+        if isinstance(i, str):
+            for o in self:
+                if o.name == i:
+                    return o
+            raise KeyError(i)
+        return super().__getitem__(i)
+
+    def as_numpy(self):
+        """The only output as numpy (see Output.as_numpy)."""
+        return self._one().as_numpy()
+
+    def as_torch(self):
+        return self._one().as_torch()
+
+    def as_flat(self):
+        return self._one().as_flat()
+
+    def _one(self):
+        if len(self) != 1:
+            raise ValueError("the model has %d outputs: pick one (outputs[i] or outputs[name])" % len(self))
+        return self[0]
+
+
+def _text(v):
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def _pairs(reply) -> dict:
+    """A RESP2 flat key/value list (or a RESP3 map) as a dict with str keys."""
+    if isinstance(reply, dict):
+        items = reply.items()
+    else:
+        items = zip(reply[0::2], reply[1::2])
+    return {_text(k): v for k, v in items}
+
+
+class Client:
+    """A connection to one EnclaveAI server.
+
+    Client(host, port, tls=False, attest=Policy(...)) connects and, before
+    anything else is sent, checks the server's AI.ATTEST evidence against
+    the policy, bound to a fresh nonce and (with tls) to the TLS key of
+    this very connection; the same connection then carries every command.
+    The default policy refuses simulated evidence: pass
+    attest=Policy(allow_simulated=True) to accept it (development only,
+    loudly), or attest=False to skip attestation altogether.
+
+    Other keyword arguments go to redis.Redis (password, username,
+    socket_timeout, ...)."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 6379, tls: bool = False,
+                 attest: Union[Policy, bool, None] = None, cli: Optional[str] = None, **kw):
+        kw.setdefault("socket_timeout", 600)
+        if tls:
+            # The certificate is made inside the enclave: trust comes from
+            # the evidence that binds its key, not from a CA.
+            kw.update(ssl=True, ssl_cert_reqs=ssl.CERT_NONE, ssl_check_hostname=False)
+        self.redis = redis.Redis(host=host, port=port, single_connection_client=True, **kw)
+        self.tls = tls
+        self.attestation: Optional[Result] = None
+        if attest is not False:
+            self.attestation = self._attest(attest if isinstance(attest, Policy) else Policy(), cli)
+
+    def close(self):
+        self.redis.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- attestation -------------------------------------------------------
+
+    def _attest(self, policy: Policy, cli) -> Result:
+        nonce = secrets.token_bytes(32)
+        reply = _pairs(self.redis.execute_command("AI.ATTEST", nonce))
+        if self.tls:
+            sock = self.redis.connection._sock
+            key = _attest.spki_from_cert(sock.getpeercert(binary_form=True))
+        else:
+            # Plain TCP: bound to the key the server reports, not to this
+            # connection (a man in the middle could relay it).
+            key = reply.get("tls_public_key") or b""
+        return _attest.verify(reply["evidence"], nonce, key, policy, cli,
+                              receipt_key=reply.get("receipt_public_key") or b"")
+
+    # -- models ------------------------------------------------------------
+
+    def chunk_size(self) -> int:
+        """The server's MODEL_CHUNK_SIZE."""
+        return int(self.redis.execute_command("AI.CONFIG", "GET", "MODEL_CHUNK_SIZE"))
+
+    def upload_model(self, model: Union[str, os.PathLike, bytes, bytearray, memoryview],
+                     key: Optional[str] = None, name: Optional[str] = None, optimize: bool = True,
+                     progress: bool = True, chunk_size: Optional[int] = None) -> Tuple[str, str]:
+        """Stores an ONNX model from a path or bytes; returns (model id,
+        sha256 hex). Without key the server names it with a new UUID (the
+        id). name becomes the model's TAG. A file is streamed, a few MiB at a
+        time, in chunks of the server's MODEL_CHUNK_SIZE: the client never
+        holds two copies (nor, for a file, one). The server's digest is
+        checked against the one computed while sending."""
+        if isinstance(model, (str, os.PathLike)):
+            f = open(model, "rb")
+            size = os.fstat(f.fileno()).st_size
+            label = os.path.basename(os.fspath(model))
+        else:
+            view = memoryview(model).cast("B")
+            f, size, label = None, len(view), "model"
+        try:
+            chunk = chunk_size or self.chunk_size()
+            n = max(1, -(-size // chunk))
+            words = ["AI.MODELSTORE", key or "*", "ONNX", "CPU"]
+            if name:
+                words += ["TAG", name]
+            words += ["OPTIMIZE", "1" if optimize else "0", "BLOB"]
+            sha = hashlib.sha256()
+            bar = _progress(size, label) if progress else None
+            conn = self.redis.connection
+
+            def packets():
+                head = [b"*%d\r\n" % (len(words) + n)]
+                for w in words:
+                    w = w.encode()
+                    head.append(b"$%d\r\n%s\r\n" % (len(w), w))
+                yield b"".join(head)
+                buf = bytearray(SEND_STEP) if f is not None else None
+                pos = 0
+                for _ in range(n):
+                    end = min(size, pos + chunk)
+                    yield b"$%d\r\n" % (end - pos)
+                    while pos < end:
+                        k = min(SEND_STEP, end - pos)
+                        if f is not None:
+                            part = memoryview(buf)[:k]
+                            if f.readinto(part) != k:
+                                raise IOError("the model file changed while it was sent")
+                        else:
+                            part = view[pos:pos + k]
+                        sha.update(part)
+                        yield part  # sent before the next read reuses buf
+                        pos += k
+                        if bar is not None:
+                            bar.update(k)
+                    yield b"\r\n"
+
+            try:
+                conn.send_packed_command(packets())
+                reply = conn.read_response()
+            finally:
+                if bar is not None:
+                    bar.close()
+        finally:
+            if f is not None:
+                f.close()
+        model_id = key if key else _text(reply)
+        digest = sha.hexdigest()
+        info = self.model_info(model_id)
+        if info["sha256"] != digest:
+            raise IOError("the server holds sha256 %s, the client sent %s" % (info["sha256"], digest))
+        return model_id, digest
+
+    def model_info(self, key: str) -> Dict[str, Any]:
+        """AI.MODELINFO as a dict with str keys and values."""
+        info = _pairs(self.redis.execute_command("AI.MODELINFO", key))
+        out = {}
+        for k, v in info.items():
+            if k in ("inputs", "outputs"):
+                v = [{_text(a): (_text(b) if not isinstance(b, list) else b) for a, b in _pairs(io_).items()}
+                     for io_ in v]
+            out[k] = _text(v)
+        return out
+
+    def list_models(self) -> List[Dict[str, str]]:
+        """Every model this user may see: [{"key": ..., "tag": ...}]."""
+        return [{"key": _text(k), "tag": _text(t)} for k, t in self.redis.execute_command("AI._MODELSCAN")]
+
+    def delete_model(self, key: str) -> None:
+        """Deletes a model (AI.MODELDEL)."""
+        self.redis.execute_command("AI.MODELDEL", self._resolve(key))
+
+    def _resolve(self, key_or_sha: str) -> str:
+        """A model key, given its key or its sha256 (64 hex digits)."""
+        if len(key_or_sha) == 64 and all(c in "0123456789abcdef" for c in key_or_sha) \
+                and not self.redis.exists(key_or_sha):
+            for m in self.list_models():
+                if self.model_info(m["key"])["sha256"] == key_or_sha:
+                    return m["key"]
+            raise KeyError("no model with sha256 %s" % key_or_sha)
+        return key_or_sha
+
+    # -- runs --------------------------------------------------------------
+
+    def run_model(self, key: str, inputs: Any, timeout_ms: Optional[int] = None) -> Outputs:
+        """Runs a model (by key or sha256) on inputs: one array, a list of
+        them in the model's input order, or a dict by input name; each a
+        numpy array, a torch tensor or a (nested) list. Runs in one
+        AI.DAGEXECUTE_RO round trip; nothing is left in the keyspace."""
+        key = self._resolve(key)
+        info = self.model_info(key)
+        ins, outs = info["inputs"], info["outputs"]
+        if isinstance(inputs, dict):
+            arrays = [inputs[i["name"]] for i in ins]
+        elif isinstance(inputs, (list, tuple)) and len(ins) > 1 and len(inputs) == len(ins):
+            arrays = list(inputs)
+        else:
+            arrays = [inputs]
+        if len(arrays) != len(ins):
+            raise ValueError("the model takes %d inputs, got %d" % (len(ins), len(arrays)))
+        tag = uuid.uuid4().hex[:8]
+        args: List[Any] = ["AI.DAGEXECUTE_RO", "ROUTING", key]
+        if timeout_ms is not None:
+            args += ["TIMEOUT", timeout_ms]
+        in_names = ["in%d.%s" % (i, tag) for i in range(len(ins))]
+        out_names = ["out%d.%s" % (i, tag) for i in range(len(outs))]
+        for name, spec, a in zip(in_names, ins, arrays):
+            arr = _as_array(a, spec.get("dtype"))
+            args += ["|>", "AI.TENSORSET", name, _NP_TO_AI[arr.dtype]] + list(arr.shape) + ["BLOB", arr.tobytes()]
+        args += ["|>", "AI.MODELEXECUTE", key, "INPUTS", len(ins)] + in_names + ["OUTPUTS", len(outs)] + out_names
+        for name in out_names:
+            args += ["|>", "AI.TENSORGET", name, "META", "BLOB"]
+        reply = self.redis.execute_command(*args)
+        result = Outputs()
+        for spec, r in zip(outs, reply[-len(outs):]):
+            if isinstance(r, Exception):
+                raise r
+            meta = _pairs(r)
+            result.append(Output(spec["name"], _text(meta["dtype"]), [int(d) for d in meta["shape"]],
+                                 meta["blob"]))
+        return result
+
+
+def _as_array(a, dtype: Optional[str]) -> np.ndarray:
+    """An input as a C-contiguous numpy array of a type the server knows;
+    lists take the model's declared input type."""
+    if hasattr(a, "detach") and hasattr(a, "numpy"):  # torch.Tensor
+        a = a.detach().cpu().numpy()
+    if isinstance(a, np.ndarray):
+        arr = np.ascontiguousarray(a)
+    else:
+        arr = np.ascontiguousarray(np.asarray(a, dtype=DTYPES.get(dtype or "", np.float32)))
+    if arr.dtype not in _NP_TO_AI:
+        raise TypeError("numpy type %s has no server tensor type" % arr.dtype)
+    return arr
+
+
+def _progress(total: int, label: str):
+    """A tqdm bar in bytes, or None where tqdm is missing."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="upload " + label)
+
+
+def connect(addr: str = "127.0.0.1:6379", **kw) -> Client:
+    """Client("host:port", ...): blindai's connect, for those coming from it."""
+    host, _, port = addr.rpartition(":")
+    return Client(host or "127.0.0.1", int(port), **kw)
+
+
+__all__ = ["Client", "connect", "Output", "Outputs", "Policy", "Result", "AttestationError"]

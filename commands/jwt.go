@@ -1,0 +1,72 @@
+package commands
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/enclaveai/enclaveai/jwtauth"
+)
+
+// Token authentication: with jwt-public-key-file set, AUTH's password (in
+// `AUTH <token>`, `AUTH <user> <token>` and `HELLO 3 AUTH <user> <token>`)
+// is taken as a JWT when it has a compact JWS's shape. A token that
+// verifies (package jwtauth: ES256 only, exp and nbf with jwt-leeway,
+// jwt-issuer and jwt-audience) logs the connection in as its sub, who then
+// owns models and tensors as a configured user does; with a user argument
+// the sub must equal it. Any failure is -WRONGPASS and nothing else: the
+// reason is logged, the token never is. Once the token's exp (plus the
+// leeway) has passed, the connection gets -NOAUTH until it authenticates
+// again (Server.check).
+
+// SetupJWT reads jwt-public-key-file, if set; the front end calls it at
+// start, and a bad file stops the start.
+func (s *Server) SetupJWT() error {
+	if s.Opts.JWTPublicKeyFile == "" {
+		return nil
+	}
+	data, err := os.ReadFile(s.Opts.JWTPublicKeyFile)
+	if err != nil {
+		return fmt.Errorf("jwt-public-key-file: %w", err)
+	}
+	keys, err := jwtauth.ParsePublicKeys(data)
+	if err != nil {
+		return fmt.Errorf("jwt-public-key-file: %w", err)
+	}
+	s.jwt = &jwtauth.Verifier{Keys: keys, Issuer: s.Opts.JWTIssuer, Audience: s.Opts.JWTAudience,
+		Leeway: time.Duration(s.Opts.JWTLeeway) * time.Second}
+	s.Log.Info("token authentication on", "keys", len(keys))
+	return nil
+}
+
+// login is who an AUTH made the client: the user, and when that stops
+// holding (zero: never).
+type login struct {
+	user    string
+	expires time.Time
+}
+
+// authenticate checks AUTH's or HELLO's credentials: a token when token
+// authentication is on and pass looks like one, a password otherwise.
+// user is "" when AUTH named none.
+func authenticate(x *Ctx, user, pass string) (login, error) {
+	if x.jwt != nil && jwtauth.LooksLikeToken(pass) {
+		id, err := x.jwt.Verify(pass, time.Now())
+		if err == nil && user != "" && user != id.User {
+			err = fmt.Errorf("token sub is not the user AUTH named")
+		}
+		if err != nil {
+			x.Log.Info("token refused", "client", x.C.ID, "addr", x.C.Addr, "reason", err.Error())
+			return login{}, errWrongPass
+		}
+		return login{user: id.User, expires: id.Expires.Add(x.jwt.Leeway)}, nil
+	}
+	legacy := user == ""
+	if legacy {
+		user = "default"
+	}
+	if err := checkPassword(x, user, pass, legacy); err != nil {
+		return login{}, err
+	}
+	return login{user: user}, nil
+}

@@ -1,0 +1,414 @@
+package commands
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/enclaveai/enclaveai/modelstore"
+)
+
+// Observability: per-command statistics (INFO commandstats), the slow log
+// (SLOWLOG), MEMORY USAGE and the AI section of INFO (models and their run
+// counters, aggregated).
+//
+// SLOWLOG GET [count] | LEN | RESET
+// MEMORY USAGE key
+func init() {
+	admin := func(s *Spec) *Spec { s.Group = "server"; return s }
+	register(
+		admin(&Spec{Name: "slowlog", Arity: -2, Flags: Admin | LoadingOK,
+			Summary: "The commands that ran longer than slowlog-log-slower-than, payloads redacted.",
+			Syntax:  "GET [count] | LEN | RESET", Parse: parseSlowlog}),
+		admin(&Spec{Name: "memory", Arity: -2, Flags: Readonly,
+			Summary: "MEMORY USAGE key: the bytes a key holds (a model's shared bytes included).",
+			Syntax:  "USAGE key", Parse: parseMemory}),
+	)
+	RegisterInfoSection(InfoSection{Name: "Commandstats", Fields: commandStats, NotDefault: true})
+	RegisterInfoSection(InfoSection{Name: "AI", Fields: aiInfo, NotDefault: true})
+}
+
+// cmdStats are one command's counters (INFO commandstats).
+type cmdStats struct {
+	calls, usec, rejected, failed atomic.Int64
+}
+
+// recordRun counts a command that ran, and logs it if it was slow.
+func (s *Server) recordRun(c *Client, spec *Spec, argv [][]byte, d time.Duration, failed bool) {
+	us := d.Microseconds()
+	spec.stats.calls.Add(1)
+	spec.stats.usec.Add(us)
+	if failed {
+		spec.stats.failed.Add(1)
+	}
+	if limit := s.Opts.SlowlogSlowerThan.Load(); limit >= 0 && us >= limit {
+		s.slow.add(c, argv, us, int(s.Opts.SlowlogMaxLen.Load()))
+	}
+	if th := s.Opts.LatencyMonitorThreshold.Load(); th > 0 && d.Milliseconds() >= th {
+		s.latency.record(d.Milliseconds())
+	}
+}
+
+func commandStats(*Server) [][2]string {
+	var out [][2]string
+	for _, spec := range table.Sorted() {
+		st := &spec.stats
+		calls := st.calls.Load()
+		if calls == 0 && st.rejected.Load() == 0 {
+			continue
+		}
+		per := 0.0
+		if calls > 0 {
+			per = float64(st.usec.Load()) / float64(calls)
+		}
+		out = append(out, [2]string{"cmdstat_" + spec.Name, fmt.Sprintf("calls=%d,usec=%d,usec_per_call=%.2f,rejected_calls=%d,failed_calls=%d",
+			calls, st.usec.Load(), per, st.rejected.Load(), st.failed.Load())})
+	}
+	return out
+}
+
+// aiInfo aggregates the models' AI.INFO counters, then one line per model
+// (the first maxInfoModels by key).
+func aiInfo(s *Server) [][2]string {
+	type row struct {
+		key string
+		m   *modelstore.Model
+	}
+	var rows []row
+	var bytes, calls, errs, usec, samples int64
+	for _, it := range s.Keys.Items() {
+		if m, ok := it.Value.(*modelstore.Model); ok {
+			rows = append(rows, row{it.Key, m})
+			bytes += int64(len(m.Blob.Data))
+			calls += m.Stats.Calls.Load()
+			errs += m.Stats.Errors.Load()
+			usec += m.Stats.Duration.Load()
+			samples += m.Stats.Samples.Load()
+		}
+	}
+	per := func(u, n int64) string {
+		if n == 0 {
+			return "0.00"
+		}
+		return fmt.Sprintf("%.2f", float64(u)/float64(n))
+	}
+	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
+	out := [][2]string{
+		{"models", itoa(int64(len(rows)))}, {"model_bytes", itoa(bytes)},
+		{"model_calls", itoa(calls)}, {"model_errors", itoa(errs)}, {"model_run_usec", itoa(usec)},
+		{"model_usec_per_call", per(usec, calls)}, {"model_samples", itoa(samples)},
+	}
+	slices.SortFunc(rows, func(a, b row) int { return strings.Compare(a.key, b.key) })
+	for i, r := range rows {
+		if i == maxInfoModels {
+			break
+		}
+		st := &r.m.Stats
+		c := st.Calls.Load()
+		out = append(out, [2]string{"model" + strconv.Itoa(i), fmt.Sprintf(
+			"calls=%d,errors=%d,usec=%d,usec_per_call=%s,samples=%d,batchsize=%d,bytes=%d,key=%s",
+			c, st.Errors.Load(), st.Duration.Load(), per(st.Duration.Load(), c), st.Samples.Load(),
+			r.m.BatchSize, len(r.m.Blob.Data), r.key)})
+	}
+	return out
+}
+
+// maxInfoModels bounds the per-model lines of INFO ai.
+const maxInfoModels = 100
+
+// slowEntry is one SLOWLOG entry.
+type slowEntry struct {
+	id         int64
+	at         int64 // unix seconds
+	usec       int64
+	args       []string
+	addr, name string
+}
+
+// slowLog is the ring of the slowest recent commands.
+type slowLog struct {
+	mu      sync.Mutex
+	nextID  int64
+	entries []slowEntry // newest first
+}
+
+func (l *slowLog) add(c *Client, argv [][]byte, usec int64, maxLen int) {
+	e := slowEntry{at: time.Now().Unix(), usec: usec, args: slowArgs(argv), addr: c.Addr}
+	c.mu.Lock()
+	e.name = c.name
+	c.mu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e.id = l.nextID
+	l.nextID++
+	l.entries = slices.Insert(l.entries, 0, e)
+	if len(l.entries) > maxLen {
+		l.entries = l.entries[:maxLen]
+	}
+}
+
+// Limits of an entry's arguments, as Redis's.
+const (
+	slowMaxArgs = 32
+	slowMaxArg  = 128
+)
+
+// slowArgs renders a command for the slow log: at most slowMaxArgs
+// arguments of at most slowMaxArg bytes, and never a tensor's or a model's
+// bytes (what follows BLOB or VALUES, up to a DAG's next |>) nor a
+// password (what follows AUTH, or HELLO's AUTH).
+func slowArgs(argv [][]byte) []string {
+	var out []string
+	redact := false
+	for i, a := range argv {
+		if len(out) == slowMaxArgs-1 && len(argv) > slowMaxArgs {
+			out = append(out, fmt.Sprintf("... (%d more arguments)", len(argv)-i))
+			break
+		}
+		switch {
+		case string(a) == "|>":
+			redact = false
+		case redact:
+			out = append(out, fmt.Sprintf("(%d bytes redacted)", len(a)))
+			continue
+		}
+		s := string(a)
+		if len(s) > slowMaxArg {
+			s = s[:slowMaxArg] + fmt.Sprintf("... (%d more bytes)", len(a)-slowMaxArg)
+		}
+		out = append(out, s)
+		if i == 1 || (i >= 2 && string(argv[i-2]) == "|>") {
+			continue // a key (AI.TENSORSET blob ...), not a keyword
+		}
+		switch strings.ToUpper(string(a)) {
+		case "BLOB", "VALUES":
+			redact = true
+		case "AUTH":
+			redact = i == 0 || strings.EqualFold(string(argv[0]), "hello")
+		}
+	}
+	return out
+}
+
+func parseSlowlog(a Args) (Runner, error) {
+	sub := strings.ToUpper(string(a.V[1]))
+	count := 10
+	switch {
+	case sub == "GET" && a.Len() <= 2:
+		if a.Len() == 2 {
+			n, err := strconv.Atoi(string(a.V[2]))
+			if err != nil || n < -1 {
+				return nil, errorf("ERR count should be greater than or equal to -1")
+			}
+			count = n
+		}
+	case (sub == "LEN" || sub == "RESET") && a.Len() == 1:
+	default:
+		return nil, errorf("ERR unknown subcommand or wrong number of arguments for '%s'. Try SLOWLOG HELP.", truncate(a.V[1], 128))
+	}
+	return RunFunc(func(x *Ctx) error {
+		l := &x.slow
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		switch sub {
+		case "LEN":
+			x.W.Int(int64(len(l.entries)))
+		case "RESET":
+			l.entries = nil
+			x.W.OK()
+		default:
+			n := len(l.entries)
+			if count >= 0 && count < n {
+				n = count
+			}
+			x.W.Array(n)
+			for _, e := range l.entries[:n] {
+				x.W.Array(6)
+				x.W.Int(e.id)
+				x.W.Int(e.at)
+				x.W.Int(e.usec)
+				x.W.Array(len(e.args))
+				for _, s := range e.args {
+					x.W.BulkString(s)
+				}
+				x.W.BulkString(e.addr)
+				x.W.BulkString(e.name)
+			}
+		}
+		return nil
+	}), nil
+}
+
+func parseMemory(a Args) (Runner, error) {
+	if !strings.EqualFold(string(a.V[1]), "USAGE") || (a.Len() != 2 && a.Len() != 4) {
+		return nil, errorf("ERR unknown subcommand or wrong number of arguments for '%s'. Try MEMORY HELP.", truncate(a.V[1], 128))
+	}
+	key := string(a.V[2])
+	return RunFunc(func(x *Ctx) error {
+		v, ok := x.Keys.Get(key)
+		if !ok {
+			x.W.Null()
+			return nil
+		}
+		if err := x.mayUse(v); err != nil {
+			return err
+		}
+		n := int64(len(key)) + v.MemSize() + 48
+		if m, isModel := v.(*modelstore.Model); isModel {
+			n += int64(len(m.Blob.Data))
+		}
+		x.W.Int(n)
+		return nil
+	}), nil
+}
+
+// MONITOR: every command the server dispatches, one line each, to the
+// clients that asked, as Redis writes them (`+<time> [0 <addr>] "arg" ...`)
+// but with payloads and passwords redacted as in the slow log. A monitor
+// too slow to take the lines loses them (monitorBacklog per client), rather
+// than slowing every other client down.
+//
+// LATENCY LATEST | RESET: with latency-monitor-threshold (ms) above 0, the
+// latest and longest command that ran at least that long ("command" event).
+func init() {
+	admin := func(s *Spec) *Spec { s.Group = "server"; return s }
+	register(
+		admin(&Spec{Name: "monitor", Arity: 1, Flags: Admin | LoadingOK | NoMulti,
+			Summary: "Streams every command the server runs, payloads and passwords redacted.", Parse: parseMonitor}),
+		admin(&Spec{Name: "latency", Arity: -2, Flags: Admin | LoadingOK,
+			Summary: "LATENCY LATEST and RESET: commands slower than latency-monitor-threshold.",
+			Syntax:  "LATEST | RESET", Parse: parseLatency}),
+	)
+}
+
+const monitorBacklog = 4096
+
+// monitorSet is the clients in MONITOR mode.
+type monitorSet struct {
+	n    atomic.Int32
+	mu   sync.Mutex
+	subs map[*Client]chan []byte
+}
+
+// feedMonitors writes a command to the monitors, if any (one atomic load
+// otherwise).
+func (s *Server) feedMonitors(c *Client, argv [][]byte) {
+	if s.mon.n.Load() == 0 {
+		return
+	}
+	now := time.Now()
+	var b strings.Builder
+	fmt.Fprintf(&b, "+%d.%06d [0 %s]", now.Unix(), now.Nanosecond()/1000, c.Addr)
+	for _, a := range slowArgs(argv) {
+		b.WriteByte(' ')
+		b.WriteString(strconv.Quote(a))
+	}
+	b.WriteString("\r\n")
+	line := []byte(b.String())
+	s.mon.mu.Lock()
+	for _, ch := range s.mon.subs {
+		select {
+		case ch <- line:
+		default:
+		}
+	}
+	s.mon.mu.Unlock()
+}
+
+// stopMonitor ends a client's MONITOR mode (it disconnected).
+func (s *Server) stopMonitor(c *Client) {
+	s.mon.mu.Lock()
+	defer s.mon.mu.Unlock()
+	if ch, ok := s.mon.subs[c]; ok {
+		delete(s.mon.subs, c)
+		s.mon.n.Add(-1)
+		close(ch)
+	}
+}
+
+func parseMonitor(a Args) (Runner, error) {
+	return RunFunc(func(x *Ctx) error {
+		w, ok := x.C.closer.(io.Writer)
+		if !ok {
+			return errorf("ERR MONITOR needs a network connection")
+		}
+		// The replies before and MONITOR's OK leave now, ahead of the
+		// first line the monitor goroutine writes.
+		x.W.OK()
+		_, err := w.Write(x.W.Bytes())
+		x.W.Reset()
+		if err != nil {
+			return nil
+		}
+		ch := make(chan []byte, monitorBacklog)
+		go func() {
+			failed := false
+			for line := range ch {
+				if !failed && func() error { _, err := w.Write(line); return err }() != nil {
+					failed = true
+					x.C.Kill()
+				}
+			}
+		}()
+		s := x.Server
+		s.mon.mu.Lock()
+		if s.mon.subs == nil {
+			s.mon.subs = map[*Client]chan []byte{}
+		}
+		s.mon.subs[x.C] = ch
+		s.mon.n.Add(1)
+		s.mon.mu.Unlock()
+		return nil
+	}), nil
+}
+
+// latencyEvent is LATENCY LATEST's record of one event.
+type latencyEvent struct {
+	mu          sync.Mutex
+	at          int64 // unix seconds of the latest
+	latest, max int64 // ms
+}
+
+func (e *latencyEvent) record(ms int64) {
+	e.mu.Lock()
+	e.at, e.latest = time.Now().Unix(), ms
+	e.max = max(e.max, ms)
+	e.mu.Unlock()
+}
+
+func parseLatency(a Args) (Runner, error) {
+	sub := strings.ToUpper(string(a.V[1]))
+	if (sub != "LATEST" && sub != "RESET") || a.Len() != 1 {
+		return nil, errorf("ERR unknown subcommand or wrong number of arguments for '%s'. Try LATENCY HELP.", truncate(a.V[1], 128))
+	}
+	return RunFunc(func(x *Ctx) error {
+		e := &x.Server.latency
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if sub == "RESET" {
+			n := int64(0)
+			if e.at != 0 {
+				n = 1
+			}
+			e.at, e.latest, e.max = 0, 0, 0
+			x.W.Int(n)
+			return nil
+		}
+		if e.at == 0 {
+			x.W.Array(0)
+			return nil
+		}
+		x.W.Array(1)
+		x.W.Array(4)
+		x.W.BulkString("command")
+		x.W.Int(e.at)
+		x.W.Int(e.latest)
+		x.W.Int(e.max)
+		return nil
+	}), nil
+}

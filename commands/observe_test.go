@@ -1,0 +1,40 @@
+package commands
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// The slow log keeps a command's shape, never its tensor or model bytes
+// nor passwords, and bounds its arguments as Redis does.
+func TestSlowArgs(t *testing.T) {
+	long := strings.Repeat("k", 130)
+	many := []string{"DEL"}
+	for i := range 40 {
+		many = append(many, fmt.Sprint("k", i))
+	}
+	for _, tc := range []struct {
+		argv []string
+		want string
+	}{
+		{[]string{"AI.TENSORSET", "t", "FLOAT", "2", "BLOB", "12345678"}, "AI.TENSORSET|t|FLOAT|2|BLOB|(8 bytes redacted)"},
+		{[]string{"AI.TENSORSET", "t", "INT8", "2", "VALUES", "1", "2"}, "AI.TENSORSET|t|INT8|2|VALUES|(1 bytes redacted)|(1 bytes redacted)"},
+		{[]string{"AI.MODELSTORE", "m", "ONNX", "CPU", "TAG", "v", "BLOB", "abc", "de"}, "AI.MODELSTORE|m|ONNX|CPU|TAG|v|BLOB|(3 bytes redacted)|(2 bytes redacted)"},
+		{[]string{"AI.DAGEXECUTE", "ROUTING", "m", "|>", "AI.TENSORSET", "a", "FLOAT", "1", "VALUES", "5", "|>", "AI.MODELEXECUTE", "m"},
+			"AI.DAGEXECUTE|ROUTING|m||>|AI.TENSORSET|a|FLOAT|1|VALUES|(1 bytes redacted)||>|AI.MODELEXECUTE|m"},
+		{[]string{"AI.TENSORSET", "blob", "INT8", "1", "BLOB", "x"}, "AI.TENSORSET|blob|INT8|1|BLOB|(1 bytes redacted)"},
+		{[]string{"AUTH", "user", "secret"}, "AUTH|(4 bytes redacted)|(6 bytes redacted)"},
+		{[]string{"HELLO", "3", "AUTH", "u", "pw"}, "HELLO|3|AUTH|(1 bytes redacted)|(2 bytes redacted)"},
+		{[]string{"GET", long}, "GET|" + long[:128] + "... (2 more bytes)"},
+		{many, strings.Join(many[:31], "|") + "|... (10 more arguments)"},
+	} {
+		argv := make([][]byte, len(tc.argv))
+		for i, a := range tc.argv {
+			argv[i] = []byte(a)
+		}
+		if got := strings.Join(slowArgs(argv), "|"); got != tc.want {
+			t.Errorf("%q:\n got %s\nwant %s", tc.argv[0], got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,250 @@
+// Package goengine runs ONNX models in pure Go, behind the model layer's
+// engine seam (modelstore.Engine): no cgo, no shared library, no files, no
+// processes, no threads of its own. It is what runs inference inside an EGo
+// enclave, where ONNX Runtime cannot be loaded (docs/ENCLAVE.md).
+//
+// The operators are github.com/advancedclimatesystems/gonnx's (opset 13, on
+// gorgonia tensors) plus the few our models need that it lacks (ops.go:
+// MaxPool, ReduceMean, Sqrt, Identity). A model is checked at Compile: one
+// with an operator neither has, or another opset than 13, is refused with an
+// error that names it, so AI.MODELSTORE fails and nothing fails later.
+//
+// Costs, measured in docs/BENCHMARKS.md: runs are slower than ONNX
+// Runtime's (no SIMD kernels, one core), and gonnx holds the weights as Go
+// slices decoded from the model, a second copy beside the stored bytes.
+// gonnx's operators may reshape shared initializers in place (Conv's bias),
+// so the runs of one session take turns; different models run in parallel.
+package goengine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/advancedclimatesystems/gonnx"
+	gonnxproto "github.com/advancedclimatesystems/gonnx/onnx"
+	"github.com/advancedclimatesystems/gonnx/ops"
+	"github.com/advancedclimatesystems/gonnx/ops/opset13"
+
+	"github.com/enclaveai/enclaveai/modelstore"
+)
+
+// Opset is the only ONNX operator set version the engine runs.
+const Opset = 13
+
+// Engine is the pure-Go engine. The zero value is ready to use.
+type Engine struct{}
+
+// Name implements modelstore.Engine.
+func (Engine) Name() string { return "go" }
+
+// Group implements modelstore.Engine: one process, one group.
+func (Engine) Group(string) string { return "" }
+
+// getOperator resolves an operator type: ours first, then gonnx's.
+func getOperator(opType string) (ops.Operator, error) {
+	if f, ok := extraOps[opType]; ok {
+		return f()
+	}
+	return opset13.GetOperator(opType)
+}
+
+// Supported reports whether the engine has an operator of this type.
+func Supported(opType string) bool {
+	_, err := getOperator(opType)
+	return err == nil
+}
+
+// Compile implements modelstore.Engine. SessionOptions tune ONNX Runtime
+// only and are ignored.
+func (Engine) Compile(src modelstore.ModelSource, _ modelstore.SessionOptions) (modelstore.EngineSession, error) {
+	inputs, outputs, err := modelstore.ReadGraphIO(src.Data)
+	if err != nil {
+		return nil, err
+	}
+	// The sanitizer's rules refuse attributes no engine should trust, and
+	// it guards integer division, which would panic in Go: a model whose
+	// guard needs operators this engine lacks (Where) is refused below.
+	data := src.Data
+	if safe, err := modelstore.SanitizeModel(data); err != nil {
+		return nil, err
+	} else if safe != nil {
+		data = safe
+	}
+	for _, io := range append(slices.Clip(inputs), outputs...) {
+		if io.DType == modelstore.DTypeInvalid || io.DType == modelstore.String {
+			return nil, refuse("%s is %s, which this engine does not run", io.Name, io.ElemType)
+		}
+	}
+	// A large model is decoded without its large weights, which
+	// decodeWeights then reads from data: the protobuf decoder would copy
+	// them first (three copies at the peak instead of two).
+	parse, err := modelstore.WithoutLargeWeights(data)
+	if err != nil {
+		return nil, err
+	}
+	if parse == nil {
+		parse = data
+	}
+	mp, err := gonnx.ModelProtoFromBytes(parse)
+	if err != nil {
+		return nil, refuse("cannot parse the model: %v", err)
+	}
+	if err := checkModel(mp); err != nil {
+		return nil, err
+	}
+	if err := decodeWeights(mp.Graph, data); err != nil {
+		return nil, refuse("reading the model's initializers: %v", err)
+	}
+	m, err := gonnx.NewModel(mp)
+	if err != nil {
+		return nil, refuse("%v", err)
+	}
+	m.GetOperator = getOperator
+	// The float weights now live in gonnx's tensors only (decodeWeights).
+	return &session{model: m, inputs: inputs, outputs: outputs}, nil
+}
+
+// refuse is an error of Compile or Run, as clients see it after "ERR ".
+func refuse(format string, args ...any) error {
+	return &modelstore.EngineError{Msg: "pure-Go engine: " + fmt.Sprintf(format, args...)}
+}
+
+// checkModel refuses what the engine cannot run: another opset than 13,
+// operators of other domains, operators it lacks (all of them named),
+// subgraphs and functions.
+func checkModel(mp *gonnxproto.ModelProto) error {
+	if mp.Graph == nil {
+		return refuse("the model has no graph")
+	}
+	for _, o := range mp.GetOpsetImport() {
+		if o.GetDomain() != "" && o.GetDomain() != "ai.onnx" {
+			continue
+		}
+		if o.GetVersion() != Opset {
+			return refuse("the model imports ONNX opset %d; this engine runs opset %d only", o.GetVersion(), Opset)
+		}
+	}
+	if len(mp.GetFunctions()) > 0 {
+		return refuse("the model defines functions, which this engine does not run")
+	}
+	var missing []string
+	for _, n := range mp.Graph.GetNode() {
+		name := n.GetOpType()
+		if d := n.GetDomain(); d != "" && d != "ai.onnx" {
+			name = d + "." + name
+		} else if Supported(name) {
+			continue
+		}
+		if !slices.Contains(missing, name) {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return refuse("unsupported operator %s (inference-engine onnxruntime runs it)", strings.Join(missing, ", "))
+	}
+	// Attributes: each operator's Init refuses what it does not implement.
+	for _, n := range mp.Graph.GetNode() {
+		op, err := getOperator(n.GetOpType())
+		if err == nil {
+			err = op.Init(n)
+		}
+		if err != nil {
+			return refuse("node %q (%s): %v", n.GetName(), n.GetOpType(), err)
+		}
+	}
+	return nil
+}
+
+// terminated is Run's error when its context ended it (the model's
+// MODEL_EXECUTION_TIMEOUT), worded like ONNX Runtime's for clients that
+// look for "terminate".
+func terminated(err error) error {
+	return refuse("the run was terminated: %v (MODEL_EXECUTION_TIMEOUT)", err)
+}
+
+// session is a compiled model. gonnx evaluates the graph node by node;
+// Run resolves operators through a getter that first checks the run's
+// context, so a TIMEOUT stops a run at the next node.
+type session struct {
+	mu      sync.Mutex // runs take turns; guards model
+	model   *gonnx.Model
+	inputs  []modelstore.IOInfo
+	outputs []modelstore.IOInfo
+}
+
+func (s *session) Inputs() []modelstore.IOInfo  { return s.inputs }
+func (s *session) Outputs() []modelstore.IOInfo { return s.outputs }
+
+// Weights implements modelstore.EngineSession: gonnx holds its own copy.
+func (s *session) Weights() (modelstore.WeightsMode, int64) { return modelstore.WeightsCopied, 0 }
+
+// Close implements modelstore.EngineSession: it waits for a run in flight.
+func (s *session) Close() error {
+	s.mu.Lock()
+	s.model = nil
+	s.mu.Unlock()
+	return nil
+}
+
+// Run implements modelstore.EngineSession.
+func (s *session) Run(ctx context.Context, inputs []*modelstore.Tensor) ([]*modelstore.Tensor, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, terminated(err)
+	}
+	if len(inputs) != len(s.inputs) {
+		return nil, fmt.Errorf("%w: the model takes %d, got %d", modelstore.ErrInputCount, len(s.inputs), len(inputs))
+	}
+	feed := make(gonnx.Tensors, len(inputs))
+	for i, t := range inputs {
+		in := s.inputs[i]
+		if t == nil {
+			return nil, errors.New("missing tensor")
+		}
+		if in.DType != modelstore.DTypeInvalid && t.DType != in.DType {
+			return nil, refuse("input %d (%s) is %s, the model wants %s", i, in.Name, t.DType, in.DType)
+		}
+		g, err := toGonnx(t)
+		if err != nil {
+			return nil, fmt.Errorf("input %d (%s): %w", i, in.Name, err)
+		}
+		feed[in.Name] = g
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.model == nil {
+		return nil, modelstore.ErrSessionClosed
+	}
+	m := *s.model // this run's getter sees its context
+	m.GetOperator = func(opType string) (ops.Operator, error) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		return getOperator(opType)
+	}
+	res, err := m.Run(feed)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, terminated(ctxErr)
+		}
+		return nil, refuse("%v", err)
+	}
+	outs := make([]*modelstore.Tensor, len(s.outputs))
+	for i, o := range s.outputs {
+		g, ok := res[o.Name]
+		if !ok || g == nil {
+			continue
+		}
+		t, err := fromGonnx(g)
+		if err != nil {
+			return nil, fmt.Errorf("output %d (%s): %w", i, o.Name, err)
+		}
+		outs[i] = t
+	}
+	return outs, nil
+}

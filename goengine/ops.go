@@ -1,0 +1,473 @@
+package goengine
+
+// Operators gonnx v1.1.0 lacks that the benchmark models use: MaxPool (the
+// CNN), ReduceMean, Sqrt and Identity (the transformer's norms and output);
+// and a fix of its Conv.
+// Each follows the ONNX opset-13 definition for FLOAT and DOUBLE tensors and
+// refuses, at Init, the attributes it does not implement; Compile calls Init
+// on every node, so a model that uses them fails at AI.MODELSTORE, not at
+// its first run.
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	gonnxproto "github.com/advancedclimatesystems/gonnx/onnx"
+	"github.com/advancedclimatesystems/gonnx/ops"
+	"github.com/advancedclimatesystems/gonnx/ops/opset13"
+	"gorgonia.org/tensor"
+)
+
+var extraOps = map[string]func() (ops.Operator, error){
+	"Conv":       newConv,
+	"Identity":   func() (ops.Operator, error) { return &identity{}, nil },
+	"MaxPool":    func() (ops.Operator, error) { return &maxPool{}, nil },
+	"ReduceMean": func() (ops.Operator, error) { return &reduceMean{keepDims: true}, nil },
+	"Sqrt":       func() (ops.Operator, error) { return &sqrt{}, nil },
+}
+
+var floatTypes = []tensor.Dtype{tensor.Float32, tensor.Float64}
+
+// unary is the part of an operator with one input of a float type.
+type unary struct{ name string }
+
+func (u unary) GetMinInputs() int                         { return 1 }
+func (u unary) GetMaxInputs() int                         { return 1 }
+func (u unary) GetInputTypeConstraints() [][]tensor.Dtype { return [][]tensor.Dtype{floatTypes} }
+func (u unary) String() string                            { return u.name + " operator" }
+
+// conv is 2-D convolution over NCHW FLOAT input computed directly, and
+// gonnx's Conv otherwise (1-D and 3-D, DOUBLE, auto_pad SAME_*). gonnx's
+// 2-D Conv slices and copies every input window: the CNN ran 1000x slower
+// than ONNX Runtime with it. It also reshapes the bias input in place to
+// broadcast it, which breaks the next run of the model (the initializer is
+// shared by all runs) with "Cannot reshape (1, C, 1, 1)": its bias gets a
+// tensor header of its own here.
+type conv struct {
+	ops.Operator       // gonnx's, Init'ed on the same node
+	gonnxErr     error // gonnx's Init's error: its Conv cannot run the node
+	autoPad      string
+	group        int
+	kernel       []int
+	pads         []int
+	strides      []int
+	dilations    []int
+}
+
+func newConv() (ops.Operator, error) {
+	op, err := opset13.GetOperator("Conv")
+	if err != nil {
+		return nil, err
+	}
+	return &conv{Operator: op}, nil
+}
+
+func (c *conv) Init(n *gonnxproto.NodeProto) error {
+	c.gonnxErr = c.Operator.Init(n) // group > 1, say: fine in direct2D
+	c.group = 1
+	for _, a := range n.GetAttribute() {
+		ints := make([]int, len(a.GetInts()))
+		for i, v := range a.GetInts() {
+			ints[i] = int(v)
+		}
+		switch a.GetName() {
+		case "auto_pad":
+			c.autoPad = string(a.GetS())
+		case "group":
+			c.group = int(a.GetI())
+		case "kernel_shape":
+			c.kernel = ints
+		case "pads":
+			c.pads = ints
+		case "strides":
+			c.strides = ints
+		case "dilations":
+			c.dilations = ints
+		}
+	}
+	return nil
+}
+
+func (c *conv) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	return ops.ValidateInputs(c, in)
+}
+
+func (c *conv) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	if out, ok, err := c.direct2D(in); ok || err != nil {
+		return out, err
+	}
+	if c.gonnxErr != nil {
+		return nil, c.gonnxErr
+	}
+	if len(in) > 2 {
+		if b, ok := in[2].(*tensor.Dense); ok {
+			in = slices.Clone(in)
+			in[2] = b.ShallowClone()
+		}
+	}
+	return c.Operator.Apply(in)
+}
+
+// direct2D computes the convolution when it is 2-D FLOAT with explicit or
+// no padding; ok is false when it leaves the case to gonnx.
+func (c *conv) direct2D(in []tensor.Tensor) (out []tensor.Tensor, ok bool, err error) {
+	x, w := dense(in[0]), dense(in[1])
+	xs, ws := x.Shape(), w.Shape()
+	xd, ok1 := x.Data().([]float32)
+	wd, ok2 := w.Data().([]float32)
+	if !ok1 || !ok2 || len(xs) != 4 || len(ws) != 4 || (c.autoPad != "" && c.autoPad != "NOTSET") || c.group < 1 {
+		return nil, false, nil
+	}
+	var bias []float32
+	if len(in) > 2 && in[2] != nil {
+		if bias, ok = dense(in[2]).Data().([]float32); !ok {
+			return nil, false, nil
+		}
+	}
+	pads, strides, dil := c.pads, c.strides, c.dilations
+	if pads == nil {
+		pads = []int{0, 0, 0, 0}
+	}
+	if strides == nil {
+		strides = []int{1, 1}
+	}
+	if dil == nil {
+		dil = []int{1, 1}
+	}
+	n, ci, h, wi := xs[0], xs[1], xs[2], xs[3]
+	co, cig, kh, kw := ws[0], ws[1], ws[2], ws[3]
+	g := c.group
+	if len(pads) != 4 || len(strides) != 2 || len(dil) != 2 || ci != cig*g || co%g != 0 ||
+		(c.kernel != nil && (len(c.kernel) != 2 || c.kernel[0] != kh || c.kernel[1] != kw)) ||
+		(bias != nil && len(bias) != co) || min(strides[0], strides[1], dil[0], dil[1]) < 1 || min(pads[0], pads[1], pads[2], pads[3]) < 0 {
+		return nil, false, nil
+	}
+	oh := (h+pads[0]+pads[2]-dil[0]*(kh-1)-1)/strides[0] + 1
+	ow := (wi+pads[1]+pads[3]-dil[1]*(kw-1)-1)/strides[1] + 1
+	if oh < 1 || ow < 1 {
+		return nil, true, ops.ErrInvalidInput("kernel larger than the padded input", c)
+	}
+	res := make([]float32, n*co*oh*ow)
+	cog := co / g
+	for b := range n {
+		for oc := range co {
+			plane := res[(b*co+oc)*oh*ow : (b*co+oc+1)*oh*ow]
+			if bias != nil {
+				for i := range plane {
+					plane[i] = bias[oc]
+				}
+			}
+			grp := oc / cog
+			for icg := range cig {
+				ic := grp*cig + icg
+				src := xd[(b*ci+ic)*h*wi : (b*ci+ic+1)*h*wi]
+				kern := wd[(oc*cig+icg)*kh*kw : (oc*cig+icg+1)*kh*kw]
+				for ky := range kh {
+					for kx := range kw {
+						k := kern[ky*kw+kx]
+						for oy := range oh {
+							y := oy*strides[0] - pads[0] + ky*dil[0]
+							if y < 0 || y >= h {
+								continue
+							}
+							row, orow := src[y*wi:(y+1)*wi], plane[oy*ow:(oy+1)*ow]
+							for ox := range ow {
+								xx := ox*strides[1] - pads[1] + kx*dil[1]
+								if xx >= 0 && xx < wi {
+									orow[ox] += k * row[xx]
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return []tensor.Tensor{tensor.New(tensor.WithShape(n, co, oh, ow), tensor.WithBacking(res))}, true, nil
+}
+
+// identity passes its input through (any type).
+type identity struct{}
+
+func (*identity) Init(*gonnxproto.NodeProto) error { return nil }
+func (*identity) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	return []tensor.Tensor{in[0]}, nil
+}
+func (o *identity) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	return ops.ValidateInputs(o, in)
+}
+func (*identity) GetMinInputs() int { return 1 }
+func (*identity) GetMaxInputs() int { return 1 }
+func (*identity) GetInputTypeConstraints() [][]tensor.Dtype {
+	return [][]tensor.Dtype{ops.AllTypes}
+}
+func (*identity) String() string { return "identity operator" }
+
+// sqrt is the element-wise square root.
+type sqrt struct{ unary }
+
+func (o *sqrt) Init(*gonnxproto.NodeProto) error { o.name = "sqrt"; return nil }
+func (o *sqrt) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	out, err := tensor.Sqrt(in[0])
+	if err != nil {
+		return nil, err
+	}
+	return []tensor.Tensor{out}, nil
+}
+func (o *sqrt) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	return ops.ValidateInputs(o, in)
+}
+
+// reduceMean averages over the axes attribute (every axis when absent).
+type reduceMean struct {
+	unary
+	axes     []int
+	keepDims bool
+}
+
+func (o *reduceMean) Init(n *gonnxproto.NodeProto) error {
+	o.name = "reducemean"
+	for _, a := range n.GetAttribute() {
+		switch a.GetName() {
+		case "axes":
+			for _, v := range a.GetInts() {
+				o.axes = append(o.axes, int(v))
+			}
+		case "keepdims":
+			o.keepDims = a.GetI() != 0
+		default:
+			return ops.ErrUnsupportedAttribute(a.GetName(), o)
+		}
+	}
+	return nil
+}
+
+func (o *reduceMean) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	return ops.ValidateInputs(o, in)
+}
+
+func (o *reduceMean) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	x := dense(in[0])
+	shape := x.Shape().Clone()
+	rank := len(shape)
+	reduced := make([]bool, rank)
+	if len(o.axes) == 0 {
+		for i := range reduced {
+			reduced[i] = true
+		}
+	}
+	for _, a := range o.axes {
+		if a < -rank || a >= rank {
+			return nil, ops.ErrAxisOutOfRange(-rank, rank, a)
+		}
+		reduced[(a+rank)%rank] = true
+	}
+	outShape := make([]int, 0, rank) // with the reduced axes kept as 1
+	count := 1
+	for i, d := range shape {
+		if reduced[i] {
+			outShape = append(outShape, 1)
+			count *= d
+		} else {
+			outShape = append(outShape, d)
+		}
+	}
+	var out tensor.Tensor
+	switch v := x.Data().(type) {
+	case []float32:
+		out = tensor.New(tensor.WithShape(outShape...), tensor.WithBacking(meanOver(v, shape, outShape, count)))
+	case []float64:
+		out = tensor.New(tensor.WithShape(outShape...), tensor.WithBacking(meanOver(v, shape, outShape, count)))
+	default:
+		return nil, ops.ErrInvalidInputType(0, x.Dtype().Name(), o)
+	}
+	if !o.keepDims {
+		var kept []int
+		for i, d := range outShape {
+			if !reduced[i] {
+				kept = append(kept, d)
+			}
+		}
+		if len(kept) == 0 {
+			kept = []int{1} // gorgonia has no rank-0 dense result here
+		}
+		if err := out.Reshape(kept...); err != nil {
+			return nil, err
+		}
+	}
+	return []tensor.Tensor{out}, nil
+}
+
+// meanOver sums x (of shape) into an array of outShape, where each reduced
+// axis has size 1, and divides by count, accumulating in float64.
+func meanOver[T float32 | float64](x []T, shape, outShape []int, count int) []T {
+	rank := len(shape)
+	outStrides := make([]int, rank) // 0 on reduced axes
+	s := 1
+	for i := rank - 1; i >= 0; i-- {
+		if outShape[i] != 1 || shape[i] == 1 {
+			outStrides[i] = s
+		}
+		s *= outShape[i]
+	}
+	sum := make([]float64, s)
+	idx := make([]int, rank)
+	o := 0
+	for _, v := range x {
+		sum[o] += float64(v)
+		for i := rank - 1; i >= 0; i-- { // next index, odometer style
+			idx[i]++
+			o += outStrides[i]
+			if idx[i] < shape[i] {
+				break
+			}
+			o -= outStrides[i] * idx[i]
+			idx[i] = 0
+		}
+	}
+	out := make([]T, s)
+	for i, v := range sum {
+		out[i] = T(v / float64(count))
+	}
+	return out
+}
+
+// maxPool is 2-D max pooling over NCHW input: kernel_shape, strides, pads,
+// dilations and ceil_mode; auto_pad NOTSET (or VALID) and storage_order 0;
+// one output (the Indices output is refused).
+type maxPool struct {
+	unary
+	kernel, strides, pads, dilations []int
+	ceil                             bool
+}
+
+func (o *maxPool) Init(n *gonnxproto.NodeProto) error {
+	o.name = "maxpool"
+	if len(n.GetOutput()) > 1 {
+		return fmt.Errorf("%s: the Indices output is not supported", o)
+	}
+	o.strides, o.pads, o.dilations = []int{1, 1}, []int{0, 0, 0, 0}, []int{1, 1}
+	ints := func(a *gonnxproto.AttributeProto, want int) ([]int, error) {
+		if len(a.GetInts()) != want {
+			return nil, ops.ErrInvalidAttribute(a.GetName(), o)
+		}
+		out := make([]int, want)
+		for i, v := range a.GetInts() {
+			out[i] = int(v)
+		}
+		return out, nil
+	}
+	var err error
+	for _, a := range n.GetAttribute() {
+		switch a.GetName() {
+		case "kernel_shape":
+			o.kernel, err = ints(a, 2)
+		case "strides":
+			o.strides, err = ints(a, 2)
+		case "pads":
+			o.pads, err = ints(a, 4)
+		case "dilations":
+			o.dilations, err = ints(a, 2)
+		case "ceil_mode":
+			o.ceil = a.GetI() != 0
+		case "auto_pad":
+			if s := string(a.GetS()); s != "NOTSET" && s != "VALID" && s != "" {
+				return ops.ErrUnsupportedAttribute(a.GetName()+"="+s, o)
+			}
+		case "storage_order":
+			if a.GetI() != 0 {
+				return ops.ErrUnsupportedAttribute(a.GetName(), o)
+			}
+		default:
+			return ops.ErrUnsupportedAttribute(a.GetName(), o)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if o.kernel == nil {
+		return fmt.Errorf("%s: kernel_shape is required (2-D pooling only)", o)
+	}
+	if slices.Min(o.kernel) < 1 || slices.Min(o.strides) < 1 || slices.Min(o.dilations) < 1 || slices.Min(o.pads) < 0 {
+		return ops.ErrInvalidAttribute("kernel_shape/strides/dilations/pads", o)
+	}
+	return nil
+}
+
+func (o *maxPool) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	return ops.ValidateInputs(o, in)
+}
+
+func (o *maxPool) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	x := dense(in[0])
+	s := x.Shape()
+	if len(s) != 4 {
+		return nil, ops.ErrInvalidInput(fmt.Sprintf("input of rank %d; 2-D pooling takes N x C x H x W", len(s)), o)
+	}
+	var outH, outW int
+	dims := [2]*int{&outH, &outW}
+	for i := range 2 {
+		span := s[2+i] + o.pads[i] + o.pads[i+2] - (o.kernel[i]-1)*o.dilations[i] - 1
+		if span < 0 {
+			return nil, ops.ErrInvalidInput("kernel larger than the padded input", o)
+		}
+		d := span/o.strides[i] + 1
+		if o.ceil && span%o.strides[i] != 0 {
+			d++
+			// The last window must start inside the input or its left
+			// padding (ONNX and PyTorch drop one that would not).
+			if (d-1)*o.strides[i] >= s[2+i]+o.pads[i] {
+				d--
+			}
+		}
+		*dims[i] = d
+	}
+	var out tensor.Tensor
+	switch v := x.Data().(type) {
+	case []float32:
+		out = tensor.New(tensor.WithShape(s[0], s[1], outH, outW), tensor.WithBacking(pool2D(v, s, outH, outW, o)))
+	case []float64:
+		out = tensor.New(tensor.WithShape(s[0], s[1], outH, outW), tensor.WithBacking(pool2D(v, s, outH, outW, o)))
+	default:
+		return nil, ops.ErrInvalidInputType(0, x.Dtype().Name(), o)
+	}
+	return []tensor.Tensor{out}, nil
+}
+
+func pool2D[T float32 | float64](x []T, s tensor.Shape, outH, outW int, o *maxPool) []T {
+	h, w := s[2], s[3]
+	out := make([]T, s[0]*s[1]*outH*outW)
+	k := 0
+	for plane := 0; plane < s[0]*s[1]; plane++ {
+		src := x[plane*h*w : (plane+1)*h*w]
+		for oy := range outH {
+			for ox := range outW {
+				m := T(math.Inf(-1))
+				for ky := range o.kernel[0] {
+					y := oy*o.strides[0] - o.pads[0] + ky*o.dilations[0]
+					if y < 0 || y >= h {
+						continue
+					}
+					for kx := range o.kernel[1] {
+						xx := ox*o.strides[1] - o.pads[1] + kx*o.dilations[1]
+						if xx >= 0 && xx < w && src[y*w+xx] > m {
+							m = src[y*w+xx]
+						}
+					}
+				}
+				out[k] = m
+				k++
+			}
+		}
+	}
+	return out
+}
+
+// dense returns t as a dense tensor laid out in order.
+func dense(t tensor.Tensor) tensor.Tensor {
+	if d, ok := t.(*tensor.Dense); ok && d.IsMaterializable() {
+		return d.Materialize()
+	}
+	return t
+}

@@ -1,0 +1,272 @@
+//go:build cgo && !noort
+
+package goengine
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"unsafe"
+
+	gonnxproto "github.com/advancedclimatesystems/gonnx/onnx"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/enclaveai/enclaveai/modelstore"
+)
+
+var ortOnce struct {
+	sync.Once
+	err error
+}
+
+// requireORT loads ONNX Runtime from the Makefile's cache.
+func requireORT(t *testing.T) {
+	t.Helper()
+	ortOnce.Do(func() {
+		lib := os.Getenv(modelstore.RuntimeLibraryEnv)
+		if lib == "" {
+			lib = filepath.Join("..", ".cache", "onnxruntime", modelstore.RuntimeVersionWanted, "libonnxruntime.so.1")
+		}
+		ortOnce.err = modelstore.InitRuntime(lib)
+	})
+	if ortOnce.err != nil {
+		t.Fatalf("ONNX Runtime (run `make ort`): %v", ortOnce.err)
+	}
+}
+
+func randomFloats(r *rand.Rand, shape ...int64) *modelstore.Tensor {
+	n := modelstore.ShapeLen(shape)
+	f := make([]float32, n)
+	for i := range f {
+		f[i] = float32(r.NormFloat64())
+	}
+	return &modelstore.Tensor{DType: modelstore.Float, Shape: shape, Data: asBytes(f)}
+}
+
+func floatsOf(t *modelstore.Tensor) []float32 {
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(t.Data))), len(t.Data)/4)
+}
+
+// The benchmark models give ONNX Runtime's outputs (rtol 1e-3, atol 1e-4)
+// at two batch sizes, run on both engines from the same bytes.
+func TestMatchesONNXRuntime(t *testing.T) {
+	requireORT(t)
+	for _, c := range []struct {
+		model   string
+		shape   []int64 // after the batch dimension
+		batches []int64
+	}{
+		{"linear.onnx", []int64{4}, []int64{1, 32}},
+		{"mlp.onnx", []int64{784}, []int64{1, 32}},
+		{"cnn.onnx", []int64{1, 28, 28}, []int64{1, 32}},
+		{"transformer.onnx", []int64{64, 256}, []int64{1, 2}},
+	} {
+		t.Run(c.model, func(t *testing.T) {
+			model := readTestModel(t, c.model)
+			src := modelstore.ModelSource{Data: model}
+			ort, err := modelstore.InProcess{}.Compile(src, modelstore.SessionOptions{Optimize: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ort.Close()
+			gos, err := Engine{}.Compile(src, modelstore.SessionOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer gos.Close()
+			if len(gos.Inputs()) != len(ort.Inputs()) || len(gos.Outputs()) != len(ort.Outputs()) {
+				t.Fatalf("io: go %v -> %v, ort %v -> %v", gos.Inputs(), gos.Outputs(), ort.Inputs(), ort.Outputs())
+			}
+			r := rand.New(rand.NewSource(1))
+			for _, b := range c.batches {
+				in := randomFloats(r, append([]int64{b}, c.shape...)...)
+				want, err := ort.Run(context.Background(), []*modelstore.Tensor{in})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := gos.Run(context.Background(), []*modelstore.Tensor{in})
+				if err != nil {
+					t.Fatalf("batch %d: %v", b, err)
+				}
+				for i := range want {
+					if !equalShape(got[i].Shape, want[i].Shape) || got[i].DType != want[i].DType {
+						t.Fatalf("batch %d output %d: %s %v, ORT %s %v", b, i, got[i].DType, got[i].Shape, want[i].DType, want[i].Shape)
+					}
+					g, w := floatsOf(got[i]), floatsOf(want[i])
+					for k := range w {
+						if d := math.Abs(float64(g[k] - w[k])); d > 1e-4+1e-3*math.Abs(float64(w[k])) {
+							t.Fatalf("batch %d output %d[%d]: %g, ORT %g", b, i, k, g[k], w[k])
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func equalShape(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// oneNode is a model of one node at opset 13: inputs x (FLOAT, shape
+// xShape) and the initializers (inputs 1, 2, ...), output y.
+func oneNode(t *testing.T, op string, xShape []int64, inits []*modelstore.Tensor, attrs ...*gonnxproto.AttributeProto) []byte {
+	t.Helper()
+	names := []string{"x"}
+	var initializers []*gonnxproto.TensorProto
+	for i, v := range inits {
+		name := fmt.Sprintf("init%d", i)
+		names = append(names, name)
+		initializers = append(initializers, &gonnxproto.TensorProto{Name: name, Dims: v.Shape,
+			DataType: int32(gonnxproto.TensorProto_FLOAT), RawData: v.Data})
+	}
+	dims := func(shape []int64) *gonnxproto.TensorShapeProto {
+		s := &gonnxproto.TensorShapeProto{}
+		for _, d := range shape {
+			s.Dim = append(s.Dim, &gonnxproto.TensorShapeProto_Dimension{Value: &gonnxproto.TensorShapeProto_Dimension_DimValue{DimValue: d}})
+		}
+		return s
+	}
+	vi := func(name string, shape []int64) *gonnxproto.ValueInfoProto {
+		tt := &gonnxproto.TypeProto_Tensor{ElemType: int32(gonnxproto.TensorProto_FLOAT)}
+		if shape != nil {
+			tt.Shape = dims(shape)
+		}
+		return &gonnxproto.ValueInfoProto{Name: name, Type: &gonnxproto.TypeProto{Value: &gonnxproto.TypeProto_TensorType{TensorType: tt}}}
+	}
+	m := &gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: 13}},
+		Graph: &gonnxproto.GraphProto{Name: "one", Initializer: initializers,
+			Node:   []*gonnxproto.NodeProto{{OpType: op, Input: names, Output: []string{"y"}, Attribute: attrs}},
+			Input:  []*gonnxproto.ValueInfoProto{vi("x", xShape)},
+			Output: []*gonnxproto.ValueInfoProto{vi("y", nil)}}}
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func ints(name string, v ...int64) *gonnxproto.AttributeProto {
+	return &gonnxproto.AttributeProto{Name: name, Type: gonnxproto.AttributeProto_INTS, Ints: v}
+}
+
+func intAttr(name string, v int64) *gonnxproto.AttributeProto {
+	return &gonnxproto.AttributeProto{Name: name, Type: gonnxproto.AttributeProto_INT, I: v}
+}
+
+// The operators ops.go implements agree with ONNX Runtime's on attributes
+// the benchmark models do not use: groups, strides, dilations, asymmetric
+// pads, ceil_mode, several axes, keepdims 0.
+func TestOpsMatchONNXRuntime(t *testing.T) {
+	requireORT(t)
+	r := rand.New(rand.NewSource(2))
+	x := []int64{2, 4, 11, 9}
+	for _, c := range []struct {
+		name  string
+		model []byte
+	}{
+		{"conv", oneNode(t, "Conv", x, []*modelstore.Tensor{randomFloats(r, 6, 2, 3, 2), randomFloats(r, 6)},
+			intAttr("group", 2), ints("strides", 2, 1), ints("dilations", 1, 2), ints("pads", 1, 0, 2, 1))},
+		{"conv-nobias", oneNode(t, "Conv", x, []*modelstore.Tensor{randomFloats(r, 3, 4, 1, 1)})},
+		{"maxpool", oneNode(t, "MaxPool", x, nil, ints("kernel_shape", 3, 2), ints("strides", 2, 2),
+			ints("pads", 1, 0, 1, 1), intAttr("ceil_mode", 1))},
+		{"maxpool-dilated", oneNode(t, "MaxPool", x, nil, ints("kernel_shape", 2, 2), ints("dilations", 2, 1))},
+		{"reducemean", oneNode(t, "ReduceMean", x, nil, ints("axes", 1, -1), intAttr("keepdims", 0))},
+		{"reducemean-all", oneNode(t, "ReduceMean", x, nil)},
+		{"sqrt", oneNode(t, "Sqrt", x, nil)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src := modelstore.ModelSource{Data: c.model}
+			ort, err := modelstore.InProcess{}.Compile(src, modelstore.SessionOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ort.Close()
+			gos, err := Engine{}.Compile(src, modelstore.SessionOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer gos.Close()
+			in := randomFloats(r, x...)
+			if c.name == "sqrt" {
+				f := floatsOf(in)
+				for i := range f {
+					f[i] = float32(math.Abs(float64(f[i])))
+				}
+			}
+			for run := range 2 { // a second run sees the same initializers
+				want, err := ort.Run(context.Background(), []*modelstore.Tensor{in})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := gos.Run(context.Background(), []*modelstore.Tensor{in})
+				if err != nil {
+					t.Fatalf("run %d: %v", run, err)
+				}
+				if !equalShape(got[0].Shape, want[0].Shape) {
+					t.Fatalf("shape %v, ORT %v", got[0].Shape, want[0].Shape)
+				}
+				g, w := floatsOf(got[0]), floatsOf(want[0])
+				for k := range w {
+					if d := math.Abs(float64(g[k] - w[k])); d > 1e-4+1e-3*math.Abs(float64(w[k])) {
+						t.Fatalf("[%d]: %g, ORT %g", k, g[k], w[k])
+					}
+				}
+			}
+		})
+	}
+}
+
+// A model with 64 MiB of weights is decoded without them and its weights
+// read from the stored bytes (modelstore.WithoutLargeWeights): outputs
+// still equal ORT's.
+func TestLargeWeightsReadInPlace(t *testing.T) {
+	requireORT(t)
+	r := rand.New(rand.NewSource(3))
+	model := oneNode(t, "MatMul", []int64{2, 4096}, []*modelstore.Tensor{randomFloats(r, 4096, 4096)})
+	if small, err := modelstore.WithoutLargeWeights(model); err != nil || small == nil || len(small) > 1<<20 {
+		t.Fatalf("WithoutLargeWeights: %d bytes, %v", len(small), err)
+	}
+	src := modelstore.ModelSource{Data: model}
+	ort, err := modelstore.InProcess{}.Compile(src, modelstore.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ort.Close()
+	gos, err := Engine{}.Compile(src, modelstore.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gos.Close()
+	in := []*modelstore.Tensor{randomFloats(r, 2, 4096)}
+	want, err := ort.Run(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := gos.Run(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, w := floatsOf(got[0]), floatsOf(want[0])
+	if len(g) != len(w) {
+		t.Fatalf("%d outputs, ORT %d", len(g), len(w))
+	}
+	for k := range w {
+		if d := math.Abs(float64(g[k] - w[k])); d > 1e-3+1e-3*math.Abs(float64(w[k])) {
+			t.Fatalf("[%d]: %g, ORT %g", k, g[k], w[k])
+		}
+	}
+}

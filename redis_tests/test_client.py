@@ -1,0 +1,192 @@
+"""Black-box tests of the Python client package clients/python (enclaveai)
+against the real server: attestation (simulated evidence refused by
+default, accepted only when allowed, bound to the TLS key), uploads from a
+path or bytes with the server's digest checked, streamed with bounded
+memory, runs on numpy, torch and lists, the model list, info and delete;
+and that the package installs with pip into a venv without the network.
+
+    make build models
+    /usr/bin/python3 -m unittest redis_tests.test_client -v
+"""
+
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+import warnings
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "models"))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "clients", "python"))
+from harness import REPO, Server, free_port, proc_status, reset_peak  # noqa: E402
+import enclaveai  # noqa: E402
+from enclaveai import attest as eattest  # noqa: E402
+
+MODELS = os.path.join(HERE, "models")
+LINEAR = os.path.join(MODELS, "linear.onnx")
+DEV = enclaveai.Policy(allow_simulated=True)
+MiB = 1 << 20
+
+
+def start_with_tls():
+    """A server with a TLS port too (retried if that port was taken)."""
+    for _ in range(3):
+        tls_port = free_port()
+        srv = Server("--tls-port", tls_port)
+        try:
+            return srv.start(), tls_port
+        except RuntimeError as e:
+            if "address already in use" not in str(e):
+                raise
+    raise RuntimeError("no free TLS port")
+
+
+class ClientTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.srv, cls.tls_port = start_with_tls()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.srv.stop()
+
+    def client(self, **kw):
+        kw.setdefault("attest", DEV)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", enclaveai.SimulatedAttestationWarning)
+            c = enclaveai.Client("127.0.0.1", self.srv.port, **kw)
+        self.addCleanup(c.close)
+        return c
+
+    # -- attestation -------------------------------------------------------
+
+    def test_simulated_evidence_refused_by_default_before_anything_is_sent(self):
+        before = self.srv.client().dbsize()
+        with self.assertRaises(enclaveai.AttestationError) as cm:
+            enclaveai.Client("127.0.0.1", self.srv.port)
+        self.assertIn("SIMULATED", str(cm.exception))
+        self.assertIn("allow_simulated=True", str(cm.exception))
+        self.assertEqual(self.srv.client().dbsize(), before)
+
+    def test_simulated_evidence_accepted_when_allowed_loudly(self):
+        with self.assertWarns(enclaveai.SimulatedAttestationWarning):
+            c = enclaveai.Client("127.0.0.1", self.srv.port, attest=DEV)
+        self.addCleanup(c.close)
+        self.assertEqual(c.attestation.kind, "simulated")
+
+    def test_tls_binds_the_evidence_to_this_connections_key(self):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", enclaveai.SimulatedAttestationWarning)
+            c = enclaveai.Client("127.0.0.1", self.tls_port, tls=True, attest=DEV)
+        self.addCleanup(c.close)
+        self.assertEqual(c.attestation.kind, "simulated")
+        mid, _ = c.upload_model(LINEAR, key="tls_lin", progress=False)
+        self.assertEqual(c.run_model(mid, [[1, 2, 3, 4]]).as_flat(), [7.0, 9.0, 11.0])
+
+    def test_evidence_for_another_nonce_or_key_is_refused(self):
+        nonce, key = os.urandom(32), b"key"
+        report = bytearray(eattest.SIM_SIZE)
+        report[:16] = eattest.SIM_MARKER
+        report[16:48] = eattest.report_data(nonce, key)
+        report[148] = 1
+        ev = eattest.MAGIC + bytes([1, 2]) + len(report).to_bytes(4, "big") + bytes(report)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", enclaveai.SimulatedAttestationWarning)
+            self.assertEqual(eattest.verify(ev, nonce, key, DEV).kind, "simulated")
+        for bad_nonce, bad_key, bad_ev, text in (
+                (os.urandom(32), key, ev, "does not match"),
+                (nonce, b"other", ev, "does not match"),
+                (nonce, key, ev[:-1], "malformed"),
+                (nonce, key, b"EAIEVID\x00\x02" + ev[9:], "version")):
+            with self.assertRaises(enclaveai.AttestationError) as cm:
+                eattest.verify(bad_ev, bad_nonce, bad_key, DEV)
+            self.assertIn(text, str(cm.exception))
+        with self.assertRaises(enclaveai.AttestationError) as cm:
+            eattest.verify(ev, nonce, key, enclaveai.Policy())
+        self.assertIn("SIMULATED", str(cm.exception))
+
+    # -- models ------------------------------------------------------------
+
+    def test_upload_from_path_gets_a_uuid_and_the_files_sha256(self):
+        c = self.client()
+        mid, sha = c.upload_model(LINEAR, progress=False)
+        with open(LINEAR, "rb") as f:
+            self.assertEqual(sha, hashlib.sha256(f.read()).hexdigest())
+        self.assertEqual(len(mid), 36, mid)
+        info = c.model_info(mid)
+        self.assertEqual(info["sha256"], sha)
+        self.assertEqual(info["inputs"][0]["name"], "x")
+        self.assertIn({"key": mid, "tag": ""}, c.list_models())
+        c.delete_model(mid)
+        self.assertNotIn(mid, [m["key"] for m in c.list_models()])
+
+    def test_upload_bytes_in_small_chunks_with_key_and_name(self):
+        c = self.client()
+        with open(LINEAR, "rb") as f:
+            data = f.read()
+        mid, sha = c.upload_model(data, key="lin", name="linear v1", chunk_size=100, progress=False)
+        self.assertEqual(mid, "lin")
+        info = c.model_info("lin")
+        self.assertEqual((info["tag"], info["size"], info["sha256"]), ("linear v1", len(data), sha))
+
+    def test_run_with_numpy_torch_lists_and_by_sha256(self):
+        import torch
+        c = self.client()
+        mid, sha = c.upload_model(LINEAR, key="run_lin", progress=False)
+        want = np.array([[7, 9, 11], [8.8, 11.2, 13.6]], dtype=np.float32)
+        x = np.array([[1, 2, 3, 4], [2, 3, 4, 5]], dtype=np.float32)
+        for inp in (x, torch.from_numpy(x), x.tolist(), {"x": x}):
+            out = c.run_model(mid, inp)
+            np.testing.assert_allclose(out.as_numpy(), want, rtol=1e-5)
+            np.testing.assert_allclose(out["y"].as_torch().numpy(), want, rtol=1e-5)
+            self.assertEqual(out[0].shape, [2, 3])
+        self.assertEqual(c.run_model(sha, [[1, 2, 3, 4]]).as_flat(), [7.0, 9.0, 11.0])
+        self.assertEqual(self.srv.client().keys("in*"), [], "a run leaves nothing in the keyspace")
+        with self.assertRaises(Exception):
+            c.run_model("no-such-model", x)
+
+    def test_upload_streams_from_the_file_with_bounded_memory(self):
+        import huge_model
+        with tempfile.NamedTemporaryFile(suffix=".onnx") as f:
+            m = huge_model.build(300_000_000)
+            f.write(m.data)
+            f.flush()
+            size = len(m.data)
+            m.data.close()
+            del m
+            c = self.client()
+            me = os.getpid()
+            base = proc_status(me, "VmRSS")
+            reset_peak(me)
+            mid, sha = c.upload_model(f.name, key="big", progress=True)
+            grew = proc_status(me, "VmHWM") - base
+            self.assertEqual(c.model_info("big")["size"], size)
+            self.assertLess(grew, 64 * MiB, "the client grew %d MiB uploading %d MiB" % (grew // MiB, size // MiB))
+            c.delete_model("big")
+
+
+class InstallTest(unittest.TestCase):
+
+    def test_pip_installs_the_package_into_a_venv_offline(self):
+        with tempfile.TemporaryDirectory() as d:
+            venv = os.path.join(d, "venv")
+            subprocess.run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", venv], check=True)
+            p = subprocess.run([os.path.join(venv, "bin", "pip"), "install", "--no-build-isolation", "--no-index",
+                                os.path.join(REPO, "clients", "python")], capture_output=True, text=True,
+                               cwd=d, timeout=300)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            p = subprocess.run([os.path.join(venv, "bin", "python"), "-c",
+                                "import enclaveai, sys; print(enclaveai.__version__, enclaveai.__file__)"],
+                               capture_output=True, text=True, cwd=d)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn(venv, p.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()

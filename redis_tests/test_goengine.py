@@ -1,0 +1,181 @@
+"""The pure-Go inference engine (package goengine) through the real server.
+
+Two servers: the cgo-free static build (bin/enclaveai-server-nocgo, `make
+build`; $ENCLAVEAI_NOCGO_SERVER overrides), which has no ONNX Runtime and is
+what an enclave runs, and the usual build ($ENCLAVEAI_SERVER or
+bin/enclaveai-server) running ONNX Runtime. The benchmark models (linear,
+mlp, cnn, transformer) must give ONNX Runtime's outputs (rtol 1e-3, atol
+1e-4) on the same inputs; the usual build must also run the pure-Go engine
+when started with `inference-engine go`. A model the engine cannot run is
+refused at AI.MODELSTORE naming the operator, and the server keeps serving.
+"""
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import unittest
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+import harness
+from harness import Server
+from test_models import execute, model_bytes, modelinfo, tget, tset, wait_loaded
+
+NOCGO = os.environ.get("ENCLAVEAI_NOCGO_SERVER") or os.path.join(harness.REPO, "bin", "enclaveai-server-nocgo")
+
+# model -> (input shape after the batch dimension, batch sizes). The
+# transformer runs at batch 1 and 4 only: about 0.4 GFLOP per item, slow
+# in pure Go (docs/BENCHMARKS.md has its batch-32 figure).
+MODELS = {
+    "linear.onnx": ((4,), (1, 32)),
+    "mlp.onnx": ((784,), (1, 32)),
+    "cnn.onnx": ((1, 28, 28), (1, 32)),
+    "transformer.onnx": ((64, 256), (1, 4)),
+}
+
+
+LONG_MS = 600_000
+
+
+def opset13_model(op, **attrs):
+    """x FLOAT [N, 4] -> op -> y, at opset 13."""
+    graph = helper.make_graph(
+        [helper.make_node(op, ["x"], ["y"], **attrs)], "one_op",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])])
+    return helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+
+
+class GoEngineTest(unittest.TestCase):
+    """The cgo-free build against ONNX Runtime, model by model."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.go = Server(binary=NOCGO).start()
+        cls.ort = Server().start()
+        cls.go_in_ort_build = Server("--inference-engine", "go").start()
+        for s in (cls.go, cls.ort, cls.go_in_ort_build):
+            wait_loaded(s)
+            # The pure-Go transformer runs take seconds on a busy machine:
+            # no kill switch (5 s by default) while comparing outputs.
+            with s.client() as r:
+                r.execute_command("AI.CONFIG", "SET", "MODEL_EXECUTION_TIMEOUT", LONG_MS)
+
+    @classmethod
+    def tearDownClass(cls):
+        for s in (cls.go, cls.ort, cls.go_in_ort_build):
+            s.stop()
+
+    def setUp(self):
+        self.g, self.o, self.gi = self.go.client(), self.ort.client(), self.go_in_ort_build.client()
+        for r in (self.g, self.o, self.gi):
+            r.flushall()
+            self.addCleanup(r.close)
+
+    def test_static_binary(self):
+        out = subprocess.run(["ldd", NOCGO], capture_output=True, text=True)
+        self.assertIn("not a dynamic executable", out.stdout + out.stderr)
+
+    def test_engine_reported(self):
+        for r, want in ((self.g, b"go"), (self.o, b"onnxruntime-worker"), (self.gi, b"go")):
+            self.assertEqual(r.execute_command("AI.MODELSTORE", "lin", "ONNX", "CPU", "BLOB", model_bytes("linear.onnx")), b"OK")
+            self.assertEqual(modelinfo(r, "lin")["engine"], want)
+            self.assertEqual(r.info("server")["inference_engine"], want.decode())
+
+    def test_outputs_equal_onnxruntime(self):
+        rng = np.random.default_rng(5)
+        for name, (shape, batches) in MODELS.items():
+            data = model_bytes(name)
+            for r in (self.g, self.o, self.gi):
+                self.assertEqual(r.execute_command("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", data), b"OK", name)
+            for b in batches:
+                x = rng.standard_normal((b,) + shape).astype(np.float32)
+                outs = []
+                for r in (self.o, self.g, self.gi):
+                    tset(r, "x", x)
+                    self.assertEqual(execute(r, "m", ["x"], ["y"]), b"OK")
+                    outs.append(tget(r, "y"))
+                for got in outs[1:]:
+                    self.assertEqual(got.shape, outs[0].shape, name)
+                    np.testing.assert_allclose(got, outs[0], rtol=1e-3, atol=1e-4, err_msg="%s batch %d" % (name, b))
+
+    def test_missing_operator_refused(self):
+        for r in (self.g, self.gi):
+            with self.assertRaises(Exception) as cm:
+                r.execute_command("AI.MODELSTORE", "e", "ONNX", "CPU", "BLOB", opset13_model("Erf"))
+            self.assertEqual(str(cm.exception), "pure-Go engine: unsupported operator Erf (inference-engine onnxruntime runs it)")
+            with self.assertRaises(Exception) as cm:
+                r.execute_command("AI.MODELSTORE", "u", "ONNX", "CPU", "BLOB", model_bytes("unknown_op.onnx"))
+            self.assertIn("unsupported operator NoSuchOperator", str(cm.exception))
+            self.assertTrue(r.ping())
+            self.assertEqual(r.exists("e", "u"), 0)
+        # ONNX Runtime has Erf.
+        self.assertEqual(self.o.execute_command("AI.MODELSTORE", "e", "ONNX", "CPU", "BLOB", opset13_model("Erf")), b"OK")
+
+    def test_other_opset_refused(self):
+        m = onnx.load_from_string(model_bytes("linear.onnx"))
+        m.opset_import[0].version = 17
+        with self.assertRaises(Exception) as cm:
+            self.g.execute_command("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", m.SerializeToString())
+        self.assertEqual(str(cm.exception), "pure-Go engine: the model imports ONNX opset 17; this engine runs opset 13 only")
+
+    def test_string_model_refused(self):
+        with self.assertRaises(Exception) as cm:
+            self.g.execute_command("AI.MODELSTORE", "s", "ONNX", "CPU", "BLOB", model_bytes("string_identity.onnx"))
+        self.assertIn("tensor(string)", str(cm.exception))
+
+    def test_model_execution_timeout(self):
+        """MODEL_EXECUTION_TIMEOUT stops a run between two operators."""
+        self.assertEqual(self.g.execute_command("AI.MODELSTORE", "t", "ONNX", "CPU", "BLOB", model_bytes("transformer.onnx")), b"OK")
+        tset(self.g, "x", np.zeros((64, 64, 256), np.float32))  # about 10 s in pure Go
+        self.assertEqual(self.g.execute_command("AI.CONFIG", "SET", "MODEL_EXECUTION_TIMEOUT", 1000), b"OK")
+        try:
+            t0 = time.monotonic()
+            with self.assertRaises(Exception) as cm:
+                execute(self.g, "t", ["x"], ["y"])
+            self.assertLess(time.monotonic() - t0, 4.0)
+        finally:
+            self.g.execute_command("AI.CONFIG", "SET", "MODEL_EXECUTION_TIMEOUT", LONG_MS)
+        self.assertIn("the run was terminated", str(cm.exception))
+        self.assertEqual(self.g.exists("y"), 0)
+        self.assertTrue(self.g.ping())
+
+    def test_snapshot_round_trip(self):
+        """A model saved by the cgo-free server loads and runs after a restart."""
+        d = tempfile.mkdtemp(prefix="enclaveai-test-")
+        self.addCleanup(shutil.rmtree, d, True)
+        srv = Server("--dir", d, "--save", "", binary=NOCGO).start()
+        try:
+            r = srv.client()
+            self.assertEqual(r.execute_command("AI.MODELSTORE", "c", "ONNX", "CPU", "BLOB", model_bytes("cnn.onnx")), b"OK")
+            x = np.random.default_rng(3).standard_normal((2, 1, 28, 28)).astype(np.float32)
+            tset(r, "x", x)
+            execute(r, "c", ["x"], ["y"])
+            want = tget(r, "y")
+            self.assertTrue(r.save())
+            r.close()
+        finally:
+            srv.stop()
+        srv = Server("--dir", d, "--save", "", binary=NOCGO).start()
+        try:
+            wait_loaded(srv)
+            r = srv.client()
+            self.assertEqual(modelinfo(r, "c")["engine"], b"go")
+            execute(r, "c", ["x"], ["y2"])
+            np.testing.assert_array_equal(tget(r, "y2"), want)
+            r.close()
+        finally:
+            srv.stop()
+
+    def test_onnxruntime_refused_in_cgo_free_build(self):
+        out = subprocess.run([NOCGO, "--inference-engine", "onnxruntime", "--port", "0"], capture_output=True, text=True, timeout=30)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn("this build has no ONNX Runtime", out.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,140 @@
+"""Black-box tests of operability through redis-cli: INFO commandstats and
+the AI section, SLOWLOG and MONITOR (with tensor and model bytes redacted),
+MEMORY USAGE, LATENCY LATEST.
+
+    make build models
+    /usr/bin/python3 -m unittest redis_tests.test_observe -v
+"""
+
+import os
+import queue
+import subprocess
+import sys
+import threading
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from harness import Server, poll  # noqa: E402
+
+LINEAR = os.path.join(HERE, "models", "linear.onnx")
+
+
+class ObserveTest(unittest.TestCase):
+
+    def setUp(self):
+        self.srv = Server("--slowlog-log-slower-than", "0", "--slowlog-max-len", "5").start()
+        self.addCleanup(self.srv.stop)
+
+    def cli(self, *args, stdin=None):
+        p = subprocess.run(["redis-cli", "-p", str(self.srv.port)] + [str(a) for a in args],
+                           capture_output=True, text=True, timeout=30, stdin=stdin)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return p.stdout
+
+    def info(self, section):
+        out = {}
+        for line in self.cli("INFO", section).splitlines():
+            if ":" in line:
+                k, v = line.split(":", 1)
+                out[k] = v
+        return out
+
+    def test_commandstats(self):
+        self.cli("TIME")
+        self.cli("TIME")
+        self.cli("EXISTS")  # wrong arity: rejected
+        self.cli("AI.TENSORGET", "a", "VALUES")  # runs, fails: no such key
+        st = self.info("commandstats")
+        self.assertRegex(st["cmdstat_time"], r"^calls=2,usec=\d+,usec_per_call=[\d.]+,rejected_calls=0,failed_calls=0$")
+        self.assertIn("rejected_calls=1,", st["cmdstat_exists"])
+        self.assertTrue(st["cmdstat_ai.tensorget"].endswith("failed_calls=1"), st["cmdstat_ai.tensorget"])
+        self.assertNotIn("# Commandstats", self.cli("INFO"), "not a default section, as in Redis")
+        self.assertIn("# Commandstats", self.cli("INFO", "all"))
+
+    def test_ai_section_aggregates_model_counters(self):
+        with open(LINEAR, "rb") as f:
+            self.assertEqual(self.cli("-x", "AI.MODELSTORE", "lin", "ONNX", "CPU", "BLOB", stdin=f).strip(), "OK")
+        self.cli("AI.TENSORSET", "x", "FLOAT", 2, 4, "VALUES", 1, 2, 3, 4, 5, 6, 7, 8)
+        for _ in range(3):
+            self.cli("AI.MODELEXECUTE", "lin", "INPUTS", 1, "x", "OUTPUTS", 1, "y")
+        ai = self.info("ai")
+        self.assertEqual((ai["models"], ai["model_calls"], ai["model_samples"], ai["model_errors"]), ("1", "3", "6", "0"))
+        self.assertEqual(ai["model_bytes"], str(os.path.getsize(LINEAR)))
+        self.assertRegex(ai["model0"], r"^calls=3,errors=0,usec=\d+,usec_per_call=[\d.]+,samples=6,batchsize=0,bytes=\d+,key=lin$")
+
+    def test_slowlog_redacts_payloads(self):
+        self.cli("SLOWLOG", "RESET")
+        self.cli("AI.TENSORSET", "secret", "FLOAT", 2, "VALUES", 3.25, 4.5)
+        self.cli("AI.TENSORSET", "blob", "INT8", 4, "BLOB", "abcd")
+        out = self.cli("SLOWLOG", "GET", 3)
+        self.assertNotIn("3.25", out)
+        self.assertNotIn("abcd", out)
+        self.assertIn("(4 bytes redacted)", out)
+        self.assertIn("(3 bytes redacted)", out)  # VALUES 4.5
+        r = self.srv.client()
+        entries = r.execute_command("SLOWLOG", "GET", "10")
+        self.assertLessEqual(len(entries), 5, "slowlog-max-len")
+        args = [[a.decode() for a in e[3]] for e in entries]
+        self.assertIn(["AI.TENSORSET", "blob", "INT8", "4", "BLOB", "(4 bytes redacted)"], args)
+        self.assertGreaterEqual(r.execute_command("SLOWLOG", "LEN"), 3)
+        self.assertEqual(self.cli("SLOWLOG", "RESET").strip(), "OK")
+        self.assertEqual(self.cli("SLOWLOG", "LEN").strip(), "1")  # the RESET itself is logged after it ran
+        self.assertIn("ERR", self.cli("SLOWLOG", "NOPE"))
+
+    def test_memory_usage(self):
+        self.cli("AI.TENSORSET", "t", "FLOAT", 1000, "BLOB", "x" * 4000)
+        with open(LINEAR, "rb") as f:
+            self.cli("-x", "AI.MODELSTORE", "lin", "ONNX", "CPU", "BLOB", stdin=f)
+        t = int(self.cli("MEMORY", "USAGE", "t"))
+        m = int(self.cli("MEMORY", "USAGE", "lin"))
+        self.assertGreaterEqual(t, 4000)
+        self.assertLess(t, 4400)
+        self.assertGreaterEqual(m, os.path.getsize(LINEAR))
+        self.assertEqual(self.cli("MEMORY", "USAGE", "nosuch").strip(), "")
+
+    def test_monitor_redacts_payloads(self):
+        mon = subprocess.Popen(["redis-cli", "-p", str(self.srv.port), "MONITOR"], stdout=subprocess.PIPE,
+                               text=True, bufsize=1)
+        self.addCleanup(mon.stdout.close)
+        self.addCleanup(mon.wait, 10)
+        self.addCleanup(mon.kill)
+        self.assertEqual(mon.stdout.readline().strip(), "OK")
+        poll(lambda: "cmd=monitor" in self.cli("CLIENT", "LIST"), what="the monitor")
+        self.cli("AI.TENSORSET", "secret", "FLOAT", 2, "VALUES", 3.25, 4.5)
+        self.cli("AI.TENSORSET", "b", "INT8", 4, "BLOB", "abcd")
+        self.cli("ECHO", "done")
+        lines = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(l) for l in mon.stdout], daemon=True).start()
+        got = []
+        while not got or '"done"' not in got[-1]:
+            try:
+                got.append(lines.get(timeout=10))
+            except queue.Empty:
+                self.fail("no MONITOR line in 10 s; got %r" % got)
+        text = "".join(got)
+        self.assertRegex(text, r'\d+\.\d{6} \[0 127\.0\.0\.1:\d+\] "AI\.TENSORSET" "secret" "FLOAT" "2" "VALUES" '
+                               r'"\(4 bytes redacted\)" "\(3 bytes redacted\)"')
+        self.assertIn('"AI.TENSORSET" "b" "INT8" "4" "BLOB" "(4 bytes redacted)"', text)
+        self.assertNotIn("3.25", text)
+        self.assertNotIn("abcd", text)
+
+    def test_latency_latest(self):
+        self.assertEqual(self.cli("LATENCY", "LATEST").strip(), "")
+        self.cli("CONFIG", "SET", "latency-monitor-threshold", 1)
+        # A run of slow.onnx takes seconds: far over 1 ms.
+        with open(os.path.join(HERE, "models", "slow.onnx"), "rb") as f:
+            self.cli("-x", "AI.MODELSTORE", "slow", "ONNX", "CPU", "BLOB", stdin=f)
+        self.cli("AI.TENSORSET", "x", "FLOAT", 1, 1, "VALUES", 1)
+        self.cli("AI.MODELEXECUTE", "slow", "INPUTS", 1, "x", "OUTPUTS", 1, "y")
+        r = self.srv.client()
+        [[event, at, latest, longest]] = r.execute_command("LATENCY", "LATEST")
+        self.assertEqual(event, b"command")
+        self.assertGreaterEqual(longest, latest)
+        self.assertGreaterEqual(latest, 1)
+        self.assertEqual(r.execute_command("LATENCY", "RESET"), 1)
+        self.assertEqual(r.execute_command("LATENCY", "LATEST"), [])
+
+
+if __name__ == "__main__":
+    unittest.main()
