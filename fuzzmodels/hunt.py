@@ -391,7 +391,7 @@ def try_model(srv, spec, hang):
     until it has room again)."""
     for _ in range(15):
         out = try_model_once(srv, spec, hang)
-        if out[0] == "refused" and ("restarting too often" in out[2] or out[2] == "internal error"):
+        if out[0] == "refused" and "engine worker restarting too often" in out[2]:
             srv.rate_limited += 1
             time.sleep(1)
             continue

@@ -59,9 +59,8 @@ def guarded(op, a, b, npt):
 def limited(text):
     """Whether an error is the engine workers' restart rate limit (a worker
     slot restarts at most 5 times in 10 s; the "contained" models crash
-    one each). It reads "internal error" today: worker.ErrRestartLimited
-    has no RESP text of its own yet."""
-    return "restarting too often" in text or text == "internal error"
+    one each): worker.ErrRestartLimited."""
+    return "engine worker restarting too often" in text
 
 
 class TestCrashModels(ServerTestCase):

@@ -164,8 +164,11 @@ func (p *Pool) place(group string) (*slot, error) {
 
 var errPoolClosed = errors.New("engine workers are shut down")
 
-// ErrRestartLimited is returned while a worker slot may not restart.
-var ErrRestartLimited = errors.New("engine worker restarting too often; try again later")
+// ErrRestartLimited is returned while a worker slot may not restart. It is
+// an EngineError, so the client reads this text rather than "internal
+// error".
+var ErrRestartLimited error = &modelstore.EngineError{Msg: fmt.Sprintf(
+	"engine worker restarting too often (%d starts in %v); try again later", restartBurst, restartWindow)}
 
 // Compile implements modelstore.Engine: the model is compiled in a worker
 // of the owner's group, which maps the model's buffer read-only.
