@@ -41,9 +41,6 @@ func (w *Writer) Len() int { return len(w.buf) }
 // must not go out: CommitClient).
 func (w *Writer) truncate(n int) { w.buf = w.buf[:n] }
 
-// Proto is the protocol version in use (2 or 3).
-func (w *Writer) Proto() int { return w.proto }
-
 // OK writes +OK.
 func (w *Writer) OK() { w.buf = redcon.AppendOK(w.buf) }
 
@@ -113,15 +110,6 @@ func (w *Writer) Null() {
 		return
 	}
 	w.buf = redcon.AppendNull(w.buf)
-}
-
-// NullArray writes a null array (*-1 in RESP2, _ in RESP3).
-func (w *Writer) NullArray() {
-	if w.proto == 3 {
-		w.buf = append(w.buf, "_\r\n"...)
-		return
-	}
-	w.buf = append(w.buf, "*-1\r\n"...)
 }
 
 // Array writes an array header of n elements.

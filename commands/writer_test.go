@@ -22,7 +22,6 @@ func TestWriter(t *testing.T) {
 		{"empty Bulk", func(w *Writer) { w.Bulk(nil) }, "$0\r\n\r\n", "$0\r\n\r\n"},
 		{"BulkString", func(w *Writer) { w.BulkString("xyz") }, "$3\r\nxyz\r\n", "$3\r\nxyz\r\n"},
 		{"Null", func(w *Writer) { w.Null() }, "$-1\r\n", "_\r\n"},
-		{"NullArray", func(w *Writer) { w.NullArray() }, "*-1\r\n", "_\r\n"},
 		{"Array", func(w *Writer) { w.Array(2); w.Int(1); w.Int(2) }, "*2\r\n:1\r\n:2\r\n", "*2\r\n:1\r\n:2\r\n"},
 		{"Map", func(w *Writer) { w.Map(1); w.BulkString("k"); w.Int(1) }, "*2\r\n$1\r\nk\r\n:1\r\n", "%1\r\n$1\r\nk\r\n:1\r\n"},
 		{"empty Map", func(w *Writer) { w.Map(0) }, "*0\r\n", "%0\r\n"},
@@ -46,8 +45,8 @@ func TestWriter(t *testing.T) {
 			if got := string(w.Bytes()); got != want {
 				t.Errorf("%s in RESP%d: %q, want %q", r.name, proto, got, want)
 			}
-			if w.Proto() != proto || w.Len() != len(want) {
-				t.Errorf("%s in RESP%d: Proto %d, Len %d", r.name, proto, w.Proto(), w.Len())
+			if w.Len() != len(want) {
+				t.Errorf("%s in RESP%d: Len %d", r.name, proto, w.Len())
 			}
 		}
 	}

@@ -61,7 +61,7 @@ func newFakeSGX() *fakeSGX {
 }
 
 func TestModeOutsideEnclave(t *testing.T) {
-	if Mode() != Simulation || ModeName() != "simulation" {
+	if Mode() != Simulation || Mode().String() != "simulation" {
 		t.Fatalf("mode %v outside an enclave", Mode())
 	}
 	// Even with the EGo runtime's variable spoofed, the real syscalls

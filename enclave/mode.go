@@ -52,9 +52,6 @@ func Mode() RunMode {
 	return mode
 }
 
-// ModeName returns Mode().String().
-func ModeName() string { return Mode().String() }
-
 func detect(p platform) (m RunMode, debug bool) {
 	r, err := p.selfReport()
 	if err != nil {

@@ -59,7 +59,6 @@ type Keyspace struct {
 
 	used      atomic.Int64 // bytes accounted for values and keys
 	dirty     atomic.Int64 // writes since the last snapshot
-	expired   atomic.Int64 // keys removed by expiry
 	maxmemory func() int64
 	now       func() int64 // unix ms; replaceable in tests
 	seed      maphash.Seed
@@ -413,9 +412,6 @@ func (k *Keyspace) Dirty() int64 { return k.dirty.Load() }
 // ResetDirty subtracts n changes (those a snapshot has covered).
 func (k *Keyspace) ResetDirty(n int64) { k.dirty.Add(-n) }
 
-// ExpiredKeys counts keys removed by expiry.
-func (k *Keyspace) ExpiredKeys() int64 { return k.expired.Load() }
-
 // Flush removes every key and returns the values removed; if allow refuses
 // one of them, it removes nothing.
 func (k *Keyspace) Flush(allow Allow) ([]Value, error) {
@@ -468,7 +464,6 @@ func (k *Keyspace) SweepExpired() []Value {
 	defer k.mu.Unlock()
 	out := k.dropped
 	k.dropped = nil
-	k.expired.Add(int64(len(out)))
 	for len(k.ttl) > 0 {
 		sampled, expired := 0, 0
 		// Go starts every range over a map at a random place.
@@ -483,7 +478,6 @@ func (k *Keyspace) SweepExpired() []Value {
 				expired++
 			}
 		}
-		k.expired.Add(int64(expired))
 		if expired*4 <= sampled || time.Since(start) > expireBudget {
 			break
 		}

@@ -274,11 +274,6 @@ func (t *Tensor) Float(i int) float64 {
 	return math.Float64frombits(binary.LittleEndian.Uint64(t.Data[i*8:]))
 }
 
-// FloatText formats element i of a float tensor as RedisAI on Redis 7 does:
-// the value widened to float64, in the shortest text that parses back to it
-// (so a FLOAT 0.1 reads "0.10000000149011612", and text round-trips exactly).
-func (t *Tensor) FloatText(i int) string { return FormatDouble(t.Float(i)) }
-
 // FormatDouble writes f as Redis 7.2 replies a double (d2string): "nan",
 // "inf", "-inf", "0" or "-0"; an integral value within ±2^62 as an integer;
 // otherwise the shortest digits that parse back to f, laid out as

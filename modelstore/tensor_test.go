@@ -196,8 +196,8 @@ func TestAccessors(t *testing.T) {
 		t.Errorf("Uint64 wraps through Int: %d", u.Int(0))
 	}
 	f, _ := NewTensorFromValues(Float, []int64{1}, [][]byte{[]byte("0.1")})
-	if f.Float(0) != float64(float32(0.1)) || f.FloatText(0) != "0.10000000149011612" {
-		t.Errorf("Float accessors: %v %s", f.Float(0), f.FloatText(0))
+	if f.Float(0) != float64(float32(0.1)) || FormatDouble(f.Float(0)) != "0.10000000149011612" {
+		t.Errorf("Float accessors: %v %s", f.Float(0), FormatDouble(f.Float(0)))
 	}
 	s, _ := NewTensorFromBlob(String, []int64{3}, []byte("a\x00\x00bc\x00"))
 	var got []string
