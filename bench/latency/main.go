@@ -50,14 +50,11 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
-	"strconv"
-	"syscall"
 	"time"
+
+	"github.com/enclaveai/enclaveai/bench/benchproc"
 
 	"github.com/redis/go-redis/v9"
 	ort "github.com/yalue/onnxruntime_go"
@@ -88,7 +85,7 @@ func main() {
 		lib     = flag.String("lib", "", "ONNX Runtime library (default: modelstore.FindRuntimeLibrary)")
 	)
 	flag.Parse()
-	// go-redis logs every refused dial, which startServer's polling for
+	// go-redis logs every refused dial, which benchproc.Start's polling for
 	// readiness expects; errors that matter are returned and reported.
 	redis.SetLogger(quiet{})
 	if *n < *rounds || *rounds < 1 || *warmup < 0 {
@@ -152,18 +149,18 @@ func run(modelPath string, n, warmup, rounds int, binPath, addr, lib string) err
 	ctx := context.Background()
 	var connOff *redis.Conn // the server with engine-isolation off, if started
 	if addr == "" {
-		srv, err := startServer(binPath)
+		srv, err := benchproc.Start("enclaveai-server", binPath, nil)
 		if err != nil {
 			return err
 		}
-		defer srv.stop()
-		addr = srv.addr
-		off, err := startServer(binPath, "--engine-isolation", "off")
+		defer srv.Stop()
+		addr = srv.Addr
+		off, err := benchproc.Start("enclaveai-server", binPath, nil, "--engine-isolation", "off")
 		if err != nil {
 			return err
 		}
-		defer off.stop()
-		clientOff := redis.NewClient(&redis.Options{Addr: off.addr, Protocol: 2, PoolSize: 1})
+		defer off.Stop()
+		clientOff := redis.NewClient(&redis.Options{Addr: off.Addr, Protocol: 2, PoolSize: 1})
 		defer clientOff.Close()
 		connOff = clientOff.Conn()
 		defer connOff.Close()
@@ -213,7 +210,7 @@ func run(modelPath string, n, warmup, rounds int, binPath, addr, lib string) err
 	if err != nil {
 		return fmt.Errorf("AI.TENSORGET: %w", err)
 	}
-	if err := sameFloats([]byte(got), want); err != nil {
+	if err := benchproc.SameFloats([]byte(got), want); err != nil {
 		return fmt.Errorf("server output differs from the direct run: %w", err)
 	}
 
@@ -326,103 +323,6 @@ func modelstoreRun(onnx, blob []byte) (call, timed func() error, want []byte, cl
 		return err
 	}
 	return call, timed, outs[0].Data, func() { sess.Close() }, nil
-}
-
-// sameFloats compares two FLOAT blobs allowing for the last bits of
-// rounding (the server's session may be scheduled on other threads).
-func sameFloats(got, want []byte) error {
-	if len(got) != len(want) {
-		return fmt.Errorf("%d bytes, want %d", len(got), len(want))
-	}
-	for i := 0; i < len(got); i += 4 {
-		g := math.Float32frombits(binary.LittleEndian.Uint32(got[i:]))
-		w := math.Float32frombits(binary.LittleEndian.Uint32(want[i:]))
-		if math.Abs(float64(g-w)) > 1e-4*math.Max(1, math.Abs(float64(w))) {
-			return fmt.Errorf("element %d is %g, want %g", i/4, g, w)
-		}
-	}
-	return nil
-}
-
-// server is an enclaveai-server child process.
-type server struct {
-	cmd    *exec.Cmd
-	addr   string
-	dir    string
-	exited chan error // receives Wait's result once
-}
-
-// startServer starts the binary on a free loopback port with snapshots
-// off and waits until it answers PING (polled, not slept for).
-func startServer(binPath string, extra ...string) (*server, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "enclaveai-bench-")
-	if err != nil {
-		return nil, err
-	}
-	logf, err := os.Create(filepath.Join(dir, "server.log"))
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	defer logf.Close() // the child has its own descriptor
-	s := &server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, exited: make(chan error, 1)}
-	s.cmd = exec.Command(binPath, append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--dir", dir, "--save", ""}, extra...)...)
-	s.cmd.Stdout, s.cmd.Stderr = logf, logf
-	if err := s.cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	go func() { s.exited <- s.cmd.Wait() }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c := redis.NewClient(&redis.Options{Addr: s.addr, Protocol: 2, MaxRetries: -1, DialTimeout: time.Second})
-		err := c.Ping(context.Background()).Err()
-		c.Close()
-		if err == nil {
-			return s, nil
-		}
-		select {
-		case werr := <-s.exited:
-			log, _ := os.ReadFile(filepath.Join(dir, "server.log"))
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("server exited (%v) before answering PING:\n%s", werr, log)
-		default:
-		}
-		if time.Now().After(deadline) {
-			s.cmd.Process.Kill()
-			<-s.exited
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("server at %s did not answer PING within 30s: %v", s.addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// stop asks the server to shut down (SIGTERM, as an operator would; with
-// snapshots off it saves nothing) and kills it if it has not within 10s.
-func (s *server) stop() {
-	defer os.RemoveAll(s.dir)
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.exited:
-	case <-time.After(10 * time.Second):
-		s.cmd.Process.Kill()
-		<-s.exited
-	}
-}
-
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // stats are one kind's latency figures.

@@ -50,6 +50,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/enclaveai/enclaveai/bench/benchproc"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/enclaveai/enclaveai/modelstore"
@@ -187,20 +189,20 @@ func run(o *options) (*report, error) {
 		return nil, err
 	}
 
-	ea, err := startProc("enclaveai-server", o.server, o.serverEnv, o.serverArgs...)
+	ea, err := benchproc.Start("enclaveai-server", o.server, o.serverEnv, o.serverArgs...)
 	if err != nil {
 		return nil, err
 	}
-	defer ea.stop()
-	rd, err := startProc("redis-server", o.redisServer, nil, "--appendonly", "no")
+	defer ea.Stop()
+	rd, err := benchproc.Start("redis-server", o.redisServer, nil, "--appendonly", "no")
 	if err != nil {
 		return nil, err
 	}
-	defer rd.stop()
-	rep.redisVersion = serverVersion(rd.addr)
+	defer rd.Stop()
+	rep.redisVersion = serverVersion(rd.Addr)
 
 	ctx := context.Background()
-	admin := redis.NewClient(&redis.Options{Addr: ea.addr, Protocol: 2})
+	admin := redis.NewClient(&redis.Options{Addr: ea.Addr, Protocol: 2})
 	defer admin.Close()
 	for _, kv := range o.aiconfig {
 		if err := admin.Do(ctx, "AI.CONFIG", "SET", kv[0], kv[1]).Err(); err != nil {
@@ -220,7 +222,7 @@ func run(o *options) (*report, error) {
 			return nil, fmt.Errorf("%s: %w", m, err)
 		}
 	}
-	floor := redis.NewClient(&redis.Options{Addr: rd.addr, Protocol: 2})
+	floor := redis.NewClient(&redis.Options{Addr: rd.Addr, Protocol: 2})
 	defer floor.Close()
 	small := make([]byte, 4*outputLen)
 	for i := range max(slices.Max(o.clients), 8) {
@@ -230,7 +232,7 @@ func run(o *options) (*report, error) {
 	}
 
 	if o.sections["latency"] {
-		if rep.lat, err = measureLatency(o, ea.addr, onnx, blob); err != nil {
+		if rep.lat, err = measureLatency(o, ea.Addr, onnx, blob); err != nil {
 			return nil, fmt.Errorf("latency: %w", err)
 		}
 	}
@@ -300,23 +302,7 @@ func checkOutput(ctx context.Context, c *redis.Client, model string, blob, want 
 	if err != nil {
 		return err
 	}
-	return sameFloats([]byte(got), want)
-}
-
-// sameFloats compares two FLOAT blobs allowing for the last bits of
-// rounding (sessions may split the work differently).
-func sameFloats(got, want []byte) error {
-	if len(got) != len(want) {
-		return fmt.Errorf("output of %d bytes, want %d", len(got), len(want))
-	}
-	for i := 0; i < len(got); i += 4 {
-		g := math.Float32frombits(binary.LittleEndian.Uint32(got[i:]))
-		w := math.Float32frombits(binary.LittleEndian.Uint32(want[i:]))
-		if math.Abs(float64(g-w)) > 1e-4*math.Max(1, math.Abs(float64(w))) {
-			return fmt.Errorf("output element %d is %g, want %g", i/4, g, w)
-		}
-	}
-	return nil
+	return benchproc.SameFloats([]byte(got), want)
 }
 
 func loadAvg() string {

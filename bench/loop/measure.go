@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/enclaveai/enclaveai/bench/benchproc"
+
 	"github.com/redis/go-redis/v9"
 )
 
@@ -60,7 +62,7 @@ type body func(ctx context.Context, c *redis.Conn, id int) error
 // runLoop runs body on `clients` connections at once for warm+dur and
 // records the iterations that started after warm and ended within dur;
 // srv (if not nil) is the server, whose CPU time per iteration it records.
-func runLoop(addr string, srv *proc, clients int, warm, dur time.Duration, f body) (sample, error) {
+func runLoop(addr string, srv *benchproc.Proc, clients int, warm, dur time.Duration, f body) (sample, error) {
 	ctx := context.Background()
 	cl := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, PoolSize: clients, MaxRetries: -1,
 		ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, ContextTimeoutEnabled: false})
@@ -75,7 +77,7 @@ func runLoop(addr string, srv *proc, clients int, warm, dur time.Duration, f bod
 	}
 	var cpu0 time.Duration
 	if srv != nil {
-		cpu0 = srv.cpu()
+		cpu0 = cpu(srv)
 	}
 	self0 := cpuOf(os.Getpid())
 	start := time.Now()
@@ -114,7 +116,7 @@ func runLoop(addr string, srv *proc, clients int, warm, dur time.Duration, f bod
 		for _, n := range counts {
 			all += n
 		}
-		s.cpuPerOp = (srv.cpu() - cpu0) / time.Duration(max(all, 1))
+		s.cpuPerOp = (cpu(srv) - cpu0) / time.Duration(max(all, 1))
 		s.clientPerOp = (cpuOf(os.Getpid()) - self0) / time.Duration(max(all, 1))
 	}
 	for i := range clients {

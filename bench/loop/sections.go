@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/enclaveai/enclaveai/bench/benchproc"
+
 	"github.com/redis/go-redis/v9"
 	ort "github.com/yalue/onnxruntime_go"
 
@@ -174,7 +176,7 @@ type loops struct {
 
 func loopKey(kind string, clients int) string { return kind + "/" + strconv.Itoa(clients) }
 
-func measureLoops(o *options, ea, rd *proc, blob []byte) (*loops, error) {
+func measureLoops(o *options, ea, rd *benchproc.Proc, blob []byte) (*loops, error) {
 	big := make([]byte, 4*inputLen)
 	copy(big, blob)
 	keys := func(prefix string, n int) []string {
@@ -223,7 +225,7 @@ func measureLoops(o *options, ea, rd *proc, blob []byte) (*loops, error) {
 		}
 	}
 	bodies := map[string]struct {
-		srv *proc
+		srv *benchproc.Proc
 		f   body
 	}{
 		"floor":       {rd, floor},
@@ -241,7 +243,7 @@ func measureLoops(o *options, ea, rd *proc, blob []byte) (*loops, error) {
 			}
 			for _, k := range order {
 				b := bodies[k]
-				s, err := runLoop(b.srv.addr, b.srv, c, o.warm, o.dur, b.f)
+				s, err := runLoop(b.srv.Addr, b.srv, c, o.warm, o.dur, b.f)
 				if err != nil {
 					return nil, fmt.Errorf("%s at %d clients: %w", k, c, err)
 				}
@@ -261,8 +263,8 @@ type transformer struct {
 	by    map[string][]sample
 }
 
-func measureTransformer(o *options, ea *proc) (*transformer, error) {
-	addr := ea.addr
+func measureTransformer(o *options, ea *benchproc.Proc) (*transformer, error) {
+	addr := ea.Addr
 	onnx, err := os.ReadFile(o.transformer)
 	if err != nil {
 		return nil, err
@@ -345,14 +347,14 @@ type core struct {
 	by                          map[string][]float64 // "redis SET", "enclaveai GET", ...
 }
 
-func measureCore(o *options, ea, rd *proc) (*core, error) {
+func measureCore(o *options, ea, rd *benchproc.Proc) (*core, error) {
 	value := strings.Repeat("x", 4*inputLen)
 	c := &core{clients: 50, pipeline: 16, requests: o.rbRequests, by: map[string][]float64{}}
 	cmds := map[string][][]string{
 		"redis":     {{"SET", "t", value}, {"GET", "t"}},
 		"enclaveai": {{"AI.TENSORSET", "t", "FLOAT", strconv.Itoa(inputLen), "BLOB", value}, {"AI.TENSORGET", "t", "BLOB"}},
 	}
-	ports := map[string]string{"redis": rd.port(), "enclaveai": ea.port()}
+	ports := map[string]string{"redis": rd.Port(), "enclaveai": ea.Port()}
 	for r := range o.rounds {
 		fmt.Printf("-- core round %d/%d (load average %s)\n", r+1, o.rounds, loadAvg())
 		order := []string{"redis", "enclaveai"}
@@ -372,7 +374,7 @@ func measureCore(o *options, ea, rd *proc) (*core, error) {
 	}
 	// redis-benchmark counts error replies as answers: check the replies.
 	ctx := context.Background()
-	for srv, addr := range map[string]string{"redis": rd.addr, "enclaveai": ea.addr} {
+	for srv, addr := range map[string]string{"redis": rd.Addr, "enclaveai": ea.Addr} {
 		cl := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2})
 		args := make([]any, len(cmds[srv][1]))
 		for i, a := range cmds[srv][1] {
