@@ -1,0 +1,136 @@
+package cluster
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var (
+	idA = strings.Repeat("a", 39) + "A"
+	idB = "kvrocksController0Makes40AlnumIds0000000"
+	idC = strings.Repeat("c", 40)
+	idR = strings.Repeat("9", 40)
+)
+
+// The controller's own shape: lower-case roles, single slots without a
+// dash, a trailing newline, a replica line.
+func TestParseNodesControllerShape(t *testing.T) {
+	text := idA + " 127.0.0.1 7001 master - 0-5460 8943\n" +
+		idB + " 127.0.0.1 7002 master - 5461-8942 8944-10921\n" +
+		idC + " 127.0.0.1 7003 master - 10922-16383\n" +
+		idR + " 127.0.0.1 7004 slave " + idA + "\n"
+	top, err := ParseNodes(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := top.Owner(8943).ID; got != idA {
+		t.Errorf("slot 8943 owner %s", got)
+	}
+	if got := top.Owner(8944).Addr(); got != "127.0.0.1:7002" {
+		t.Errorf("slot 8944 owner %s", got)
+	}
+	if top.Assigned() != Slots {
+		t.Errorf("assigned %d", top.Assigned())
+	}
+	if rs := top.Ranges(top.Find(idA)); len(rs) != 2 || rs[1] != (Range{8943, 8943}) {
+		t.Errorf("ranges of A: %v", rs)
+	}
+	if r := top.Replicas(top.Find(idA)); len(r) != 1 || r[0].ID != idR {
+		t.Errorf("replicas %v", r)
+	}
+	// Text round-trips.
+	again, err := ParseNodes(top.Text())
+	if err != nil || again.Text() != top.Text() || again.owner != top.owner {
+		t.Errorf("round trip: %v\n%s", err, top.Text())
+	}
+}
+
+func TestParseNodesErrors(t *testing.T) {
+	m := func(id, rest string) string { return id + " 127.0.0.1 7001 " + rest + "\n" }
+	for _, c := range []struct{ name, text string }{
+		{"short id", m("abc", "master - 0-10")},
+		{"bad id char", m(strings.Repeat("a", 39)+"-", "master - 0")},
+		{"port", idA + " 127.0.0.1 0 master - 0\n"},
+		{"port text", idA + " 127.0.0.1 x master - 0\n"},
+		{"role", m(idA, "leader - 0")},
+		{"master with master id", m(idA, "master "+idB+" 0")},
+		{"slot too big", m(idA, "master - 16384")},
+		{"range reversed", m(idA, "master - 10-5")},
+		{"range sign", m(idA, "master - -5")},
+		{"range plus", m(idA, "master - +5")},
+		{"two owners", m(idA, "master - 0-10") + m(idB, "master - 10")},
+		{"duplicate id", m(idA, "master - 0") + m(idA, "master - 1")},
+		{"replica with slots", m(idA, "master - 0") + m(idB, "slave "+idA+" 5")},
+		{"replica of nobody", m(idB, "slave "+idA)},
+		{"replica of replica", m(idA, "master - 0") + m(idB, "slave "+idA) + m(idC, "slave "+idB)},
+		{"too few fields", idA + " 127.0.0.1 7001 master\n"},
+	} {
+		if _, err := ParseNodes(c.text); !errors.Is(err, ErrTopology) {
+			t.Errorf("%s: err %v", c.name, err)
+		}
+	}
+}
+
+func TestStateRoundTripAndChecksum(t *testing.T) {
+	top, err := ParseNodes(idA + " 10.0.0.1 7001 master - 0-16383\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "nodes.aiconf")
+	if _, ok, err := Load(path); ok || err != nil {
+		t.Fatalf("missing file: ok %v err %v", ok, err)
+	}
+	s := &State{ID: idB, Version: 7, Topology: top}
+	if err := Save(path, s); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := Load(path)
+	if !ok || err != nil || got.ID != idB || got.Version != 7 || got.Topology.Text() != top.Text() {
+		t.Fatalf("load: %+v %v %v", got, ok, err)
+	}
+	// No topology yet: version -1 and no lines.
+	if err := Save(path, &State{ID: idB, Version: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := Load(path); !ok || err != nil || got.Topology != nil || got.Version != -1 {
+		t.Fatalf("empty: %+v %v %v", got, ok, err)
+	}
+	// One flipped byte anywhere is caught.
+	data := s.Encode()
+	for i := range data {
+		bad := append([]byte(nil), data...)
+		bad[i] ^= 0x20
+		if _, err := Decode(bad); err == nil {
+			t.Fatalf("flip at %d not caught", i)
+		}
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(path)); len(entries) != 1 {
+		t.Errorf("temporary files left: %v", entries)
+	}
+}
+
+func FuzzParseNodes(f *testing.F) {
+	f.Add(idA + " 127.0.0.1 7001 master - 0-5460 8943\n" + idR + " 127.0.0.1 7004 slave " + idA + "\n")
+	f.Add(idA + " ::1 1 master - 16383\n\n")
+	f.Add("x y z master -")
+	f.Fuzz(func(t *testing.T, text string) {
+		top, err := ParseNodes(text)
+		if err != nil {
+			return
+		}
+		// What parses round-trips through Text, and every owned slot's
+		// owner is a master of the topology.
+		again, err := ParseNodes(top.Text())
+		if err != nil || again.owner != top.owner || len(again.Nodes) != len(top.Nodes) {
+			t.Fatalf("round trip of %q: %v", text, err)
+		}
+		for s := 0; s < Slots; s++ {
+			if o := top.Owner(s); o != nil && !o.Master() {
+				t.Fatalf("slot %d owned by replica", s)
+			}
+		}
+	})
+}
