@@ -13,7 +13,7 @@ func TestKeySlot(t *testing.T) {
 		{"{user1000}.following", 3443},
 		{"{user1000}.followers", 3443},
 		{"user1000", 3443},
-		{"foo{}{bar}", 8363},   // empty first tag: the whole key
+		{"foo{}{bar}", 8363},    // empty first tag: the whole key
 		{"foo{{bar}}zap", 4015}, // tag is "{bar"
 		{"foo{bar}{zap}", 5061}, // first tag only: "bar"
 		{"bar", 5061},

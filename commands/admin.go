@@ -193,7 +193,7 @@ func (s *Server) Info(sections []string) string {
 	port, _ := s.Opts.Get("port")
 	emit("Server", [][2]string{
 		{"redis_version", RedisVersion}, {"enclaveai_version", Version},
-		{"redis_mode", "standalone"}, {"os", runtime.GOOS + " " + runtime.GOARCH},
+		{"redis_mode", s.redisMode()}, {"os", runtime.GOOS + " " + runtime.GOARCH},
 		{"arch_bits", "64"}, {"go_version", runtime.Version()},
 		{"process_id", itoa(int64(os.Getpid()))}, {"tcp_port", port},
 		{"uptime_in_seconds", itoa(uptime)}, {"uptime_in_days", itoa(uptime / 86400)},
@@ -327,6 +327,16 @@ func parseCommand(a Args) (Runner, error) {
 			}
 			return nil
 		}), nil
+	case "GETKEYS":
+		argv := a.V[2:]
+		if len(argv) == 0 {
+			return nil, errorf("ERR wrong number of arguments for 'command|getkeys' command")
+		}
+		keys, err := commandGetKeys(argv)
+		if err != nil {
+			return nil, err
+		}
+		return RunFunc(func(x *Ctx) error { x.W.StringList(keys); return nil }), nil
 	case "DOCS":
 		return RunFunc(func(x *Ctx) error {
 			var specs []*Spec

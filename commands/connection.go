@@ -161,7 +161,7 @@ func (h *helloCmd) Run(x *Ctx) error {
 	w.BulkString("id")
 	w.Int(x.C.ID)
 	w.BulkString("mode")
-	w.BulkString("standalone")
+	w.BulkString(x.redisMode())
 	w.BulkString("role")
 	w.BulkString("master")
 	w.BulkString("modules")

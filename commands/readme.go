@@ -15,7 +15,7 @@ func CommandsMarkdown() string {
 	}
 	// The usual groups first, in this order; any other group after them
 	// (sorted), so that a new group is never left out of the README.
-	order := []string{"tensors", "models", "keyspace", "connection", "transactions", "server"}
+	order := []string{"tensors", "models", "keyspace", "connection", "transactions", "cluster", "server"}
 	var others []string
 	for g := range groups {
 		if !slices.Contains(order, g) {

@@ -54,6 +54,9 @@ type Server struct {
 	// LogFS is the append-only log's file layer, nil for the OS's; tests
 	// make it fail (ENOSPC, EIO, fsync errors).
 	LogFS persistence.FS
+	// Cluster is the node's cluster state; nil unless cluster-enabled
+	// (cluster.go).
+	Cluster *ClusterState
 	// Enclave is set by the front end at start.
 	Enclave EnclaveInfo
 	// jwt checks tokens; nil without jwt-public-key-file (jwt.go).
@@ -442,6 +445,13 @@ func (s *Server) check(c *Client, spec *Spec, argv [][]byte, now int64) error {
 	}
 	if !spec.Has(NoAuth) && !c.authedAt(now) {
 		return errNoAuth
+	}
+	// Redis Cluster's redirections come before anything runs; the
+	// server's own client (startup models, the log's replay) is exempt.
+	if s.Cluster != nil && !c.internal {
+		if err := s.Cluster.route(spec, argv); err != nil {
+			return err
+		}
 	}
 	if s.loading.Load() && !spec.Has(LoadingOK) {
 		return errLoading

@@ -75,6 +75,12 @@ type Spec struct {
 	// arguments before it (prev[0] is the name), is payload: data the
 	// front end may read into an upload buffer (see upload.go).
 	Payload func(prev [][]byte, i int) bool
+	// Keys, for commands whose keys move with their arguments (RedisAI's
+	// getkeys-api commands: COMMAND shows them movablekeys), returns the
+	// indexes of the keys in argv; KeyPositions uses it instead of
+	// FirstKey..LastKey. It must not fail: a malformed command gets the
+	// keys found before the fault, and its parse reports the fault.
+	Keys func(argv [][]byte) []int
 
 	stats cmdStats // INFO commandstats (observe.go)
 }
@@ -89,6 +95,9 @@ func (s *Spec) FlagNames() []string {
 		if s.Has(fn.f) {
 			out = append(out, fn.name)
 		}
+	}
+	if s.Keys != nil {
+		out = append(out, "movablekeys")
 	}
 	return out
 }

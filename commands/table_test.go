@@ -9,7 +9,7 @@ import (
 // Every table entry is complete and consistent; the README's generated
 // list (see readme.go) then names every command.
 func TestCommandTable(t *testing.T) {
-	readmeGroups := []string{"tensors", "models", "keyspace", "connection", "transactions", "server"}
+	readmeGroups := []string{"tensors", "models", "keyspace", "connection", "transactions", "cluster", "server"}
 	md := CommandsMarkdown()
 	for name, s := range Commands() {
 		switch {

@@ -122,6 +122,12 @@ type Options struct {
 	// MaxModelBytesPerUser bounds the bytes of the models each user owns
 	// (0 = unlimited).
 	MaxModelBytesPerUser atomic.Int64
+	// ClusterEnabled turns Redis Cluster mode on: keys hash to slots whose
+	// owners an external controller pushes (docs/CLUSTER.md).
+	ClusterEnabled bool
+	// ClusterConfigFile is the file in Dir that keeps the node's id,
+	// topology and version across restarts.
+	ClusterConfigFile string
 
 	mu        sync.Mutex // serialises CONFIG SET
 	slogLevel slog.LevelVar
@@ -135,7 +141,7 @@ func (o *Options) SlogLevel() *slog.LevelVar { return &o.slogLevel }
 // exists in Redis, and EnclaveAI's own otherwise.
 func Default() *Options {
 	o := &Options{Bind: "127.0.0.1", Dir: ".", DBFilename: "dump.aidb", SealKeyFile: "seal.key", SealPolicy: "product",
-		AppendOnly: true, AppendDirName: "appendonlydir", AOFLoadTruncated: true,
+		AppendOnly: true, AppendDirName: "appendonlydir", AOFLoadTruncated: true, ClusterConfigFile: "nodes.aiconf",
 		EngineIsolation: "per-tenant", EngineStoreTimeout: 60, InferenceEngine: DefaultInferenceEngine, JWTLeeway: 30}
 	o.AllowModelstore.Store(true)
 	everysec := "everysec"
@@ -409,6 +415,19 @@ var directives = func() map[string]*directive {
 		})
 	g, s = num(func(o *Options) *atomic.Int64 { return &o.MaxModelBytesPerUser }, 0, 1<<62, true)
 	add("max-model-bytes-per-user", true, g, s)
+	add("cluster-enabled", false, func(o *Options) string { return yesNo(o.ClusterEnabled) },
+		func(o *Options, a []string) error {
+			v, err := parseYesNo(a[0])
+			o.ClusterEnabled = v
+			return err
+		})
+	add("cluster-config-file", false, func(o *Options) string { return o.ClusterConfigFile }, func(o *Options, a []string) error {
+		if a[0] == "" || a[0] == "." || a[0] == ".." || strings.ContainsAny(a[0], "/\\") {
+			return errors.New("cluster-config-file must be a plain file name (it lives in dir)")
+		}
+		o.ClusterConfigFile = a[0]
+		return nil
+	})
 	ds = append(ds, &directive{name: "loadmodel", multi: true,
 		get: func(o *Options) string {
 			lines := make([]string, len(o.LoadModels))

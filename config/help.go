@@ -57,6 +57,8 @@ var docs = map[string]doc{
 	"tls-key-file":                {text: "PEM private key of the TLS listener", args: "<path>"},
 	"seal-policy":                 {text: "SGX mode: product (snapshots survive signed upgrades) or unique (only this exact build reads them)"},
 	"save":                        {text: "snapshot rules, `<seconds> <changes>` pairs as Redis's (empty: no automatic snapshots)"},
+	"cluster-enabled":             {text: "Redis Cluster mode: keys hash to 16384 slots, an external controller (kvrocks-controller, enclaveai-cli cluster) pushes which node serves which with CLUSTERX SETNODES, other nodes' keys get -MOVED (docs/CLUSTER.md)"},
+	"cluster-config-file":         {text: "file in dir keeping the cluster node's id, topology and version across restarts (checksummed, replaced atomically)"},
 	"appendonly":                  {text: "the sealed append-only log: every acknowledged write is written to the OS before its reply (docs/DURABILITY.md)"},
 	"appendfsync":                 {text: "always (fsync before each reply), everysec (fsync every second), no (the OS decides)"},
 	"appenddirname":               {text: "the log's directory under dir: manifest, base and incr files, sealed model files"},

@@ -307,6 +307,9 @@ func (s *Server) Start() error {
 	if err := s.Cmds.SetupJWT(); err != nil {
 		return err
 	}
+	if err := s.Cmds.StartCluster(); err != nil {
+		return err
+	}
 	if err := s.Listen(); err != nil {
 		return err
 	}

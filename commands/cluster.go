@@ -1,0 +1,611 @@
+package commands
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/enclaveai/enclaveai/cluster"
+	"github.com/enclaveai/enclaveai/modelstore"
+)
+
+// Redis Cluster mode (cluster-enabled yes; docs/CLUSTER.md). Slot
+// ownership is not negotiated between nodes: an external controller
+// (kvrocks-controller, or enclaveai-cli cluster) pushes the whole topology
+// to every node with CLUSTERX SETNODES, as to Apache Kvrocks.
+//
+//	CLUSTER INFO | NODES | SLOTS | SHARDS | MYID | KEYSLOT key |
+//	        COUNTKEYSINSLOT slot | GETKEYSINSLOT slot count | RESET [HARD|SOFT] | HELP
+//	CLUSTERX SETNODEID id | SETNODES "topology" version [FORCE] | VERSION
+//	ASKING, READONLY, READWRITE
+func init() {
+	register(
+		&Spec{Name: "cluster", Arity: -2, Flags: LoadingOK, Group: "cluster",
+			Summary: "Reads the cluster topology the controller pushed (INFO, NODES, SLOTS, SHARDS, MYID, KEYSLOT, COUNTKEYSINSLOT, GETKEYSINSLOT) or resets it (RESET).",
+			Syntax:  "INFO | NODES | SLOTS | SHARDS | MYID | KEYSLOT key | COUNTKEYSINSLOT slot | GETKEYSINSLOT slot count | RESET [HARD | SOFT]",
+			Parse:   parseCluster},
+		&Spec{Name: "clusterx", Arity: -2, Flags: Admin | LoadingOK, Group: "cluster",
+			Summary: "The controller's commands (Apache Kvrocks's): sets this node's id, pushes the topology and its version, reads the version.",
+			Syntax:  "SETNODEID id | SETNODES topology version [FORCE] | VERSION",
+			Parse:   parseClusterX},
+		&Spec{Name: "asking", Arity: 1, Flags: Fast, Group: "cluster",
+			Summary: "Accepted for cluster clients (no slot is ever importing here).", Parse: parseClusterFlagCmd},
+		&Spec{Name: "readonly", Arity: 1, Flags: Fast | LoadingOK, Group: "cluster",
+			Summary: "Accepted for cluster clients (this node has no replicas to read from).", Parse: parseClusterFlagCmd},
+		&Spec{Name: "readwrite", Arity: 1, Flags: Fast | LoadingOK, Group: "cluster",
+			Summary: "Accepted for cluster clients.", Parse: parseClusterFlagCmd},
+	)
+	RegisterInfoSection(InfoSection{Name: "Cluster", Fields: func(s *Server) [][2]string {
+		return [][2]string{{"cluster_enabled", yesNoDigit(s.Cluster != nil)}}
+	}})
+}
+
+// redisMode is what HELLO and INFO call the server's mode.
+func (s *Server) redisMode() string {
+	if s.Cluster != nil {
+		return "cluster"
+	}
+	return "standalone"
+}
+
+func yesNoDigit(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// Cluster replies. The first two are kvrocks's: the controller takes a
+// node that answers CLUSTER INFO with errClusterNotInit as a new node and
+// pushes it the topology.
+const (
+	errClusterNotInit    Reply = "ERR CLUSTERDOWN The cluster is not initialized"
+	errKeysNotInit       Reply = "CLUSTERDOWN The cluster is not initialized"
+	errCrossSlot         Reply = "CROSSSLOT Keys in request don't hash to the same slot"
+	errSlotNotServed     Reply = "CLUSTERDOWN Hash slot not served"
+	errClusterDisabled   Reply = "ERR This instance has cluster support disabled"
+	errInvalidSlot       Reply = "ERR Invalid slot"
+	errInvalidNodeID     Reply = "ERR Invalid node id: want 40 characters of [A-Za-z0-9]"
+	errInvalidVersion    Reply = "ERR Invalid cluster version"
+	errResetWithKeys     Reply = "ERR CLUSTER RESET can't be called with master nodes containing keys"
+	errGetKeysNoKeys     Reply = "ERR The command has no key arguments"
+	errGetKeysBadCommand Reply = "ERR Invalid command specified"
+	errGetKeysArity      Reply = "ERR Invalid number of arguments specified for command"
+)
+
+// ClusterState is a node's cluster identity and topology. Readers take
+// the current view with one atomic load; CLUSTERX and CLUSTER RESET build
+// a new view, write it to the state file and only then publish it, under
+// mu (a leaf lock: docs/LOCKS.md).
+type ClusterState struct {
+	path string
+	mu   sync.Mutex
+	view atomic.Pointer[clusterView]
+}
+
+// clusterView is one immutable state: the node id, the last topology
+// pushed (nil before the first) and its version (-1 before the first).
+type clusterView struct {
+	id      string
+	version int64
+	top     *cluster.Topology
+	myself  *cluster.Node // nil when this id is not in top
+}
+
+func newView(st *cluster.State) *clusterView {
+	v := &clusterView{id: st.ID, version: st.Version, top: st.Topology}
+	if v.top != nil {
+		v.myself = v.top.Find(v.id)
+	}
+	return v
+}
+
+// StartCluster turns cluster mode on when the configuration asks for it:
+// the node's id, topology and version are read from the state file in
+// dir, or a new id is made and written.
+func (s *Server) StartCluster() error {
+	if !s.Opts.ClusterEnabled {
+		return nil
+	}
+	cs := &ClusterState{path: filepath.Join(s.Opts.Dir, s.Opts.ClusterConfigFile)}
+	st, ok, err := cluster.Load(cs.path)
+	if err != nil {
+		return fmt.Errorf("cluster state %s: %w", cs.path, err)
+	}
+	if !ok {
+		st = &cluster.State{ID: cluster.NewID(), Version: -1}
+		if err := cluster.Save(cs.path, st); err != nil {
+			return fmt.Errorf("cluster state: %w", err)
+		}
+	}
+	cs.view.Store(newView(st))
+	s.Cluster = cs
+	s.Log.Info("cluster mode", "node_id", st.ID, "version", st.Version)
+	return nil
+}
+
+// update builds, saves and publishes a new view from the current one.
+// change returns the new state, or nil for no change.
+func (cs *ClusterState) update(change func(cur *clusterView) (*cluster.State, error)) error {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	st, err := change(cs.view.Load())
+	if err != nil || st == nil {
+		return err
+	}
+	if err := cluster.Save(cs.path, st); err != nil {
+		return fmt.Errorf("cluster state not saved: %w", err)
+	}
+	cs.view.Store(newView(st))
+	return nil
+}
+
+// KeyPositions returns the indexes of argv that are keys: those Keys
+// finds for commands whose keys move (RedisAI's getkeys-api commands),
+// else FirstKey..LastKey by Step.
+func (s *Spec) KeyPositions(argv [][]byte) []int {
+	if s.Keys != nil {
+		return s.Keys(argv)
+	}
+	if s.FirstKey <= 0 {
+		return nil
+	}
+	last := s.LastKey
+	if last < 0 {
+		last += len(argv)
+	}
+	var out []int
+	for i := s.FirstKey; i <= last && i < len(argv); i += max(1, s.Step) {
+		out = append(out, i)
+	}
+	return out
+}
+
+// route decides whether this node runs a command, before it runs: all of
+// its keys must hash to one slot, and that slot must be this node's.
+func (cs *ClusterState) route(spec *Spec, argv [][]byte) error {
+	pos := spec.KeyPositions(argv)
+	if len(pos) == 0 {
+		return nil
+	}
+	slot := cluster.KeySlot(argv[pos[0]])
+	for _, p := range pos[1:] {
+		if cluster.KeySlot(argv[p]) != slot {
+			return errCrossSlot
+		}
+	}
+	v := cs.view.Load()
+	if v.top == nil {
+		return errKeysNotInit
+	}
+	owner := v.top.Owner(slot)
+	switch {
+	case owner == nil:
+		return errSlotNotServed
+	case owner.ID == v.id:
+		return nil
+	}
+	return Reply("MOVED " + strconv.Itoa(slot) + " " + owner.Addr())
+}
+
+func parseClusterFlagCmd(a Args) (Runner, error) {
+	return RunFunc(func(x *Ctx) error {
+		if x.Cluster == nil {
+			return errClusterDisabled
+		}
+		x.W.OK()
+		return nil
+	}), nil
+}
+
+func parseCluster(a Args) (Runner, error) {
+	sub := strings.ToUpper(string(a.Next()))
+	rest := a.Rest()
+	arity := func(n int) error {
+		if len(rest) != n {
+			return errorf("ERR wrong number of arguments for 'cluster|%s' command", strings.ToLower(sub))
+		}
+		return nil
+	}
+	run := func(n int, f func(x *Ctx, v *clusterView) error) (Runner, error) {
+		if err := arity(n); err != nil {
+			return nil, err
+		}
+		return RunFunc(func(x *Ctx) error {
+			if x.Cluster == nil {
+				return errClusterDisabled
+			}
+			return f(x, x.Cluster.view.Load())
+		}), nil
+	}
+	initialized := func(f func(x *Ctx, v *clusterView) error) func(x *Ctx, v *clusterView) error {
+		return func(x *Ctx, v *clusterView) error {
+			if v.top == nil {
+				return errClusterNotInit
+			}
+			return f(x, v)
+		}
+	}
+	switch sub {
+	case "INFO":
+		return run(0, initialized(func(x *Ctx, v *clusterView) error { x.W.Verbatim(v.info()); return nil }))
+	case "NODES":
+		return run(0, initialized(func(x *Ctx, v *clusterView) error { x.W.Verbatim(v.nodes()); return nil }))
+	case "SLOTS":
+		return run(0, initialized(func(x *Ctx, v *clusterView) error { v.writeSlots(x.W); return nil }))
+	case "SHARDS":
+		return run(0, initialized(func(x *Ctx, v *clusterView) error { v.writeShards(x.W); return nil }))
+	case "MYID":
+		return run(0, func(x *Ctx, v *clusterView) error { x.W.BulkString(v.id); return nil })
+	case "KEYSLOT":
+		if err := arity(1); err != nil {
+			return nil, err
+		}
+		slot := int64(cluster.KeySlot(rest[0]))
+		return RunFunc(func(x *Ctx) error { x.W.Int(slot); return nil }), nil
+	case "COUNTKEYSINSLOT":
+		if err := arity(1); err != nil {
+			return nil, err
+		}
+		slot, err := parseSlotArg(rest[0])
+		if err != nil {
+			return nil, err
+		}
+		return run(1, func(x *Ctx, v *clusterView) error {
+			x.W.Int(int64(len(keysInSlot(x.Keys, slot, -1))))
+			return nil
+		})
+	case "GETKEYSINSLOT":
+		if err := arity(2); err != nil {
+			return nil, err
+		}
+		slot, err := parseSlotArg(rest[0])
+		if err != nil {
+			return nil, err
+		}
+		n, ok := parseInt(rest[1])
+		if !ok || n < 0 {
+			return nil, Reply("ERR Invalid slot or number of keys")
+		}
+		return run(2, func(x *Ctx, v *clusterView) error {
+			x.W.StringList(keysInSlot(x.Keys, slot, int(min(n, 1<<30))))
+			return nil
+		})
+	case "RESET":
+		hard := false
+		if len(rest) > 1 {
+			return nil, errorf("ERR unknown subcommand or wrong number of arguments for 'reset'. Try CLUSTER HELP.")
+		}
+		if len(rest) == 1 {
+			switch strings.ToUpper(string(rest[0])) {
+			case "HARD":
+				hard = true
+			case "SOFT":
+			default:
+				return nil, errSyntax
+			}
+		}
+		return RunFunc(func(x *Ctx) error {
+			if x.Cluster == nil {
+				return errClusterDisabled
+			}
+			if n, _ := x.Keys.Len(); n > 0 {
+				return errResetWithKeys
+			}
+			err := x.Cluster.update(func(cur *clusterView) (*cluster.State, error) {
+				st := &cluster.State{ID: cur.id, Version: -1}
+				if hard {
+					st.ID = cluster.NewID()
+				}
+				return st, nil
+			})
+			if err != nil {
+				return err
+			}
+			x.W.OK()
+			return nil
+		}), nil
+	case "HELP":
+		return RunFunc(func(x *Ctx) error {
+			x.W.StringList([]string{
+				"CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+				"INFO, NODES, SLOTS, SHARDS, MYID: the topology the controller pushed.",
+				"KEYSLOT <key>, COUNTKEYSINSLOT <slot>, GETKEYSINSLOT <slot> <count>.",
+				"RESET [HARD|SOFT]: forget the topology (HARD: and take a new node id).",
+				"The topology is set with CLUSTERX SETNODES (docs/CLUSTER.md).",
+			})
+			return nil
+		}), nil
+	}
+	return nil, errorf("ERR unknown subcommand '%s'. Try CLUSTER HELP.", truncate(a.V[1], 128))
+}
+
+// parseSlotArg reads a slot argument as Redis does.
+func parseSlotArg(b []byte) (int, error) {
+	n, ok := parseInt(b)
+	if !ok {
+		return 0, errNotInteger
+	}
+	if n < 0 || n >= cluster.Slots {
+		return 0, errInvalidSlot
+	}
+	return int(n), nil
+}
+
+// keysInSlot lists up to limit (-1: all) keys of slot, sorted. It walks
+// the keyspace: there is no per-slot index yet (docs/CLUSTER.md).
+func keysInSlot(k *modelstore.Keyspace, slot, limit int) []string {
+	keys := k.SortedKeys(func(it modelstore.Item) bool { return cluster.KeySlot([]byte(it.Key)) == slot })
+	if limit >= 0 && len(keys) > limit {
+		keys = keys[:limit]
+	}
+	return keys
+}
+
+func parseClusterX(a Args) (Runner, error) {
+	sub := strings.ToUpper(string(a.Next()))
+	rest := a.Rest()
+	wrong := errorf("ERR wrong number of arguments for 'clusterx|%s' command", strings.ToLower(sub))
+	switch sub {
+	case "VERSION":
+		if len(rest) != 0 {
+			return nil, wrong
+		}
+		return RunFunc(func(x *Ctx) error {
+			if x.Cluster == nil {
+				return errClusterDisabled
+			}
+			x.W.Int(x.Cluster.view.Load().version)
+			return nil
+		}), nil
+	case "SETNODEID":
+		if len(rest) != 1 {
+			return nil, wrong
+		}
+		id := string(rest[0])
+		if !cluster.ValidID(id) {
+			return nil, errInvalidNodeID
+		}
+		return RunFunc(func(x *Ctx) error {
+			if x.Cluster == nil {
+				return errClusterDisabled
+			}
+			err := x.Cluster.update(func(cur *clusterView) (*cluster.State, error) {
+				if cur.id == id {
+					return nil, nil
+				}
+				return &cluster.State{ID: id, Version: cur.version, Topology: cur.top}, nil
+			})
+			if err != nil {
+				return err
+			}
+			x.W.OK()
+			return nil
+		}), nil
+	case "SETNODES":
+		if len(rest) != 2 && len(rest) != 3 {
+			return nil, wrong
+		}
+		force := false
+		if len(rest) == 3 {
+			if !isWord(rest[2], "FORCE") {
+				return nil, errSyntax
+			}
+			force = true
+		}
+		version, ok := parseInt(rest[1])
+		if !ok || version < 0 {
+			return nil, errInvalidVersion
+		}
+		top, err := cluster.ParseNodes(string(rest[0]))
+		if err != nil {
+			return nil, Reply("ERR " + strings.ReplaceAll(err.Error(), "\n", " "))
+		}
+		return RunFunc(func(x *Ctx) error {
+			if x.Cluster == nil {
+				return errClusterDisabled
+			}
+			err := x.Cluster.update(func(cur *clusterView) (*cluster.State, error) {
+				// As kvrocks: an older version is refused and the same
+				// one is a no-op, unless FORCE.
+				if !force && cur.version >= 0 {
+					if version < cur.version {
+						return nil, errInvalidVersion
+					}
+					if version == cur.version {
+						return nil, nil
+					}
+				}
+				return &cluster.State{ID: cur.id, Version: version, Topology: top}, nil
+			})
+			if err != nil {
+				return err
+			}
+			x.W.OK()
+			return nil
+		}), nil
+	case "MIGRATE":
+		return nil, Reply("ERR CLUSTERX MIGRATE is not supported yet: move the slot's keys and push a new topology (docs/CLUSTER.md)")
+	}
+	return nil, errorf("ERR unknown subcommand '%s'. Try CLUSTERX SETNODEID, SETNODES, VERSION.", truncate(a.V[1], 128))
+}
+
+// info is CLUSTER INFO, with the fields kvrocks-controller reads: both
+// epochs are the last version pushed, and no slot is ever migrating.
+func (v *clusterView) info() string {
+	assigned := v.top.Assigned()
+	state := "ok"
+	if assigned < cluster.Slots {
+		state = "fail"
+	}
+	size := 0
+	for i := range v.top.Nodes {
+		if n := &v.top.Nodes[i]; n.Master() && len(v.top.Ranges(n)) > 0 {
+			size++
+		}
+	}
+	ver := strconv.FormatInt(v.version, 10)
+	var b strings.Builder
+	for _, f := range [][2]string{
+		{"cluster_state", state},
+		{"cluster_slots_assigned", strconv.Itoa(assigned)},
+		{"cluster_slots_ok", strconv.Itoa(assigned)},
+		{"cluster_slots_pfail", "0"},
+		{"cluster_slots_fail", "0"},
+		{"cluster_known_nodes", strconv.Itoa(len(v.top.Nodes))},
+		{"cluster_size", strconv.Itoa(size)},
+		{"cluster_current_epoch", ver},
+		{"cluster_my_epoch", ver},
+		{"cluster_stats_messages_sent", "0"},
+		{"cluster_stats_messages_received", "0"},
+		{"total_cluster_links_buffer_limit_exceeded", "0"},
+		{"migrating_slot", "-1"},
+		{"migrating_state", "none"},
+		{"importing_slot", "-1"},
+		{"import_state", "none"},
+	} {
+		b.WriteString(f[0] + ":" + f[1] + "\r\n")
+	}
+	return b.String()
+}
+
+// nodes is CLUSTER NODES: every node of the topology in pushed order, the
+// same on every node but for the myself flag. The bus port is the port
+// plus 10000, as Redis's default; there is no bus.
+func (v *clusterView) nodes() string {
+	var b strings.Builder
+	ver := strconv.FormatInt(v.version, 10)
+	for i := range v.top.Nodes {
+		n := &v.top.Nodes[i]
+		flags, master := "master", "-"
+		if !n.Master() {
+			flags, master = "slave", n.MasterID
+		}
+		if n.ID == v.id {
+			flags = "myself," + flags
+		}
+		b.WriteString(n.ID + " " + n.Addr() + "@" + strconv.Itoa(n.Port+10000) + " " + flags + " " + master +
+			" 0 0 " + ver + " connected")
+		if n.Master() {
+			for _, r := range v.top.Ranges(n) {
+				b.WriteString(" " + r.String())
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+type slotRange struct {
+	r    cluster.Range
+	node *cluster.Node
+}
+
+// ranges lists every owned range in slot order.
+func (v *clusterView) ranges() []slotRange {
+	var out []slotRange
+	for i := range v.top.Nodes {
+		n := &v.top.Nodes[i]
+		if n.Master() {
+			for _, r := range v.top.Ranges(n) {
+				out = append(out, slotRange{r, n})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].r.Start < out[j].r.Start })
+	return out
+}
+
+// writeSlots is CLUSTER SLOTS in Redis 7's shape: per range, start, end,
+// then the master and its replicas as [ip, port, id, {}].
+func (v *clusterView) writeSlots(w *Writer) {
+	rs := v.ranges()
+	w.Array(len(rs))
+	for _, sr := range rs {
+		reps := v.top.Replicas(sr.node)
+		w.Array(3 + len(reps))
+		w.Int(int64(sr.r.Start))
+		w.Int(int64(sr.r.End))
+		for _, n := range append([]*cluster.Node{sr.node}, reps...) {
+			w.Array(4)
+			w.BulkString(n.IP)
+			w.Int(int64(n.Port))
+			w.BulkString(n.ID)
+			w.Map(0)
+		}
+	}
+}
+
+// writeShards is CLUSTER SHARDS in Redis 7's shape: per master, its slots
+// as start/end pairs and its nodes, master first.
+func (v *clusterView) writeShards(w *Writer) {
+	var masters []*cluster.Node
+	for i := range v.top.Nodes {
+		if v.top.Nodes[i].Master() {
+			masters = append(masters, &v.top.Nodes[i])
+		}
+	}
+	w.Array(len(masters))
+	for _, m := range masters {
+		w.Map(2)
+		w.BulkString("slots")
+		rs := v.top.Ranges(m)
+		w.Array(2 * len(rs))
+		for _, r := range rs {
+			w.Int(int64(r.Start))
+			w.Int(int64(r.End))
+		}
+		w.BulkString("nodes")
+		nodes := append([]*cluster.Node{m}, v.top.Replicas(m)...)
+		w.Array(len(nodes))
+		for _, n := range nodes {
+			role := "master"
+			if !n.Master() {
+				role = "replica"
+			}
+			w.Map(7)
+			w.BulkString("id")
+			w.BulkString(n.ID)
+			w.BulkString("port")
+			w.Int(int64(n.Port))
+			w.BulkString("ip")
+			w.BulkString(n.IP)
+			w.BulkString("endpoint")
+			w.BulkString(n.IP)
+			w.BulkString("role")
+			w.BulkString(role)
+			w.BulkString("replication-offset")
+			w.Int(0)
+			w.BulkString("health")
+			w.BulkString("online")
+		}
+	}
+}
+
+// commandGetKeys is COMMAND GETKEYS: the keys of a command line, found as
+// the cluster router finds them.
+func commandGetKeys(argv [][]byte) ([]string, error) {
+	if len(argv) == 0 {
+		return nil, errorf("ERR wrong number of arguments for 'command|getkeys' command")
+	}
+	spec := table.Lookup(argv[0])
+	if spec == nil {
+		return nil, errGetKeysBadCommand
+	}
+	if (spec.Arity > 0 && len(argv) != spec.Arity) || (spec.Arity < 0 && len(argv) < -spec.Arity) {
+		return nil, errGetKeysArity
+	}
+	pos := spec.KeyPositions(argv)
+	if len(pos) == 0 {
+		return nil, errGetKeysNoKeys
+	}
+	out := make([]string, len(pos))
+	for i, p := range pos {
+		out[i] = string(argv[p])
+	}
+	return out, nil
+}

@@ -1,0 +1,126 @@
+package commands
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/enclaveai/enclaveai/config"
+)
+
+// Node ids in kvrocks-controller's shape: 40 alphanumeric characters.
+var (
+	nodeA = "kvrocksControllerNodeA000000000000000000"
+	nodeB = "kvrocksControllerNodeB000000000000000000"
+	nodeC = "kvrocksControllerNodeC000000000000000000"
+)
+
+// The controller's default split, pushed verbatim: lower-case
+// subcommands, a trailing newline.
+var topology = nodeA + " 127.0.0.1 7001 master - 0-5460\n" +
+	nodeB + " 127.0.0.1 7002 master - 5461-10921\n" +
+	nodeC + " 127.0.0.1 7003 master - 10922-16383\n"
+
+func newClusterHarness(t *testing.T) *harness {
+	t.Helper()
+	opts := config.Default()
+	opts.ClusterEnabled = true
+	opts.Dir = t.TempDir()
+	h := newHarnessOpts(t, opts)
+	if err := h.s.StartCluster(); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func TestClusterBeforeAndAfterPush(t *testing.T) {
+	h := newClusterHarness(t)
+	h.run(
+		row("CLUSTER INFO", "-ERR CLUSTERDOWN The cluster is not initialized"),
+		row("AI.TENSORSET a FLOAT 1", "-CLUSTERDOWN The cluster is not initialized"),
+		row("CLUSTERX VERSION", ":-1"),
+		row("PING", "+PONG"),
+		row("clusterx setnodeid short", "-ERR Invalid node id: want 40 characters of [A-Za-z0-9]"),
+		row("clusterx setnodeid "+nodeA, "+OK"),
+		row("CLUSTER MYID", `"`+nodeA+`"`),
+		row(`clusterx setnodes "`+strings.ReplaceAll(topology, "\n", `\n`)+`" "1"`, "+OK"),
+		row("CLUSTERX VERSION", ":1"),
+		// Same version again: a no-op; lower: refused; FORCE: accepted.
+		row(`clusterx setnodes "`+strings.ReplaceAll(topology, "\n", `\n`)+`" 1`, "+OK"),
+		row(`clusterx setnodes "`+strings.ReplaceAll(topology, "\n", `\n`)+`" 0`, "-ERR Invalid cluster version"),
+		row(`clusterx setnodes "x y z" 5`, "~^-ERR Invalid cluster nodes info: line 1"),
+		row("CLUSTERX VERSION", ":1"),
+		row("CLUSTER KEYSLOT foo", ":12182"),
+		// {a} is slot 15495 (node C), {b} 3300 (A), {c} 7365 (B).
+		row("AI.TENSORSET {b}x FLOAT 1 VALUES 1", "+OK"),
+		row("AI.TENSORSET {a}x FLOAT 1 VALUES 1", "-MOVED 15495 127.0.0.1:7003"),
+		row("AI.TENSORGET {c}x VALUES", "-MOVED 7365 127.0.0.1:7002"),
+		row("AI.MODELEXECUTE {b}m INPUTS 1 {b}x OUTPUTS 1 {a}y", "-CROSSSLOT Keys in request don't hash to the same slot"),
+		row("AI.DAGEXECUTE ROUTING {b} |> AI.MODELEXECUTE {a}m INPUTS 1 t OUTPUTS 1 u", "-CROSSSLOT Keys in request don't hash to the same slot"),
+		row("DEL {b}x {b}y", ":1"),
+		row("DEL {b}x {a}y", "-CROSSSLOT Keys in request don't hash to the same slot"),
+		row("CLUSTER COUNTKEYSINSLOT 3300", ":0"),
+		row("CLUSTER COUNTKEYSINSLOT 16384", "-ERR Invalid slot"),
+		row("ASKING", "+OK"), row("READONLY", "+OK"), row("READWRITE", "+OK"),
+		row("CLUSTER RESET HARD", "+OK"),
+		row("CLUSTERX VERSION", ":-1"),
+	)
+	h.run(
+		row("CLUSTER MYID", `~^"[0-9a-f]{40}"$`),
+		row("AI.TENSORSET a FLOAT 1", "-CLUSTERDOWN The cluster is not initialized"),
+	)
+}
+
+func TestClusterSlotsNodesShards(t *testing.T) {
+	h := newClusterHarness(t)
+	h.run(
+		row("clusterx setnodeid "+nodeB, "+OK"),
+		row(`clusterx setnodes "`+strings.ReplaceAll(topology, "\n", `\n`)+`" "3"`, "+OK"),
+		row("CLUSTER SLOTS", `[[:0 :5460 ["127.0.0.1" :7001 "`+nodeA+`" []]] [:5461 :10921 ["127.0.0.1" :7002 "`+nodeB+`" []]] [:10922 :16383 ["127.0.0.1" :7003 "`+nodeC+`" []]]]`),
+		row("CLUSTER NODES", `"`+nodeA+` 127.0.0.1:7001@17001 master - 0 0 3 connected 0-5460\n`+
+			nodeB+` 127.0.0.1:7002@17002 myself,master - 0 0 3 connected 5461-10921\n`+
+			nodeC+` 127.0.0.1:7003@17003 master - 0 0 3 connected 10922-16383\n"`),
+		row("CLUSTER INFO", `~cluster_state:ok\\r\\ncluster_slots_assigned:16384.*cluster_current_epoch:3\\r\\ncluster_my_epoch:3\\r\\n.*migrating_slot:-1`),
+		row("INFO cluster", `~cluster_enabled:1`),
+		row("HELLO 3", `~"mode" "cluster"`),
+	)
+}
+
+func TestCommandGetKeys(t *testing.T) {
+	h := newHarness(t)
+	h.run(
+		row("COMMAND GETKEYS AI.MODELEXECUTE m INPUTS 2 a b OUTPUTS 1 c TIMEOUT 5", `["m" "a" "b" "c"]`),
+		row("COMMAND GETKEYS AI.MODELRUN m TIMEOUT 5 INPUTS a b OUTPUTS c", `["m" "a" "b" "c"]`),
+		row("COMMAND GETKEYS AI.DAGEXECUTE LOAD 2 a b PERSIST 1 c ROUTING r TIMEOUT 9 |> AI.TENSORSET t FLOAT 1 |> AI.MODELEXECUTE m INPUTS 1 a OUTPUTS 1 c |> AI.TENSORGET c",
+			`["a" "b" "c" "r" "m"]`),
+		row("COMMAND GETKEYS AI.DAGEXECUTE_RO ROUTING r |> AI.TENSORSET t FLOAT 1", `["r"]`),
+		row("COMMAND GETKEYS AI.DAGRUN LOAD 1 a |> AI.MODELRUN m INPUTS a OUTPUTS b", `["a" "m"]`),
+		row("COMMAND GETKEYS AI.TENSORSET t FLOAT 1", `["t"]`),
+		row("COMMAND GETKEYS DEL a b", `["a" "b"]`),
+		row("COMMAND GETKEYS PING", "-ERR The command has no key arguments"),
+		row("COMMAND GETKEYS NOSUCH x", "-ERR Invalid command specified"),
+		row("COMMAND GETKEYS GET", "-ERR Invalid command specified"),
+		row("COMMAND GETKEYS TYPE", "-ERR Invalid number of arguments specified for command"),
+		row("COMMAND GETKEYS", "-ERR wrong number of arguments for 'command|getkeys' command"),
+		// Malformed lines give the keys found before the fault.
+		row("COMMAND GETKEYS AI.MODELEXECUTE m INPUTS x a", `["m"]`),
+		row("COMMAND GETKEYS AI.MODELEXECUTE m INPUTS 9 a", `["m" "a"]`),
+		row("COMMAND GETKEYS AI.DAGEXECUTE LOAD -1 a |> AI.TENSORGET a", "-ERR The command has no key arguments"),
+		row("CLUSTER INFO", "-ERR This instance has cluster support disabled"),
+		row("INFO cluster", `~cluster_enabled:0`),
+	)
+}
+
+// Every COMMAND entry has Redis 7's ten fields (go-redis refuses the
+// whole reply otherwise), movable-key commands say movablekeys.
+func TestCommandEntriesTenFields(t *testing.T) {
+	for _, s := range table.Sorted() {
+		w := &Writer{}
+		writeCommandInfo(w, s)
+		if got := render(w.Bytes()); !strings.HasPrefix(string(w.Bytes()), "*10\r\n") {
+			t.Errorf("%s: %s", s.Name, got)
+		}
+		if (s.Keys != nil) != strings.Contains(strings.Join(s.FlagNames(), " "), "movablekeys") {
+			t.Errorf("%s: movablekeys flag and Keys disagree", s.Name)
+		}
+	}
+}
