@@ -177,6 +177,7 @@ bench-loop: build models
 	timeout 900 bin/bench-loop -doc docs/BENCHMARKS.md $(BENCH_LOOP_ARGS)
 
 # Every fuzz target for FUZZTIME each: the RESP reader, the command parsers,
+# the cluster topology parser,
 # the model checker, the snapshot loader.
 FUZZTIME ?= 30s
 fuzz: $(ORT_LIB)
@@ -187,6 +188,7 @@ fuzz: $(ORT_LIB)
 	$(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME) ./persistence
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecords$$' -fuzztime $(FUZZTIME) ./persistence
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime $(FUZZTIME) ./persistence
+	$(GO) test -run '^$$' -fuzz '^FuzzParseNodes$$' -fuzztime $(FUZZTIME) ./cluster
 	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./jwtauth
 	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./receipt
 

@@ -148,7 +148,7 @@ const (
 )
 
 // ErrTopology is wrapped by every error ParseNodes returns.
-var ErrTopology = errors.New("Invalid cluster nodes info")
+var ErrTopology = errors.New("invalid cluster nodes info")
 
 // ParseNodes reads the topology CLUSTERX SETNODES carries: one node per
 // line (lines separated by "\n", blank lines ignored),

@@ -47,7 +47,7 @@ func TestClusterBeforeAndAfterPush(t *testing.T) {
 		// Same version again: a no-op; lower: refused; FORCE: accepted.
 		row(`clusterx setnodes "`+strings.ReplaceAll(topology, "\n", `\n`)+`" 1`, "+OK"),
 		row(`clusterx setnodes "`+strings.ReplaceAll(topology, "\n", `\n`)+`" 0`, "-ERR Invalid cluster version"),
-		row(`clusterx setnodes "x y z" 5`, "~^-ERR Invalid cluster nodes info: line 1"),
+		row(`clusterx setnodes "x y z" 5`, "~^-ERR invalid cluster nodes info: line 1"),
 		row("CLUSTERX VERSION", ":1"),
 		row("CLUSTER KEYSLOT foo", ":12182"),
 		// {a} is slot 15495 (node C), {b} 3300 (A), {c} 7365 (B).
