@@ -413,5 +413,54 @@ def _reply(port, proto, args):
         return c.cmd(*args)
 
 
+CLI = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bin", "enclaveai-cli")
+
+
+@unittest.skipUnless(os.access(CLI, os.X_OK), "bin/enclaveai-cli not built (make build)")
+class TestCliCluster(unittest.TestCase):
+    """enclaveai-cli cluster create|show pushes a topology through CLUSTERX
+    SETNODES, for deployments without a controller."""
+
+    def test_create_and_show(self):
+        nodes = [Node() for _ in range(3)]
+
+        def cleanup():
+            for n in nodes:
+                try:
+                    n.stop()
+                finally:
+                    n.remove()
+        self.addCleanup(cleanup)
+        for n in nodes:
+            n.start()
+        addrs = ["127.0.0.1:%d" % n.port for n in nodes]
+
+        def cli(*args):
+            p = subprocess.run([CLI, "cluster"] + list(args), capture_output=True, timeout=20,
+                               stdin=subprocess.DEVNULL)
+            return p.returncode, p.stdout.decode()
+        rc, out = cli("create", *addrs)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("pushed version 0 to 3 nodes", out)
+        self.assertIn("master - 0-5460\n", out)
+        self.assertIn("master - 10922-16383\n", out)
+        rc, out = cli("show", *addrs)
+        self.assertEqual(rc, 0, out)
+        self.assertTrue(out.endswith("all nodes agree\n"), out)
+        # Again: the version moves up, as a controller's would.
+        rc, out = cli("create", *addrs)
+        self.assertIn("pushed version 1 to 3 nodes", out)
+        self.assertEqual(nodes[2].cmd("clusterx", "version"), 1)
+        rc, out = cli("create", "-version", "1", *addrs)
+        self.assertEqual(rc, 1)
+        self.assertIn("not above", out)
+        if REDIS_CLI:
+            p = subprocess.run([REDIS_CLI, "--cluster", "check", addrs[1]], capture_output=True, timeout=20)
+            self.assertEqual(p.returncode, 0, p.stdout)
+            self.assertIn(b"All 16384 slots covered", p.stdout)
+        # The nodes now route: a key of node 2's slots gets MOVED on node 0.
+        self.assertEqual(nodes[0].cmd("AI.TENSORGET", "{a}k").text, "MOVED 15495 %s" % addrs[2])
+
+
 if __name__ == "__main__":
     unittest.main()

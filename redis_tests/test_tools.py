@@ -1,6 +1,6 @@
 """Black-box tests of the tools a user reaches for first: enclaveai-server
 --help/--version, enclaveai.conf.example, `make run PORT=...`, and
-enclaveai-cli's subcommands (upload, run, info, attest, verify, --help)
+enclaveai-cli's subcommands (upload, run, info, attest, verify, cluster, --help)
 against the real server.
 
     make build models
@@ -24,7 +24,7 @@ from harness import REPO, RawConn, Server, free_port, poll, server_binary  # noq
 
 CLI = os.path.join(REPO, "bin", "enclaveai-cli")
 LINEAR = os.path.join(HERE, "models", "linear.onnx")
-SUBCOMMANDS = ["attest", "upload", "run", "info", "verify"]
+SUBCOMMANDS = ["attest", "upload", "run", "info", "verify", "cluster"]
 
 
 def run(*args, **kw):

@@ -6,6 +6,7 @@
 //	enclaveai-cli info [flags] [key]        list the models, or show one
 //	enclaveai-cli verify [flags]            verify evidence saved from AI.ATTEST
 //	enclaveai-cli receipt verify [flags]    verify a signed inference receipt (receipt.go)
+//	enclaveai-cli cluster create|show ...   push a cluster topology, or show each node's (cluster.go)
 //
 // Every subcommand takes -h (or --help). upload and run check the server's
 // attestation first, with attest's policy flags (-no-attest skips it).
@@ -36,6 +37,7 @@ func init() {
 		{"info", "[flags] [key]", "list the models, or show one model's details and statistics", info},
 		{"verify", "[flags] -evidence FILE -nonce HEX", "verify AI.ATTEST evidence saved to a file (used by the Python client)", verify},
 		{"receipt", "verify [flags]", "verify a signed inference receipt against attestation evidence and your tensors", receiptCmd},
+		{"cluster", "create|show [flags] host:port ...", "push a topology to cluster-enabled nodes (slots split evenly), or show and compare their views", clusterCmd},
 	}
 }
 

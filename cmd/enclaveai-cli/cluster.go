@@ -1,0 +1,171 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/enclaveai/enclaveai/cluster"
+)
+
+// clusterCmd: enclaveai-cli cluster create|show, for deployments without a
+// controller. create pushes a topology through the controller's own
+// commands (CLUSTERX SETNODES with a version above every node's), so a
+// controller can take over later; show prints each node's view and says
+// whether they agree (docs/CLUSTER.md).
+func clusterCmd(args []string, out io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("cluster: want create or show (enclaveai-cli cluster create -h)")
+	}
+	switch args[0] {
+	case "-h", "--help", "-help":
+		fs, _ := clusterFlags("create|show")
+		fs.Usage()
+		return flag.ErrHelp
+	case "create":
+		return clusterCreate(args[1:], out)
+	case "show":
+		return clusterShow(args[1:], out)
+	}
+	return fmt.Errorf("cluster: unknown subcommand %q: want create or show", args[0])
+}
+
+// clusterFlags: -a and -user as the other subcommands; nodes are
+// host:port arguments.
+func clusterFlags(name string) (*flag.FlagSet, *connFlags) {
+	fs := newFlags("cluster")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: enclaveai-cli cluster %s [flags] host:port [host:port ...]\n\nFlags:\n", name)
+		fs.PrintDefaults()
+	}
+	cf := &connFlags{}
+	fs.StringVar(&cf.password, "a", "", "password (requirepass, or the user's with -user)")
+	fs.StringVar(&cf.user, "user", "", "user name for AUTH")
+	return fs, cf
+}
+
+// dialNode connects to one host:port with cf's credentials.
+func dialNode(cf *connFlags, addr string) (*client, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: want host:port", addr)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return nil, fmt.Errorf("%s: bad port", addr)
+	}
+	c := *cf
+	c.host, c.port = host, p
+	return c.dial()
+}
+
+// splitSlots divides the slots among n masters as kvrocks-controller
+// does: equal runs, the remainder on the last (3 nodes: 0-5460,
+// 5461-10921, 10922-16383).
+func splitSlots(n int) []cluster.Range {
+	per := cluster.Slots / n
+	out := make([]cluster.Range, n)
+	for i := range out {
+		out[i] = cluster.Range{Start: i * per, End: (i+1)*per - 1}
+	}
+	out[n-1].End = cluster.Slots - 1
+	return out
+}
+
+func clusterCreate(args []string, out io.Writer) error {
+	fs, cf := clusterFlags("create")
+	version := fs.Int64("version", 0, "version to push (0: one above the highest a node has)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	addrs := fs.Args()
+	if len(addrs) == 0 || len(addrs) > cluster.Slots {
+		return errors.New("cluster create: name the nodes as host:port")
+	}
+	var nodes []*client
+	defer func() {
+		for _, c := range nodes {
+			c.Close()
+		}
+	}()
+	var topo strings.Builder
+	ranges := splitSlots(len(addrs))
+	top := int64(-1)
+	for i, a := range addrs {
+		c, err := dialNode(cf, a)
+		if err != nil {
+			return fmt.Errorf("%s: %w", a, err)
+		}
+		nodes = append(nodes, c)
+		id, err := c.do("CLUSTER", "MYID")
+		if err != nil {
+			return fmt.Errorf("%s: %w (is cluster-enabled yes set?)", a, err)
+		}
+		v, err := c.do("CLUSTERX", "VERSION")
+		if err != nil {
+			return fmt.Errorf("%s: %w", a, err)
+		}
+		top = max(top, v.Int())
+		host, port, _ := net.SplitHostPort(a)
+		fmt.Fprintf(&topo, "%s %s %s master - %s\n", id.String(), host, port, ranges[i])
+	}
+	if *version == 0 {
+		*version = top + 1
+	}
+	if *version <= top {
+		return fmt.Errorf("cluster create: -version %d is not above the nodes' highest, %d", *version, top)
+	}
+	if _, err := cluster.ParseNodes(topo.String()); err != nil {
+		return err
+	}
+	for i, c := range nodes {
+		if _, err := c.do("CLUSTERX", "SETNODES", topo.String(), strconv.FormatInt(*version, 10)); err != nil {
+			return fmt.Errorf("%s: %w", addrs[i], err)
+		}
+	}
+	fmt.Fprintf(out, "pushed version %d to %d nodes:\n%s", *version, len(nodes), topo.String())
+	return nil
+}
+
+func clusterShow(args []string, out io.Writer) error {
+	fs, cf := clusterFlags("show")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return errors.New("cluster show: name the nodes as host:port")
+	}
+	var first string
+	agree := true
+	for _, a := range fs.Args() {
+		c, err := dialNode(cf, a)
+		if err != nil {
+			return fmt.Errorf("%s: %w", a, err)
+		}
+		c.conn.SetDeadline(time.Now().Add(10 * time.Second))
+		v, err1 := c.do("CLUSTERX", "VERSION")
+		nodes, err2 := c.do("CLUSTER", "NODES")
+		c.Close()
+		if err := errors.Join(err1, err2); err != nil {
+			return fmt.Errorf("%s: %w", a, err)
+		}
+		view := nodes.String()
+		fmt.Fprintf(out, "%s: version %d\n%s", a, v.Int(), view)
+		view = strings.ReplaceAll(view, "myself,", "")
+		if first == "" {
+			first = view
+		} else if view != first {
+			agree = false
+		}
+	}
+	if !agree {
+		return errors.New("the nodes' views differ: push the topology again")
+	}
+	fmt.Fprintln(out, "all nodes agree")
+	return nil
+}
