@@ -305,6 +305,7 @@ class Server:
         self.proc = None
         self.restarts = 0
         self.rate_limited = 0  # waits for the engine workers' restart limit
+        self.worker_restart_us = []  # INFO engine's time of each replacement seen
 
     def start(self):
         self.dir = tempfile.mkdtemp(prefix="hunt-")
@@ -453,6 +454,37 @@ def try_model_once(srv, spec, hang):
         return "finding", stage, sig
 
 
+def note_worker_restart(srv, before):
+    """After a worker death: waits (at most 2 s) for the replacement that
+    INFO engine counts after `before` restarts, and keeps how long it took
+    to start and recreate its sessions (engine_worker_last_restart_us)."""
+    for _ in range(40):
+        try:
+            info = srv.r.info("engine")
+        except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError):
+            return
+        if info.get("engine_worker_restarts", 0) > before:
+            srv.worker_restart_us.append(info.get("engine_worker_last_restart_us", 0))
+            return
+        time.sleep(0.05)
+
+
+def restart_figures(us):
+    """Median, 90th percentile and maximum of worker restart times, in ms."""
+    if not us:
+        return {}
+    xs = sorted(us)
+    at = lambda q: round(xs[min(len(xs) - 1, int(q * len(xs)))] / 1000, 1)
+    return {"count": len(xs), "p50": at(0.5), "p90": at(0.9), "max": round(xs[-1] / 1000, 1)}
+
+
+def worker_restarts(srv):
+    try:
+        return srv.r.info("engine").get("engine_worker_restarts", 0)
+    except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError):
+        return 0
+
+
 def worker_signal(msg):
     m = SIGNAL_RE.search(msg)
     return m.group(1) if m else "died"
@@ -563,6 +595,13 @@ def main():
             "operators_never_ran_clean": sorted(ops_tried - ops_ran),
             "server_restarts": srv.restarts,
             "rate_limit_waits": srv.rate_limited,
+            "worker_deaths": dict(collections.Counter(
+                "%s %s" % (b["stage"], b["signal"][len("worker:"):]) for b in buckets.values()
+                for _ in range(b["count"]) if b["signal"].startswith("worker:"))),
+            "server_deaths": dict(collections.Counter(
+                "%s %s" % (b["stage"], b["signal"]) for b in buckets.values()
+                for _ in range(b["count"]) if not b["signal"].startswith("worker:"))),
+            "worker_restart_ms": restart_figures(srv.worker_restart_us),
             "findings": sorted(buckets.values(), key=lambda b: (b["op"], b["stage"], b["signal"])),
         }
         path = os.path.join(args.out, "findings-seed%d.json" % args.seed)
@@ -585,7 +624,10 @@ def main():
                 if spec is None:
                     stats["ungenerated"] += 1
                     continue
+                restarts_before = worker_restarts(srv)
                 out, stage, detail = try_model(srv, spec, args.hang)
+                if out == "finding" and detail.startswith("worker:"):
+                    note_worker_restart(srv, restarts_before)
                 stats["models"] += 1
                 stats[out] += 1
                 ops_tried.add(s.name)
@@ -618,6 +660,10 @@ def main():
         stats["models"], elapsed, len(ops_tried), len(ops_ran), stats["finding"], len(buckets), srv.restarts, path))
     for b in summary["findings"]:
         print("  %-28s %-5s %-12s x%d" % (b["op"], b["stage"], b["signal"], b["count"]))
+    print("worker deaths (stage signal: count): %s" % summary["worker_deaths"])
+    print("server deaths (stage signal: count): %s" % summary["server_deaths"])
+    print("worker restart, kill to sessions recreated: %s; rate-limit waits %d" % (
+        summary["worker_restart_ms"], srv.rate_limited))
     if args.check and any(not b["signal"].startswith("worker:") for b in buckets.values()):
         sys.exit(1)
 

@@ -77,6 +77,18 @@ def error_text(fn):
     raise AssertionError("no error")
 
 
+def unix_sockets(pid):
+    """The unix sockets pid's namespace knows: inode -> (type, state, flags),
+    from /proc/<pid>/net/unix."""
+    out = {}
+    with open("/proc/%d/net/unix" % pid) as f:
+        next(f)
+        for line in f:
+            cols = line.split()
+            out[cols[6]] = (int(cols[4], 16), int(cols[5], 16), int(cols[3], 16))
+    return out
+
+
 class WallTest(unittest.TestCase):
     """One server with the wall on (the default) for the simple cases."""
 
@@ -108,10 +120,11 @@ class WallTest(unittest.TestCase):
 
     def test_worker_holds_only_its_channel_and_shared_memory(self):
         """A worker's descriptors: stdin and stdout on /dev/null, stderr a
-        pipe to the server, one socket (the control socketpair, which cannot
-        listen), memfds of models it reads in place, and the Go runtime's
-        own (epoll, eventfd, pidfd, the cgroup CPU quota GOMAXPROCS follows).
-        No file of the server, no listener."""
+        pipe to the server, its sockets (the control socketpair and the
+        lanes runs travel on, worker/lane.go: connected SOCK_SEQPACKET
+        pairs, which cannot listen), memfds of models it reads in place,
+        and the Go runtime's own (epoll, eventfd, pidfd, the cgroup CPU
+        quota GOMAXPROCS follows). No file of the server, no listener."""
         self.run_mlp()
         for w in children(self.srv.proc.pid):
             targets = {int(fd): os.readlink("/proc/%d/fd/%s" % (w, fd)) for fd in os.listdir("/proc/%d/fd" % w)}
@@ -123,7 +136,15 @@ class WallTest(unittest.TestCase):
             self.assertEqual(status["Seccomp"].strip(), "2")  # a filter (worker/seccomp.go)
             self.assertEqual(status["NoNewPrivs"].strip(), "1")
             sockets = [t for t in targets.values() if t.startswith("socket:")]
-            self.assertEqual(len(sockets), 1, targets)
+            self.assertTrue(2 <= len(sockets) <= 1 + 16, targets)  # control + lanes (maxLanes)
+            unix = unix_sockets(w)
+            for t in sockets:
+                inode = t[len("socket:["):-1]
+                self.assertIn(inode, unix, "not a unix socket: %s" % t)
+                kind, state, flags = unix[inode]
+                self.assertEqual(kind, 5, t)  # SOCK_SEQPACKET
+                self.assertEqual(state, 3, t)  # SS_CONNECTED
+                self.assertFalse(flags & 0x10000, t)  # __SO_ACCEPTCON: listening
             for fd, t in targets.items():
                 if fd > 2 and not t.startswith("socket:"):
                     self.assertTrue(t.startswith(("/memfd:", "anon_inode:", "/sys/fs/cgroup/")), (fd, t))

@@ -11,16 +11,11 @@ import (
 	"github.com/enclaveai/enclaveai/modelstore"
 )
 
-// channel is one end of a control socket (SOCK_SEQPACKET: each write is
-// one message, which a read gets whole). Writes may come from many
-// goroutines at once, and reads too (each with its own recvBuf).
-//
-// It goes through Go's network poller: in a process that waits for its
-// peer, the thread blocked in epoll runs the woken reader itself, and the
-// reader hands a reply to the goroutine that waits for it on the same
-// thread, with no other thread woken (a thread blocked in recvmsg was
-// measured slower: returning from the system call takes a processor back
-// and wakes another thread for the waiting goroutine).
+// channel is one end of a control socket or of a lane's socket on the
+// server's side (SOCK_SEQPACKET: each write is one message, which a read
+// gets whole), read and written through Go's network poller. Writes may
+// come from many goroutines at once, and reads too (each with its own
+// recvBuf).
 type channel struct {
 	c *net.UnixConn
 }
@@ -79,6 +74,12 @@ func (ch *channel) recv(rb *recvBuf) ([]byte, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	return rb.message(n, oobn, flags)
+}
+
+// message returns the message of n bytes that a read left in rb (with
+// oobn bytes of control data and the read's flags).
+func (rb *recvBuf) message(n, oobn, flags int) ([]byte, []int, error) {
 	var fds []int
 	if oobn > 0 {
 		msgs, err := syscall.ParseSocketControlMessage(rb.oob[:oobn])
@@ -109,9 +110,15 @@ func closeAll(fds []int) {
 	}
 }
 
+// sender sends one message with file descriptors: a channel, or the
+// worker's end of a lane.
+type sender interface {
+	send(msg []byte, fds ...int) error
+}
+
 // sendTensors appends ts (and a payload placement) to e and sends the
-// message: bytes inline when they are few, else in a fresh memfd.
-func (ch *channel) sendTensors(e *enc, ts []*modelstore.Tensor) error {
+// message on ch: bytes inline when they are few, else in a fresh memfd.
+func sendTensors(ch sender, e *enc, ts []*modelstore.Tensor) error {
 	size := tensorsSize(ts)
 	if size <= inlineMax {
 		payload := make([]byte, size)

@@ -5,9 +5,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -55,6 +55,11 @@ func serve() error {
 	if err := modelstore.InitRuntime(os.Getenv(modelstore.RuntimeLibraryEnv)); err != nil {
 		return err
 	}
+	// A lane's thread that returns from recvmsg, or from a run in ONNX
+	// Runtime (a cgo call), needs a processor: with one for each lane and
+	// two more (the control reader, the runtime's own work) none waits
+	// for another's, which would cost a sleep and a wake-up per run.
+	runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), maxLanes+2))
 	ch, err := newChannel(os.NewFile(controlFD, "engine-control"))
 	if err != nil {
 		return err
@@ -71,42 +76,25 @@ func serve() error {
 	return nil
 }
 
-// read reads and handles messages until the socket fails. A reader runs
-// the model of a run it receives itself, on the thread the kernel woke,
-// with no hand-off to another; so that the socket is still read
-// meanwhile (other runs, cancels), a reader that takes a run while no
-// other waits starts one. Readers beyond maxIdleReaders waiting at once
-// end instead of waiting too: each message wakes every waiting thread.
+// read reads and handles control messages until the socket fails. Runs
+// arrive on lanes (lane.go), each served by a thread of its own.
 func (w *child) read() {
 	rb := newRecvBuf()
 	for {
-		w.idle.Add(1)
 		msg, fds, err := w.ch.recv(rb)
-		waiting := w.idle.Add(-1)
 		if err != nil {
-			w.stop.Do(func() { close(w.done) })
+			close(w.done)
 			return
-		}
-		if len(msg) > 0 && msg[0] == opRun && waiting == 0 {
-			go w.read()
 		}
 		w.handle(msg, fds)
-		if w.idle.Load() >= maxIdleReaders {
-			return
-		}
 	}
 }
-
-// maxIdleReaders: see read.
-const maxIdleReaders = 2
 
 // child is a worker's state: its sessions and the runs in flight.
 type child struct {
 	ch    *channel
 	hooks bool
 	done  chan struct{} // closed when the socket fails
-	stop  sync.Once     // closes done
-	idle  atomic.Int32  // readers waiting in recv
 
 	mu       sync.Mutex
 	sessions map[uint64]*modelstore.Session
@@ -123,12 +111,12 @@ func (w *child) handle(msg []byte, fds []int) {
 	switch op {
 	case opCompile:
 		go w.compile(id, d, fds)
-	case opRun:
-		ctx, cancel := context.WithCancel(context.Background())
-		w.mu.Lock()
-		w.runs[id] = cancel
-		w.mu.Unlock()
-		w.run(ctx, id, d, fds) // on the reader (see read)
+	case opLane:
+		if len(fds) == 1 {
+			go w.serveLane(fds[0])
+		} else {
+			closeAll(fds)
+		}
 	case opCancel:
 		w.mu.Lock()
 		cancel := w.runs[id]
@@ -152,7 +140,9 @@ func (w *child) handle(msg []byte, fds []int) {
 	}
 }
 
-func (w *child) reply(id uint64, err error, fill func(e *enc) error) {
+// reply sends request id's reply on ch: err, or status ok and what fill
+// appends (fill sends the message itself).
+func (w *child) reply(ch sender, id uint64, err error, fill func(e *enc) error) {
 	e := &enc{}
 	e.head(opReply, id)
 	if err == nil && fill != nil {
@@ -168,7 +158,7 @@ func (w *child) reply(id uint64, err error, fill func(e *enc) error) {
 	} else {
 		e.u8(0)
 	}
-	w.ch.send(e.b)
+	ch.send(e.b)
 }
 
 func (w *child) compile(id uint64, d *dec, fds []int) {
@@ -177,13 +167,13 @@ func (w *child) compile(id uint64, d *dec, fds []int) {
 	size := d.u64()
 	if d.err != nil || len(fds) != 1 || size == 0 || checkSize(size) != nil {
 		closeAll(fds)
-		w.reply(id, errShort, nil)
+		w.reply(w.ch, id, errShort, nil)
 		return
 	}
 	buf, err := modelstore.MapBuffer(fds[0], int(size))
 	if err != nil {
 		closeAll(fds)
-		w.reply(id, fmt.Errorf("mapping the model: %w", err), nil)
+		w.reply(w.ch, id, fmt.Errorf("mapping the model: %w", err), nil)
 		return
 	}
 	defer buf.Unref() // a session that reads the weights in place holds its own
@@ -192,13 +182,13 @@ func (w *child) compile(id uint64, d *dec, fds []int) {
 	}
 	s, err := modelstore.NewSharedSession(buf.Bytes(), buf, opts)
 	if err != nil {
-		w.reply(id, err, nil)
+		w.reply(w.ch, id, err, nil)
 		return
 	}
 	w.mu.Lock()
 	w.sessions[sid] = s
 	w.mu.Unlock()
-	w.reply(id, nil, func(e *enc) error {
+	w.reply(w.ch, id, nil, func(e *enc) error {
 		putIO(e, s.Inputs())
 		putIO(e, s.Outputs())
 		mode, shared := s.Weights()
@@ -208,7 +198,8 @@ func (w *child) compile(id uint64, d *dec, fds []int) {
 	})
 }
 
-func (w *child) run(ctx context.Context, id uint64, d *dec, fds []int) {
+// run runs a session on the tensors of a run request and replies on l.
+func (w *child) run(ctx context.Context, l sender, id uint64, d *dec, fds []int) {
 	defer func() {
 		w.mu.Lock()
 		delete(w.runs, id)
@@ -218,7 +209,7 @@ func (w *child) run(ctx context.Context, id uint64, d *dec, fds []int) {
 	inputs, done, err := recvTensors(d, fds, false)
 	closeAll(fds)
 	if err != nil {
-		w.reply(id, err, nil)
+		w.reply(l, id, err, nil)
 		return
 	}
 	defer done()
@@ -226,13 +217,13 @@ func (w *child) run(ctx context.Context, id uint64, d *dec, fds []int) {
 	s := w.sessions[sid]
 	w.mu.Unlock()
 	if s == nil {
-		w.reply(id, modelstore.ErrSessionClosed, nil)
+		w.reply(l, id, modelstore.ErrSessionClosed, nil)
 		return
 	}
 	outs, err := s.Run(ctx, inputs)
 	if err != nil {
-		w.reply(id, err, nil)
+		w.reply(l, id, err, nil)
 		return
 	}
-	w.reply(id, nil, func(e *enc) error { return w.ch.sendTensors(e, outs) })
+	w.reply(l, id, nil, func(e *enc) error { return sendTensors(l, e, outs) })
 }

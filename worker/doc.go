@@ -5,7 +5,8 @@
 //
 // The worker is the server's own binary re-executed with
 // ENCLAVEAI_ENGINE_WORKER=1 (the main calls Main when IsWorker). It talks
-// to the server over one SOCK_SEQPACKET socket pair (proto.go): compile
+// to the server over SOCK_SEQPACKET socket pairs (proto.go; runs on lanes
+// of their own, lane.go): compile
 // a model whose bytes it maps read-only from the server's memfd (the
 // upload buffer itself, modelstore.ModelBuffer.FD: one copy of the model
 // for both processes); run a session on tensors that travel in the

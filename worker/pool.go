@@ -378,7 +378,7 @@ func (sl *slot) start() (*proc, error) {
 		return nil, err
 	}
 	p := &proc{slot: sl, cmd: cmd, ch: ch, pending: map[uint64]*call{}, dead: make(chan struct{}),
-		stderrDone: make(chan struct{})}
+		lanes: make(chan *lane, maxLanes), stderrDone: make(chan struct{})}
 	go p.readStderr(errR)
 	go p.readLoop()
 	return p, nil
@@ -396,6 +396,8 @@ type proc struct {
 	killedAs string // why the server killed it ("" if it did not)
 	cause    string // set before dead is closed
 	dead     chan struct{}
+	nlanes   int        // lanes made (lane.go)
+	lanes    chan *lane // the idle ones
 
 	// What it wrote on stderr: a crash report names the signal at its
 	// start and may run long (every goroutine's stack).
@@ -514,6 +516,7 @@ func (p *proc) die() {
 	detail := crashLine(report)
 	close(p.dead)
 	p.mu.Unlock()
+	p.closeLanes()
 
 	pool := p.slot.pool
 	if cause == "shutdown" {
@@ -637,9 +640,8 @@ func crashLine(tail []byte) string {
 	return ""
 }
 
-// call sends a request and waits for its reply, the worker's death, or
-// ctx. When ctx ends first, a run is asked to stop (opCancel) and gets
-// KillGrace more; a compile, or a run that does not stop, kills the worker.
+// call sends a request (a compile) on the control channel and waits for
+// its reply, the worker's death, or ctx, whose end kills the worker.
 func (p *proc) call(ctx context.Context, msg []byte, fds []int, sess *session, stage string) ([]byte, []int, error) {
 	c := &call{sess: sess, stage: stage, reply: make(chan reply, 1)}
 	p.mu.Lock()
@@ -662,18 +664,6 @@ func (p *proc) call(ctx context.Context, msg []byte, fds []int, sess *session, s
 	case r := <-c.reply:
 		return r.msg, r.fds, r.err
 	case <-ctx.Done():
-	}
-	if stage == "run" {
-		e := &enc{}
-		e.head(opCancel, id)
-		p.ch.send(e.b)
-		t := time.NewTimer(p.slot.pool.cfg.KillGrace)
-		defer t.Stop()
-		select {
-		case r := <-c.reply:
-			return r.msg, r.fds, r.err
-		case <-t.C:
-		}
 	}
 	p.kill("timeout")
 	r := <-c.reply
@@ -906,7 +896,7 @@ func (s *session) Run(ctx context.Context, inputs []*modelstore.Tensor) ([]*mode
 	if shmFD >= 0 {
 		fds = []int{shmFD}
 	}
-	msg, rfds, err := p.call(ctx, e.b, fds, s, "run")
+	msg, rfds, err := p.run(ctx, e.b, fds, s)
 	defer closeAll(rfds)
 	if err != nil {
 		return nil, err

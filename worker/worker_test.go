@@ -176,8 +176,9 @@ func TestConcurrentRuns(t *testing.T) {
 	remote := compile(t, pool, "linear.onnx")
 	local := compile(t, modelstore.InProcess{}, "linear.onnx")
 	var wg sync.WaitGroup
-	errs := make(chan error, 16)
-	for g := range 16 {
+	// Twice as many goroutines as a worker has lanes: runs wait for one.
+	errs := make(chan error, 2*maxLanes)
+	for g := range 2 * maxLanes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -208,6 +209,25 @@ func TestConcurrentRuns(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+	var procs []*proc
+	pool.mu.Lock()
+	for _, slots := range pool.groups {
+		for _, sl := range slots {
+			sl.mu.Lock()
+			if sl.cur != nil {
+				procs = append(procs, sl.cur)
+			}
+			sl.mu.Unlock()
+		}
+	}
+	pool.mu.Unlock()
+	for _, p := range procs {
+		p.mu.Lock()
+		if p.nlanes < 1 || p.nlanes > maxLanes || len(p.lanes) != p.nlanes {
+			t.Errorf("worker %d: %d lanes made, %d idle (at most %d)", p.pid(), p.nlanes, len(p.lanes), maxLanes)
+		}
+		p.mu.Unlock()
 	}
 }
 

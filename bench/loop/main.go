@@ -21,10 +21,13 @@
 //     BLOB of the [1,10] output; with the model stored plain ("mlp") and
 //     with BATCHSIZE 32 ("mlp-batch32"). Its floor is the same three round
 //     trips of the same sizes on Redis: SET of 3136 bytes, PING, GET of 40
-//     bytes. Each client count runs every kind in turn, in rounds whose
+//     bytes. The "-off" kinds run the same loop on a second EnclaveAI
+//     server started with --engine-isolation off (ONNX Runtime in the
+//     server's process, no worker wall), for the wall's cost in the same
+//     run. Each client count runs every kind in turn, in rounds whose
 //     order alternates (ABBA), for -dur after -warm each;
-//   - latency: one connection, MODELEXECUTE and PING on EnclaveAI one at a
-//     time, and the model run in this process through onnxruntime_go with
+//   - latency: one connection, MODELEXECUTE (on both servers) and PING on
+//     EnclaveAI one at a time, and the model run in this process through onnxruntime_go with
 //     tensors allocated once (ORT's default options, and 1 intra-op
 //     thread), in alternating blocks;
 //   - transformer: the 4-layer transformer (`make models`) run in this
@@ -194,6 +197,11 @@ func run(o *options) (*report, error) {
 		return nil, err
 	}
 	defer ea.Stop()
+	off, err := benchproc.Start("enclaveai-server", o.server, o.serverEnv, append(slices.Clone(o.serverArgs), "--engine-isolation", "off")...)
+	if err != nil {
+		return nil, err
+	}
+	defer off.Stop()
 	rd, err := benchproc.Start("redis-server", o.redisServer, nil, "--appendonly", "no")
 	if err != nil {
 		return nil, err
@@ -201,27 +209,12 @@ func run(o *options) (*report, error) {
 	defer rd.Stop()
 	rep.redisVersion = serverVersion(rd.Addr)
 
+	for _, srv := range []*benchproc.Proc{ea, off} {
+		if err := prepare(o, srv.Addr, onnx, blob, want); err != nil {
+			return nil, err
+		}
+	}
 	ctx := context.Background()
-	admin := redis.NewClient(&redis.Options{Addr: ea.Addr, Protocol: 2})
-	defer admin.Close()
-	for _, kv := range o.aiconfig {
-		if err := admin.Do(ctx, "AI.CONFIG", "SET", kv[0], kv[1]).Err(); err != nil {
-			return nil, fmt.Errorf("AI.CONFIG SET %s %s: %w", kv[0], kv[1], err)
-		}
-	}
-	if err := admin.Do(ctx, "AI.MODELSTORE", "mlp", "ONNX", "CPU", "BLOB", onnx).Err(); err != nil {
-		return nil, fmt.Errorf("AI.MODELSTORE mlp: %w", err)
-	}
-	if err := admin.Do(ctx, "AI.MODELSTORE", "mlp-batch32", "ONNX", "CPU", "BATCHSIZE", batchSize, "BLOB", onnx).Err(); err != nil {
-		return nil, fmt.Errorf("AI.MODELSTORE mlp-batch32: %w", err)
-	}
-	// Both models must compute what the model computes here: a wrong reply
-	// timed fast would be no figure at all.
-	for _, m := range []string{"mlp", "mlp-batch32"} {
-		if err := checkOutput(ctx, admin, m, blob, want); err != nil {
-			return nil, fmt.Errorf("%s: %w", m, err)
-		}
-	}
 	floor := redis.NewClient(&redis.Options{Addr: rd.Addr, Protocol: 2})
 	defer floor.Close()
 	small := make([]byte, 4*outputLen)
@@ -232,12 +225,12 @@ func run(o *options) (*report, error) {
 	}
 
 	if o.sections["latency"] {
-		if rep.lat, err = measureLatency(o, ea.Addr, onnx, blob); err != nil {
+		if rep.lat, err = measureLatency(o, ea.Addr, off.Addr, onnx, blob); err != nil {
 			return nil, fmt.Errorf("latency: %w", err)
 		}
 	}
 	if o.sections["loop"] {
-		if rep.loops, err = measureLoops(o, ea, rd, blob); err != nil {
+		if rep.loops, err = measureLoops(o, ea, off, rd, blob); err != nil {
 			return nil, fmt.Errorf("loop: %w", err)
 		}
 	}
@@ -256,6 +249,32 @@ func run(o *options) (*report, error) {
 	rep.end = time.Now()
 	rep.loadAfter = loadAvg()
 	return rep, nil
+}
+
+// prepare applies -aiconfig to the EnclaveAI server at addr and stores the
+// loop's models there, checking that they compute what the model computes
+// in this process: a wrong reply timed fast would be no figure at all.
+func prepare(o *options, addr string, onnx, blob, want []byte) error {
+	ctx := context.Background()
+	admin := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2})
+	defer admin.Close()
+	for _, kv := range o.aiconfig {
+		if err := admin.Do(ctx, "AI.CONFIG", "SET", kv[0], kv[1]).Err(); err != nil {
+			return fmt.Errorf("AI.CONFIG SET %s %s: %w", kv[0], kv[1], err)
+		}
+	}
+	if err := admin.Do(ctx, "AI.MODELSTORE", "mlp", "ONNX", "CPU", "BLOB", onnx).Err(); err != nil {
+		return fmt.Errorf("AI.MODELSTORE mlp: %w", err)
+	}
+	if err := admin.Do(ctx, "AI.MODELSTORE", "mlp-batch32", "ONNX", "CPU", "BATCHSIZE", batchSize, "BLOB", onnx).Err(); err != nil {
+		return fmt.Errorf("AI.MODELSTORE mlp-batch32: %w", err)
+	}
+	for _, m := range []string{"mlp", "mlp-batch32"} {
+		if err := checkOutput(ctx, admin, m, blob, want); err != nil {
+			return fmt.Errorf("%s: %w", m, err)
+		}
+	}
+	return nil
 }
 
 func serverVersion(addr string) string {

@@ -68,6 +68,9 @@ func (r *report) markdown() string {
 		add("mlp", 1, 0.75)
 		add("mlp", 32, 0.5)
 		add("mlp-batch32", 32, 0.8)
+		add("mlp-off", 1, 0.75)
+		add("mlp-off", 32, 0.5)
+		add("mlp-off-batch32", 32, 0.8)
 		if slices.Contains(r.o.clients, 32) && slices.Contains(r.o.kinds, "floor") {
 			fl := merge(l.by[loopKey("floor", 32)])
 			for _, k := range []string{"mlp", "mlp-batch32"} {
@@ -90,6 +93,9 @@ func (r *report) markdown() string {
 		me, ping, ort := us(l.by["MODELEXECUTE"].pct(0.5)), us(l.by["PING"].pct(0.5)), us(l.by["ort"].pct(0.5))
 		targets = append(targets, target{"MODELEXECUTE p50 ≤ PING p50 + ort p50 + 20 µs",
 			fmt.Sprintf("%.1f ≤ %.1f + %.1f + 20 = %.1f µs", me, ping, ort, ping+ort+20), me <= ping+ort+20})
+		meOff := us(l.by["MODELEXECUTE-off"].pct(0.5))
+		targets = append(targets, target{"the engine wall adds ≤ 15 µs to MODELEXECUTE p50 (issue 18)",
+			fmt.Sprintf("%.1f − %.1f = %.1f µs", me, meOff, me-meOff), me-meOff <= 15})
 	}
 	if t := r.tf; t != nil {
 		p("\nTransformer (input FLOAT %v): in this process back to back with 1 and 2 intra-op threads, and the loop above through the server at 1 and 8 clients. Rates are medians over %d rounds.\n\n", t.shape, len(t.by["ort-1thr"]))

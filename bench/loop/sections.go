@@ -93,9 +93,10 @@ type latency struct {
 	by    map[string]sample
 }
 
-// measureLatency times MODELEXECUTE and PING over one connection and the
-// model in this process, in alternating blocks.
-func measureLatency(o *options, addr string, onnx, blob []byte) (*latency, error) {
+// measureLatency times MODELEXECUTE and PING over one connection (and
+// MODELEXECUTE over one to the wall-off server at offAddr) and the model
+// in this process, in alternating blocks.
+func measureLatency(o *options, addr, offAddr string, onnx, blob []byte) (*latency, error) {
 	ortDefault, close1, err := rawORT(onnx, 0)
 	if err != nil {
 		return nil, err
@@ -111,8 +112,14 @@ func measureLatency(o *options, addr string, onnx, blob []byte) (*latency, error
 	defer cl.Close()
 	conn := cl.Conn()
 	defer conn.Close()
-	if err := conn.Do(ctx, "AI.TENSORSET", "lat:x", "FLOAT", 1, inputLen, "BLOB", blob).Err(); err != nil {
-		return nil, err
+	offCl := redis.NewClient(&redis.Options{Addr: offAddr, Protocol: 2, PoolSize: 1})
+	defer offCl.Close()
+	offConn := offCl.Conn()
+	defer offConn.Close()
+	for _, c := range []*redis.Conn{conn, offConn} {
+		if err := c.Do(ctx, "AI.TENSORSET", "lat:x", "FLOAT", 1, inputLen, "BLOB", blob).Err(); err != nil {
+			return nil, err
+		}
 	}
 	calls := map[string]func() error{
 		"ort":      ortDefault,
@@ -124,9 +131,12 @@ func measureLatency(o *options, addr string, onnx, blob []byte) (*latency, error
 		"MODELEXECUTE": func() error {
 			return conn.Do(ctx, "AI.MODELEXECUTE", "mlp", "INPUTS", 1, "lat:x", "OUTPUTS", 1, "lat:y").Err()
 		},
+		"MODELEXECUTE-off": func() error {
+			return offConn.Do(ctx, "AI.MODELEXECUTE", "mlp", "INPUTS", 1, "lat:x", "OUTPUTS", 1, "lat:y").Err()
+		},
 		"PING": func() error { return conn.Ping(ctx).Err() },
 	}
-	l := &latency{kinds: []string{"ort", "ort-1thr", "ort-1thr-idle", "MODELEXECUTE", "PING"}, by: map[string]sample{}}
+	l := &latency{kinds: []string{"ort", "ort-1thr", "ort-1thr-idle", "MODELEXECUTE", "MODELEXECUTE-off", "PING"}, by: map[string]sample{}}
 	const blocks, warm = 4, 50
 	per := max(o.latencyN/blocks, 1)
 	parts := map[string][]sample{}
@@ -160,8 +170,9 @@ func measureLatency(o *options, addr string, onnx, blob []byte) (*latency, error
 	return l, nil
 }
 
-// loopKinds are the loop's kinds, in the order of odd rounds.
-var loopKinds = []string{"floor", "mlp", "mlp-batch32"}
+// loopKinds are the loop's kinds, in the order of odd rounds; "-off" runs
+// on the server without the engine wall.
+var loopKinds = []string{"floor", "mlp", "mlp-batch32", "mlp-off", "mlp-off-batch32"}
 
 // extraKinds run only when -kinds names them: "mlp-receipt" is the mlp
 // loop with RECEIPT on each AI.MODELEXECUTE (a signed receipt instead of
@@ -176,7 +187,7 @@ type loops struct {
 
 func loopKey(kind string, clients int) string { return kind + "/" + strconv.Itoa(clients) }
 
-func measureLoops(o *options, ea, rd *benchproc.Proc, blob []byte) (*loops, error) {
+func measureLoops(o *options, ea, off, rd *benchproc.Proc, blob []byte) (*loops, error) {
 	big := make([]byte, 4*inputLen)
 	copy(big, blob)
 	keys := func(prefix string, n int) []string {
@@ -228,10 +239,12 @@ func measureLoops(o *options, ea, rd *benchproc.Proc, blob []byte) (*loops, erro
 		srv *benchproc.Proc
 		f   body
 	}{
-		"floor":       {rd, floor},
-		"mlp":         {ea, loop("mlp", false)},
-		"mlp-batch32": {ea, loop("mlp-batch32", false)},
-		"mlp-receipt": {ea, loop("mlp", true)},
+		"floor":           {rd, floor},
+		"mlp":             {ea, loop("mlp", false)},
+		"mlp-batch32":     {ea, loop("mlp-batch32", false)},
+		"mlp-receipt":     {ea, loop("mlp", true)},
+		"mlp-off":         {off, loop("mlp", false)},
+		"mlp-off-batch32": {off, loop("mlp-batch32", false)},
 	}
 	res := &loops{by: map[string][]sample{}}
 	for r := range o.rounds {
@@ -247,7 +260,7 @@ func measureLoops(o *options, ea, rd *benchproc.Proc, blob []byte) (*loops, erro
 				if err != nil {
 					return nil, fmt.Errorf("%s at %d clients: %w", k, c, err)
 				}
-				fmt.Printf("   %-12s %3d clients %9.0f loops/s  p50 %7.1f us  p99 %7.1f us  CPU us/loop: server %6.1f, clients %6.1f\n",
+				fmt.Printf("   %-15s %3d clients %9.0f loops/s  p50 %7.1f us  p99 %7.1f us  CPU us/loop: server %6.1f, clients %6.1f\n",
 					k, c, s.rate(), us(s.pct(0.5)), us(s.pct(0.99)), us(s.cpuPerOp), us(s.clientPerOp))
 				res.by[loopKey(k, c)] = append(res.by[loopKey(k, c)], s)
 			}
