@@ -49,17 +49,7 @@ func (w *Writer) Simple(s string) { w.buf = redcon.AppendString(w.buf, s) }
 
 // Error writes an error reply; the text must carry its own prefix (ERR,
 // WRONGTYPE, ...) when it needs one. Newlines are flattened to spaces.
-func (w *Writer) Error(s string) {
-	w.buf = append(w.buf, '-')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == '\r' || c == '\n' {
-			c = ' '
-		}
-		w.buf = append(w.buf, c)
-	}
-	w.buf = append(w.buf, '\r', '\n')
-}
+func (w *Writer) Error(s string) { w.buf = redcon.AppendError(w.buf, s) }
 
 // streamMin: BulkStream sends bulk strings at least this long straight to
 // the connection.
