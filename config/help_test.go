@@ -4,26 +4,47 @@ import (
 	"bytes"
 	"flag"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 )
 
 var update = flag.Bool("update", false, "rewrite enclaveai.conf.example and the README's configuration table")
 
-// Every directive of the table is documented, and only those.
-func TestEveryDirectiveDocumented(t *testing.T) {
-	for _, name := range Names() {
-		if docs[name].text == "" {
-			t.Errorf("directive %q has no doc in config/help.go", name)
+// Every directive of the table is documented, and its default is written
+// as a configuration file would write it: what CONFIG GET shows, or the
+// same size in Redis units.
+func TestDirectiveTable(t *testing.T) {
+	o := Default()
+	seen := map[string]bool{}
+	for _, d := range table {
+		if seen[d.name] {
+			t.Errorf("directive %q is in the table twice", d.name)
 		}
-		if directives[name].multi && docs[name].args == "" {
-			t.Errorf("repeated directive %q has no args placeholder", name)
+		seen[d.name] = true
+		if d.doc == "" {
+			t.Errorf("directive %q has no doc", d.name)
+		}
+		if (d.multi || d.def == "") && d.args == "" {
+			t.Errorf("directive %q shows no default and has no args placeholder", d.name)
+		}
+		if d.multi {
+			if d.def != "" || d.mutable {
+				t.Errorf("repeated directive %q has a default or is mutable", d.name)
+			}
+			continue
+		}
+		got := d.get(o)
+		if got == d.def {
+			continue
+		}
+		n, err := ParseMemory(d.def)
+		if err != nil || strconv.FormatInt(n, 10) != got {
+			t.Errorf("%s: default %q reads back as %q", d.name, d.def, got)
 		}
 	}
-	for name := range docs {
-		if _, ok := directives[name]; !ok {
-			t.Errorf("doc for %q, which is no directive", name)
-		}
+	if len(directives) != len(table) {
+		t.Errorf("%d directives indexed for %d in the table", len(directives), len(table))
 	}
 }
 
