@@ -178,7 +178,9 @@ bench-loop: build models
 
 # Every fuzz target for FUZZTIME each: the RESP reader, the command parsers,
 # the cluster topology parser,
-# the model checker, the snapshot loader.
+# the model checker, the snapshot loader, the pure-Go engine (built without
+# cgo, as in the enclave: models from bytes, and one-node models from
+# operators, attributes and shapes).
 FUZZTIME ?= 30s
 fuzz: $(ORT_LIB)
 	$(GO) test -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME) ./server
@@ -189,6 +191,8 @@ fuzz: $(ORT_LIB)
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecords$$' -fuzztime $(FUZZTIME) ./persistence
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime $(FUZZTIME) ./persistence
 	$(GO) test -run '^$$' -fuzz '^FuzzParseNodes$$' -fuzztime $(FUZZTIME) ./cluster
+	CGO_ENABLED=0 $(GO) test -run '^$$' -fuzz '^FuzzGoEngine$$' -fuzztime $(FUZZTIME) ./goengine
+	CGO_ENABLED=0 $(GO) test -run '^$$' -fuzz '^FuzzGoEngineOps$$' -fuzztime $(FUZZTIME) ./goengine
 	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./jwtauth
 	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./receipt
 

@@ -29,6 +29,7 @@ import (
 	gonnxproto "github.com/advancedclimatesystems/gonnx/onnx"
 	"github.com/advancedclimatesystems/gonnx/ops"
 	"github.com/advancedclimatesystems/gonnx/ops/opset13"
+	"gorgonia.org/tensor"
 
 	"github.com/enclaveai/enclaveai/modelstore"
 )
@@ -45,12 +46,40 @@ func (Engine) Name() string { return "go" }
 // Group implements modelstore.Engine: one process, one group.
 func (Engine) Group(string) string { return "" }
 
-// getOperator resolves an operator type: ours first, then gonnx's.
+// getOperator resolves an operator type, ours first, then gonnx's, guarded.
 func getOperator(opType string) (ops.Operator, error) {
+	var op ops.Operator
+	var err error
 	if f, ok := extraOps[opType]; ok {
-		return f()
+		op, err = f()
+	} else {
+		op, err = opset13.GetOperator(opType)
 	}
-	return opset13.GetOperator(opType)
+	if err != nil {
+		return nil, err
+	}
+	return guarded{op}, nil
+}
+
+// guarded checks an operator's inputs before it runs. gorgonia indexes
+// tensors by their shapes, in goroutines of its own for some operators
+// (Softmax), where a panic cannot be recovered and ends the process: an
+// empty tensor (a zero dimension) reaching Softmax did that
+// (FuzzGoEngineOps). The engine refuses empty tensors as any operator's
+// input, those of the graph, its initializers and what an operator made.
+type guarded struct{ ops.Operator }
+
+// Apply implements ops.Operator.
+func (g guarded) Apply(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
+	for i, t := range inputs {
+		if t == nil {
+			continue
+		}
+		if slices.Contains(t.Shape(), 0) {
+			return nil, fmt.Errorf("%s: input %d has shape %v: this engine does not run empty tensors", g.String(), i, t.Shape())
+		}
+	}
+	return g.Operator.Apply(inputs)
 }
 
 // Supported reports whether the engine has an operator of this type.
@@ -61,7 +90,8 @@ func Supported(opType string) bool {
 
 // Compile implements modelstore.Engine. SessionOptions tune ONNX Runtime
 // only and are ignored.
-func (Engine) Compile(src modelstore.ModelSource, _ modelstore.SessionOptions) (modelstore.EngineSession, error) {
+func (Engine) Compile(src modelstore.ModelSource, _ modelstore.SessionOptions) (_ modelstore.EngineSession, err error) {
+	defer contain(&err, "compiling the model", nil)
 	inputs, outputs, err := modelstore.ReadGraphIO(src.Data)
 	if err != nil {
 		return nil, err
@@ -161,6 +191,25 @@ func checkModel(mp *gonnxproto.ModelProto) error {
 	return nil
 }
 
+// contain turns a panic of gonnx or gorgonia into *err: both index slices
+// by shapes that a model or an input may get wrong (a Gather whose indices
+// are empty panics with an index out of range), and in the enclave build
+// the engine runs in the server's own process. onPanic, when set, runs
+// first (Run quarantines its session). A panic that is a signal inside EGo
+// (a nil dereference) aborts the enclave before any deferred call runs:
+// FuzzGoEngineOps looks for those, which need a check before the engine
+// runs, not a recover.
+func contain(err *error, what string, onPanic func(r any)) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	if onPanic != nil {
+		onPanic(r)
+	}
+	*err = refuse("%s failed inside the engine: %v", what, r)
+}
+
 // terminated is Run's error when its context ended it (the model's
 // MODEL_EXECUTION_TIMEOUT), worded like ONNX Runtime's for clients that
 // look for "terminate".
@@ -172,8 +221,9 @@ func terminated(err error) error {
 // Run resolves operators through a getter that first checks the run's
 // context, so a TIMEOUT stops a run at the next node.
 type session struct {
-	mu      sync.Mutex // runs take turns; guards model
+	mu      sync.Mutex // runs take turns; guards model and broken
 	model   *gonnx.Model
+	broken  error // set by a run that panicked: its operators may have left shared tensors half-written
 	inputs  []modelstore.IOInfo
 	outputs []modelstore.IOInfo
 }
@@ -184,6 +234,14 @@ func (s *session) Outputs() []modelstore.IOInfo { return s.outputs }
 // Weights implements modelstore.EngineSession: gonnx holds its own copy.
 func (s *session) Weights() (modelstore.WeightsMode, int64) { return modelstore.WeightsCopied, 0 }
 
+// Quarantined implements modelstore.Quarantiner: the error runs get after
+// one panicked inside the engine, until the model is stored again.
+func (s *session) Quarantined() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.broken
+}
+
 // Close implements modelstore.EngineSession: it waits for a run in flight.
 func (s *session) Close() error {
 	s.mu.Lock()
@@ -193,7 +251,7 @@ func (s *session) Close() error {
 }
 
 // Run implements modelstore.EngineSession.
-func (s *session) Run(ctx context.Context, inputs []*modelstore.Tensor) ([]*modelstore.Tensor, error) {
+func (s *session) Run(ctx context.Context, inputs []*modelstore.Tensor) (_ []*modelstore.Tensor, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, terminated(err)
 	}
@@ -220,6 +278,13 @@ func (s *session) Run(ctx context.Context, inputs []*modelstore.Tensor) ([]*mode
 	if s.model == nil {
 		return nil, modelstore.ErrSessionClosed
 	}
+	if s.broken != nil {
+		return nil, s.broken
+	}
+	defer contain(&err, "the run", func(r any) {
+		s.broken = &modelstore.EngineError{Msg: fmt.Sprintf("model execution failed: the model is quarantined: "+
+			"a run failed inside the pure-Go engine (%v); store it again", r)}
+	})
 	m := *s.model // this run's getter sees its context
 	m.GetOperator = func(opType string) (ops.Operator, error) {
 		if err := ctx.Err(); err != nil {

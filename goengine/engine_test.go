@@ -82,3 +82,45 @@ func TestRunsLinear(t *testing.T) {
 		t.Fatalf("closed: %v", err)
 	}
 }
+
+// A run that panics inside gonnx (RNN fed inputs of rank 1 indexes past
+// their shape; found by FuzzGoEngineOps) is an error, not the end of the
+// process, and the model is quarantined: its operators may have left
+// shared tensors half-written, so later runs are refused until it is
+// stored again.
+func TestPanicIsContained(t *testing.T) {
+	model, inputs := fuzzModel("RNN", []byte("000"), []byte("0"), []byte("0"))
+	s, err := Engine{}.Compile(modelstore.ModelSource{Data: model}, modelstore.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, err = s.Run(context.Background(), inputs)
+	var ee *modelstore.EngineError
+	if !errors.As(err, &ee) || !strings.Contains(ee.Msg, "the run failed inside the engine: runtime error: index out of range") {
+		t.Fatalf("first run: %v", err)
+	}
+	q, ok := s.(modelstore.Quarantiner)
+	if !ok || q.Quarantined() == nil {
+		t.Fatal("the session is not quarantined")
+	}
+	_, err = s.Run(context.Background(), inputs)
+	if err == nil || !strings.Contains(err.Error(), "model execution failed: the model is quarantined: a run failed inside the pure-Go engine") {
+		t.Fatalf("second run: %v", err)
+	}
+}
+
+// An empty tensor is refused before an operator sees it: gorgonia's
+// Softmax indexed it in a goroutine of its own, where the panic ended the
+// process (FuzzGoEngineOps, testdata/fuzz/FuzzGoEngineOps/9e0ec01b6888b846).
+func TestEmptyTensorRefused(t *testing.T) {
+	model, inputs := fuzzModel("Softmax", []byte("0"), nil, []byte{2, 0})
+	s, err := Engine{}.Compile(modelstore.ModelSource{Data: model}, modelstore.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Run(context.Background(), inputs); err == nil || !strings.Contains(err.Error(), "does not run empty tensors") {
+		t.Fatalf("got %v", err)
+	}
+}

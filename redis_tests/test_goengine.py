@@ -116,6 +116,37 @@ class GoEngineTest(unittest.TestCase):
         # ONNX Runtime has Erf.
         self.assertEqual(self.o.execute_command("AI.MODELSTORE", "e", "ONNX", "CPU", "BLOB", opset13_model("Erf")), b"OK")
 
+    def test_panic_contained(self):
+        """A run that panics inside gonnx (RNN fed rank-1 inputs, found by
+        FuzzGoEngineOps) is an error in the cgo-free build, where the engine
+        runs in the server's own process; the server keeps serving, the
+        model is quarantined until it is stored again."""
+        graph = helper.make_graph(
+            [helper.make_node("RNN", ["a", "b", "c"], ["y"])], "rnn",
+            [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("a", "b", "c")],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+        model = helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+        r = self.g
+        self.assertEqual(r.execute_command("AI.MODELSTORE", "rnn", "ONNX", "CPU", "BLOB", model), b"OK")
+        for k in ("a", "b", "c"):
+            tset(r, k, np.ones(3, np.float32))
+        with self.assertRaises(Exception) as cm:
+            execute(r, "rnn", ["a", "b", "c"], ["y"])
+        self.assertIn("pure-Go engine: the run failed inside the engine: runtime error: index out of range", str(cm.exception))
+        self.assertTrue(r.ping())
+        with self.assertRaises(Exception) as cm:
+            execute(r, "rnn", ["a", "b", "c"], ["y"])
+        self.assertIn("model execution failed: the model is quarantined: a run failed inside the pure-Go engine", str(cm.exception))
+        # Stored again, the model is compiled anew: the run fails as the first did.
+        self.assertEqual(r.execute_command("AI.MODELSTORE", "rnn", "ONNX", "CPU", "BLOB", model), b"OK")
+        with self.assertRaises(Exception) as cm:
+            execute(r, "rnn", ["a", "b", "c"], ["y"])
+        self.assertIn("the run failed inside the engine", str(cm.exception))
+        # Other models keep running.
+        self.assertEqual(r.execute_command("AI.MODELSTORE", "l", "ONNX", "CPU", "BLOB", model_bytes("linear.onnx")), b"OK")
+        tset(r, "x", np.ones((2, 4), np.float32))
+        self.assertEqual(execute(r, "l", ["x"], ["y"]), b"OK")
+
     def test_other_opset_refused(self):
         m = onnx.load_from_string(model_bytes("linear.onnx"))
         m.opset_import[0].version = 17

@@ -1,0 +1,264 @@
+package goengine
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	gonnxproto "github.com/advancedclimatesystems/gonnx/onnx"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/enclaveai/enclaveai/modelstore"
+)
+
+// FuzzGoEngine feeds the engine model bytes and input shapes: whatever
+// they are, Compile and Run return (a result or an error) and never panic,
+// since in the enclave build the engine runs in the server's own process.
+// The seeds are one-node models of operators the engine has and the test
+// models of `make models`; `make fuzz` runs it.
+func FuzzGoEngine(f *testing.F) {
+	t := &testing.T{}
+	w := func(shape ...int64) *modelstore.Tensor {
+		n := int64(1)
+		for _, d := range shape {
+			n *= d
+		}
+		return &modelstore.Tensor{DType: modelstore.Float, Shape: shape, Data: make([]byte, 4*n)}
+	}
+	seeds := [][]byte{
+		oneNode(t, "Add", []int64{2, 3}, []*modelstore.Tensor{w(3)}),
+		oneNode(t, "MatMul", []int64{2, 3}, []*modelstore.Tensor{w(3, 4)}),
+		oneNode(t, "Gemm", []int64{2, 3}, []*modelstore.Tensor{w(3, 4), w(4)}),
+		oneNode(t, "Conv", []int64{1, 1, 4, 4}, []*modelstore.Tensor{w(1, 1, 3, 3)}, ints("kernel_shape", 3, 3)),
+		oneNode(t, "MaxPool", []int64{1, 1, 4, 4}, nil, ints("kernel_shape", 2, 2), ints("strides", 2, 2)),
+		oneNode(t, "Softmax", []int64{2, 3}, nil, intAttr("axis", 1)),
+		oneNode(t, "Transpose", []int64{2, 3}, nil, ints("perm", 1, 0)),
+		oneNode(t, "ReduceMean", []int64{2, 3}, nil, ints("axes", 1)),
+		oneNode(t, "Relu", []int64{2, 3}, nil),
+	}
+	for _, name := range []string{"linear.onnx", "mlp.onnx", "cnn.onnx"} {
+		if b, err := os.ReadFile(filepath.Join("..", "redis_tests", "models", name)); err == nil {
+			seeds = append(seeds, b)
+		}
+	}
+	for _, s := range seeds {
+		f.Add(s, []byte{2, 3})
+		f.Add(s, []byte{1, 1, 4, 4})
+	}
+	f.Fuzz(func(t *testing.T, model, dims []byte) {
+		if len(model) > 1<<20 {
+			return
+		}
+		stuck := time.AfterFunc(5*time.Second, func() { panic("FuzzGoEngine: Compile or Run ran past 5 s") })
+		defer stuck.Stop()
+		s, err := Engine{}.Compile(modelstore.ModelSource{Data: model}, modelstore.SessionOptions{})
+		if err != nil {
+			return
+		}
+		defer s.Close()
+		// Each input gets the fuzzed shape, or its declared one where the
+		// fuzzed one is empty; at most 4096 elements.
+		var inputs []*modelstore.Tensor
+		for _, in := range s.Inputs() {
+			shape := make([]int64, 0, len(dims))
+			n := int64(1)
+			for _, d := range dims {
+				shape = append(shape, int64(d%17))
+				n *= int64(d % 17)
+			}
+			if len(dims) == 0 {
+				shape, n = nil, 1
+				for _, d := range in.Shape {
+					if d < 0 {
+						d = 1
+					}
+					shape = append(shape, d)
+					n *= d
+				}
+			}
+			if n > 4096 || in.DType == modelstore.DTypeInvalid {
+				return
+			}
+			data := make([]byte, int(n)*in.DType.Size())
+			for i := 0; i+4 <= len(data); i += 4 {
+				binary.LittleEndian.PutUint32(data[i:], uint32(i*2654435761))
+			}
+			inputs = append(inputs, &modelstore.Tensor{DType: in.DType, Shape: shape, Data: data})
+		}
+		s.Run(context.Background(), inputs)
+	})
+}
+
+// fuzzOps are the operators FuzzGoEngineOps builds models of: gonnx's
+// opset 13 and ours (ops.go).
+var fuzzOps = []string{"Abs", "Acos", "Acosh", "Add", "And", "Asin", "Asinh", "Atan", "Atanh", "Cast", "Concat",
+	"Constant", "ConstantOfShape", "Conv", "Cos", "Cosh", "Div", "Equal", "Flatten", "Gather", "Gemm", "Greater",
+	"GreaterOrEqual", "GRU", "Less", "LessOrEqual", "LinearRegressor", "LSTM", "MatMul", "Mul", "Not", "Or",
+	"PRelu", "Relu", "Reshape", "RNN", "Scaler", "Shape", "Sigmoid", "Sin", "Sinh", "Slice", "Softmax", "Squeeze",
+	"Sub", "Tan", "Tanh", "Transpose", "Unsqueeze", "Xor", "Identity", "MaxPool", "ReduceMean", "Sqrt"}
+
+// fuzzAttrs are the attributes FuzzGoEngineOps may give a node, any
+// operator; each takes ints or an int from the fuzzer's bytes.
+var fuzzAttrs = []struct {
+	name string
+	list bool
+}{{"axis", false}, {"axes", true}, {"perm", true}, {"kernel_shape", true}, {"strides", true}, {"pads", true},
+	{"dilations", true}, {"group", false}, {"transA", false}, {"transB", false}, {"hidden_size", false},
+	{"to", false}, {"keepdims", false}, {"direction", false}, {"layout", false}, {"ceil_mode", false}}
+
+// FuzzGoEngineOps builds one-node models from the fuzzer's bytes: an
+// operator, its attributes, inputs that are initializers of any shape and
+// of FLOAT or INT64 (their data possibly shorter or longer than the shape
+// says) or graph inputs with no declared shape, fed tensors of fuzzed
+// shapes. Compile and Run must return, whatever the model; a panic or a run
+// past 5 s fails.
+func FuzzGoEngineOps(f *testing.F) {
+	f.Add(uint8(3), []byte{0, 2, 3, 1, 3}, []byte{}, []byte{2, 3})        // Add of x [2,3] and an init [3]
+	f.Add(uint8(28), []byte{0, 2, 3, 1, 2, 3, 4}, []byte{}, []byte{2, 3}) // MatMul
+	f.Add(uint8(13), []byte{0, 4, 1, 1, 4, 4, 1, 4, 1, 1, 3, 3}, []byte{3, 2, 3, 3}, []byte{1, 1, 4, 4})
+	f.Add(uint8(19), []byte{0, 2, 3, 4, 1, 9}, []byte{0, 1}, []byte{2, 3})                         // Gather with an INT64 index
+	f.Add(uint8(34), []byte{0, 2, 2, 3, 5, 1, 0}, []byte{}, []byte{2, 3})                          // Reshape
+	f.Add(uint8(52), []byte{0, 4, 1, 1, 4, 4}, []byte{3, 2, 2, 2, 4, 2, 2, 2}, []byte{1, 1, 4, 4}) // MaxPool
+	f.Fuzz(func(t *testing.T, op uint8, spec, attrs, xdims []byte) {
+		model, inputs := fuzzModel(fuzzOps[int(op)%len(fuzzOps)], spec, attrs, xdims)
+		if model == nil {
+			return
+		}
+		stuck := time.AfterFunc(5*time.Second, func() { panic("FuzzGoEngineOps: Compile or Run ran past 5 s") })
+		defer stuck.Stop()
+		s, err := Engine{}.Compile(modelstore.ModelSource{Data: model}, modelstore.SessionOptions{})
+		if err != nil {
+			if strings.Contains(err.Error(), "nil pointer") {
+				t.Fatalf("a nil dereference inside the engine (fatal in the enclave): %v", err)
+			}
+			return
+		}
+		defer s.Close()
+		// A recovered panic is an error here, but a nil dereference is a
+		// signal that aborts an EGo enclave before any recover runs.
+		if _, err := s.Run(context.Background(), inputs); err != nil && strings.Contains(err.Error(), "nil pointer") {
+			t.Fatalf("a nil dereference inside the engine (fatal in the enclave): %v", err)
+		}
+	})
+}
+
+// fuzzModel decodes spec as the node's inputs: each a kind byte (0: the
+// graph input x, of shape xdims; 1: a FLOAT initializer; 2: an INT64 one; 3:
+// an empty name, an omitted optional input), a rank and that many dims, and
+// for initializers a byte that scales the data's length (128: exact);
+// attrs as pairs of an attribute index and a value (lists take the next
+// value's count of bytes, as signed values). Shapes are bounded to 4096
+// elements.
+func fuzzModel(op string, spec, attrs, xdims []byte) ([]byte, []*modelstore.Tensor) {
+	next := func(b *[]byte) (byte, bool) {
+		if len(*b) == 0 {
+			return 0, false
+		}
+		v := (*b)[0]
+		*b = (*b)[1:]
+		return v, true
+	}
+	elems := func(shape []int64) int64 {
+		n := int64(1)
+		for _, d := range shape {
+			if n *= d; n > 4096 {
+				return 4097
+			}
+		}
+		return n
+	}
+	node := &gonnxproto.NodeProto{OpType: op, Output: []string{"y"}}
+	graph := &gonnxproto.GraphProto{Name: "fuzz", Node: []*gonnxproto.NodeProto{node},
+		Output: []*gonnxproto.ValueInfoProto{valueInfo("y", gonnxproto.TensorProto_FLOAT)}}
+	var feeds []*modelstore.Tensor
+	if len(xdims) > 8 {
+		return nil, nil
+	}
+	xshape := make([]int64, 0, len(xdims))
+	for _, d := range xdims {
+		xshape = append(xshape, int64(d%9))
+	}
+	if elems(xshape) > 4096 {
+		return nil, nil
+	}
+	for i := 0; len(spec) > 0 && i < 6; i++ {
+		kind, _ := next(&spec)
+		switch kind % 4 {
+		case 0:
+			name := fmt.Sprintf("x%d", len(feeds))
+			node.Input = append(node.Input, name)
+			graph.Input = append(graph.Input, valueInfo(name, gonnxproto.TensorProto_FLOAT))
+			data := make([]byte, 4*elems(xshape))
+			for j := 0; j+4 <= len(data); j += 4 {
+				binary.LittleEndian.PutUint32(data[j:], math.Float32bits(float32(j%7)-3))
+			}
+			feeds = append(feeds, &modelstore.Tensor{DType: modelstore.Float, Shape: xshape, Data: data})
+		case 3:
+			node.Input = append(node.Input, "")
+		default:
+			rank, _ := next(&spec)
+			shape := make([]int64, 0, rank%5)
+			for range rank % 5 {
+				d, _ := next(&spec)
+				shape = append(shape, int64(d%9))
+			}
+			scale, ok := next(&spec)
+			if !ok {
+				scale = 128
+			}
+			n := elems(shape) * int64(scale) / 128
+			if n > 4096 {
+				return nil, nil
+			}
+			name := fmt.Sprintf("init%d", i)
+			node.Input = append(node.Input, name)
+			tp := &gonnxproto.TensorProto{Name: name, Dims: shape, DataType: int32(gonnxproto.TensorProto_FLOAT)}
+			if kind%4 == 2 {
+				tp.DataType = int32(gonnxproto.TensorProto_INT64)
+				raw := make([]byte, 8*n)
+				for j := int64(0); j < n; j++ {
+					binary.LittleEndian.PutUint64(raw[8*j:], uint64(int64(j%5)-1))
+				}
+				tp.RawData = raw
+			} else {
+				tp.RawData = make([]byte, 4*n)
+			}
+			graph.Initializer = append(graph.Initializer, tp)
+		}
+	}
+	for len(attrs) >= 2 {
+		which, _ := next(&attrs)
+		v, _ := next(&attrs)
+		a := fuzzAttrs[int(which)%len(fuzzAttrs)]
+		ap := &gonnxproto.AttributeProto{Name: a.name, Type: gonnxproto.AttributeProto_INT, I: int64(int8(v))}
+		if a.name == "direction" {
+			ap = &gonnxproto.AttributeProto{Name: a.name, Type: gonnxproto.AttributeProto_STRING,
+				S: []byte([]string{"forward", "reverse", "bidirectional", ""}[v%4])}
+		} else if a.list {
+			ap = &gonnxproto.AttributeProto{Name: a.name, Type: gonnxproto.AttributeProto_INTS}
+			for range v % 6 {
+				e, _ := next(&attrs)
+				ap.Ints = append(ap.Ints, int64(int8(e)))
+			}
+		}
+		node.Attribute = append(node.Attribute, ap)
+	}
+	m := &gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: 13}}, Graph: graph}
+	b, err := proto.Marshal(m)
+	if err != nil {
+		return nil, nil
+	}
+	return b, feeds
+}
+
+// valueInfo declares a tensor of an element type and no shape.
+func valueInfo(name string, elem gonnxproto.TensorProto_DataType) *gonnxproto.ValueInfoProto {
+	return &gonnxproto.ValueInfoProto{Name: name, Type: &gonnxproto.TypeProto{
+		Value: &gonnxproto.TypeProto_TensorType{TensorType: &gonnxproto.TypeProto_Tensor{ElemType: int32(elem)}}}}
+}
