@@ -12,7 +12,6 @@ import (
 	"testing"
 	"unsafe"
 
-
 	"github.com/enclaveai/enclaveai/modelstore"
 )
 
