@@ -85,19 +85,21 @@ func (s *Server) persistErr() error {
 // covers a whole pipeline. If the log cannot be written, every reply from
 // the first write's on is replaced by -MISCONF: those changes are in memory
 // and stay queued for the log, but none is acknowledged (nor is any reply
-// that followed them).
-func (s *Server) CommitClient(c *Client) {
+// that followed them); the error is returned.
+func (s *Server) CommitClient(c *Client) error {
 	if c.logSeq == 0 {
-		return
+		return nil
 	}
 	err := s.aof.Commit(c.logSeq)
 	if err != nil {
+		err = misconf(err)
 		c.W.truncate(c.logMark)
 		for range c.logReplies {
-			s.replyError(c.W, misconf(err))
+			s.replyError(c.W, err)
 		}
 	}
 	c.logSeq, c.logReplies = 0, 0
+	return err
 }
 
 // journal adapts keyspace changes to log records. Its methods run under

@@ -1106,11 +1106,13 @@ func (s *Server) LoadStartupModels() error {
 		}
 		c := s.NewClient("startup", "", nil)
 		c.internal = true
-		s.run(&Ctx{Server: s, C: c, W: c.W}, table["ai.modelstore"], r)
-		s.CommitClient(c)
+		err = s.run(&Ctx{Server: s, C: c, W: c.W}, table["ai.modelstore"], r)
+		if cerr := s.CommitClient(c); err == nil {
+			err = cerr
+		}
 		s.RemoveClient(c)
-		if reply := c.W.Bytes(); len(reply) > 0 && reply[0] == '-' {
-			return fmt.Errorf("loadmodel %s: %s", line[0], strings.TrimSpace(string(reply[1:])))
+		if err != nil {
+			return fmt.Errorf("loadmodel %s: %s", line[0], errorText(err))
 		}
 		s.Log.Info("model loaded at start", "key", line[0], "path", path)
 	}

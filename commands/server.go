@@ -416,8 +416,8 @@ func (s *Server) Dispatch(c *Client, argv [][]byte, owned func(int) bool) {
 		return
 	}
 	start := time.Now()
-	failed := s.run(&Ctx{Server: s, C: c, W: c.W}, spec, r)
-	s.recordRun(c, spec, argv, time.Since(start), failed)
+	err = s.run(&Ctx{Server: s, C: c, W: c.W}, spec, r)
+	s.recordRun(c, spec, argv, time.Since(start), err != nil)
 }
 
 // txControl marks MULTI, EXEC, DISCARD, QUIT, RESET: run at once inside a
@@ -484,7 +484,7 @@ func truncate(b []byte, n int) []byte {
 
 // run executes a parsed command under the lock its flags ask for.
 // run runs a parsed command and reports whether it failed.
-func (s *Server) run(x *Ctx, spec *Spec, r Runner) bool {
+func (s *Server) run(x *Ctx, spec *Spec, r Runner) error {
 	x.C.busy.Store(true)
 	defer x.C.busy.Store(false)
 	var err error
@@ -524,7 +524,7 @@ func (s *Server) run(x *Ctx, spec *Spec, r Runner) bool {
 			x.C.logSeq = now
 		}
 	}
-	return err != nil
+	return err
 }
 
 func (s *Server) replyError(w *Writer, err error) {

@@ -1524,6 +1524,20 @@ class LoadModelTest(unittest.TestCase):
         self.assertEqual(execute(r, "adder", ["a", "a"], ["c"]), b"OK")
         np.testing.assert_array_equal(tget(r, "c"), [4, 6])
 
+    def test_bad_model_stops_start(self):
+        """A loadmodel line whose model fails to store stops the start with
+        the store's own error, not a guess from the reply's first byte."""
+        tmp = tempfile.mkdtemp(prefix="enclaveai-conf-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        bad = os.path.join(tmp, "bad.onnx")
+        with open(bad, "wb") as f:
+            f.write(b"\x08\x07not a model")
+        out = subprocess.run([harness.server_binary(), "--port", str(harness.free_port()), "--dir", tmp,
+                              "--loadmodel", "bad", "ONNX", "CPU", bad], capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertRegex(out.stderr, r'msg=fatal err="loadmodel bad: [^"]*model')
+        self.assertIsNone(harness.CRASH_PATTERNS.search(out.stderr), out.stderr)
+
 
 class ConcurrencyTest(ModelCase):
     """Runs, stores and deletes from many clients at once."""
