@@ -140,7 +140,7 @@ func parseConfig(a Args) (Runner, error) {
 // (models, persistence, enclave), registered at start.
 type InfoSection struct {
 	Name   string
-	Fields func(s *Server) [][2]string
+	Fields func(s *App) [][2]string
 	// NotDefault sections are shown only when asked for by name, or by
 	// "all" or "everything" (as Redis's commandstats).
 	NotDefault bool
@@ -161,7 +161,7 @@ func parseInfo(a Args) (Runner, error) {
 
 // Info renders INFO in Redis's format for the requested sections (all the
 // default ones when none, "all" or "everything").
-func (s *Server) Info(sections []string) string {
+func (s *App) Info(sections []string) string {
 	want := map[string]bool{}
 	all, every := len(sections) == 0, false
 	for _, sec := range sections {

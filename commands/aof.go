@@ -67,7 +67,7 @@ func errCause(err error) string {
 
 // persistErr is why writes are refused now: the log cannot be written, or
 // a save rule's snapshot failed. Nil when writes may go ahead.
-func (s *Server) persistErr() error {
+func (s *App) persistErr() error {
 	if s.aof != nil {
 		if err := s.aof.Err(); err != nil {
 			return misconf(err)
@@ -86,7 +86,7 @@ func (s *Server) persistErr() error {
 // the first write's on is replaced by -MISCONF: those changes are in memory
 // and stay queued for the log, but none is acknowledged (nor is any reply
 // that followed them); the error is returned.
-func (s *Server) CommitClient(c *Client) error {
+func (s *App) CommitClient(c *Client) error {
 	if c.logSeq == 0 {
 		return nil
 	}
@@ -262,7 +262,7 @@ type modelStream struct {
 
 // TapUpload makes a large upload's buffer write its model file as it
 // fills; the front end calls it when it creates the buffer.
-func (s *Server) TapUpload(buf *modelstore.ModelBuffer) {
+func (s *App) TapUpload(buf *modelstore.ModelBuffer) {
 	if s.aof != nil {
 		buf.SetTap(&modelStream{l: s.aof, sha: sha256.New(), done: make(chan struct{})})
 	}
@@ -351,7 +351,7 @@ func parseBgrewriteaof(a Args) (Runner, error) {
 
 // rewriteLog replaces the log by a base holding the keyspace and a fresh
 // incr file. The caller has set aofState.rewriting.
-func (s *Server) rewriteLog() error {
+func (s *App) rewriteLog() error {
 	st := &s.aofState
 	defer st.rewriting.Store(false)
 	start := time.Now()
@@ -368,7 +368,7 @@ func (s *Server) rewriteLog() error {
 	return nil
 }
 
-func (s *Server) rewriteLogNow() error {
+func (s *App) rewriteLogNow() error {
 	cut, err := s.aof.BeginRewrite()
 	if err != nil {
 		s.aof.NoteError(err)
@@ -395,7 +395,7 @@ func retainBlob(v modelstore.Value) {
 
 // aofTick runs from Tick: the everysec fsync, recovery after a write
 // error, and the auto-aof-rewrite rule.
-func (s *Server) aofTick(nowMs int64) {
+func (s *App) aofTick(nowMs int64) {
 	l, st := s.aof, &s.aofState
 	if p, err := persistence.ParseFsyncPolicy(*s.Opts.AppendFsync.Load()); err == nil {
 		l.SetPolicy(p)
@@ -432,7 +432,7 @@ func (s *Server) aofTick(nowMs int64) {
 }
 
 // CloseLog writes, fsyncs and closes the log (at shutdown).
-func (s *Server) CloseLog() {
+func (s *App) CloseLog() {
 	if s.aof != nil {
 		s.Keys.SetJournal(nil)
 		if err := s.aof.Close(); err != nil {
@@ -441,7 +441,7 @@ func (s *Server) CloseLog() {
 	}
 }
 
-func aofInfo(s *Server) [][2]string {
+func aofInfo(s *App) [][2]string {
 	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
 	if s.aof == nil {
 		return [][2]string{{"aof_enabled", "0"}}
@@ -486,7 +486,7 @@ func aofInfo(s *Server) [][2]string {
 // appendonly is on and a log exists, else the snapshot (then, with
 // appendonly on, a new log starts from it). The log then records every
 // change from this point on.
-func (s *Server) LoadData() error {
+func (s *App) LoadData() error {
 	if !s.Opts.AppendOnly {
 		return s.LoadSnapshot()
 	}
@@ -523,7 +523,7 @@ func (s *Server) LoadData() error {
 
 // createLog starts a log whose base is the keyspace (a loaded snapshot or
 // nothing), writing the model files it needs.
-func (s *Server) createLog(l *persistence.Log) error {
+func (s *App) createLog(l *persistence.Log) error {
 	items := s.retainItems()
 	defer s.releaseItems(items)
 	for _, it := range items {
@@ -557,7 +557,7 @@ func (s *Server) createLog(l *persistence.Log) error {
 // replayLog loads the keyspace from the log. A bad log stops the start
 // unless load-bad-snapshot is set: then its directory is moved aside and
 // a new log starts from the snapshot, if any.
-func (s *Server) replayLog(l *persistence.Log, dir string) (*persistence.Log, error) {
+func (s *App) replayLog(l *persistence.Log, dir string) (*persistence.Log, error) {
 	start := time.Now()
 	ld := &logLoader{s: s, l: l, keys: map[string]*logEntry{}}
 	info, err := l.Replay(ld, s.Opts.AOFLoadTruncated)
@@ -606,7 +606,7 @@ type logEntry struct {
 
 // logLoader applies log records to a fresh map of keys.
 type logLoader struct {
-	s    *Server
+	s    *App
 	l    *persistence.Log
 	keys map[string]*logEntry
 }

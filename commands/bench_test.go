@@ -22,9 +22,9 @@ import (
 // docs/BENCHMARKS.md measures end to end.
 var benchBlob = bytes.Repeat([]byte{0, 0, 128, 63}, 784) // 1.0f
 
-func benchServer(b *testing.B) (*commands.Server, *commands.Client) {
+func benchServer(b *testing.B) (*commands.App, *commands.Client) {
 	b.Helper()
-	s := commands.NewServer(config.Default(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s := commands.NewApp(config.Default(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	return s, s.NewClient("127.0.0.1:1", "127.0.0.1:2", nil)
 }
 
@@ -111,7 +111,7 @@ func BenchmarkTensorSetLogged(b *testing.B) {
 			opts := config.Default()
 			opts.Dir = b.TempDir()
 			opts.AppendFsync.Store(&fsync)
-			s := commands.NewServer(opts, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			s := commands.NewApp(opts, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			s.Snapshot.SealKey = bytes.Repeat([]byte{7}, 32)
 			if err := s.LoadData(); err != nil {
 				b.Fatal(err)

@@ -39,13 +39,13 @@ func init() {
 		&Spec{Name: "readwrite", Arity: 1, Flags: Fast | LoadingOK, Group: "cluster",
 			Summary: "Accepted for cluster clients.", Parse: parseClusterFlagCmd},
 	)
-	RegisterInfoSection(InfoSection{Name: "Cluster", Fields: func(s *Server) [][2]string {
+	RegisterInfoSection(InfoSection{Name: "Cluster", Fields: func(s *App) [][2]string {
 		return [][2]string{{"cluster_enabled", yesNoDigit(s.Cluster != nil)}}
 	}})
 }
 
 // redisMode is what HELLO and INFO call the server's mode.
-func (s *Server) redisMode() string {
+func (s *App) redisMode() string {
 	if s.Cluster != nil {
 		return "cluster"
 	}
@@ -107,7 +107,7 @@ func newView(st *cluster.State) *clusterView {
 // StartCluster turns cluster mode on when the configuration asks for it:
 // the node's id, topology and version are read from the state file in
 // dir, or a new id is made and written.
-func (s *Server) StartCluster() error {
+func (s *App) StartCluster() error {
 	if !s.Opts.ClusterEnabled {
 		return nil
 	}

@@ -52,7 +52,7 @@ func parseAttest(a Args) (Runner, error) {
 	}), nil
 }
 
-func enclaveInfo(s *Server) [][2]string {
+func enclaveInfo(s *App) [][2]string {
 	e := &s.Enclave
 	f := [][2]string{{"enclave_mode", e.Mode}, {"seal_key_source", e.SealKeySource}, {"seal_policy", e.SealPolicy},
 		{"tls", yesNo(e.TLSPublicKey != nil)}}

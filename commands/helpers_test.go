@@ -18,7 +18,7 @@ import (
 // harness is a command layer with one client, driven by raw command lines.
 type harness struct {
 	t *testing.T
-	s *Server
+	s *App
 	c *Client
 }
 
@@ -26,7 +26,7 @@ func newHarness(t *testing.T) *harness { return newHarnessOpts(t, config.Default
 
 func newHarnessOpts(t *testing.T, opts *config.Options) *harness {
 	t.Helper()
-	s := NewServer(opts, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s := NewApp(opts, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	return &harness{t: t, s: s, c: s.NewClient("127.0.0.1:50001", "127.0.0.1:6379", nil)}
 }
 

@@ -17,11 +17,11 @@ import (
 // the sub must equal it. Any failure is -WRONGPASS and nothing else: the
 // reason is logged, the token never is. Once the token's exp (plus the
 // leeway) has passed, the connection gets -NOAUTH until it authenticates
-// again (Server.check).
+// again (App.check).
 
 // SetupJWT reads jwt-public-key-file, if set; the front end calls it at
 // start, and a bad file stops the start.
-func (s *Server) SetupJWT() error {
+func (s *App) SetupJWT() error {
 	if s.Opts.JWTPublicKeyFile == "" {
 		return nil
 	}

@@ -16,7 +16,7 @@ import (
 )
 
 // TestLockOrderUnderLoad drives every lock of docs/LOCKS.md at once:
-// writers, readers, transactions (Server.tx's write side), SAVE and
+// writers, readers, transactions (App.tx's write side), SAVE and
 // BGSAVE (Snapshotter.mu), BGREWRITEAOF and the log's group commit
 // (Log.wmu, mu, syncMu), CONFIG SET (Options.mu), CLIENT SETNAME and
 // CLIENT LIST (clientsMu, Client.mu), SLOWLOG, expiry from Tick, and,

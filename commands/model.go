@@ -1088,7 +1088,7 @@ func parseAIConfig(a Args) (Runner, error) {
 // LoadStartupModels stores the models named by `loadmodel` directives:
 // `loadmodel key ONNX CPU /path/model.onnx [TAG t] [BATCHSIZE n ...]`.
 // The path is the operator's, so it is not confined to model-dir.
-func (s *Server) LoadStartupModels() error {
+func (s *App) LoadStartupModels() error {
 	for _, line := range s.Opts.LoadModels {
 		path := line[3]
 		argv := [][]byte{[]byte("ai.modelstore"), []byte(line[0]), []byte(line[1]), []byte(line[2])}
@@ -1106,7 +1106,7 @@ func (s *Server) LoadStartupModels() error {
 		}
 		c := s.NewClient("startup", "", nil)
 		c.internal = true
-		err = s.run(&Ctx{Server: s, C: c, W: c.W}, table["ai.modelstore"], r)
+		err = s.run(&Ctx{App: s, C: c, W: c.W}, table["ai.modelstore"], r)
 		if cerr := s.CommitClient(c); err == nil {
 			err = cerr
 		}

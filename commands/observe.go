@@ -39,7 +39,7 @@ type cmdStats struct {
 }
 
 // recordRun counts a command that ran, and logs it if it was slow.
-func (s *Server) recordRun(c *Client, spec *Spec, argv [][]byte, d time.Duration, failed bool) {
+func (s *App) recordRun(c *Client, spec *Spec, argv [][]byte, d time.Duration, failed bool) {
 	us := d.Microseconds()
 	spec.stats.calls.Add(1)
 	spec.stats.usec.Add(us)
@@ -54,7 +54,7 @@ func (s *Server) recordRun(c *Client, spec *Spec, argv [][]byte, d time.Duration
 	}
 }
 
-func commandStats(*Server) [][2]string {
+func commandStats(*App) [][2]string {
 	var out [][2]string
 	for _, spec := range table.Sorted() {
 		st := &spec.stats
@@ -74,7 +74,7 @@ func commandStats(*Server) [][2]string {
 
 // aiInfo aggregates the models' AI.INFO counters, then one line per model
 // (the first maxInfoModels by key).
-func aiInfo(s *Server) [][2]string {
+func aiInfo(s *App) [][2]string {
 	type row struct {
 		key string
 		m   *modelstore.Model
@@ -297,7 +297,7 @@ type monitorSet struct {
 
 // feedMonitors writes a command to the monitors, if any (one atomic load
 // otherwise).
-func (s *Server) feedMonitors(c *Client, argv [][]byte) {
+func (s *App) feedMonitors(c *Client, argv [][]byte) {
 	if s.mon.n.Load() == 0 {
 		return
 	}
@@ -321,7 +321,7 @@ func (s *Server) feedMonitors(c *Client, argv [][]byte) {
 }
 
 // stopMonitor ends a client's MONITOR mode (it disconnected).
-func (s *Server) stopMonitor(c *Client) {
+func (s *App) stopMonitor(c *Client) {
 	s.mon.mu.Lock()
 	defer s.mon.mu.Unlock()
 	if ch, ok := s.mon.subs[c]; ok {
@@ -355,7 +355,7 @@ func parseMonitor(a Args) (Runner, error) {
 				}
 			}
 		}()
-		s := x.Server
+		s := x.App
 		s.mon.mu.Lock()
 		if s.mon.subs == nil {
 			s.mon.subs = map[*Client]chan []byte{}
@@ -387,7 +387,7 @@ func parseLatency(a Args) (Runner, error) {
 		return nil, errorf("ERR unknown subcommand or wrong number of arguments for '%s'. Try LATENCY HELP.", truncate(a.V[1], 128))
 	}
 	return RunFunc(func(x *Ctx) error {
-		e := &x.Server.latency
+		e := &x.App.latency
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		if sub == "RESET" {

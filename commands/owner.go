@@ -48,9 +48,9 @@ func (x *Ctx) stamp() string {
 
 // allow is the check of this client's access to values in the keyspace:
 // nil without users.
-func (x *Ctx) allow() modelstore.Allow { return x.Server.allowFor(x.C) }
+func (x *Ctx) allow() modelstore.Allow { return x.App.allowFor(x.C) }
 
-func (s *Server) allowFor(c *Client) modelstore.Allow {
+func (s *App) allowFor(c *Client) modelstore.Allow {
 	if !s.Opts.UsersEnabled() {
 		return nil
 	}

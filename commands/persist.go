@@ -28,7 +28,7 @@ func init() {
 		p(&Spec{Name: "lastsave", Arity: 1, Flags: Fast | LoadingOK,
 			Summary: "Returns the unix time of the last successful snapshot.", Parse: parseLastsave}),
 	)
-	RegisterInfoSection(InfoSection{Name: "Persistence", Fields: func(s *Server) [][2]string {
+	RegisterInfoSection(InfoSection{Name: "Persistence", Fields: func(s *App) [][2]string {
 		return append(persistenceInfo(s), aofInfo(s)...)
 	}})
 }
@@ -61,7 +61,7 @@ func (sn *Snapshotter) lastErr() string {
 var ErrSaveInProgress = Reply("ERR Background save already in progress")
 
 // Path is the snapshot's file path.
-func (s *Server) snapshotPath() string { return filepath.Join(s.Opts.Dir, s.Opts.DBFilename) }
+func (s *App) snapshotPath() string { return filepath.Join(s.Opts.Dir, s.Opts.DBFilename) }
 
 // snapshotSource adapts keyspace items to persistence.Source.
 type snapshotSource []modelstore.Item
@@ -103,7 +103,7 @@ func (src snapshotSource) Models(yield func(persistence.ModelRecord, []byte) err
 // Save writes the snapshot now. The blobs it streams stay referenced by
 // the items until it returns, so a model deleted meanwhile is still saved
 // as it was at the snapshot instant.
-func (s *Server) Save() error {
+func (s *App) Save() error {
 	sn := &s.Snapshot
 	if len(sn.SealKey) == 0 {
 		return errors.New("no seal key: snapshots are disabled")
@@ -138,7 +138,7 @@ func (s *Server) Save() error {
 // taken under the keyspace lock: taken after it, a DEL or an overwrite
 // could drop a blob's last reference in between, and the save would then
 // revive and read a blob already released.
-func (s *Server) retainItems() []modelstore.Item {
+func (s *App) retainItems() []modelstore.Item {
 	return s.Keys.ItemsRetained(func(v modelstore.Value) {
 		if m, ok := v.(*modelstore.Model); ok {
 			m.Blob.Retain()
@@ -146,7 +146,7 @@ func (s *Server) retainItems() []modelstore.Item {
 	})
 }
 
-func (s *Server) releaseItems(items []modelstore.Item) {
+func (s *App) releaseItems(items []modelstore.Item) {
 	for _, it := range items {
 		if m, ok := it.Value.(*modelstore.Model); ok {
 			m.Blob.Release()
@@ -155,7 +155,7 @@ func (s *Server) releaseItems(items []modelstore.Item) {
 }
 
 // BackgroundSave starts a save in a goroutine.
-func (s *Server) BackgroundSave() error {
+func (s *App) BackgroundSave() error {
 	if s.Snapshot.inProgress.Load() {
 		return ErrSaveInProgress
 	}
@@ -198,7 +198,7 @@ func parseLastsave(a Args) (Runner, error) {
 }
 
 // saveRulesDue reports whether a `save` rule asks for a snapshot now.
-func (s *Server) saveRulesDue(now int64) bool {
+func (s *App) saveRulesDue(now int64) bool {
 	rules, err := config.ParseSaveRules(*s.Opts.Save.Load())
 	if err != nil || len(rules) == 0 || len(s.Snapshot.SealKey) == 0 {
 		return false
@@ -216,7 +216,7 @@ func (s *Server) saveRulesDue(now int64) bool {
 	return false
 }
 
-func persistenceInfo(s *Server) [][2]string {
+func persistenceInfo(s *App) [][2]string {
 	sn := &s.Snapshot
 	status := "ok"
 	if !sn.lastStatus.Load() {
@@ -239,7 +239,7 @@ func persistenceInfo(s *Server) [][2]string {
 // compiled as they arrive. Nothing is swapped in unless the whole file
 // verifies.
 type snapshotLoader struct {
-	s     *Server
+	s     *App
 	items []modelstore.Item
 	log   func(done, total int64)
 }
@@ -265,7 +265,7 @@ func (l *snapshotLoader) Model(r persistence.ModelRecord, blob []byte) error {
 
 // modelFromRecord compiles a model loaded from disk. The loader verified
 // the blob's digest (r.BlobSHA256): the blob takes it as is.
-func (s *Server) modelFromRecord(r persistence.ModelRecord, blob []byte) (*modelstore.Model, error) {
+func (s *App) modelFromRecord(r persistence.ModelRecord, blob []byte) (*modelstore.Model, error) {
 	opts := modelstore.SessionOptions{Optimize: r.Optimize,
 		IntraOpThreads: int(s.AI.IntraOpParallelism.Load()), InterOpThreads: int(s.AI.InterOpParallelism.Load())}
 	b, err := s.Models.AcquireVerified(blob, *r.BlobSHA256, modelstore.Origin{Owner: r.Owner, Key: r.Key}, opts)
@@ -281,7 +281,7 @@ func (l *snapshotLoader) Progress(done, total int64) { l.log(done, total) }
 
 // SaveRulesConfigured reports whether `save` rules exist; SHUTDOWN and
 // SIGTERM then save by default, as Redis does.
-func (s *Server) SaveRulesConfigured() bool {
+func (s *App) SaveRulesConfigured() bool {
 	rules, err := config.ParseSaveRules(*s.Opts.Save.Load())
 	return err == nil && len(rules) > 0 && len(s.Snapshot.SealKey) > 0
 }
@@ -290,7 +290,7 @@ func (s *Server) SaveRulesConfigured() bool {
 // the start with an error naming the file and the reason, unless
 // load-bad-snapshot is set: then the file is moved aside (never
 // overwritten) and the server starts empty.
-func (s *Server) LoadSnapshot() error {
+func (s *App) LoadSnapshot() error {
 	// As in Redis, the data a server starts with counts as saved at start:
 	// LASTSAVE and rdb_last_save_time are never 0.
 	s.Snapshot.lastSave.CompareAndSwap(0, s.started.Unix())

@@ -33,7 +33,7 @@ var (
 )
 
 // mayChangeModels is allow-modelstore, for uploads and deletes.
-func (s *Server) mayChangeModels(c *Client) error {
+func (s *App) mayChangeModels(c *Client) error {
 	if !c.internal && !s.Opts.AllowModelstore.Load() {
 		return errModelstoreOff
 	}
@@ -60,7 +60,7 @@ func (x *Ctx) allowChange() modelstore.Allow {
 }
 
 // mayUpload is the upload policy for client c, key and size excepted.
-func (s *Server) mayUpload(c *Client) error {
+func (s *App) mayUpload(c *Client) error {
 	if err := s.mayChangeModels(c); err != nil {
 		return err
 	}
@@ -72,7 +72,7 @@ func (s *Server) mayUpload(c *Client) error {
 
 // uploadBudget is how many bytes an upload onto key may have under
 // max-model-bytes-per-user: math.MaxInt64 without the limit.
-func (s *Server) uploadBudget(c *Client, key string) int64 {
+func (s *App) uploadBudget(c *Client, key string) int64 {
 	limit := s.Opts.MaxModelBytesPerUser.Load()
 	if limit <= 0 || c.internal {
 		return math.MaxInt64
@@ -96,7 +96,7 @@ func (s *Server) uploadBudget(c *Client, key string) int64 {
 // model at the key (the store checks again when it runs), and the bytes
 // the whole upload may total under max-model-bytes-per-user, which the
 // front end checks as each chunk's length arrives.
-func (s *Server) CheckUploadStart(c *Client, key []byte) (budget int64, err error) {
+func (s *App) CheckUploadStart(c *Client, key []byte) (budget int64, err error) {
 	if err := s.mayUpload(c); err != nil {
 		return 0, err
 	}

@@ -27,7 +27,7 @@ const MaxReceiptNonce = 1024
 var errReceiptNonce = Reply("ERR RECEIPT takes a nonce of 1 to 1024 bytes")
 
 // ReceiptPublicKey is the DER public key receipts are signed with.
-func (s *Server) ReceiptPublicKey() []byte { return s.receipts.PublicKeyDER() }
+func (s *App) ReceiptPublicKey() []byte { return s.receipts.PublicKeyDER() }
 
 // parseReceiptNonce parses RECEIPT's nonce.
 func parseReceiptNonce(a *Args) ([]byte, error) {

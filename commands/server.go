@@ -24,10 +24,11 @@ const (
 	RedisVersion = "7.2.0"
 )
 
-// Server is the state every command sees: options, keyspace, clients and
-// statistics. The network front end (package server) owns the sockets and
+// App is the application core: the state every command sees (options,
+// keyspace, model registry, clients, statistics, the log and snapshots).
+// The network front end (package server, whose Server owns the sockets)
 // calls Dispatch for each command.
-type Server struct {
+type App struct {
 	Opts   *config.Options
 	Keys   *modelstore.Keyspace
 	Models *modelstore.Registry // model blobs and sessions, shared by keys
@@ -86,9 +87,9 @@ type Stats struct {
 	NetInput, NetOutput                                  atomic.Int64
 }
 
-// NewServer builds the command layer over a fresh keyspace.
-func NewServer(opts *config.Options, log *slog.Logger) *Server {
-	s := &Server{Opts: opts, Log: log, clients: make(map[int64]*Client), started: time.Now()}
+// NewApp builds the command layer over a fresh keyspace.
+func NewApp(opts *config.Options, log *slog.Logger) *App {
+	s := &App{Opts: opts, Log: log, clients: make(map[int64]*Client), started: time.Now()}
 	s.Models = modelstore.NewRegistry(nil)
 	rs, err := receipt.NewSigner()
 	if err != nil {
@@ -113,7 +114,7 @@ func NewServer(opts *config.Options, log *slog.Logger) *Server {
 
 // Release lets go of values removed from the keyspace: a model value drops
 // its reference to the shared ONNX Runtime session.
-func (s *Server) Release(vs []modelstore.Value) {
+func (s *App) Release(vs []modelstore.Value) {
 	for _, v := range vs {
 		if r, ok := v.(interface{ Release() }); ok {
 			r.Release()
@@ -122,14 +123,14 @@ func (s *Server) Release(vs []modelstore.Value) {
 }
 
 // Stats returns the server's counters.
-func (s *Server) Stats() *Stats { return &s.stats }
+func (s *App) Stats() *Stats { return &s.stats }
 
 // SetLoading marks the server as loading a snapshot (-LOADING replies).
-func (s *Server) SetLoading(on bool) { s.loading.Store(on) }
+func (s *App) SetLoading(on bool) { s.loading.Store(on) }
 
 // Tick runs periodic work: the cached clock, expiry of keys and idle
 // clients. The front end calls it about every 100 ms.
-func (s *Server) Tick() {
+func (s *App) Tick() {
 	now := time.Now()
 	s.clock.Store(now.UnixMilli())
 	if expired := s.Keys.SweepExpired(); len(expired) > 0 {
@@ -221,7 +222,7 @@ func (q queue) release() {
 }
 
 // NewClient registers a connection. closer is closed by CLIENT KILL.
-func (s *Server) NewClient(addr, laddr string, closer io.Closer) *Client {
+func (s *App) NewClient(addr, laddr string, closer io.Closer) *Client {
 	c := &Client{ID: s.nextID.Add(1), Addr: addr, LAddr: laddr, W: NewWriter(),
 		created: time.Now(), closer: closer}
 	c.authed = *s.Opts.Requirepass.Load() == ""
@@ -236,7 +237,7 @@ func (s *Server) NewClient(addr, laddr string, closer io.Closer) *Client {
 }
 
 // RemoveClient unregisters a closed connection.
-func (s *Server) RemoveClient(c *Client) {
+func (s *App) RemoveClient(c *Client) {
 	c.endMulti().release()
 	s.stopMonitor(c)
 	s.clientsMu.Lock()
@@ -245,7 +246,7 @@ func (s *Server) RemoveClient(c *Client) {
 }
 
 // ClientList returns the connected clients in id order.
-func (s *Server) ClientList() []*Client {
+func (s *App) ClientList() []*Client {
 	s.clientsMu.Lock()
 	out := make([]*Client, 0, len(s.clients))
 	for _, c := range s.clients {
@@ -257,7 +258,7 @@ func (s *Server) ClientList() []*Client {
 }
 
 // NumClients is the number of connected clients.
-func (s *Server) NumClients() int {
+func (s *App) NumClients() int {
 	s.clientsMu.Lock()
 	defer s.clientsMu.Unlock()
 	return len(s.clients)
@@ -312,10 +313,10 @@ func (c *Client) CloseAfterReply() bool { return c.closeAfter }
 
 // Ctx is what a Runner sees: the server and the calling client.
 type Ctx struct {
-	*Server
+	*App
 	C *Client
 	W *Writer
-	// locked is true when the command already runs under Server.tx.
+	// locked is true when the command already runs under App.tx.
 	locked bool
 }
 
@@ -344,7 +345,7 @@ const (
 )
 
 // PreLimits bound a command before its name is read.
-func (s *Server) PreLimits(c *Client) Limits {
+func (s *App) PreLimits(c *Client) Limits {
 	if !c.Authed() {
 		return Limits{MaxArgs: unauthMaxArgs, MaxBulk: unauthMaxBulk, MaxQuery: unauthMaxArgs * unauthMaxBulk, Unauth: true}
 	}
@@ -356,14 +357,14 @@ func (s *Server) PreLimits(c *Client) Limits {
 // bounded by client-query-buffer-limit but by CheckUploadSize and
 // ReserveUpload, which the front end asks as each chunk's length arrives;
 // the rest of it is.
-func (s *Server) CommandLimits(c *Client, spec *Spec) Limits {
+func (s *App) CommandLimits(c *Client, spec *Spec) Limits {
 	return s.PreLimits(c)
 }
 
 // Dispatch runs one command and appends its reply to c.W. It enforces, in
 // Redis's order: known command, arity, authentication, MULTI queueing,
 // loading, maxmemory, then parse and run under the right lock.
-func (s *Server) Dispatch(c *Client, argv [][]byte, owned func(int) bool) {
+func (s *App) Dispatch(c *Client, argv [][]byte, owned func(int) bool) {
 	s.stats.Commands.Add(1)
 	if c.logSeq != 0 {
 		c.logReplies++ // this command's reply follows an uncommitted write's
@@ -416,7 +417,7 @@ func (s *Server) Dispatch(c *Client, argv [][]byte, owned func(int) bool) {
 		return
 	}
 	start := time.Now()
-	err = s.run(&Ctx{Server: s, C: c, W: c.W}, spec, r)
+	err = s.run(&Ctx{App: s, C: c, W: c.W}, spec, r)
 	s.recordRun(c, spec, argv, time.Since(start), err != nil)
 }
 
@@ -424,7 +425,7 @@ func (s *Server) Dispatch(c *Client, argv [][]byte, owned func(int) bool) {
 // transaction instead of being queued.
 const txControl = Flag(1 << 31)
 
-func (s *Server) check(c *Client, spec *Spec, argv [][]byte, now int64) error {
+func (s *App) check(c *Client, spec *Spec, argv [][]byte, now int64) error {
 	if spec == nil {
 		// Redis's text: the arguments quoted until 128 bytes of them are
 		// shown, each cut to what is left of the 128.
@@ -484,7 +485,7 @@ func truncate(b []byte, n int) []byte {
 
 // run executes a parsed command under the lock its flags ask for.
 // run runs a parsed command and reports whether it failed.
-func (s *Server) run(x *Ctx, spec *Spec, r Runner) error {
+func (s *App) run(x *Ctx, spec *Spec, r Runner) error {
 	x.C.busy.Store(true)
 	defer x.C.busy.Store(false)
 	var err error
@@ -527,13 +528,13 @@ func (s *Server) run(x *Ctx, spec *Spec, r Runner) error {
 	return err
 }
 
-func (s *Server) replyError(w *Writer, err error) {
+func (s *App) replyError(w *Writer, err error) {
 	s.stats.Errors.Add(1)
 	w.Error(errorText(err))
 }
 
 // clientInfo formats one CLIENT LIST line.
-func (s *Server) clientInfo(c *Client) string {
+func (s *App) clientInfo(c *Client) string {
 	c.mu.Lock()
 	name, lib, ver, user := c.name, c.libName, c.libVer, c.user
 	c.mu.Unlock()
@@ -554,7 +555,7 @@ func (s *Server) clientInfo(c *Client) string {
 }
 
 // UsedMemory is the memory accounted to keys, values and model blobs.
-func (s *Server) UsedMemory() int64 { return s.Keys.Used() + s.Models.Bytes() }
+func (s *App) UsedMemory() int64 { return s.Keys.Used() + s.Models.Bytes() }
 
 // ReplyError answers c with err's RESP error text.
-func (s *Server) ReplyError(c *Client, err error) { s.replyError(c.W, err) }
+func (s *App) ReplyError(c *Client, err error) { s.replyError(c.W, err) }

@@ -6,7 +6,7 @@
 // Concurrency rules:
 //   - Each connection runs its commands one at a time in its own goroutine;
 //     a slow command (inference) blocks only its own connection.
-//   - Server.tx is the transaction lock: every command runs under its read
+//   - App.tx is the transaction lock: every command runs under its read
 //     side, EXEC under its write side, so a transaction is atomic. Commands
 //     flagged NoTxLock (model runs, uploads) take it only around their short
 //     keyspace updates, never around inference or compilation.

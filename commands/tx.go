@@ -50,7 +50,7 @@ func parseExec(a Args) (Runner, error) {
 		x.tx.Lock()
 		defer x.tx.Unlock()
 		x.W.Array(len(q))
-		inner := &Ctx{Server: x.Server, C: c, W: x.W, locked: true}
+		inner := &Ctx{App: x.App, C: c, W: x.W, locked: true}
 		for _, cmd := range q {
 			err := cmd.err
 			if err == nil {

@@ -32,7 +32,7 @@ func modelPayloadArg(prev [][]byte, i int) bool {
 
 // CheckUploadSize refuses an upload whose chunks total more than
 // max-model-size, as soon as the chunk that passes it announces its length.
-func (s *Server) CheckUploadSize(total int64) error {
+func (s *App) CheckUploadSize(total int64) error {
 	if total > s.Opts.MaxModelSize.Load() {
 		return errModelTooBig
 	}
@@ -47,7 +47,7 @@ func (s *Server) CheckUploadSize(total int64) error {
 // Unlike the check a small model gets once parsed, this one cannot know
 // that the upload will turn out to duplicate a model already held (which
 // adds no memory): a large one needs the room while it arrives.
-func (s *Server) ReserveUpload(n int64) error {
+func (s *App) ReserveUpload(n int64) error {
 	if err := s.Keys.CheckMemory(s.uploading.Load() + n); err != nil {
 		return err
 	}
@@ -56,12 +56,12 @@ func (s *Server) ReserveUpload(n int64) error {
 }
 
 // ReleaseUpload ends the accounting of n bytes reserved by ReserveUpload.
-func (s *Server) ReleaseUpload(n int64) { s.uploading.Add(-n) }
+func (s *App) ReleaseUpload(n int64) { s.uploading.Add(-n) }
 
 // DispatchUpload is Dispatch for a command whose payload the front end read
 // into up (nil if none). The front end keeps its reference to up and drops
 // it after the call: a command that keeps the model takes its own.
-func (s *Server) DispatchUpload(c *Client, argv [][]byte, owned func(int) bool, up *modelstore.ModelBuffer) {
+func (s *App) DispatchUpload(c *Client, argv [][]byte, owned func(int) bool, up *modelstore.ModelBuffer) {
 	c.upload = up
 	defer func() { c.upload = nil }()
 	s.Dispatch(c, argv, owned)

@@ -60,8 +60,8 @@ func TestModelPayloadArg(t *testing.T) {
 	}
 }
 
-func testServer(t *testing.T) (*Server, *Client) {
-	s := NewServer(config.Default(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+func testServer(t *testing.T) (*App, *Client) {
+	s := NewApp(config.Default(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	return s, s.NewClient("test", "", nil)
 }
 
@@ -78,7 +78,7 @@ func TestModelBytesFromUpload(t *testing.T) {
 	dst, _ := buf.Extend(6)
 	copy(dst, "abcdef")
 	buf.Filled(6)
-	x := &Ctx{Server: s, C: c, W: c.W}
+	x := &Ctx{App: s, C: c, W: c.W}
 
 	held := &modelStoreCmd{chunks: [][]byte{dst[:2], dst[2:]}, upload: buf}
 	data, got, err := held.modelBytes(x)

@@ -37,7 +37,7 @@ func (s *Server) startEngine() error {
 		s.log.Info("ONNX Runtime loaded in the server process (engine-isolation off)",
 			"library", lib, "version", modelstore.RuntimeVersion())
 		commands.RegisterInfoSection(commands.InfoSection{Name: "Engine",
-			Fields: func(*commands.Server) [][2]string {
+			Fields: func(*commands.App) [][2]string {
 				return [][2]string{{"engine", modelstore.InProcess{}.Name()}, {"engine_isolation", "off"}}
 			}})
 		return nil
@@ -59,7 +59,7 @@ func (s *Server) startEngine() error {
 	s.Cmds.Models.SetEngine(pool)
 	s.closeEngine = pool.Close
 	commands.RegisterInfoSection(commands.InfoSection{Name: "Engine",
-		Fields: func(*commands.Server) [][2]string { return pool.Info() }})
+		Fields: func(*commands.App) [][2]string { return pool.Info() }})
 	s.log.Info("ONNX Runtime runs in engine worker processes", "library", lib, "isolation", o.EngineIsolation,
 		"workers_per_group", workers, "worker_memory", EngineWorkerMemory(o.EngineWorkerMemory))
 	return nil

@@ -33,7 +33,7 @@ const directMin = 1 << 20
 // (take), and is freed if the command never gets there (drop): a refused
 // chunk, a protocol error, a disconnect mid-upload.
 type ingest struct {
-	cmds   *commands.Server
+	cmds   *commands.App
 	client *commands.Client
 	spec   *commands.Spec
 

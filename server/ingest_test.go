@@ -15,7 +15,7 @@ import (
 // ingestFixture reads commands as a connection does: the command layer's
 // limits with the ingest attached.
 type ingestFixture struct {
-	cmds *commands.Server
+	cmds *commands.App
 	c    *commands.Client
 	up   *ingest
 	rd   *Reader
@@ -26,7 +26,7 @@ func newIngestFixture(t *testing.T, in string, opts func(*config.Options)) *inge
 	if opts != nil {
 		opts(o)
 	}
-	cmds := commands.NewServer(o, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	cmds := commands.NewApp(o, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	f := &ingestFixture{cmds: cmds, rd: NewReader(strings.NewReader(in))}
 	f.c = cmds.NewClient("test", "", nil)
 	f.up = &ingest{cmds: cmds, client: f.c}

@@ -36,7 +36,7 @@ import (
 
 // Server listens for clients and serves them.
 type Server struct {
-	Cmds *commands.Server
+	Cmds *commands.App
 	opts *config.Options
 	log  *slog.Logger
 
@@ -52,7 +52,7 @@ type Server struct {
 // New creates a server over a fresh command layer.
 func New(opts *config.Options, log *slog.Logger) *Server {
 	s := &Server{opts: opts, log: log, done: make(chan struct{})}
-	s.Cmds = commands.NewServer(opts, log)
+	s.Cmds = commands.NewApp(opts, log)
 	return s
 }
 
