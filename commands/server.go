@@ -332,10 +332,15 @@ func (x *Ctx) Update(f func() error) error {
 	return f()
 }
 
-// Limits the front end applies while reading a command, before allocating.
+// Limits the front end applies while reading a command, before allocating
+// (server.Limits adds how the front end reads a model's chunks).
 type Limits struct {
-	MaxArgs, MaxBulk, MaxQuery int64
-	Unauth                     bool // the client has not authenticated
+	MaxArgs  int64 // multibulk length
+	MaxBulk  int64 // one argument (proto-max-bulk-len)
+	MaxQuery int64 // all arguments of one command (client-query-buffer-limit)
+	// Unauth marks the limits of a client that has not authenticated:
+	// refusals then say so, in Redis's words.
+	Unauth bool
 }
 
 // Redis's limits for clients that have not authenticated (CVE-2021-32675).

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/enclaveai/enclaveai/commands"
 	"github.com/enclaveai/enclaveai/server"
 )
 
@@ -33,7 +34,7 @@ func BenchmarkReader(b *testing.B) {
 	cmd.WriteString("*6\r\n$12\r\nAI.TENSORSET\r\n$1\r\nt\r\n$5\r\nFLOAT\r\n$3\r\n784\r\n$4\r\nBLOB\r\n$3136\r\n")
 	cmd.Write(blob)
 	cmd.WriteString("\r\n")
-	lim := server.Limits{MaxArgs: 1 << 20, MaxBulk: 512 << 20, MaxQuery: 1 << 30}
+	lim := server.Limits{Limits: commands.Limits{MaxArgs: 1 << 20, MaxBulk: 512 << 20, MaxQuery: 1 << 30}}
 	classify := func([]byte) server.Limits { return lim }
 	rd := server.NewReader(&repeatReader{data: cmd.Bytes()})
 	b.SetBytes(int64(cmd.Len()))

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/enclaveai/enclaveai/commands"
 	"github.com/enclaveai/enclaveai/config"
 )
 
@@ -15,14 +16,12 @@ import (
 // checked against each RESP length header before the bytes it announces
 // are read, so a refused command costs no memory.
 type Limits struct {
-	MaxArgs  int64 // multibulk length
-	MaxBulk  int64 // one argument (proto-max-bulk-len)
-	MaxQuery int64 // all arguments of one command (client-query-buffer-limit)
+	// The command layer's bounds: MaxArgs (multibulk length), MaxBulk (one
+	// argument, proto-max-bulk-len), MaxQuery (all arguments of one
+	// command, client-query-buffer-limit), Unauth.
+	commands.Limits
 	// MaxSkip bounds what is read and dropped of a command a Sink refused.
 	MaxSkip int64
-	// Unauth marks the limits of a client that has not authenticated:
-	// refusals then say so, in Redis's words.
-	Unauth bool
 	// Sink, when set, is asked for the destination of each argument after
 	// the name, once its length is known and before its bytes are read: the
 	// reader fills the slice it returns directly from the socket (no

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"testing/iotest"
 
+	"github.com/enclaveai/enclaveai/commands"
 	"github.com/enclaveai/enclaveai/config"
 )
 
@@ -23,7 +24,7 @@ func here() string {
 }
 
 // open is generous enough never to refuse the commands in the tables.
-var open = Limits{MaxArgs: 1 << 20, MaxBulk: 1 << 30, MaxQuery: 1 << 32}
+var open = Limits{Limits: commands.Limits{MaxArgs: 1 << 20, MaxBulk: 1 << 30, MaxQuery: 1 << 32}}
 
 // transcript reads commands until an error and renders what came out:
 // commands as their %q-quoted arguments, separated by " | ", then the
@@ -187,10 +188,10 @@ func (h *headerOnly) Read(p []byte) (int, error) {
 }
 
 func TestLimitsRefuseOnHeader(t *testing.T) {
-	small := Limits{MaxArgs: 4, MaxBulk: 100, MaxQuery: 150}
+	small := Limits{Limits: commands.Limits{MaxArgs: 4, MaxBulk: 100, MaxQuery: 150}}
 	narrow := func(name []byte) Limits {
 		if string(name) == "NARROW" {
-			return Limits{MaxArgs: 2, MaxBulk: 10, MaxQuery: 20}
+			return Limits{Limits: commands.Limits{MaxArgs: 2, MaxBulk: 10, MaxQuery: 20}}
 		}
 		return small
 	}
@@ -232,7 +233,7 @@ func TestLimitsRefuseOnHeader(t *testing.T) {
 // A refused multi-gigabyte header costs no allocation of its size.
 func TestLimitsRefuseWithoutAllocating(t *testing.T) {
 	in := []byte("*2\r\n$4\r\nECHO\r\n$4294967296\r\n")
-	lim := Limits{MaxArgs: 10, MaxBulk: 512 << 20, MaxQuery: 1 << 30}
+	lim := Limits{Limits: commands.Limits{MaxArgs: 10, MaxBulk: 512 << 20, MaxQuery: 1 << 30}}
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -390,7 +391,7 @@ func TestSinkRefusalSkipsCommand(t *testing.T) {
 // MaxSkip bytes of it are skipped: beyond, the refusal closes the
 // connection at once.
 func TestSinkRefusalStillChecksHeaders(t *testing.T) {
-	lim := Limits{MaxArgs: 10, MaxBulk: 100, MaxQuery: 1000, MaxSkip: 100}
+	lim := Limits{Limits: commands.Limits{MaxArgs: 10, MaxBulk: 100, MaxQuery: 1000}, MaxSkip: 100}
 	lim.Sink = func(SinkArg) ([]byte, error) { return nil, errTooManyModels }
 	for in, want := range map[string]string{
 		"*3\r\n$6\r\nUPLOAD\r\n$1\r\nk\r\n$-2\r\n":  `-Protocol error: invalid bulk length`,
@@ -468,12 +469,12 @@ func FuzzReader(f *testing.F) {
 	for _, s := range seeds {
 		f.Add([]byte(s))
 	}
-	pre := Limits{MaxArgs: 8, MaxBulk: 64, MaxQuery: 200}
+	pre := Limits{Limits: commands.Limits{MaxArgs: 8, MaxBulk: 64, MaxQuery: 200}}
 	refuse := errors.New("refused")
 	classify := func(name []byte) Limits {
 		switch string(name) {
 		case "NARROW":
-			return Limits{MaxArgs: 2, MaxBulk: 4, MaxQuery: 6}
+			return Limits{Limits: commands.Limits{MaxArgs: 2, MaxBulk: 4, MaxQuery: 6}}
 		case "REFUSE":
 			l := pre
 			l.Sink = func(a SinkArg) ([]byte, error) {

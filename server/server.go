@@ -288,9 +288,7 @@ func (s *Server) linger(conn net.Conn, c *commands.Client) {
 	io.CopyN(io.Discard, conn, lingerMax)
 }
 
-func toLimits(l commands.Limits) Limits {
-	return Limits{MaxArgs: l.MaxArgs, MaxBulk: l.MaxBulk, MaxQuery: l.MaxQuery, Unauth: l.Unauth}
-}
+func toLimits(l commands.Limits) Limits { return Limits{Limits: l} }
 
 // Start loads ONNX Runtime and the startup models, binds the configured
 // address and serves in the background.
