@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/enclaveai/enclaveai/commands"
 	"github.com/enclaveai/enclaveai/server"
 	"github.com/tidwall/redcon"
 )
@@ -108,7 +109,7 @@ func measure(mode string, chunk int64, chunks int) error {
 		// What the server's upload Sink does: one buffer for the whole
 		// model, filled from the socket chunk after chunk.
 		model := make([]byte, 0, chunk*int64(chunks))
-		lim := server.Limits{MaxArgs: 1 << 20, MaxBulk: 512 << 20, MaxQuery: 1 << 30,
+		lim := server.Limits{Limits: commands.Limits{MaxArgs: 1 << 20, MaxBulk: 512 << 20, MaxQuery: 1 << 30},
 			Sink: func(a server.SinkArg) ([]byte, error) {
 				if a.Index < 5 {
 					return nil, nil
