@@ -50,9 +50,12 @@ func (Engine) Group(string) string { return "" }
 func getOperator(opType string) (ops.Operator, error) {
 	var op ops.Operator
 	var err error
-	if f, ok := extraOps[opType]; ok {
+	switch f, ok := extraOps[opType]; {
+	case ok:
 		op, err = f()
-	} else {
+	case mlOps[opType]:
+		return nil, fmt.Errorf("%s is an ai.onnx.ml operator", opType)
+	default:
 		op, err = opset13.GetOperator(opType)
 	}
 	if err != nil {
@@ -61,13 +64,34 @@ func getOperator(opType string) (ops.Operator, error) {
 	return guarded{op}, nil
 }
 
-// guarded checks an operator's inputs before it runs. gorgonia indexes
+// mlOps are operators of the ai.onnx.ml domain that gonnx serves under the
+// default domain, where ONNX has no such operator. They are refused: in a
+// node of the ai.onnx.ml domain checkModel refuses every operator anyway,
+// and gonnx's LinearRegressor dereferences a nil tensor and divides by zero
+// on a node without attributes (FuzzGoEngineOps), both fatal in an enclave.
+var mlOps = map[string]bool{"LinearRegressor": true, "Scaler": true}
+
+// guarded checks an operator's inputs before it runs: required inputs are
+// there, and none is empty. gorgonia indexes
 // tensors by their shapes, in goroutines of its own for some operators
 // (Softmax), where a panic cannot be recovered and ends the process: an
 // empty tensor (a zero dimension) reaching Softmax did that
 // (FuzzGoEngineOps). The engine refuses empty tensors as any operator's
 // input, those of the graph, its initializers and what an operator made.
 type guarded struct{ ops.Operator }
+
+// ValidateInputs implements ops.Operator. A required input left out (an
+// empty name in the node) arrives as nil, which operators dereference, some
+// already here (PRelu): inside an enclave a nil dereference aborts, so it
+// is refused first.
+func (g guarded) ValidateInputs(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
+	for i, t := range inputs {
+		if t == nil && i < g.GetMinInputs() {
+			return nil, fmt.Errorf("%s: input %d is required and missing", g.String(), i)
+		}
+	}
+	return g.Operator.ValidateInputs(inputs)
+}
 
 // Apply implements ops.Operator.
 func (g guarded) Apply(inputs []tensor.Tensor) ([]tensor.Tensor, error) {

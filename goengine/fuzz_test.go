@@ -134,18 +134,24 @@ func FuzzGoEngineOps(f *testing.F) {
 		defer stuck.Stop()
 		s, err := Engine{}.Compile(modelstore.ModelSource{Data: model}, modelstore.SessionOptions{})
 		if err != nil {
-			if strings.Contains(err.Error(), "nil pointer") {
-				t.Fatalf("a nil dereference inside the engine (fatal in the enclave): %v", err)
+			if signal(err) {
+				t.Fatalf("a signal inside the engine (fatal in the enclave): %v", err)
 			}
 			return
 		}
 		defer s.Close()
-		// A recovered panic is an error here, but a nil dereference is a
-		// signal that aborts an EGo enclave before any recover runs.
-		if _, err := s.Run(context.Background(), inputs); err != nil && strings.Contains(err.Error(), "nil pointer") {
-			t.Fatalf("a nil dereference inside the engine (fatal in the enclave): %v", err)
+		if _, err := s.Run(context.Background(), inputs); signal(err) {
+			t.Fatalf("a signal inside the engine (fatal in the enclave): %v", err)
 		}
 	})
+}
+
+// signal reports a recovered panic that was a signal: a recover catches it
+// here, but inside an EGo enclave a nil dereference (SIGSEGV) or an integer
+// division by zero (SIGFPE) aborts before any deferred function runs.
+func signal(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "nil pointer dereference") ||
+		strings.Contains(err.Error(), "integer divide by zero"))
 }
 
 // fuzzModel decodes spec as the node's inputs: each a kind byte (0: the
