@@ -13,9 +13,10 @@ Writes one model per class to OUTDIR (<name>.onnx) and OUTDIR/index.json:
            run gives the documented result (x/0 = x, x mod 0 = 0)
   clean    ONNX Runtime itself refuses it or runs it (a resource bomb killed
            by TIMEOUT, say); the server stays up
-  contained  it crashes ONNX Runtime only at run, on shapes or values the
-           sanitizer cannot see: the engine worker dies, the server answers
-           "engine worker died" and stays up (issue 18)
+  contained  it crashes ONNX Runtime on shapes or values the sanitizer
+           cannot see, at run or while the session is created: the engine
+           worker dies, the server answers "engine worker died" and stays up
+           (issue 18)
 
 Classes come from two places: the shrunk findings of the hunt
 (fuzzmodels/crashes.json, each a spec that hunt.build turns into a model)

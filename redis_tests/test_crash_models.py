@@ -5,8 +5,8 @@ The models are modelstore/testdata/crash/*.onnx, written by
 fuzzmodels/regressions.py (`make test` runs it); index.json says, per
 model, whether the sanitizer refuses it at store ("refused"), rewrites its
 integer division ("guarded"), leaves it to ONNX Runtime ("clean"), or
-cannot see what crashes it at run, where an engine worker dies of it and
-the server answers ("contained"). A
+cannot see what crashes it, where an engine worker dies of it, at store or
+at run, and the server answers ("contained"). A
 short sample of the generated crash hunt (fuzzmodels/hunt.py, 4000 models,
 at most 50 s) must find nothing.
 """
@@ -104,6 +104,12 @@ class TestCrashModels(ServerTestCase):
                     # AI.MODELGET returns what the client uploaded, not the rewrite.
                     blob = self.r.execute_command("AI.MODELGET", name, "BLOB")
                     self.assertEqual(bytes(blob), model_bytes(name))
+                elif c["expect"] == "contained" and c["stage"] == "store":
+                    # It crashes ONNX Runtime while the session is created: the
+                    # worker creating it dies, the store is refused.
+                    self.assertIsNotNone(err)
+                    self.assertRegex(err, r"^model could not be loaded: engine worker died \(SIG[A-Z]+\) "
+                                          r"while creating its session")
                 elif c["expect"] == "contained":
                     self.assertIsNone(err)
                 if err is None and c["feeds"] and not c.get("timeout"):
