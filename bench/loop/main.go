@@ -34,7 +34,9 @@
 //     process back to back with 1 and with 2 intra-op threads, and the
 //     same loop as above with it at 1 and 8 clients;
 //   - core: redis-benchmark -c 50 -P 16 of AI.TENSORSET / AI.TENSORGET of
-//     3136 bytes against Redis's SET / GET of the same bytes, alternating.
+//     3136 bytes against Redis's SET / GET of the same bytes, alternating,
+//     like with like: both without a log, and both with their append-only
+//     log at appendfsync everysec (two more servers, started for it).
 //
 // The server's environment is this process's: ENCLAVEAI_CPUPROFILE=file
 // gets a CPU profile of the server over the sections run.

@@ -357,38 +357,55 @@ func measureTransformer(o *options, ea *benchproc.Proc) (*transformer, error) {
 // round.
 type core struct {
 	clients, pipeline, requests int
-	by                          map[string][]float64 // "redis SET", "enclaveai GET", ...
+	by                          map[string][]float64 // "redis SET", "enclaveai-log GET", ...
 }
 
+// coreServers are the servers of section core: Redis and EnclaveAI each
+// without a log and with its append-only log at appendfsync everysec
+// (EnclaveAI's default), so that each pair compares like with like.
+var coreServers = []string{"redis", "enclaveai", "redis-aof", "enclaveai-log"}
+
+// measureCore runs redis-benchmark of SET/GET against TENSORSET/TENSORGET.
+// ea is the EnclaveAI server with its default log; rd Redis without AOF.
+// It starts the other two of coreServers.
 func measureCore(o *options, ea, rd *benchproc.Proc) (*core, error) {
+	nolog, err := benchproc.Start("enclaveai-server", o.server, o.serverEnv, append(slices.Clone(o.serverArgs), "--appendonly", "no")...)
+	if err != nil {
+		return nil, err
+	}
+	defer nolog.Stop()
+	aof, err := benchproc.Start("redis-server", o.redisServer, nil, "--appendonly", "yes", "--appendfsync", "everysec")
+	if err != nil {
+		return nil, err
+	}
+	defer aof.Stop()
+	procs := map[string]*benchproc.Proc{"redis": rd, "enclaveai": nolog, "redis-aof": aof, "enclaveai-log": ea}
 	value := strings.Repeat("x", 4*inputLen)
 	c := &core{clients: 50, pipeline: 16, requests: o.rbRequests, by: map[string][]float64{}}
-	cmds := map[string][][]string{
-		"redis":     {{"SET", "t", value}, {"GET", "t"}},
-		"enclaveai": {{"AI.TENSORSET", "t", "FLOAT", strconv.Itoa(inputLen), "BLOB", value}, {"AI.TENSORGET", "t", "BLOB"}},
-	}
-	ports := map[string]string{"redis": rd.Port(), "enclaveai": ea.Port()}
+	set := [][]string{{"SET", "t", value}, {"GET", "t"}}
+	tensor := [][]string{{"AI.TENSORSET", "t", "FLOAT", strconv.Itoa(inputLen), "BLOB", value}, {"AI.TENSORGET", "t", "BLOB"}}
+	cmds := map[string][][]string{"redis": set, "redis-aof": set, "enclaveai": tensor, "enclaveai-log": tensor}
 	for r := range o.rounds {
 		fmt.Printf("-- core round %d/%d (load average %s)\n", r+1, o.rounds, loadAvg())
-		order := []string{"redis", "enclaveai"}
+		order := slices.Clone(coreServers)
 		if r%2 == 1 {
 			slices.Reverse(order)
 		}
 		for _, srv := range order {
 			for i, op := range []string{"SET", "GET"} {
-				rps, err := redisBenchmark(ports[srv], c.requests, c.clients, c.pipeline, cmds[srv][i]...)
+				rps, err := redisBenchmark(procs[srv].Port(), c.requests, c.clients, c.pipeline, cmds[srv][i]...)
 				if err != nil {
 					return nil, err
 				}
-				fmt.Printf("   %-10s %s %10.0f ops/s\n", srv, op, rps)
+				fmt.Printf("   %-13s %s %10.0f ops/s\n", srv, op, rps)
 				c.by[srv+" "+op] = append(c.by[srv+" "+op], rps)
 			}
 		}
 	}
 	// redis-benchmark counts error replies as answers: check the replies.
 	ctx := context.Background()
-	for srv, addr := range map[string]string{"redis": rd.Addr, "enclaveai": ea.Addr} {
-		cl := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2})
+	for srv, p := range procs {
+		cl := redis.NewClient(&redis.Options{Addr: p.Addr, Protocol: 2})
 		args := make([]any, len(cmds[srv][1]))
 		for i, a := range cmds[srv][1] {
 			args[i] = a
