@@ -1036,6 +1036,7 @@ func (l *Log) HasModel(sum [32]byte) bool {
 type ModelWriter struct {
 	l     *Log
 	f     File
+	d     *directWriter // f written with direct I/O (OSFS only: direct.go), or nil
 	tmp   string
 	h     *logHeader
 	index uint64
@@ -1052,12 +1053,21 @@ func (l *Log) NewModelWriter() (*ModelWriter, error) {
 	var rnd [8]byte
 	copy(rnd[:], h.raw[28:36]) // the salt is random: a fine temporary name
 	tmp := filepath.Join(l.o.Dir, modelsDir, ".tmp-"+hex.EncodeToString(rnd[:]))
-	f, err := l.fs.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return nil, err
+	w := &ModelWriter{l: l, tmp: tmp, h: h}
+	if _, ok := l.fs.(OSFS); ok {
+		// The tail left pending between frames is under a block.
+		if w.d, err = openDirect(tmp, logHeaderSize+logFrameHdr+modelFramePlain+tagSize); err != nil {
+			return nil, err
+		}
+		w.f = w.d.f
+		err = w.d.Commit(append(w.d.Stage(), h.raw[:]...))
+	} else {
+		if w.f, err = l.fs.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err != nil {
+			return nil, err
+		}
+		_, err = w.f.Write(h.raw[:])
 	}
-	w := &ModelWriter{l: l, f: f, tmp: tmp, h: h}
-	if _, err := f.Write(h.raw[:]); err != nil {
+	if err != nil {
 		w.Abort()
 		return nil, err
 	}
@@ -1079,6 +1089,12 @@ func (w *ModelWriter) Write(p []byte) (int, error) {
 }
 
 func (w *ModelWriter) frame(flags byte, pt []byte) {
+	if w.d != nil {
+		b := w.h.sealFrame(w.d.Stage(), w.index, flags, pt)
+		w.index++
+		w.err = w.d.Commit(b)
+		return
+	}
 	w.buf = w.h.sealFrame(w.buf[:0], w.index, flags, pt)
 	w.index++
 	if _, err := w.f.Write(w.buf); err != nil {
@@ -1093,6 +1109,9 @@ func (w *ModelWriter) frame(flags byte, pt []byte) {
 func (w *ModelWriter) Finish(sum [32]byte) error {
 	if w.err == nil {
 		w.frame(lastFrame, sum[:])
+	}
+	if w.err == nil && w.d != nil {
+		w.err = w.d.Flush()
 	}
 	err := w.err
 	l := w.l
