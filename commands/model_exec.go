@@ -1,0 +1,274 @@
+package commands
+
+import (
+	"errors"
+	"time"
+
+	"github.com/enclaveai/enclaveai/modelstore"
+	"github.com/enclaveai/enclaveai/receipt"
+)
+
+// modelExecCmd is a parsed AI.MODELEXECUTE or AI.MODELRUN.
+type modelExecCmd struct {
+	key     string
+	inputs  []string
+	outputs []string
+	timeout time.Duration
+	// RedisAI checks the model key first, and each declared count against
+	// the model before the syntax that follows it. So a syntax error found
+	// after the key is kept in syntaxErr and reported by Run after those
+	// checks; nIn and nOut are the counts parsed before it (0: not reached).
+	syntaxErr error
+	nIn, nOut int64
+	// expect is EXPECT's digest: the run is refused unless the model has
+	// it (digest.go); nil without EXPECT.
+	expect *[32]byte
+	// receipt is RECEIPT's nonce: the reply is a signed receipt instead of
+	// OK (receipt.go); nil without RECEIPT.
+	receipt []byte
+}
+
+// checkSyntax reports a deferred syntax error in RedisAI's order (see
+// modelExecCmd).
+func (c *modelExecCmd) checkSyntax(m *modelstore.Model) error {
+	if c.syntaxErr == nil {
+		return nil
+	}
+	if c.nIn > 0 && c.nIn != int64(len(m.Inputs())) {
+		return errInputsMismatch
+	}
+	if c.nOut > 0 && c.nOut != int64(len(m.Outputs())) {
+		return errOutputsMismatch
+	}
+	return c.syntaxErr
+}
+
+var (
+	errTimeoutValue   = Reply("ERR Invalid value for TIMEOUT")
+	errTimeoutMissing = Reply("ERR No value provided for TIMEOUT")
+)
+
+func parseTimeout(a *Args) (time.Duration, error) {
+	if !a.More() {
+		return 0, errTimeoutMissing
+	}
+	n, ok := parseInt(a.Next())
+	if !ok || n <= 0 {
+		return 0, errTimeoutValue
+	}
+	return time.Duration(n) * time.Millisecond, nil
+}
+
+// parseExecBody parses `INPUTS n ... OUTPUTS m ...` with RedisAI's errors.
+func parseExecBody(a *Args, c *modelExecCmd) error {
+	var err error
+	if c.nIn, c.inputs, err = parseKeyClause(a, "INPUTS", "input", "Input"); err != nil {
+		return err
+	}
+	c.nOut, c.outputs, err = parseKeyClause(a, "OUTPUTS", "output", "Output")
+	return err
+}
+
+// parseKeyClause parses `WORD n key...` (INPUTS or OUTPUTS); kind and Kind
+// fill RedisAI's error texts.
+func parseKeyClause(a *Args, word, kind, Kind string) (int64, []string, error) {
+	if !a.Match(word) {
+		return 0, nil, errorf("ERR %s not specified", word)
+	}
+	n, ok := parseInt(a.Next())
+	if !ok {
+		return 0, nil, errorf("ERR Invalid argument for %s_count", kind)
+	}
+	if n <= 0 {
+		return 0, nil, errorf("ERR %s count must be a positive integer", Kind)
+	}
+	if int64(a.Remaining()) < n {
+		return n, nil, errorf("ERR number of %s keys to AI.MODELEXECUTE command does not match the number of given arguments", kind)
+	}
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = a.NextString()
+	}
+	return n, keys, nil
+}
+
+func parseModelExecute(a Args) (Runner, error) {
+	if len(a.V) < 8 {
+		return nil, Reply("ERR wrong number of arguments for 'AI.MODELEXECUTE' command")
+	}
+	c := &modelExecCmd{key: a.NextString()}
+	c.syntaxErr = parseExecBody(&a, c)
+	timeout := false
+	for c.syntaxErr == nil && a.More() {
+		switch {
+		case !timeout && a.Match("TIMEOUT"):
+			timeout = true
+			c.timeout, c.syntaxErr = parseTimeout(&a)
+		case c.expect == nil && a.Match("EXPECT"):
+			c.syntaxErr = parseExpect(&a, c)
+		case c.receipt == nil && a.Match("RECEIPT"):
+			c.receipt, c.syntaxErr = parseReceiptNonce(&a)
+		default:
+			c.syntaxErr = errorf("Invalid argument: %s", a.Peek())
+		}
+	}
+	return c, nil
+}
+
+// parseExpect parses EXPECT's digest.
+func parseExpect(a *Args, c *modelExecCmd) error {
+	if !a.More() {
+		return errBadDigest
+	}
+	d, err := parseDigest(a.Next())
+	if err != nil {
+		return err
+	}
+	c.expect = &d
+	return nil
+}
+
+func parseModelRun(a Args) (Runner, error) {
+	if len(a.V) < 6 {
+		return nil, Reply("ERR wrong number of arguments for 'AI.MODELRUN' command")
+	}
+	c := &modelExecCmd{key: a.NextString()}
+	if a.Match("TIMEOUT") {
+		if c.timeout, c.syntaxErr = parseTimeout(&a); c.syntaxErr != nil {
+			return c, nil
+		}
+	}
+	if !a.Match("INPUTS") {
+		c.syntaxErr = Reply("ERR INPUTS not specified")
+		return c, nil
+	}
+	// Inputs run to the first OUTPUTS; without one, every key is an input
+	// and the counts disagree with the model (as in RedisAI).
+	for a.More() && !isWord(a.Peek(), "OUTPUTS") {
+		c.inputs = append(c.inputs, a.NextString())
+	}
+	if a.Match("OUTPUTS") {
+		c.outputs = keyStrings(a.Rest())
+	}
+	return c, nil
+}
+
+// Run implements Runner: inputs are fetched, output keys checked, the model
+// runs with no lock held, and the outputs are stored in one atomic update.
+func (c *modelExecCmd) Run(x *Ctx) error {
+	queued := time.Now()
+	m, err := x.getModel(c.key)
+	if err != nil {
+		return err
+	}
+	if err := c.checkSyntax(m); err != nil {
+		return err
+	}
+	if err := checkExpect(m, c.expect); err != nil {
+		return err
+	}
+	if len(c.inputs) != len(m.Inputs()) {
+		return errInputsMismatch
+	}
+	if len(c.outputs) != len(m.Outputs()) {
+		return errOutputsMismatch
+	}
+	inputs := make([]*modelstore.Tensor, len(c.inputs))
+	for i, k := range c.inputs {
+		if inputs[i], err = x.getTensor(k); err != nil {
+			return err
+		}
+	}
+	if err := x.checkOutputKeys(c.outputs); err != nil {
+		return err
+	}
+	outs, err := x.runModel(m, inputs, queued, c.timeout)
+	if errors.Is(err, modelstore.ErrTimedOut) {
+		x.W.Simple("TIMEDOUT")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := x.storeTensors(c.outputs, outs); err != nil {
+		return err
+	}
+	if c.receipt != nil {
+		return c.writeReceipt(x, m, inputs, outs)
+	}
+	x.W.OK()
+	return nil
+}
+
+// writeReceipt replies with the signed receipt of a run: the model value
+// and the input tensors it ran on, the outputs it made.
+func (c *modelExecCmd) writeReceipt(x *Ctx, m *modelstore.Model, inputs, outs []*modelstore.Tensor) error {
+	r := &receipt.Payload{Type: "enclaveai.inference", Models: []receipt.Model{receiptModel(c.key, m)}}
+	for i, k := range c.inputs {
+		r.Inputs = append(r.Inputs, receiptTensor(k, inputs[i]))
+	}
+	for i, k := range c.outputs {
+		if i < len(outs) && outs[i] != nil {
+			r.Outputs = append(r.Outputs, receiptTensor(k, outs[i]))
+		}
+	}
+	jws, err := x.signReceipt(r, c.receipt)
+	if err != nil {
+		return err
+	}
+	x.W.BulkString(jws)
+	return nil
+}
+
+// runModel runs m with the current run limits.
+func (x *Ctx) runModel(m *modelstore.Model, inputs []*modelstore.Tensor, queued time.Time, timeout time.Duration) ([]*modelstore.Tensor, error) {
+	return x.Queue.Run(m, &modelstore.RunRequest{
+		Inputs: inputs, Queued: queued, Timeout: timeout,
+		ExecTimeout: time.Duration(x.AI.ModelExecutionTimeout.Load()) * time.Millisecond,
+	})
+}
+
+// checkOutputKeys refuses, before a run, output keys that hold a value
+// other than a tensor (RedisAI answers OK and then a second error), or
+// another user's tensor (storeTensors checks again, atomically).
+func (x *Ctx) checkOutputKeys(keys []string) error {
+	for _, k := range keys {
+		if v, ok := x.Keys.Get(k); ok {
+			if _, isTensor := v.(*modelstore.Tensor); !isTensor {
+				return modelstore.ErrWrongType
+			}
+			if err := x.mayUse(v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// storeTensors writes outputs to keys in one atomic update; nil outputs
+// (sequences, maps) are skipped.
+func (x *Ctx) storeTensors(keys []string, outs []*modelstore.Tensor) error {
+	ws := make([]modelstore.Write, 0, len(keys))
+	owner, allow := x.stamp(), x.allow()
+	for i, k := range keys {
+		if i < len(outs) && outs[i] != nil {
+			t := outs[i]
+			if t.Owner != owner {
+				// A DAG may persist a tensor it loaded: values are shared
+				// and immutable, so the owner goes on a copy.
+				c := *t
+				c.Owner = owner
+				t = &c
+			}
+			ws = append(ws, modelstore.Write{Key: k, Value: t, SameType: true, Allow: allow})
+		}
+	}
+	var old []modelstore.Value
+	err := x.Update(func() error {
+		var err error
+		old, err = x.Keys.SetMany(ws)
+		return err
+	})
+	x.Release(old)
+	return err
+}

@@ -1,0 +1,401 @@
+package commands
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/enclaveai/enclaveai/modelstore"
+)
+
+// modelStoreCmd is a parsed AI.MODELSTORE / AI.MODELSET.
+type modelStoreCmd struct {
+	key      string
+	meta     modelstore.ModelMeta
+	optimize bool
+	chunks   [][]byte // the model bytes, in order
+	file     string
+	fromFile bool // FILE was given (file may be empty, which is refused)
+	// upload is the buffer the front end read the chunks into, if any.
+	upload *modelstore.ModelBuffer
+}
+
+// parseBatchValue parses RedisAI's unsigned clause values (2.0 accepted).
+func parseBatchValue(b []byte, err Reply) (int64, error) {
+	if n, ok := parseInt(b); ok && n >= 0 {
+		return n, nil
+	}
+	f, e := strconv.ParseFloat(string(b), 64)
+	if e != nil || f < 0 || f != math.Trunc(f) || f > 1<<53 {
+		return 0, err
+	}
+	return int64(f), nil
+}
+
+func validDevice(d []byte) bool {
+	s := strings.ToUpper(string(d))
+	if len(s) >= 10 {
+		return false
+	}
+	if s == "CPU" || s == "GPU" {
+		return true
+	}
+	for _, p := range []string{"CPU:", "GPU:"} {
+		if rest, ok := strings.CutPrefix(s, p); ok {
+			for _, c := range rest {
+				if c < '0' || c > '9' {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	return false
+}
+
+func parseModelStore(deprecated bool) func(a Args) (Runner, error) {
+	return func(a Args) (Runner, error) {
+		c := &modelStoreCmd{key: a.NextString(), optimize: true}
+		backend := strings.ToUpper(a.NextString())
+		switch backend {
+		case "ONNX", "TF", "TFLITE", "TORCH":
+		default:
+			return nil, errUnsupportedBackend
+		}
+		device := a.Next()
+		if !validDevice(device) {
+			return nil, errInvalidDevice
+		}
+		c.meta = modelstore.ModelMeta{Backend: backend, Device: string(device)}
+		if a.Match("TAG") {
+			if !a.More() {
+				return nil, errMissingBlob
+			}
+			c.meta.Tag = a.NextString()
+		}
+		// Each clause is optional on its own (RedisAI's AC_AdvanceIfMatch),
+		// so MINBATCHSIZE without BATCHSIZE is reported as such.
+		var err error
+		if a.Match("BATCHSIZE") {
+			if c.meta.BatchSize, err = parseBatchValue(a.Next(), "ERR Invalid argument for BATCHSIZE"); err != nil {
+				return nil, err
+			}
+		}
+		if a.Match("MINBATCHSIZE") {
+			if c.meta.MinBatchSize, err = parseBatchValue(a.Next(), "ERR Invalid argument for MINBATCHSIZE"); err != nil {
+				return nil, err
+			}
+		}
+		if a.Match("MINBATCHTIMEOUT") {
+			if c.meta.MinBatchTimeout, err = parseBatchValue(a.Next(), "ERR Invalid argument for MINBATCHTIMEOUT"); err != nil {
+				return nil, err
+			}
+		}
+		if c.meta.MinBatchSize > 0 && c.meta.BatchSize == 0 {
+			return nil, Reply("ERR MINBATCHSIZE specified without BATCHSIZE")
+		}
+		if deprecated && c.meta.MinBatchTimeout > 0 && c.meta.BatchSize == 0 {
+			return nil, Reply("ERR MINBATCHTIMEOUT specified without BATCHSIZE")
+		}
+		if c.meta.MinBatchTimeout > 0 && c.meta.MinBatchSize == 0 {
+			return nil, Reply("ERR MINBATCHTIMEOUT specified without MINBATCHSIZE")
+		}
+		for {
+			switch {
+			case a.Match("OPTIMIZE"):
+				switch string(a.Next()) {
+				case "0":
+					c.optimize = false
+				case "1":
+					c.optimize = true
+				default:
+					return nil, Reply("ERR OPTIMIZE takes 0 or 1")
+				}
+				continue
+			case a.Match("NOPERSIST"):
+				c.meta.NoPersist = true
+				continue
+			}
+			break
+		}
+		if deprecated && a.Match("INPUTS") { // names without counts; ONNX reads them from the graph
+			for a.More() && !isWord(a.Peek(), "OUTPUTS") && !isWord(a.Peek(), "BLOB") {
+				a.Next()
+			}
+			if a.Match("OUTPUTS") {
+				for a.More() && !isWord(a.Peek(), "BLOB") {
+					a.Next()
+				}
+			}
+		}
+		if !a.More() {
+			return nil, errMissingBlob
+		}
+		switch {
+		case a.Match("BLOB"):
+			if !a.More() {
+				return nil, errMissingBlob
+			}
+			for a.More() {
+				c.chunks = append(c.chunks, a.Keep(a.Pos()))
+				a.Next()
+			}
+			c.upload = a.Upload()
+		case a.Match("FILE") && a.Remaining() == 1:
+			c.file, c.fromFile = a.NextString(), true
+		case !deprecated && isWord(a.Peek(), "INPUTS"):
+			return nil, errInputsNotForONNX
+		case deprecated:
+			return nil, errMissingBlob
+		default:
+			return nil, errExpectedBlob
+		}
+		if backend != "ONNX" {
+			return nil, errLoadBackend
+		}
+		if strings.HasPrefix(strings.ToUpper(c.meta.Device), "GPU") {
+			return nil, errNoCUDA
+		}
+		return c, nil
+	}
+}
+
+// Run implements Runner. Compilation runs outside every lock; only the
+// final keyspace update takes the transaction lock.
+func (c *modelStoreCmd) Run(x *Ctx) error {
+	if err := x.mayUpload(x.C); err != nil {
+		return err
+	}
+	// Another user's model at the key is refused before any work; the
+	// store checks again, atomically.
+	if allow := x.allow(); allow != nil && c.key != "*" {
+		if v, ok := x.Keys.Get(c.key); ok {
+			if err := allow(v); err != nil {
+				return err
+			}
+		}
+	}
+	data, buf, err := c.modelBytes(x)
+	if err != nil {
+		return err
+	}
+	if err := CheckUploadBudget(int64(len(data)), x.uploadBudget(x.C, c.key)); err != nil {
+		return err
+	}
+	meta := c.meta
+	meta.Owner = x.stamp()
+	m, err := x.compileModel(c.key, meta, c.optimize, data, buf)
+	if err != nil {
+		return err
+	}
+	key := c.key
+	if key == "*" {
+		m.ID = uuid.NewString()
+		key = m.ID
+	}
+	var old []modelstore.Value
+	if err := x.Update(func() error {
+		old, err = x.Keys.SetMany([]modelstore.Write{{Key: key, Value: m, SameType: true, Allow: x.allow()}})
+		return err
+	}); err != nil {
+		m.Release()
+		return err
+	}
+	if old[0] != nil {
+		x.Release(old)
+	}
+	x.evictModels()
+	if c.key == "*" {
+		x.W.BulkString(key)
+	} else {
+		x.W.OK()
+	}
+	return nil
+}
+
+// modelBytes assembles the model: chunks the front end read into one
+// upload buffer are used where they lie (buf), one chunk of its own is used
+// as is, several are concatenated once into an exactly-sized buffer.
+func (c *modelStoreCmd) modelBytes(x *Ctx) (data []byte, buf *modelstore.ModelBuffer, err error) {
+	max := x.Opts.MaxModelSize.Load()
+	if c.fromFile {
+		data, err = readModelFile(x.Opts.ModelDir, c.file, max)
+		return data, nil, err
+	}
+	var total int64
+	for _, ch := range c.chunks {
+		total += int64(len(ch))
+	}
+	if total > max {
+		return nil, nil, errModelTooBig
+	}
+	if c.upload != nil && c.upload.Holds(c.chunks) {
+		return c.upload.Bytes(), c.upload, nil
+	}
+	// Chunks in an upload buffer they do not fill exactly die with it.
+	if len(c.chunks) == 1 && c.upload == nil {
+		return c.chunks[0], nil, nil
+	}
+	return bytes.Join(c.chunks, nil), nil, nil
+}
+
+// readModelFile reads path, which must resolve (symlinks included) to a
+// regular file inside dir.
+func readModelFile(dir, path string, max int64) ([]byte, error) {
+	if dir == "" {
+		return nil, errNoModelDir
+	}
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, errNoModelDir
+	}
+	root, _ = filepath.Abs(root)
+	p := path
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(root, p)
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return nil, errModelFile
+	}
+	real, _ = filepath.Abs(real)
+	rel, err := filepath.Rel(root, real)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
+		return nil, errModelFile
+	}
+	st, err := os.Stat(real)
+	if err != nil || !st.Mode().IsRegular() {
+		return nil, errModelFile
+	}
+	if st.Size() > max {
+		return nil, errModelTooBig
+	}
+	return os.ReadFile(real)
+}
+
+// compileModel makes a Model from bytes through the shared blob registry,
+// which compiles only bytes it has not seen, after checking that they fit
+// in maxmemory (bytes it already holds add nothing). key names the model
+// in the engine's logs.
+func (x *Ctx) compileModel(key string, meta modelstore.ModelMeta, optimize bool, data []byte, buf *modelstore.ModelBuffer) (*modelstore.Model, error) {
+	from := modelstore.Origin{Owner: meta.Owner, Key: key}
+	opts := modelstore.SessionOptions{
+		Optimize:       optimize,
+		IntraOpThreads: int(x.AI.IntraOpParallelism.Load()),
+		InterOpThreads: int(x.AI.InterOpParallelism.Load()),
+	}
+	// The sealed model file of the append-only log is in place before the
+	// model is stored: written as a large upload arrived (its SHA-256 too),
+	// or else while the model compiles.
+	var stream *modelStream
+	var sum [32]byte
+	if buf != nil {
+		data = buf.Bytes()
+		stream, sum = x.streamedModelFile(buf, meta.NoPersist)
+	}
+	var mf *modelFile
+	var err error
+	if stream == nil {
+		if mf, err = x.startModelFile(data, meta.NoPersist); err != nil {
+			return nil, err
+		}
+	}
+	var blob *modelstore.Blob
+	switch {
+	case stream != nil:
+		blob, err = x.Models.AcquireBufferVerified(buf, sum, from, opts, x.Keys.CheckMemory)
+	case buf != nil:
+		blob, err = x.Models.AcquireBuffer(buf, from, opts, x.Keys.CheckMemory)
+	default:
+		blob, err = x.Models.AcquireIfRoom(data, from, opts, x.Keys.CheckMemory)
+	}
+	if err != nil {
+		mf.abort()
+		if stream != nil {
+			stream.abort()
+		}
+		return nil, err
+	}
+	if stream != nil {
+		err = stream.finish(sum)
+	} else {
+		err = mf.finish(x, blob)
+	}
+	if err != nil {
+		blob.Release()
+		return nil, err
+	}
+	meta.Created = time.Now()
+	return modelstore.NewModel(meta, blob), nil
+}
+
+// evictModels enforces max-models: the model stored longest ago goes first.
+func (x *Ctx) evictModels() {
+	max := x.Opts.MaxModels.Load()
+	if max <= 0 {
+		return
+	}
+	// With users, the limit is per user: a user's stores never evict
+	// another's models.
+	allow := x.allow()
+	for {
+		var models []modelstore.Item
+		for _, it := range x.Keys.Items() {
+			if _, ok := it.Value.(*modelstore.Model); ok && (allow == nil || allow(it.Value) == nil) {
+				models = append(models, it)
+			}
+		}
+		if int64(len(models)) <= max {
+			return
+		}
+		oldest := models[0]
+		for _, it := range models[1:] {
+			if it.Value.(*modelstore.Model).Created.Before(oldest.Value.(*modelstore.Model).Created) {
+				oldest = it
+			}
+		}
+		if x.Keys.DeleteIf(oldest.Key, oldest.Value) {
+			x.Log.Info("max-models reached: evicted the oldest model", "key", oldest.Key)
+			x.Release([]modelstore.Value{oldest.Value})
+		}
+	}
+}
+
+// The path is the operator's, so it is not confined to model-dir.
+func (s *App) LoadStartupModels() error {
+	for _, line := range s.Opts.LoadModels {
+		path := line[3]
+		argv := [][]byte{[]byte("ai.modelstore"), []byte(line[0]), []byte(line[1]), []byte(line[2])}
+		for _, w := range line[4:] {
+			argv = append(argv, []byte(w))
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("loadmodel %s: %w", line[0], err)
+		}
+		argv = append(argv, []byte("BLOB"), data)
+		r, err := parseModelStore(false)(NewArgs(argv, func(int) bool { return true }))
+		if err != nil {
+			return fmt.Errorf("loadmodel %s: %s", line[0], errorText(err))
+		}
+		c := s.NewClient("startup", "", nil)
+		c.internal = true
+		err = s.run(&Ctx{App: s, C: c, W: c.W}, table["ai.modelstore"], r)
+		if cerr := s.CommitClient(c); err == nil {
+			err = cerr
+		}
+		s.RemoveClient(c)
+		if err != nil {
+			return fmt.Errorf("loadmodel %s: %s", line[0], errorText(err))
+		}
+		s.Log.Info("model loaded at start", "key", line[0], "path", path)
+	}
+	return nil
+}
