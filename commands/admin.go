@@ -173,74 +173,103 @@ func (s *App) Info(sections []string) string {
 		want[sec] = true
 	}
 	var b strings.Builder
-	emit := func(name string, fields [][2]string) {
-		if !all && !want[strings.ToLower(name)] {
-			return
+	for _, sec := range s.infoSections(func(name string, notDefault bool) bool {
+		if notDefault {
+			return every || want[strings.ToLower(name)]
 		}
+		return all || want[strings.ToLower(name)]
+	}) {
 		if b.Len() > 0 {
 			b.WriteString("\r\n")
 		}
-		fmt.Fprintf(&b, "# %s\r\n", name)
-		for _, f := range fields {
+		fmt.Fprintf(&b, "# %s\r\n", sec.name)
+		for _, f := range sec.fields {
 			b.WriteString(f[0])
 			b.WriteByte(':')
 			b.WriteString(f[1])
 			b.WriteString("\r\n")
 		}
 	}
+	return b.String()
+}
+
+// infoSection is one section of INFO, its fields in order.
+type infoSection struct {
+	name   string
+	fields [][2]string
+}
+
+// infoSections computes the sections of INFO that want accepts (by name,
+// and whether the section is shown only when asked for), in INFO's order.
+// INFO and the metrics endpoint (Metrics) read the same figures here.
+func (s *App) infoSections(want func(name string, notDefault bool) bool) []infoSection {
+	var out []infoSection
+	emit := func(name string, fields func() [][2]string) {
+		if want(name, false) {
+			out = append(out, infoSection{name, fields()})
+		}
+	}
 	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
-	uptime := int64(time.Since(s.started).Seconds())
-	port, _ := s.Opts.Get("port")
-	emit("Server", [][2]string{
-		{"redis_version", RedisVersion}, {"enclaveai_version", Version},
-		{"redis_mode", s.redisMode()}, {"os", runtime.GOOS + " " + runtime.GOARCH},
-		{"arch_bits", "64"}, {"go_version", runtime.Version()},
-		{"process_id", itoa(int64(os.Getpid()))}, {"tcp_port", port},
-		{"uptime_in_seconds", itoa(uptime)}, {"uptime_in_days", itoa(uptime / 86400)},
-		{"executable", executable()},
-		// The engine that compiles new models (AI.MODELINFO's engine is
-		// the one that compiled each).
-		{"inference_engine", s.Models.Engine().Name()},
+	emit("Server", func() [][2]string {
+		uptime := int64(time.Since(s.started).Seconds())
+		port, _ := s.Opts.Get("port")
+		return [][2]string{
+			{"redis_version", RedisVersion}, {"enclaveai_version", Version},
+			{"redis_mode", s.redisMode()}, {"os", runtime.GOOS + " " + runtime.GOARCH},
+			{"arch_bits", "64"}, {"go_version", runtime.Version()},
+			{"process_id", itoa(int64(os.Getpid()))}, {"tcp_port", port},
+			{"uptime_in_seconds", itoa(uptime)}, {"uptime_in_days", itoa(uptime / 86400)},
+			{"executable", executable()},
+			// The engine that compiles new models (AI.MODELINFO's engine is
+			// the one that compiled each).
+			{"inference_engine", s.Models.Engine().Name()},
+		}
 	})
-	emit("Clients", [][2]string{
-		{"connected_clients", itoa(int64(s.NumClients()))},
-		{"maxclients", itoa(s.Opts.MaxClients.Load())},
-		{"blocked_clients", "0"},
+	emit("Clients", func() [][2]string {
+		return [][2]string{
+			{"connected_clients", itoa(int64(s.NumClients()))},
+			{"maxclients", itoa(s.Opts.MaxClients.Load())},
+			{"blocked_clients", "0"},
+		}
 	})
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	rss := processRSS()
-	emit("Memory", [][2]string{
-		{"used_memory", itoa(s.UsedMemory())}, {"used_memory_human", humanBytes(s.UsedMemory())},
-		{"used_memory_rss", itoa(rss)}, {"used_memory_rss_human", humanBytes(rss)},
-		{"used_memory_peak", itoa(peakRSS())},
-		{"used_memory_go_heap", itoa(int64(ms.HeapInuse))},
-		{"maxmemory", itoa(s.Opts.MaxMemory.Load())}, {"maxmemory_human", humanBytes(s.Opts.MaxMemory.Load())},
-		{"maxmemory_policy", "noeviction"},
+	emit("Memory", func() [][2]string {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		rss := processRSS()
+		return [][2]string{
+			{"used_memory", itoa(s.UsedMemory())}, {"used_memory_human", humanBytes(s.UsedMemory())},
+			{"used_memory_rss", itoa(rss)}, {"used_memory_rss_human", humanBytes(rss)},
+			{"used_memory_peak", itoa(peakRSS())},
+			{"used_memory_go_heap", itoa(int64(ms.HeapInuse))},
+			{"maxmemory", itoa(s.Opts.MaxMemory.Load())}, {"maxmemory_human", humanBytes(s.Opts.MaxMemory.Load())},
+			{"maxmemory_policy", "noeviction"},
+		}
 	})
-	st := &s.stats
-	emit("Stats", [][2]string{
-		{"total_connections_received", itoa(st.Connections.Load())},
-		{"total_commands_processed", itoa(st.Commands.Load())},
-		{"total_net_input_bytes", itoa(st.NetInput.Load())},
-		{"total_net_output_bytes", itoa(st.NetOutput.Load())},
-		{"rejected_connections", itoa(st.Rejected.Load())},
-		{"expired_keys", itoa(st.ExpiredKeys.Load())},
-		{"total_error_replies", itoa(st.Errors.Load())},
+	emit("Stats", func() [][2]string {
+		st := &s.stats
+		return [][2]string{
+			{"total_connections_received", itoa(st.Connections.Load())},
+			{"total_commands_processed", itoa(st.Commands.Load())},
+			{"total_net_input_bytes", itoa(st.NetInput.Load())},
+			{"total_net_output_bytes", itoa(st.NetOutput.Load())},
+			{"rejected_connections", itoa(st.Rejected.Load())},
+			{"expired_keys", itoa(st.ExpiredKeys.Load())},
+			{"total_error_replies", itoa(st.Errors.Load())},
+		}
 	})
 	for _, sec := range extraSections {
-		if sec.NotDefault && !every && !want[strings.ToLower(sec.Name)] {
-			continue
+		if want(sec.Name, sec.NotDefault) {
+			out = append(out, infoSection{sec.Name, sec.Fields(s)})
 		}
-		emit(sec.Name, sec.Fields(s))
 	}
-	n, exp := s.Keys.Len()
-	var ks [][2]string
-	if n > 0 {
-		ks = append(ks, [2]string{"db0", fmt.Sprintf("keys=%d,expires=%d,avg_ttl=0", n, exp)})
-	}
-	emit("Keyspace", ks)
-	return b.String()
+	emit("Keyspace", func() [][2]string {
+		n, exp := s.Keys.Len()
+		if n == 0 {
+			return nil
+		}
+		return [][2]string{{"db0", fmt.Sprintf("keys=%d,expires=%d,avg_ttl=0", n, exp)}}
+	})
+	return out
 }
 
 func executable() string {

@@ -125,6 +125,10 @@ type Options struct {
 	// MaxModelBytesPerUser bounds the bytes of the models each user owns
 	// (0 = unlimited).
 	MaxModelBytesPerUser atomic.Int64
+	// MetricsPort is the HTTP port of the Prometheus metrics endpoint
+	// (0: none), on MetricsBind.
+	MetricsPort int64
+	MetricsBind string
 	// ClusterEnabled turns Redis Cluster mode on: keys hash to slots whose
 	// owners an external controller pushes (docs/CLUSTER.md).
 	ClusterEnabled bool

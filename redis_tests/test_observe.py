@@ -15,6 +15,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import harness  # noqa: E402
 from harness import Server, poll  # noqa: E402
 
 LINEAR = os.path.join(HERE, "models", "linear.onnx")
@@ -138,3 +139,69 @@ class ObserveTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def scrape(port):
+    """GET /metrics, parsed from the Prometheus text format: {name: {labels: value}},
+    labels as the text between the braces ("" for none), and the # TYPE lines."""
+    import urllib.request
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as resp:
+        assert resp.status == 200, resp.status
+        text = resp.read().decode()
+    samples, types = {}, {}
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ", 3)
+            types[name] = kind
+        elif line and not line.startswith("#"):
+            head, value = line.rsplit(" ", 1)
+            name, _, labels = head.partition("{")
+            samples.setdefault(name, {})[labels.rstrip("}")] = float(value)
+    return samples, types
+
+
+class MetricsTest(unittest.TestCase):
+    """The Prometheus endpoint (metrics-port), scraped and parsed."""
+
+    def test_metrics(self):
+        port = harness.free_port()
+        srv = Server("--metrics-port", str(port)).start()
+        self.addCleanup(srv.stop)
+        r = srv.client()
+        with open(LINEAR, "rb") as f:
+            self.assertTrue(r.execute_command("AI.MODELSTORE", "lin", "ONNX", "CPU", "BLOB", f.read()))
+        r.execute_command("AI.TENSORSET", "x", "FLOAT", 2, 4, "VALUES", 1, 2, 3, 4, 5, 6, 7, 8)
+        for _ in range(3):
+            r.execute_command("AI.MODELEXECUTE", "lin", "INPUTS", 1, "x", "OUTPUTS", 1, "y")
+        for _ in range(5):
+            r.ping()
+        m, types = scrape(port)
+        self.assertEqual(m["enclaveai_connected_clients"][""], 1)
+        self.assertGreaterEqual(m["enclaveai_total_commands_processed"][""], 10)
+        self.assertEqual(types["enclaveai_total_commands_processed"], "counter")
+        self.assertEqual(types["enclaveai_connected_clients"], "gauge")
+        self.assertGreaterEqual(m["enclaveai_command_calls_total"]['cmd="ping"'], 5)
+        self.assertEqual(m["enclaveai_command_calls_total"]['cmd="ai.modelexecute"'], 3)
+        self.assertEqual(m["enclaveai_model_calls_total"]['key="lin"'], 3)
+        self.assertEqual(m["enclaveai_model_samples_total"]['key="lin"'], 6)
+        self.assertEqual(m["enclaveai_models"][""], 1)
+        self.assertGreater(m["enclaveai_used_memory_rss"][""], 0)
+        self.assertIn("go_goroutines", m)
+        self.assertIn("process_resident_memory_bytes", m)
+        # The endpoint is HTTP on loopback only, and serves nothing else.
+        import urllib.error
+        import urllib.request
+        with self.assertRaises(urllib.error.HTTPError):
+            urllib.request.urlopen("http://127.0.0.1:%d/" % port, timeout=10)
+
+    def test_no_model_keys_with_authentication(self):
+        port = harness.free_port()
+        srv = Server("--metrics-port", str(port), password="pw").start()
+        self.addCleanup(srv.stop)
+        r = srv.client()
+        with open(LINEAR, "rb") as f:
+            self.assertTrue(r.execute_command("AI.MODELSTORE", "tenant-secret-name", "ONNX", "CPU", "BLOB", f.read()))
+        m, _ = scrape(port)
+        self.assertNotIn("enclaveai_model_calls_total", m)
+        self.assertEqual(m["enclaveai_models"][""], 1)
+        self.assertFalse(any("tenant-secret-name" in labels for series in m.values() for labels in series))

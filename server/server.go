@@ -25,6 +25,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strconv"
 	"sync"
@@ -42,6 +43,7 @@ type Server struct {
 
 	ln       net.Listener
 	tlsLn    net.Listener // nil without tls-port
+	metrics  *http.Server // nil without metrics-port
 	wg       sync.WaitGroup
 	done     chan struct{}
 	stopOnce sync.Once
@@ -117,6 +119,9 @@ func (s *Server) Stop() {
 		}
 		if s.tlsLn != nil {
 			s.tlsLn.Close()
+		}
+		if s.metrics != nil {
+			s.metrics.Close()
 		}
 		for _, c := range s.Cmds.ClientList() {
 			c.Kill()
@@ -313,6 +318,13 @@ func (s *Server) Start() error {
 	}
 	if err := s.listenTLS(); err != nil {
 		s.ln.Close()
+		return err
+	}
+	if err := s.listenMetrics(); err != nil {
+		s.ln.Close()
+		if s.tlsLn != nil {
+			s.tlsLn.Close()
+		}
 		return err
 	}
 	s.Cmds.Shutdown = func(save bool) error {
