@@ -205,3 +205,34 @@ class MetricsTest(unittest.TestCase):
         self.assertNotIn("enclaveai_model_calls_total", m)
         self.assertEqual(m["enclaveai_models"][""], 1)
         self.assertFalse(any("tenant-secret-name" in labels for series in m.values() for labels in series))
+
+
+class UploadProgressTest(unittest.TestCase):
+    """log-progress-bytes: a large upload logs its progress, never its bytes."""
+
+    def test_progress_lines(self):
+        srv = Server("--log-progress-bytes", "1mb").start()
+        self.addCleanup(srv.stop)
+        r = srv.client()
+        marker = b"NOT-A-MODEL-" * 1000
+        chunk = (marker * 170)[:2_000_000]
+        with self.assertRaises(Exception):
+            r.execute_command("AI.MODELSTORE", "big", "ONNX", "CPU", "BLOB", chunk, chunk, chunk[:1_000_000])
+        self.assertTrue(r.ping())
+        log = poll(lambda: srv.stderr() if 'msg="upload received"' in srv.stderr() else None, what="the received line")
+        progress = [l for l in log.splitlines() if 'msg="upload progress"' in l]
+        # Once past each MiB of the 5,000,000 bytes, at most one line per
+        # stretch the reader hands over (which may pass two).
+        self.assertTrue(3 <= len(progress) <= 4, progress)
+        self.assertRegex(progress[0], r"key=big bytes=\d+ announced=\d+ seconds=[\d.]+ mb_per_s=[\d.]+")
+        sizes = [int(l.split(" bytes=")[1].split()[0]) for l in progress]
+        self.assertEqual(sizes, sorted(sizes))
+        self.assertGreaterEqual(sizes[0], 1 << 20)
+        self.assertRegex(log, r'msg="upload received" client=\d+ addr=\S+ key=big bytes=5000000 announced=5000000')
+        self.assertNotIn("NOT-A-MODEL", log)
+        # Below the threshold: nothing.
+        small = Server("--log-progress-bytes", "64mb").start()
+        self.addCleanup(small.stop)
+        with self.assertRaises(Exception):
+            small.client().execute_command("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", chunk)
+        self.assertNotIn("upload", small.stderr())

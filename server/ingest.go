@@ -1,7 +1,9 @@
 package server
 
 import (
+	"log/slog"
 	"math"
+	"time"
 
 	"github.com/enclaveai/enclaveai/commands"
 	"github.com/enclaveai/enclaveai/modelstore"
@@ -42,6 +44,13 @@ type ingest struct {
 	total    int64 // chunk bytes so far
 	budget   int64 // bytes the upload may total (max-model-bytes-per-user)
 	reserved int64 // bytes reserved with ReserveUpload
+
+	// Progress, logged every log-progress-bytes of chunk bytes received.
+	log   *slog.Logger
+	key   string
+	start time.Time
+	seen  int64 // chunk bytes received
+	next  int64 // seen at which the next progress line is due
 }
 
 // limits attaches the ingest to the limits of a command that carries a
@@ -51,6 +60,7 @@ func (g *ingest) limits(spec *commands.Spec, l Limits) Limits {
 		return l
 	}
 	g.spec, g.first, g.total, g.budget = spec, 0, 0, math.MaxInt64
+	g.key, g.seen, g.next = "", 0, 0
 	l.Sink, l.Filled = g.sink, g.filled
 	// A refused upload is skipped (the client then reads why) up to twice
 	// the largest model: more closes the connection after the reply.
@@ -69,8 +79,11 @@ func (g *ingest) sink(a SinkArg) ([]byte, error) {
 				return nil, err
 			}
 			g.budget = budget
+			g.key = string(a.Prev[1])
 		}
 		g.first = a.Index
+		g.start = time.Now()
+		g.next = g.cmds.Opts.LogProgressBytes.Load()
 	}
 	if err := g.cmds.CheckUploadSize(g.total + a.Size); err != nil {
 		return nil, err
@@ -137,10 +150,33 @@ func (g *ingest) filled(n int) {
 	if g.buf != nil {
 		g.buf.Filled(n)
 	}
+	g.seen += int64(n)
+	if step := g.cmds.Opts.LogProgressBytes.Load(); step > 0 && g.next > 0 && g.seen >= g.next {
+		g.next = g.seen - g.seen%step + step
+		g.progress("upload progress")
+	}
+}
+
+// progress logs the upload's bytes so far and its rate. Model bytes are
+// never logged, nor is anything but the key, the client and the counts.
+func (g *ingest) progress(msg string) {
+	if g.log == nil {
+		return
+	}
+	secs := time.Since(g.start).Seconds()
+	rate := 0.0
+	if secs > 0 {
+		rate = float64(g.seen) / secs / 1e6
+	}
+	g.log.Info(msg, "client", g.client.ID, "addr", g.client.Addr, "key", g.key, "bytes", g.seen,
+		"announced", g.total, "seconds", float64(int64(secs*1000))/1000, "mb_per_s", float64(int64(rate*10))/10)
 }
 
 // take hands the command's buffer (nil if none) to the caller, sealed.
 func (g *ingest) take() *modelstore.ModelBuffer {
+	if step := g.cmds.Opts.LogProgressBytes.Load(); step > 0 && g.seen >= step {
+		g.progress("upload received")
+	}
 	b := g.buf
 	g.buf = nil
 	if b != nil {

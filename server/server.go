@@ -179,7 +179,7 @@ func (s *Server) handle(conn net.Conn) {
 		skipping = true
 		conn.SetReadDeadline(time.Now().Add(skipTimeout))
 	}
-	up := &ingest{cmds: s.Cmds, client: c}
+	up := &ingest{cmds: s.Cmds, client: c, log: s.log}
 	defer up.done()
 	classify := func(name []byte) Limits {
 		spec := commands.Commands().Lookup(name)
