@@ -100,6 +100,27 @@ func (src snapshotSource) Models(yield func(persistence.ModelRecord, []byte) err
 	return nil
 }
 
+// savingSource is the snapshot being saved: it logs its progress every
+// log-progress-bytes written (persistence.Progress).
+type savingSource struct {
+	snapshotSource
+	s     *App
+	start time.Time
+	next  int64 // bytes at which the next line is due; 0: none
+}
+
+// Written implements persistence.Progress.
+func (src *savingSource) Written(n int64) {
+	step := src.s.Opts.LogProgressBytes.Load()
+	if step <= 0 || src.next <= 0 || n < src.next {
+		return
+	}
+	src.next = n - n%step + step
+	secs := time.Since(src.start).Seconds()
+	src.s.Log.Info("saving snapshot", "file", src.s.snapshotPath(), "written_bytes", n,
+		"seconds", float64(int64(secs*1000))/1000, "mb_per_s", float64(int64(float64(n)/secs/1e5))/10)
+}
+
 // Save writes the snapshot now. The blobs it streams stay referenced by
 // the items until it returns, so a model deleted meanwhile is still saved
 // as it was at the snapshot instant.
@@ -118,7 +139,8 @@ func (s *App) Save() error {
 	dirty := s.Keys.Dirty()
 	items := s.retainItems()
 	defer s.releaseItems(items)
-	err := persistence.SaveFile(s.Opts.Dir, s.Opts.DBFilename, sn.SealKey, snapshotSource(items))
+	err := persistence.SaveFile(s.Opts.Dir, s.Opts.DBFilename, sn.SealKey,
+		&savingSource{snapshotSource: items, s: s, start: start, next: s.Opts.LogProgressBytes.Load()})
 	sn.lastSecs.Store(int64(time.Since(start).Seconds()))
 	sn.lastStatus.Store(err == nil)
 	if err != nil {

@@ -125,8 +125,8 @@ type Options struct {
 	// MaxModelBytesPerUser bounds the bytes of the models each user owns
 	// (0 = unlimited).
 	MaxModelBytesPerUser atomic.Int64
-	// LogProgressBytes: a model upload logs its progress every this many
-	// bytes (0: never).
+	// LogProgressBytes: a model upload and a snapshot save log their
+	// progress every this many bytes (0: never).
 	LogProgressBytes atomic.Int64
 	// MetricsPort is the HTTP port of the Prometheus metrics endpoint
 	// (0: none), on MetricsBind.

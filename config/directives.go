@@ -177,7 +177,7 @@ var table = []directive{
 		doc:   "bound on the bytes of the model blobs under each user's keys (0: none); an upload past it is refused on the length header of the chunk that passes it",
 		value: memory(func(o *Options) *atomic.Int64 { return &o.MaxModelBytesPerUser }, 0, 1<<62)},
 	{name: "log-progress-bytes", def: "256mb", mutable: true,
-		doc:   "a model upload logs its progress (bytes, rate) every this many bytes and once received, when it is at least that big (0: never)",
+		doc:   "a model upload logs its progress (bytes, rate) every this many bytes and once received, when it is at least that big, and a snapshot save every this many bytes written (0: never; a snapshot load logs every second)",
 		value: memory(func(o *Options) *atomic.Int64 { return &o.LogProgressBytes }, 0, 1<<62)},
 	{name: "metrics-port", def: "0",
 		doc: "HTTP port of the Prometheus metrics endpoint, GET /metrics (0: none): INFO's numeric fields, commandstats per command, AI.INFO's counters per model (these only when no authentication is configured), Go runtime and process metrics; it asks for no authentication",

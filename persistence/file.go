@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,7 +59,11 @@ func SaveFile(dir, name string, sealKey []byte, src Source) (err error) {
 			err = fmt.Errorf("persistence: save %s: %w", final, err)
 		}
 	}()
-	if err := Write(f, sealKey, src); err != nil {
+	var w io.Writer = f
+	if p, ok := src.(Progress); ok {
+		w = &countingWriter{w: f, p: p}
+	}
+	if err := Write(w, sealKey, src); err != nil {
 		return err
 	}
 	if err := step(stepWritten); err != nil {
@@ -85,6 +90,26 @@ func SaveFile(dir, name string, sealKey []byte, src Source) (err error) {
 		return fmt.Errorf("snapshot in place, but fsync of its directory failed: %w", err)
 	}
 	return nil
+}
+
+// Progress is implemented by a Source that wants to know how far SaveFile
+// has got: Written is called with the bytes written so far, as they are.
+type Progress interface {
+	Written(n int64)
+}
+
+// countingWriter tells a Progress what went through it.
+type countingWriter struct {
+	w io.Writer
+	p Progress
+	n int64
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	c.p.Written(c.n)
+	return n, err
 }
 
 func step(s saveStep) error {

@@ -230,6 +230,12 @@ class UploadProgressTest(unittest.TestCase):
         self.assertGreaterEqual(sizes[0], 1 << 20)
         self.assertRegex(log, r'msg="upload received" client=\d+ addr=\S+ key=big bytes=5000000 announced=5000000')
         self.assertNotIn("NOT-A-MODEL", log)
+        # A snapshot of it all logs its progress too.
+        r.execute_command("AI.TENSORSET", "t", "INT8", 3_000_000, "BLOB", os.urandom(3_000_000))  # incompressible
+        self.assertTrue(r.save())
+        saving = [l for l in srv.stderr().splitlines() if 'msg="saving snapshot"' in l]
+        self.assertTrue(1 <= len(saving) <= 3, saving)
+        self.assertRegex(saving[0], r"written_bytes=\d+ seconds=[\d.]+ mb_per_s=[\d.]+")
         # Below the threshold: nothing.
         small = Server("--log-progress-bytes", "64mb").start()
         self.addCleanup(small.stop)
