@@ -11,6 +11,7 @@ import (
 
 	"github.com/enclaveai/enclaveai/cluster"
 	"github.com/enclaveai/enclaveai/modelstore"
+	"github.com/google/uuid"
 )
 
 // Redis Cluster mode (cluster-enabled yes; docs/CLUSTER.md). Slot
@@ -190,6 +191,30 @@ func (cs *ClusterState) route(spec *Spec, argv [][]byte) error {
 		return nil
 	}
 	return Reply("MOVED " + strconv.Itoa(slot) + " " + owner.Addr())
+}
+
+// ownsKey reports whether key hashes to a slot this node serves.
+func (cs *ClusterState) ownsKey(key string) bool {
+	v := cs.view.Load()
+	if v.top == nil {
+		return false
+	}
+	owner := v.top.Owner(cluster.KeySlot([]byte(key)))
+	return owner != nil && owner.ID == v.id
+}
+
+// newModelID is a fresh UUID for a model stored under key "*": in cluster
+// mode, one that hashes to a slot this node serves, so that clients routing
+// by the returned key find the model here. A node that serves slots finds
+// one in a few tries (one in three for a node of three).
+func (s *App) newModelID() (string, error) {
+	for range 100000 {
+		id := uuid.NewString()
+		if s.Cluster == nil || s.Cluster.ownsKey(id) {
+			return id, nil
+		}
+	}
+	return "", errSlotNotServed
 }
 
 func parseClusterFlagCmd(a Args) (Runner, error) {

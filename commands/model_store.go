@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/enclaveai/enclaveai/modelstore"
 )
 
@@ -197,7 +195,10 @@ func (c *modelStoreCmd) Run(x *Ctx) error {
 	}
 	key := c.key
 	if key == "*" {
-		m.ID = uuid.NewString()
+		if m.ID, err = x.newModelID(); err != nil {
+			m.Release()
+			return err
+		}
 		key = m.ID
 	}
 	var old []modelstore.Value

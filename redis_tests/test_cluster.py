@@ -27,6 +27,9 @@ from redis.cluster import ClusterNode, RedisCluster
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import CRASH_PATTERNS, RawConn, ServerError, free_port, poll, server_binary  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "clients", "python"))
+import enclaveai  # noqa: E402
+
 REDIS_CLI = shutil.which("redis-cli")
 REDIS_SERVER = shutil.which("redis-server")
 MODELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models")
@@ -144,6 +147,31 @@ class TestCluster(unittest.TestCase):
         rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", self.nodes[0].port)], socket_timeout=10)
         self.addCleanup(rc.close)
         return rc
+
+    def test_python_client(self):
+        """enclaveai.Client finds cluster mode and sends each key's commands
+        to the node serving its slot, each node attested on first use;
+        models the server names land in a slot of the node that names them."""
+        import numpy as np
+        c = enclaveai.Client("127.0.0.1", self.nodes[0].port, attest=enclaveai.Policy(allow_simulated=True))
+        self.addCleanup(c.close)
+        rc = self.rc()
+        model = linear_model()
+        named = [c.upload_model(model, progress=False)[0] for _ in range(6)]
+        tagged = [c.upload_model(model, key="m" + tag, progress=False)[0] for tag in TAGS]
+        for key in named + tagged:
+            slot = rc.keyslot(key)
+            owner = [n for n in self.nodes if rc.get_node_from_key(key).port == n.port][0]
+            self.assertEqual(owner.cmd("EXISTS", key), 1, "model %s (slot %d) is not on its slot's node" % (key, slot))
+        self.assertEqual(sorted(m["key"] for m in c.list_models()), sorted(named + tagged))
+        x = np.array([[1, 2, 3, 4], [5, 6, 7, 8]], np.float32)
+        outs = [c.run_model(k, x).as_numpy() for k in tagged]
+        for o in outs:
+            np.testing.assert_array_equal(o, outs[0])
+        self.assertEqual(outs[0].shape, (2, 3))
+        c.delete_model("m{c}")
+        self.assertEqual(self.nodes[1].cmd("EXISTS", "m{c}"), 0)
+        self.assertEqual(len(c._nodes), 3, "one connection per node, the seed's reused")
 
     def test_controller_contract(self):
         self.assertIsInstance(self.before, ServerError)

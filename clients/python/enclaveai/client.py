@@ -91,7 +91,7 @@ def _pairs(reply) -> dict:
 
 
 class Client:
-    """A connection to one EnclaveAI server.
+    """A connection to an EnclaveAI server, or to each node of a cluster.
 
     Client(host, port, tls=False, attest=Policy(...)) connects and, before
     anything else is sent, checks the server's AI.ATTEST evidence against
@@ -100,6 +100,10 @@ class Client:
     The default policy refuses simulated evidence: pass
     attest=Policy(allow_simulated=True) to accept it (development only,
     loudly), or attest=False to skip attestation altogether.
+
+    Against a cluster (INFO cluster_enabled:1) each key's commands go to
+    the node serving its slot, over a connection of its own that is
+    attested the same way on first use; list_models asks every primary.
 
     Other keyword arguments go to redis.Redis (password, username,
     socket_timeout, ...)."""
@@ -111,14 +115,27 @@ class Client:
             # The certificate is made inside the enclave: trust comes from
             # the evidence that binds its key, not from a CA.
             kw.update(ssl=True, ssl_cert_reqs=ssl.CERT_NONE, ssl_check_hostname=False)
-        self.redis = redis.Redis(host=host, port=port, single_connection_client=True, **kw)
+        self._kw = kw
         self.tls = tls
+        self._policy = None if attest is False else (attest if isinstance(attest, Policy) else Policy())
+        self._cli = cli
+        self.redis = redis.Redis(host=host, port=port, single_connection_client=True, **kw)
         self.attestation: Optional[Result] = None
-        if attest is not False:
-            self.attestation = self._attest(attest if isinstance(attest, Policy) else Policy(), cli)
+        if self._policy is not None:
+            self.attestation = self._attest(self.redis)
+        # Cluster mode: each key's commands go to the node serving its
+        # slot, over a connection of its own, attested like the first.
+        self._cluster = None
+        self._nodes: Dict[Tuple[str, int], redis.Redis] = {(host, port): self.redis}
+        if int(self.redis.info("cluster").get("cluster_enabled", 0)):
+            from redis.cluster import RedisCluster
+            self._cluster = RedisCluster(host=host, port=port, **kw)
 
     def close(self):
-        self.redis.close()
+        for c in self._nodes.values():
+            c.close()
+        if self._cluster is not None:
+            self._cluster.close()
 
     def __enter__(self):
         return self
@@ -126,19 +143,37 @@ class Client:
     def __exit__(self, *exc):
         self.close()
 
+    def _at(self, host: str, port: int) -> redis.Redis:
+        """The connection to one node (cluster mode), attested on first use."""
+        c = self._nodes.get((host, port))
+        if c is None:
+            c = redis.Redis(host=host, port=port, single_connection_client=True, **self._kw)
+            if self._policy is not None:
+                self._attest(c)
+            self._nodes[(host, port)] = c
+        return c
+
+    def _for(self, key: str) -> redis.Redis:
+        """The connection that serves key: the node owning its slot in
+        cluster mode, else the one connection."""
+        if self._cluster is None:
+            return self.redis
+        node = self._cluster.get_node_from_key(key)
+        return self._at(node.host, node.port)
+
     # -- attestation -------------------------------------------------------
 
-    def _attest(self, policy: Policy, cli) -> Result:
+    def _attest(self, conn: redis.Redis) -> Result:
         nonce = secrets.token_bytes(32)
-        reply = _pairs(self.redis.execute_command("AI.ATTEST", nonce))
+        reply = _pairs(conn.execute_command("AI.ATTEST", nonce))
         if self.tls:
-            sock = self.redis.connection._sock
+            sock = conn.connection._sock
             key = _attest.spki_from_cert(sock.getpeercert(binary_form=True))
         else:
             # Plain TCP: bound to the key the server reports, not to this
             # connection (a man in the middle could relay it).
             key = reply.get("tls_public_key") or b""
-        return _attest.verify(reply["evidence"], nonce, key, policy, cli,
+        return _attest.verify(reply["evidence"], nonce, key, self._policy, self._cli,
                               receipt_key=reply.get("receipt_public_key") or b"")
 
     # -- models ------------------------------------------------------------
@@ -172,7 +207,9 @@ class Client:
             words += ["OPTIMIZE", "1" if optimize else "0", "BLOB"]
             sha = hashlib.sha256()
             bar = _progress(size, label) if progress else None
-            conn = self.redis.connection
+            # Key * (the server names the model) goes to the node serving
+            # "*"'s slot, which picks a name in one of its own slots.
+            conn = self._for(key or "*").connection
 
             def packets():
                 head = [b"*%d\r\n" % (len(words) + n)]
@@ -218,7 +255,7 @@ class Client:
 
     def model_info(self, key: str) -> Dict[str, Any]:
         """AI.MODELINFO as a dict with str keys and values."""
-        info = _pairs(self.redis.execute_command("AI.MODELINFO", key))
+        info = _pairs(self._for(key).execute_command("AI.MODELINFO", key))
         out = {}
         for k, v in info.items():
             if k in ("inputs", "outputs"):
@@ -228,17 +265,21 @@ class Client:
         return out
 
     def list_models(self) -> List[Dict[str, str]]:
-        """Every model this user may see: [{"key": ..., "tag": ...}]."""
-        return [{"key": _text(k), "tag": _text(t)} for k, t in self.redis.execute_command("AI._MODELSCAN")]
+        """Every model this user may see: [{"key": ..., "tag": ...}] (of
+        every primary node in cluster mode)."""
+        conns = [self.redis] if self._cluster is None else \
+            [self._at(n.host, n.port) for n in self._cluster.get_primaries()]
+        return [{"key": _text(k), "tag": _text(t)} for c in conns for k, t in c.execute_command("AI._MODELSCAN")]
 
     def delete_model(self, key: str) -> None:
         """Deletes a model (AI.MODELDEL)."""
-        self.redis.execute_command("AI.MODELDEL", self._resolve(key))
+        key = self._resolve(key)
+        self._for(key).execute_command("AI.MODELDEL", key)
 
     def _resolve(self, key_or_sha: str) -> str:
         """A model key, given its key or its sha256 (64 hex digits)."""
         if len(key_or_sha) == 64 and all(c in "0123456789abcdef" for c in key_or_sha) \
-                and not self.redis.exists(key_or_sha):
+                and not self._for(key_or_sha).exists(key_or_sha):
             for m in self.list_models():
                 if self.model_info(m["key"])["sha256"] == key_or_sha:
                     return m["key"]
@@ -275,7 +316,7 @@ class Client:
         args += ["|>", "AI.MODELEXECUTE", key, "INPUTS", len(ins)] + in_names + ["OUTPUTS", len(outs)] + out_names
         for name in out_names:
             args += ["|>", "AI.TENSORGET", name, "META", "BLOB"]
-        reply = self.redis.execute_command(*args)
+        reply = self._for(key).execute_command(*args)
         result = Outputs()
         for spec, r in zip(outs, reply[-len(outs):]):
             if isinstance(r, Exception):
