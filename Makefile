@@ -8,7 +8,7 @@ PYTHON      := /usr/bin/python3
 GO          ?= go
 export ENCLAVEAI_ONNXRUNTIME_LIB := $(ORT_LIB)
 
-.PHONY: enclave build run test lint test-go test-redis deps ort models crash-models crash-test fuzz-models bench bench-readers bench-core bench-snapshot bench-huge bench-mem bench-aof bench-wall bench-loop bench-engines fuzz test-nocgo race clean
+.PHONY: enclave build run test lint test-go test-redis deps ort models crash-models crash-test fuzz-models bench bench-readers bench-core bench-snapshot bench-huge bench-mem bench-aof bench-wall bench-loop bench-engines bench-plots fuzz test-nocgo race clean
 
 build: bin/enclaveai-server bin/enclaveai-cli bin/enclaveai-server-nocgo
 
@@ -181,6 +181,13 @@ bench: bench-loop
 bench-loop: build models
 	$(GO) build -o bin/bench-loop ./bench/loop
 	timeout 900 bin/bench-loop -doc docs/BENCHMARKS.md $(BENCH_LOOP_ARGS)
+
+# Last: docs/BENCHMARKS.md's "Results at a glance", plots (docs/img) of the
+# tables the benchmarks above wrote into it (bench/plots.py, matplotlib).
+bench: bench-plots
+bench-plots:
+	@dpkg -s python3-matplotlib >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-matplotlib)
+	$(PYTHON) bench/plots.py docs/BENCHMARKS.md
 
 # Every fuzz target for FUZZTIME each: the RESP reader, the command parsers,
 # the cluster topology parser,
