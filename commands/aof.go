@@ -260,9 +260,9 @@ type modelStream struct {
 	ok   bool // every byte went into the file (set before done closes)
 }
 
-// TapUpload makes a large upload's buffer write its model file as it
-// fills; the front end calls it when it creates the buffer.
-func (s *App) TapUpload(buf *modelstore.ModelBuffer) {
+// tapUpload makes a large upload's buffer write its model file as it
+// fills (Upload.NewBuffer).
+func (s *App) tapUpload(buf *modelstore.ModelBuffer) {
 	if s.aof != nil {
 		buf.SetTap(&modelStream{l: s.aof, sha: sha256.New(), done: make(chan struct{})})
 	}

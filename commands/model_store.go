@@ -184,7 +184,7 @@ func (c *modelStoreCmd) Run(x *Ctx) error {
 	if err != nil {
 		return err
 	}
-	if err := CheckUploadBudget(int64(len(data)), x.uploadBudget(x.C, c.key)); err != nil {
+	if err := checkUploadBudget(int64(len(data)), x.uploadBudget(x.C, c.key)); err != nil {
 		return err
 	}
 	meta := c.meta

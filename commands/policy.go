@@ -7,7 +7,7 @@ import (
 )
 
 // Upload policy, checked on the length header of an upload's first chunk
-// (CheckUploadStart, before any of its bytes are read) and again when the
+// (StartUpload, before any of its bytes are read) and again when the
 // command runs (FILE uploads, and what changed in between):
 //   - allow-modelstore no refuses AI.MODELSTORE, AI.MODELSET and
 //     AI.MODELDEL, and DEL, UNLINK, RENAME, EXPIRE or FLUSHALL of a model
@@ -91,12 +91,12 @@ func (s *App) uploadBudget(c *Client, key string) int64 {
 	return limit - used
 }
 
-// CheckUploadStart decides, on the length header of an upload's first
+// checkUploadStart decides, on the length header of an upload's first
 // chunk, whether the upload may go on: the upload policy, another user's
 // model at the key (the store checks again when it runs), and the bytes
 // the whole upload may total under max-model-bytes-per-user, which the
 // front end checks as each chunk's length arrives.
-func (s *App) CheckUploadStart(c *Client, key []byte) (budget int64, err error) {
+func (s *App) checkUploadStart(c *Client, key []byte) (budget int64, err error) {
 	if err := s.mayUpload(c); err != nil {
 		return 0, err
 	}
@@ -110,8 +110,8 @@ func (s *App) CheckUploadStart(c *Client, key []byte) (budget int64, err error) 
 	return s.uploadBudget(c, string(key)), nil
 }
 
-// CheckUploadBudget refuses a chunk that takes an upload past its budget.
-func CheckUploadBudget(total, budget int64) error {
+// checkUploadBudget refuses a chunk that takes an upload past its budget.
+func checkUploadBudget(total, budget int64) error {
 	if total > budget {
 		return errUserModelBytes
 	}

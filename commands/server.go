@@ -359,8 +359,8 @@ func (s *App) PreLimits(c *Client) Limits {
 
 // CommandLimits bound the rest of a command once its name is known. The
 // payload of a Big command (Spec.Payload: a model's BLOB chunks) is not
-// bounded by client-query-buffer-limit but by CheckUploadSize and
-// ReserveUpload, which the front end asks as each chunk's length arrives;
+// bounded by client-query-buffer-limit but by Upload.Admit and
+// Upload.Reserve, which the front end asks as each chunk's length arrives;
 // the rest of it is.
 func (s *App) CommandLimits(c *Client, spec *Spec) Limits {
 	return s.PreLimits(c)

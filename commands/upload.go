@@ -1,14 +1,18 @@
 package commands
 
-import "github.com/enclaveai/enclaveai/modelstore"
+import (
+	"math"
+
+	"github.com/enclaveai/enclaveai/modelstore"
+)
 
 // Uploads: the BLOB chunks of AI.MODELSTORE and AI.MODELSET are the only
 // arguments that may be larger than client-query-buffer-limit. The network
 // front end reads them (Spec.Payload tells which arguments they are) into
 // memory of its choosing, a modelstore.ModelBuffer for a large model, and
-// asks CheckUploadSize and (for a large model) ReserveUpload before each
-// one's bytes arrive, so that max-model-size and maxmemory refuse an upload
-// before anything is allocated. The command
+// asks an Upload (Admit, and for a large model Reserve) before each one's
+// bytes arrive, so that max-model-size, the user's budget and maxmemory
+// refuse an upload before anything is allocated. The command
 // then finds the buffer with Args.Upload and hands it to the model registry
 // without copying it; the front end drops its own reference when the
 // command is over, which frees a buffer that nothing kept (a parse error, a
@@ -30,33 +34,83 @@ func modelPayloadArg(prev [][]byte, i int) bool {
 	return false
 }
 
-// CheckUploadSize refuses an upload whose chunks total more than
-// max-model-size, as soon as the chunk that passes it announces its length.
-func (s *App) CheckUploadSize(total int64) error {
-	if total > s.Opts.MaxModelSize.Load() {
+// Upload is the command layer's side of one command's payload while the
+// front end reads it, the whole interface between the two (server/ingest.go):
+// StartUpload on the first chunk's length header, Admit on each chunk's,
+// Reserve and NewBuffer for what goes into a model buffer, End when the
+// command is over, then DispatchUpload.
+type Upload struct {
+	app      *App
+	budget   int64 // bytes the upload may total (max-model-bytes-per-user)
+	total    int64 // chunk bytes admitted
+	reserved int64 // bytes reserved against maxmemory
+}
+
+// StartUpload decides, on the length header of an upload's first chunk and
+// before any of its bytes, whether c may upload to key at all (the upload
+// policy, the key's owner); key is nil when the command has none.
+func (s *App) StartUpload(c *Client, key []byte) (*Upload, error) {
+	u := &Upload{app: s, budget: math.MaxInt64}
+	if key != nil {
+		budget, err := s.checkUploadStart(c, key)
+		if err != nil {
+			return nil, err
+		}
+		u.budget = budget
+	}
+	return u, nil
+}
+
+// Admit accounts for the next chunk, of n bytes, on its length header:
+// refused when the chunks would total more than max-model-size or the
+// user's max-model-bytes-per-user.
+func (u *Upload) Admit(n int64) error {
+	if u.total+n > u.app.Opts.MaxModelSize.Load() {
 		return errModelTooBig
 	}
+	if err := checkUploadBudget(u.total+n, u.budget); err != nil {
+		return err
+	}
+	u.total += n
 	return nil
 }
 
-// ReserveUpload accounts for n more payload bytes of a large upload before
+// Reserve accounts for n payload bytes read into a model buffer before
 // they are read, if maxmemory leaves room for them next to what the
-// keyspace holds and every upload in flight. The front end calls
-// ReleaseUpload with what it reserved once the command is over.
+// keyspace holds and every upload in flight; End gives the room back.
 //
 // Unlike the check a small model gets once parsed, this one cannot know
 // that the upload will turn out to duplicate a model already held (which
 // adds no memory): a large one needs the room while it arrives.
-func (s *App) ReserveUpload(n int64) error {
+func (u *Upload) Reserve(n int64) error {
+	s := u.app
 	if err := s.Keys.CheckMemory(s.uploading.Load() + n); err != nil {
 		return err
 	}
 	s.uploading.Add(n)
+	u.reserved += n
 	return nil
 }
 
-// ReleaseUpload ends the accounting of n bytes reserved by ReserveUpload.
-func (s *App) ReleaseUpload(n int64) { s.uploading.Add(-n) }
+// NewBuffer is a model buffer for the upload (modelstore.NewModelBuffer),
+// whose model file the append-only log writes as it fills.
+func (u *Upload) NewBuffer(limit, expect int64) (*modelstore.ModelBuffer, error) {
+	buf, err := modelstore.NewModelBuffer(limit, expect)
+	if err != nil {
+		return nil, err
+	}
+	u.app.tapUpload(buf)
+	return buf, nil
+}
+
+// Reserved is what the upload holds against maxmemory.
+func (u *Upload) Reserved() int64 { return u.reserved }
+
+// End gives back what the upload reserved; the command is over.
+func (u *Upload) End() {
+	u.app.uploading.Add(-u.reserved)
+	u.reserved = 0
+}
 
 // DispatchUpload is Dispatch for a command whose payload the front end read
 // into up (nil if none). The front end keeps its reference to up and drops

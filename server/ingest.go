@@ -2,7 +2,6 @@ package server
 
 import (
 	"log/slog"
-	"math"
 	"time"
 
 	"github.com/enclaveai/enclaveai/commands"
@@ -17,18 +16,19 @@ const directMin = 1 << 20
 // ingest is a connection's Sink for the payload of model uploads
 // (AI.MODELSTORE / AI.MODELSET BLOB chunks, per Spec.Payload). As each
 // chunk's length header arrives, before any of its bytes, it asks the
-// command layer whether the upload may go on at all (CheckUploadStart: the
-// upload policy, the key's owner, max-model-bytes-per-user), then for room
-// (max-model-size; maxmemory for a model read into a
-// buffer, whose memory is taken before it could be found to duplicate
-// one already held), then gives the reader the chunk's final place: the
-// next stretch of one contiguous ModelBuffer for the whole model, or an
-// allocation of the chunk's size while the chunks so far total less than
-// directMin. The chunk that brings the total to directMin moves the few
-// small ones before it into a new buffer, so that a model sent in many
-// small chunks (redis-py users send 1,000,000 bytes at a time) is not
-// joined in a second copy either. A chunk is bounded by max-model-size
-// alone, never by proto-max-bulk-len; its bytes are never counted against
+// command layer's Upload (commands/upload.go) whether the upload may go on
+// at all (StartUpload: the upload policy, the key's owner), whether the
+// chunk is admitted (Admit: max-model-size, max-model-bytes-per-user), and
+// for a model read into a buffer, for room (Reserve: maxmemory, whose
+// memory is taken before it could be found to duplicate one already held);
+// then it gives the reader the chunk's final place: the next stretch of one
+// contiguous ModelBuffer for the whole model, or an allocation of the
+// chunk's size while the chunks so far total less than directMin. The
+// chunk that brings the total to directMin moves the few small ones before
+// it into a new buffer, so that a model sent in many small chunks (redis-py
+// users send 1,000,000 bytes at a time) is not joined in a second copy
+// either. A chunk is bounded by max-model-size alone, never by
+// proto-max-bulk-len; its bytes are never counted against
 // client-query-buffer-limit, which bounds the other arguments.
 //
 // The buffer belongs to the connection until the command is dispatched
@@ -39,11 +39,10 @@ type ingest struct {
 	client *commands.Client
 	spec   *commands.Spec
 
-	buf      *modelstore.ModelBuffer
-	first    int   // index of the first chunk; 0 until it is seen
-	total    int64 // chunk bytes so far
-	budget   int64 // bytes the upload may total (max-model-bytes-per-user)
-	reserved int64 // bytes reserved with ReserveUpload
+	up    *commands.Upload // the command layer's side; nil until the first chunk
+	buf   *modelstore.ModelBuffer
+	first int   // index of the first chunk; 0 until it is seen
+	total int64 // chunk bytes so far
 
 	// Progress, logged every log-progress-bytes of chunk bytes received.
 	log   *slog.Logger
@@ -59,7 +58,7 @@ func (g *ingest) limits(spec *commands.Spec, l Limits) Limits {
 	if spec == nil || spec.Payload == nil {
 		return l
 	}
-	g.spec, g.first, g.total, g.budget = spec, 0, 0, math.MaxInt64
+	g.spec, g.first, g.total = spec, 0, 0
 	g.key, g.seen, g.next = "", 0, 0
 	l.Sink, l.Filled = g.sink, g.filled
 	// A refused upload is skipped (the client then reads why) up to twice
@@ -73,22 +72,21 @@ func (g *ingest) sink(a SinkArg) ([]byte, error) {
 		return nil, nil
 	}
 	if g.first == 0 {
+		var key []byte
 		if len(a.Prev) > 1 {
-			budget, err := g.cmds.CheckUploadStart(g.client, a.Prev[1])
-			if err != nil {
-				return nil, err
-			}
-			g.budget = budget
-			g.key = string(a.Prev[1])
+			key = a.Prev[1]
+			g.key = string(key)
 		}
+		up, err := g.cmds.StartUpload(g.client, key)
+		if err != nil {
+			return nil, err
+		}
+		g.up = up
 		g.first = a.Index
 		g.start = time.Now()
 		g.next = g.cmds.Opts.LogProgressBytes.Load()
 	}
-	if err := g.cmds.CheckUploadSize(g.total + a.Size); err != nil {
-		return nil, err
-	}
-	if err := commands.CheckUploadBudget(g.total+a.Size, g.budget); err != nil {
+	if err := g.up.Admit(a.Size); err != nil {
 		return nil, err
 	}
 	if g.buf == nil && g.total+a.Size >= directMin {
@@ -100,20 +98,18 @@ func (g *ingest) sink(a SinkArg) ([]byte, error) {
 	if g.buf == nil {
 		return make([]byte, a.Size), nil
 	}
-	if err := g.cmds.ReserveUpload(a.Size); err != nil {
+	if err := g.up.Reserve(a.Size); err != nil {
 		return nil, err
 	}
-	g.reserved += a.Size
 	return g.buf.Extend(a.Size)
 }
 
 // direct starts the upload's ModelBuffer at chunk a, moving the chunks
 // before it (less than directMin in all) into it.
 func (g *ingest) direct(a SinkArg) error {
-	if err := g.cmds.ReserveUpload(g.total); err != nil {
+	if err := g.up.Reserve(g.total); err != nil {
 		return err
 	}
-	g.reserved += g.total
 	// Sized for the largest model allowed; the chunks still to come are a
 	// guess at the size, for when only that much can be had.
 	limit := g.cmds.Opts.MaxModelSize.Load()
@@ -121,11 +117,10 @@ func (g *ingest) direct(a SinkArg) error {
 	if left := int64(a.Count - a.Index); left <= (limit-g.total)/a.Size {
 		expect = g.total + a.Size*left
 	}
-	buf, err := modelstore.NewModelBuffer(limit, expect)
+	buf, err := g.up.NewBuffer(limit, expect) // the log's model file is written as it fills
 	if err != nil {
 		return err
 	}
-	g.cmds.TapUpload(buf) // the log's model file is written as it fills
 	if g.total > 0 {
 		dst, err := buf.Extend(g.total)
 		if err != nil {
@@ -192,8 +187,8 @@ func (g *ingest) done() {
 		g.buf.Unref()
 		g.buf = nil
 	}
-	if g.reserved != 0 {
-		g.cmds.ReleaseUpload(g.reserved)
-		g.reserved = 0
+	if g.up != nil {
+		g.up.End()
+		g.up = nil
 	}
 }

@@ -104,8 +104,8 @@ func TestIngestRunningTotal(t *testing.T) {
 	if !buf.Holds(cmd.Args[5:]) || string(buf.Bytes()) != want {
 		t.Error("the chunks (the first two moved) are not the buffer's bytes")
 	}
-	if f.up.reserved != int64(len(want)) {
-		t.Errorf("reserved %d bytes, want %d", f.up.reserved, len(want))
+	if got := f.up.up.Reserved(); got != int64(len(want)) {
+		t.Errorf("reserved %d bytes, want %d", got, len(want))
 	}
 	f.up.done()
 	buf.Unref()
