@@ -19,8 +19,8 @@ import (
 // leeway) has passed, the connection gets -NOAUTH until it authenticates
 // again (App.check).
 
-// SetupJWT reads jwt-public-key-file, if set; the front end calls it at
-// start, and a bad file stops the start.
+// SetupJWT reads jwt-public-key-file, if set (Prepare); a bad file stops
+// the start.
 func (s *App) SetupJWT() error {
 	if s.Opts.JWTPublicKeyFile == "" {
 		return nil

@@ -125,6 +125,33 @@ func (s *App) Release(vs []modelstore.Value) {
 // Stats returns the server's counters.
 func (s *App) Stats() *Stats { return &s.stats }
 
+// Start is the application's start, in two steps around the front end's
+// listening. Prepare, before the listener opens: the token keys
+// (jwt-public-key-file) and the cluster state; a bad file stops the
+// start. Load, once clients may connect (they are answered -LOADING
+// meanwhile): the data (the append-only log, or the snapshot) and the
+// loadmodel models. Each returns the first real error; the front end stops
+// on it.
+func (s *App) Prepare() error {
+	if err := s.SetupJWT(); err != nil {
+		return err
+	}
+	return s.StartCluster()
+}
+
+// Load is the second step of the start (Prepare).
+func (s *App) Load() error {
+	s.SetLoading(true)
+	if err := s.LoadData(); err != nil {
+		return err
+	}
+	if err := s.LoadStartupModels(); err != nil {
+		return err
+	}
+	s.SetLoading(false)
+	return nil
+}
+
 // SetLoading marks the server as loading a snapshot (-LOADING replies).
 func (s *App) SetLoading(on bool) { s.loading.Store(on) }
 

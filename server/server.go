@@ -307,10 +307,7 @@ func (s *Server) Start() error {
 	if err := s.setupEnclave(); err != nil {
 		return err
 	}
-	if err := s.Cmds.SetupJWT(); err != nil {
-		return err
-	}
-	if err := s.Cmds.StartCluster(); err != nil {
+	if err := s.Cmds.Prepare(); err != nil {
 		return err
 	}
 	if err := s.Listen(); err != nil {
@@ -346,15 +343,10 @@ func (s *Server) Start() error {
 			s.log.Error("accept loop ended", "err", err)
 		}
 	}()
-	if err := s.Cmds.LoadData(); err != nil {
+	if err := s.Cmds.Load(); err != nil {
 		s.Stop()
 		return err
 	}
-	if err := s.Cmds.LoadStartupModels(); err != nil {
-		s.Stop()
-		return err
-	}
-	s.Cmds.SetLoading(false)
 	return nil
 }
 
