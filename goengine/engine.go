@@ -38,7 +38,11 @@ import (
 const Opset = 13
 
 // Engine is the pure-Go engine. The zero value is ready to use.
-type Engine struct{}
+type Engine struct {
+	// MaxTensorBytes bounds any one tensor an operator makes (bound.go);
+	// nil means DefaultMaxTensorBytes. The server passes maxmemory.
+	MaxTensorBytes func() int64
+}
 
 // Name implements modelstore.Engine.
 func (Engine) Name() string { return "go" }
@@ -61,7 +65,7 @@ func getOperator(opType string) (ops.Operator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return guarded{op}, nil
+	return guarded{Operator: op, opType: opType}, nil
 }
 
 // mlOps are operators of the ai.onnx.ml domain that gonnx serves under the
@@ -78,7 +82,11 @@ var mlOps = map[string]bool{"LinearRegressor": true, "Scaler": true}
 // empty tensor (a zero dimension) reaching Softmax did that
 // (FuzzGoEngineOps). The engine refuses empty tensors as any operator's
 // input, those of the graph, its initializers and what an operator made.
-type guarded struct{ ops.Operator }
+type guarded struct {
+	ops.Operator
+	opType   string
+	maxBytes int64 // a bound on the tensor the operator makes (bound.go); 0: none (Compile's checks)
+}
 
 // ValidateInputs implements ops.Operator. A required input left out (an
 // empty name in the node) arrives as nil, which operators dereference, some
@@ -103,6 +111,11 @@ func (g guarded) Apply(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 			return nil, fmt.Errorf("%s: input %d has shape %v: this engine does not run empty tensors", g.String(), i, t.Shape())
 		}
 	}
+	if g.maxBytes > 0 {
+		if err := checkOutput(g.opType, inputs, g.maxBytes); err != nil {
+			return nil, err
+		}
+	}
 	return g.Operator.Apply(inputs)
 }
 
@@ -114,7 +127,7 @@ func Supported(opType string) bool {
 
 // Compile implements modelstore.Engine. SessionOptions tune ONNX Runtime
 // only and are ignored.
-func (Engine) Compile(src modelstore.ModelSource, _ modelstore.SessionOptions) (_ modelstore.EngineSession, err error) {
+func (e Engine) Compile(src modelstore.ModelSource, _ modelstore.SessionOptions) (_ modelstore.EngineSession, err error) {
 	defer contain(&err, "compiling the model", nil)
 	inputs, outputs, err := modelstore.ReadGraphIO(src.Data)
 	if err != nil {
@@ -160,7 +173,7 @@ func (Engine) Compile(src modelstore.ModelSource, _ modelstore.SessionOptions) (
 	}
 	m.GetOperator = getOperator
 	// The float weights now live in gonnx's tensors only (decodeWeights).
-	return &session{model: m, inputs: inputs, outputs: outputs}, nil
+	return &session{model: m, inputs: inputs, outputs: outputs, maxBytes: e.MaxTensorBytes}, nil
 }
 
 // refuse is an error of Compile or Run, as clients see it after "ERR ".
@@ -250,6 +263,8 @@ type session struct {
 	broken  error // set by a run that panicked: its operators may have left shared tensors half-written
 	inputs  []modelstore.IOInfo
 	outputs []modelstore.IOInfo
+	// maxBytes bounds a tensor an operator makes (Engine.MaxTensorBytes).
+	maxBytes func() int64
 }
 
 func (s *session) Inputs() []modelstore.IOInfo  { return s.inputs }
@@ -310,11 +325,22 @@ func (s *session) Run(ctx context.Context, inputs []*modelstore.Tensor) (_ []*mo
 			"a run failed inside the pure-Go engine (%v); store it again", r)}
 	})
 	m := *s.model // this run's getter sees its context
+	bound := int64(DefaultMaxTensorBytes)
+	if s.maxBytes != nil {
+		if b := s.maxBytes(); b > 0 {
+			bound = b
+		}
+	}
 	m.GetOperator = func(opType string) (ops.Operator, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		return getOperator(opType)
+		op, err := getOperator(opType)
+		if g, ok := op.(guarded); ok {
+			g.maxBytes = bound
+			op = g
+		}
+		return op, err
 	}
 	res, err := m.Run(feed)
 	if err != nil {

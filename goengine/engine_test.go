@@ -2,12 +2,16 @@ package goengine
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	gonnxproto "github.com/advancedclimatesystems/gonnx/onnx"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/enclaveai/enclaveai/modelstore"
 )
@@ -123,4 +127,80 @@ func TestEmptyTensorRefused(t *testing.T) {
 	if _, err := s.Run(context.Background(), inputs); err == nil || !strings.Contains(err.Error(), "does not run empty tensors") {
 		t.Fatalf("got %v", err)
 	}
+}
+
+// Tensors an operator would make past the bound are refused before the
+// operator allocates them: a Go allocation that cannot be satisfied ends
+// the process (in the enclave build, the server).
+func TestOutputBound(t *testing.T) {
+	cases := []struct {
+		name   string
+		model  []byte
+		inputs []*modelstore.Tensor
+	}{
+		{"ConstantOfShape", oneInt64Input(t, "ConstantOfShape"), []*modelstore.Tensor{int64s(100000, 100000)}},
+		{"MatMul", twoFloatInputs(t, "MatMul"), []*modelstore.Tensor{floatT(100000, 1), floatT(1, 100000)}},
+		{"Add", twoFloatInputs(t, "Add"), []*modelstore.Tensor{floatT(100000, 1), floatT(1, 100000)}},
+	}
+	for _, c := range cases {
+		s, err := Engine{MaxTensorBytes: func() int64 { return 1 << 30 }}.Compile(modelstore.ModelSource{Data: c.model}, modelstore.SessionOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		_, err = s.Run(context.Background(), c.inputs)
+		if err == nil || !strings.Contains(err.Error(), "would make a tensor of 10000000000 elements, past the engine's bound of 1073741824 bytes") {
+			t.Errorf("%s: %v", c.name, err)
+		}
+		s.Close()
+	}
+	// Under the bound the same model runs.
+	s, err := Engine{}.Compile(modelstore.ModelSource{Data: twoFloatInputs(t, "MatMul")}, modelstore.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	out, err := s.Run(context.Background(), []*modelstore.Tensor{floatT(300, 1), floatT(1, 200)})
+	if err != nil || len(out) != 1 || out[0].Shape[0] != 300 || out[0].Shape[1] != 200 {
+		t.Fatalf("%v %v", out, err)
+	}
+}
+
+func floatT(shape ...int64) *modelstore.Tensor {
+	n := int64(1)
+	for _, d := range shape {
+		n *= d
+	}
+	return &modelstore.Tensor{DType: modelstore.Float, Shape: shape, Data: make([]byte, 4*n)}
+}
+
+func int64s(v ...int64) *modelstore.Tensor {
+	b := make([]byte, 0, 8*len(v))
+	for _, x := range v {
+		b = binary.LittleEndian.AppendUint64(b, uint64(x))
+	}
+	return &modelstore.Tensor{DType: modelstore.Int64, Shape: []int64{int64(len(v))}, Data: b}
+}
+
+// twoFloatInputs is op(a, b) with FLOAT inputs of any shape; oneInt64Input
+// op(s) with an INT64 input.
+func twoFloatInputs(t *testing.T, op string) []byte {
+	return graphModel(t, op, gonnxproto.TensorProto_FLOAT, "a", "b")
+}
+
+func oneInt64Input(t *testing.T, op string) []byte {
+	return graphModel(t, op, gonnxproto.TensorProto_INT64, "s")
+}
+
+func graphModel(t *testing.T, op string, elem gonnxproto.TensorProto_DataType, names ...string) []byte {
+	t.Helper()
+	g := &gonnxproto.GraphProto{Name: "g", Node: []*gonnxproto.NodeProto{{OpType: op, Input: names, Output: []string{"y"}}},
+		Output: []*gonnxproto.ValueInfoProto{valueInfo("y", gonnxproto.TensorProto_FLOAT)}}
+	for _, n := range names {
+		g.Input = append(g.Input, valueInfo(n, elem))
+	}
+	b, err := proto.Marshal(&gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: 13}}, Graph: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

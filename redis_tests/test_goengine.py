@@ -147,6 +147,38 @@ class GoEngineTest(unittest.TestCase):
         tset(r, "x", np.ones((2, 4), np.float32))
         self.assertEqual(execute(r, "l", ["x"], ["y"]), b"OK")
 
+    def test_memory_bombs_refused(self):
+        """A tensor an operator would make past the engine's bound (maxmemory,
+        else 2 GiB) is refused before it is allocated: in the cgo-free build
+        an allocation the Go runtime cannot satisfy ends the server. Before
+        the bound, ConstantOfShape fed [100000, 100000] did."""
+        r = self.g
+        cos = helper.make_model(helper.make_graph(
+            [helper.make_node("ConstantOfShape", ["s"], ["y"])], "cos",
+            [helper.make_tensor_value_info("s", TensorProto.INT64, [2])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]),
+            ir_version=8, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+        mm = helper.make_model(helper.make_graph(
+            [helper.make_node("MatMul", ["a", "b"], ["y"])], "mm",
+            [helper.make_tensor_value_info("a", TensorProto.FLOAT, None),
+             helper.make_tensor_value_info("b", TensorProto.FLOAT, None)],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]),
+            ir_version=8, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+        self.assertEqual(r.execute_command("AI.MODELSTORE", "cos", "ONNX", "CPU", "BLOB", cos), b"OK")
+        self.assertEqual(r.execute_command("AI.MODELSTORE", "mm", "ONNX", "CPU", "BLOB", mm), b"OK")
+        tset(r, "s", np.array([100000, 100000], np.int64))
+        tset(r, "a", np.ones((100000, 1), np.float32))
+        tset(r, "b", np.ones((1, 100000), np.float32))
+        for key, ins in (("cos", ["s"]), ("mm", ["a", "b"])):
+            with self.assertRaises(Exception) as cm:
+                execute(r, key, ins, ["y"])
+            self.assertIn("would make a tensor of 10000000000 elements, past the engine's bound", str(cm.exception))
+            self.assertTrue(r.ping())
+        # Within the bound, the same models run.
+        tset(r, "s", np.array([3, 2], np.int64))
+        self.assertEqual(execute(r, "cos", ["s"], ["y"]), b"OK")
+        self.assertEqual(tget(r, "y").shape, (3, 2))
+
     def test_other_opset_refused(self):
         m = onnx.load_from_string(model_bytes("linear.onnx"))
         m.opset_import[0].version = 17

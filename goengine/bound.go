@@ -1,0 +1,240 @@
+package goengine
+
+import (
+	"fmt"
+	"math"
+
+	"gorgonia.org/tensor"
+)
+
+// DefaultMaxTensorBytes bounds any one tensor an operator makes when the
+// Engine is given no bound (MaxTensorBytes).
+const DefaultMaxTensorBytes = 2 << 30
+
+// An allocation the Go runtime cannot satisfy is not a panic but a fatal
+// error that ends the process, and in the enclave build the engine runs in
+// the server's: a ConstantOfShape fed [100000, 100000] (40 GB) did that
+// through a client's tensor. So before an operator runs, the size of the
+// tensor it is about to make is computed from its inputs, for every
+// operator whose output can be much larger than its inputs: those shaped
+// by an input's values (ConstantOfShape, Expand, Tile, Range), and those
+// whose output dimensions multiply (MatMul and Gemm, [100000, 1] x [1,
+// 100000] is 40 GB from 800 KB, the broadcasting binary operators,
+// Concat). Other operators make at most about what they are given.
+
+// outputElems is how many elements the tensor op is about to make holds,
+// at most, and false when op is not one whose output can outgrow its
+// inputs. It saturates at math.MaxInt64.
+func outputElems(op string, in []tensor.Tensor) (int64, bool) {
+	shape := func(i int) []int64 {
+		if i >= len(in) || in[i] == nil {
+			return nil
+		}
+		s := in[i].Shape()
+		out := make([]int64, len(s))
+		for j, d := range s {
+			out[j] = int64(d)
+		}
+		return out
+	}
+	switch op {
+	case "Add", "Sub", "Mul", "Div", "Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual",
+		"And", "Or", "Xor", "PRelu", "Pow", "Where", "Max", "Min", "Sum", "Mean":
+		var b []int64
+		for i := range in {
+			b = broadcast(b, shape(i))
+		}
+		return product(b), true
+	case "MatMul":
+		a, c := shape(0), shape(1)
+		if len(a) == 0 || len(c) == 0 {
+			return 0, false
+		}
+		m, n := int64(1), int64(1)
+		if len(a) >= 2 {
+			m = a[len(a)-2]
+		}
+		if len(c) >= 2 {
+			n = c[len(c)-1]
+		}
+		batch := broadcast(trim(a, 2), trim(c, 2))
+		return mul(mul(product(batch), m), n), true
+	case "Gemm":
+		a, c := shape(0), shape(1)
+		if len(a) != 2 || len(c) != 2 {
+			return 0, false
+		}
+		// transA and transB pick which dimension is kept: the larger of
+		// each is a bound whichever they are.
+		return mul(max(a[0], a[1]), max(c[0], c[1])), true
+	case "Concat":
+		var n int64
+		for i := range in {
+			n = add(n, product(shape(i)))
+		}
+		return n, true
+	case "ConstantOfShape":
+		return product(values(in, 0)), true
+	case "Expand":
+		return product(broadcast(shape(0), values(in, 1))), true
+	case "Tile":
+		s, r := shape(0), values(in, 1)
+		n := int64(1)
+		for i, d := range s {
+			if i < len(r) {
+				d = mul(d, r[i])
+			}
+			n = mul(n, d)
+		}
+		return n, true
+	case "Range":
+		v := floats(in)
+		if len(v) != 3 || v[2] == 0 {
+			return 0, false
+		}
+		n := math.Ceil((v[1] - v[0]) / v[2])
+		switch {
+		case n != n || n <= 0:
+			return 0, true
+		case n >= math.MaxInt64:
+			return math.MaxInt64, true
+		}
+		return int64(n), true
+	}
+	return 0, false
+}
+
+// checkOutput refuses to run op when the tensor it would make passes
+// maxBytes.
+func checkOutput(op string, in []tensor.Tensor, maxBytes int64) error {
+	n, ok := outputElems(op, in)
+	if !ok {
+		return nil
+	}
+	size := int64(4)
+	for _, t := range in {
+		if t != nil {
+			size = max(size, int64(t.Dtype().Size()))
+		}
+	}
+	if n > maxBytes/size {
+		return fmt.Errorf("%s would make a tensor of %d elements, past the engine's bound of %d bytes per tensor (maxmemory, else %d)",
+			op, n, maxBytes, int64(DefaultMaxTensorBytes))
+	}
+	return nil
+}
+
+// broadcast is the shape two shapes broadcast to, as ONNX does: aligned on
+// the right, each dimension the larger (a 1 takes the other's).
+func broadcast(a, b []int64) []int64 {
+	if len(a) < len(b) {
+		a, b = b, a
+	}
+	out := append([]int64(nil), a...)
+	for i := range b {
+		j := len(out) - len(b) + i
+		out[j] = max(out[j], b[i])
+	}
+	return out
+}
+
+func trim(s []int64, n int) []int64 {
+	if len(s) <= n {
+		return nil
+	}
+	return s[:len(s)-n]
+}
+
+// values reads input i, an integer tensor of a shape or of repeats, as
+// int64 (negative values as 0: the operator refuses them itself).
+func values(in []tensor.Tensor, i int) []int64 {
+	if i >= len(in) || in[i] == nil {
+		return nil
+	}
+	var out []int64
+	switch d := in[i].Data().(type) {
+	case []int64:
+		out = append(out, d...)
+	case []int32:
+		for _, v := range d {
+			out = append(out, int64(v))
+		}
+	case int64:
+		out = []int64{d}
+	case int32:
+		out = []int64{int64(d)}
+	}
+	for j, v := range out {
+		out[j] = max(v, 0)
+	}
+	return out
+}
+
+// floats reads Range's three scalar inputs.
+func floats(in []tensor.Tensor) []float64 {
+	var out []float64
+	for _, t := range in {
+		if t == nil {
+			return nil
+		}
+		switch d := t.Data().(type) {
+		case float32:
+			out = append(out, float64(d))
+		case float64:
+			out = append(out, d)
+		case int32:
+			out = append(out, float64(d))
+		case int64:
+			out = append(out, float64(d))
+		case []float32:
+			if len(d) != 1 {
+				return nil
+			}
+			out = append(out, float64(d[0]))
+		case []float64:
+			if len(d) != 1 {
+				return nil
+			}
+			out = append(out, d[0])
+		case []int32:
+			if len(d) != 1 {
+				return nil
+			}
+			out = append(out, float64(d[0]))
+		case []int64:
+			if len(d) != 1 {
+				return nil
+			}
+			out = append(out, float64(d[0]))
+		default:
+			return nil
+		}
+	}
+	return out
+}
+
+func product(s []int64) int64 {
+	n := int64(1)
+	for _, d := range s {
+		n = mul(n, d)
+	}
+	return n
+}
+
+// mul and add saturate at math.MaxInt64 (the operands are not negative).
+func mul(a, b int64) int64 {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	if a > math.MaxInt64/b {
+		return math.MaxInt64
+	}
+	return a * b
+}
+
+func add(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
