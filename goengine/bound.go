@@ -14,13 +14,15 @@ const DefaultMaxTensorBytes = 2 << 30
 // An allocation the Go runtime cannot satisfy is not a panic but a fatal
 // error that ends the process, and in the enclave build the engine runs in
 // the server's: a ConstantOfShape fed [100000, 100000] (40 GB) did that
-// through a client's tensor. So before an operator runs, the size of the
+// through a client's tensor, and a Conv with pads of 100000 through its
+// attributes. So before an operator runs, the size of the
 // tensor it is about to make is computed from its inputs, for every
 // operator whose output can be much larger than its inputs: those shaped
 // by an input's values (ConstantOfShape, Expand, Tile, Range), and those
 // whose output dimensions multiply (MatMul and Gemm, [100000, 1] x [1,
 // 100000] is 40 GB from 800 KB, the broadcasting binary operators,
-// Concat). Other operators make at most about what they are given.
+// Concat), and those whose attributes pad it (Conv and MaxPool: sizer).
+// Other operators make at most about what they are given.
 
 // outputElems is how many elements the tensor op is about to make holds,
 // at most, and false when op is not one whose output can outgrow its
@@ -104,10 +106,44 @@ func outputElems(op string, in []tensor.Tensor) (int64, bool) {
 	return 0, false
 }
 
-// checkOutput refuses to run op when the tensor it would make passes
-// maxBytes.
-func checkOutput(op string, in []tensor.Tensor, maxBytes int64) error {
-	n, ok := outputElems(op, in)
+// sizer is implemented by the operators of ops.go whose output size their
+// attributes decide (Conv and MaxPool: pads): outputElems bounds the
+// elements of their output for these inputs, saturating at MaxInt64.
+type sizer interface {
+	outputElems(in []tensor.Tensor) int64
+}
+
+// spatialElems bounds a Conv's or a pool's output: n x c times, for each
+// spatial dimension of x, (size + pads) / stride + 1 (the kernel only
+// shrinks it). pads are begins then ends; nil pads and strides mean 0 and
+// 1.
+func spatialElems(x []int, c int64, pads, strides []int) int64 {
+	if len(x) < 3 {
+		return 0
+	}
+	n := mul(int64(x[0]), c)
+	spatial := x[2:]
+	for i, d := range spatial {
+		size := int64(d)
+		if len(pads) == 2*len(spatial) {
+			size = add(add(size, int64(max(pads[i], 0))), int64(max(pads[i+len(spatial)], 0)))
+		}
+		stride := int64(1)
+		if i < len(strides) && strides[i] > 0 {
+			stride = int64(strides[i])
+		}
+		n = mul(n, size/stride+1)
+	}
+	return n
+}
+
+// checkOutput refuses to run op (of type opType) when the tensor it would
+// make passes maxBytes.
+func checkOutput(opType string, op any, in []tensor.Tensor, maxBytes int64) error {
+	n, ok := outputElems(opType, in)
+	if sz, isSizer := op.(sizer); isSizer {
+		n, ok = sz.outputElems(in), true
+	}
 	if !ok {
 		return nil
 	}
@@ -119,7 +155,7 @@ func checkOutput(op string, in []tensor.Tensor, maxBytes int64) error {
 	}
 	if n > maxBytes/size {
 		return fmt.Errorf("%s would make a tensor of %d elements, past the engine's bound of %d bytes per tensor (maxmemory, else %d)",
-			op, n, maxBytes, int64(DefaultMaxTensorBytes))
+			opType, n, maxBytes, int64(DefaultMaxTensorBytes))
 	}
 	return nil
 }

@@ -112,7 +112,7 @@ func (g guarded) Apply(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 		}
 	}
 	if g.maxBytes > 0 {
-		if err := checkOutput(g.opType, inputs, g.maxBytes); err != nil {
+		if err := checkOutput(g.opType, g.Operator, inputs, g.maxBytes); err != nil {
 			return nil, err
 		}
 	}

@@ -153,6 +153,23 @@ func TestOutputBound(t *testing.T) {
 		}
 		s.Close()
 	}
+	// Padding by attributes: Conv and MaxPool with pads of 100000 on a 2x2 input.
+	for _, op := range []string{"Conv", "MaxPool"} {
+		var inits []*modelstore.Tensor
+		if op == "Conv" {
+			inits = []*modelstore.Tensor{floatT(1, 1, 1, 1)}
+		}
+		m := oneNode(t, op, []int64{1, 1, 2, 2}, inits, ints("kernel_shape", 1, 1), ints("pads", 100000, 100000, 100000, 100000))
+		s, err := Engine{}.Compile(modelstore.ModelSource{Data: m}, modelstore.SessionOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", op, err)
+		}
+		if _, err := s.Run(context.Background(), []*modelstore.Tensor{floatT(1, 1, 2, 2)}); err == nil ||
+			!strings.Contains(err.Error(), "would make a tensor of 4000") {
+			t.Errorf("%s: %v", op, err)
+		}
+		s.Close()
+	}
 	// Under the bound the same model runs.
 	s, err := Engine{}.Compile(modelstore.ModelSource{Data: twoFloatInputs(t, "MatMul")}, modelstore.SessionOptions{})
 	if err != nil {

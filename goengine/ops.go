@@ -89,6 +89,15 @@ func (c *conv) Init(n *gonnxproto.NodeProto) error {
 	return nil
 }
 
+// outputElems implements sizer: N x M (the weight's first dimension)
+// times each padded spatial size.
+func (c *conv) outputElems(in []tensor.Tensor) int64 {
+	if len(in) < 2 || in[0] == nil || in[1] == nil || len(in[1].Shape()) == 0 {
+		return 0
+	}
+	return spatialElems(in[0].Shape(), int64(in[1].Shape()[0]), c.pads, c.strides)
+}
+
 func (c *conv) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	return ops.ValidateInputs(c, in)
 }
@@ -393,6 +402,14 @@ func (o *maxPool) Init(n *gonnxproto.NodeProto) error {
 		return ops.ErrInvalidAttribute("kernel_shape/strides/dilations/pads", o)
 	}
 	return nil
+}
+
+// outputElems implements sizer.
+func (o *maxPool) outputElems(in []tensor.Tensor) int64 {
+	if len(in) < 1 || in[0] == nil || len(in[0].Shape()) < 2 {
+		return 0
+	}
+	return spatialElems(in[0].Shape(), int64(in[0].Shape()[1]), o.pads, o.strides)
 }
 
 func (o *maxPool) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
