@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	gonnxproto "github.com/advancedclimatesystems/gonnx/onnx"
 	"gorgonia.org/tensor"
 )
 
@@ -21,7 +22,8 @@ const DefaultMaxTensorBytes = 2 << 30
 // by an input's values (ConstantOfShape, Expand, Tile, Range), and those
 // whose output dimensions multiply (MatMul and Gemm, [100000, 1] x [1,
 // 100000] is 40 GB from 800 KB, the broadcasting binary operators,
-// Concat), and those whose attributes pad it (Conv and MaxPool: sizer).
+// Concat), and those whose attributes pad or widen it (Conv and MaxPool:
+// sizer; RNN, GRU, LSTM: hidden_size).
 // Other operators make at most about what they are given.
 
 // outputElems is how many elements the tensor op is about to make holds,
@@ -139,8 +141,11 @@ func spatialElems(x []int, c int64, pads, strides []int) int64 {
 
 // checkOutput refuses to run op (of type opType) when the tensor it would
 // make passes maxBytes.
-func checkOutput(opType string, op any, in []tensor.Tensor, maxBytes int64) error {
+func checkOutput(opType string, op any, node *gonnxproto.NodeProto, in []tensor.Tensor, maxBytes int64) error {
 	n, ok := outputElems(opType, in)
+	if !ok {
+		n, ok = recurrentElems(opType, node, in)
+	}
 	if sz, isSizer := op.(sizer); isSizer {
 		n, ok = sz.outputElems(in), true
 	}
@@ -158,6 +163,33 @@ func checkOutput(opType string, op any, in []tensor.Tensor, maxBytes int64) erro
 			opType, n, maxBytes, int64(DefaultMaxTensorBytes))
 	}
 	return nil
+}
+
+// recurrentElems bounds what RNN, GRU and LSTM make: their outputs and
+// gates are [seq, directions, batch, hidden_size x gates], hidden_size an
+// attribute (the sanitizer allows up to 2^24) and batch the input's: 16M
+// hidden units for a batch of 1000 ended the process.
+func recurrentElems(op string, node *gonnxproto.NodeProto, in []tensor.Tensor) (int64, bool) {
+	gates := map[string]int64{"RNN": 1, "GRU": 3, "LSTM": 4}[op]
+	if gates == 0 || node == nil || len(in) == 0 || in[0] == nil {
+		return 0, false
+	}
+	hidden, dirs := int64(1), int64(1)
+	for _, a := range node.GetAttribute() {
+		switch a.GetName() {
+		case "hidden_size":
+			hidden = max(a.GetI(), 1)
+		case "direction":
+			if string(a.GetS()) == "bidirectional" {
+				dirs = 2
+			}
+		}
+	}
+	x := in[0].Shape()
+	if len(x) < 2 {
+		return 0, false
+	}
+	return mul(mul(mul(mul(int64(x[0]), int64(x[1])), dirs), hidden), gates), true
 }
 
 // broadcast is the shape two shapes broadcast to, as ONNX does: aligned on

@@ -65,7 +65,7 @@ func getOperator(opType string) (ops.Operator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return guarded{Operator: op, opType: opType}, nil
+	return &guarded{Operator: op, opType: opType}, nil
 }
 
 // mlOps are operators of the ai.onnx.ml domain that gonnx serves under the
@@ -85,14 +85,21 @@ var mlOps = map[string]bool{"LinearRegressor": true, "Scaler": true}
 type guarded struct {
 	ops.Operator
 	opType   string
-	maxBytes int64 // a bound on the tensor the operator makes (bound.go); 0: none (Compile's checks)
+	node     *gonnxproto.NodeProto // Init's: the attributes bound.go reads
+	maxBytes int64                 // a bound on the tensor the operator makes (bound.go); 0: none (Compile's checks)
+}
+
+// Init implements ops.Operator.
+func (g *guarded) Init(n *gonnxproto.NodeProto) error {
+	g.node = n
+	return g.Operator.Init(n)
 }
 
 // ValidateInputs implements ops.Operator. A required input left out (an
 // empty name in the node) arrives as nil, which operators dereference, some
 // already here (PRelu): inside an enclave a nil dereference aborts, so it
 // is refused first.
-func (g guarded) ValidateInputs(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
+func (g *guarded) ValidateInputs(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 	for i, t := range inputs {
 		if t == nil && i < g.GetMinInputs() {
 			return nil, fmt.Errorf("%s: input %d is required and missing", g.String(), i)
@@ -102,7 +109,7 @@ func (g guarded) ValidateInputs(inputs []tensor.Tensor) ([]tensor.Tensor, error)
 }
 
 // Apply implements ops.Operator.
-func (g guarded) Apply(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
+func (g *guarded) Apply(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 	for i, t := range inputs {
 		if t == nil {
 			continue
@@ -112,7 +119,7 @@ func (g guarded) Apply(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 		}
 	}
 	if g.maxBytes > 0 {
-		if err := checkOutput(g.opType, g.Operator, inputs, g.maxBytes); err != nil {
+		if err := checkOutput(g.opType, g.Operator, g.node, inputs, g.maxBytes); err != nil {
 			return nil, err
 		}
 	}
@@ -336,9 +343,8 @@ func (s *session) Run(ctx context.Context, inputs []*modelstore.Tensor) (_ []*mo
 			return nil, err
 		}
 		op, err := getOperator(opType)
-		if g, ok := op.(guarded); ok {
+		if g, ok := op.(*guarded); ok {
 			g.maxBytes = bound
-			op = g
 		}
 		return op, err
 	}

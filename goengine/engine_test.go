@@ -170,6 +170,23 @@ func TestOutputBound(t *testing.T) {
 		}
 		s.Close()
 	}
+	// Widening by attributes: an RNN of 2^24 hidden units for a batch of 1000.
+	g := &gonnxproto.GraphProto{Name: "g", Node: []*gonnxproto.NodeProto{{OpType: "RNN", Input: []string{"x", "w", "r"}, Output: []string{"y"},
+		Attribute: []*gonnxproto.AttributeProto{{Name: "hidden_size", Type: gonnxproto.AttributeProto_INT, I: 1 << 24}}}},
+		Output: []*gonnxproto.ValueInfoProto{valueInfo("y", gonnxproto.TensorProto_FLOAT)}}
+	for _, n := range []string{"x", "w", "r"} {
+		g.Input = append(g.Input, valueInfo(n, gonnxproto.TensorProto_FLOAT))
+	}
+	rnn, _ := proto.Marshal(&gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: 13}}, Graph: g})
+	rs, err := Engine{}.Compile(modelstore.ModelSource{Data: rnn}, modelstore.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.Run(context.Background(), []*modelstore.Tensor{floatT(1, 1000, 1), floatT(1, 1<<24, 1), floatT(1, 1, 1)}); err == nil ||
+		!strings.Contains(err.Error(), "RNN would make a tensor of 16777216000 elements") {
+		t.Errorf("RNN: %v", err)
+	}
+	rs.Close()
 	// Under the bound the same model runs.
 	s, err := Engine{}.Compile(modelstore.ModelSource{Data: twoFloatInputs(t, "MatMul")}, modelstore.SessionOptions{})
 	if err != nil {
