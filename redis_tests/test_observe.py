@@ -229,6 +229,10 @@ class UploadProgressTest(unittest.TestCase):
         self.assertEqual(sizes, sorted(sizes))
         self.assertGreaterEqual(sizes[0], 1 << 20)
         self.assertRegex(log, r'msg="upload received" client=\d+ addr=\S+ key=big bytes=5000000 announced=5000000')
+        # Once per upload: the commands that follow on the connection log nothing.
+        for _ in range(3):
+            r.ping()
+        self.assertEqual(srv.stderr().count('msg="upload received"'), 1, srv.stderr())
         self.assertNotIn("NOT-A-MODEL", log)
         # A snapshot of it all logs its progress too.
         r.execute_command("AI.TENSORSET", "t", "INT8", 3_000_000, "BLOB", os.urandom(3_000_000))  # incompressible

@@ -191,4 +191,6 @@ func (g *ingest) done() {
 		g.up.End()
 		g.up = nil
 	}
+	// The progress is this command's: the next ones log nothing of it.
+	g.seen, g.next = 0, 0
 }
