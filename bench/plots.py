@@ -45,6 +45,21 @@ def num(s):
     return float(m.group(0)) if m else None
 
 
+def save(fig, img, name):
+    """Writes fig to img/name and returns name."""
+    fig.tight_layout()
+    fig.savefig(os.path.join(img, name), dpi=110)
+    plt.close(fig)
+    return name
+
+
+def hbars(ax, labels, values, fmt, color):
+    """Horizontal bars, each with its value written after it."""
+    ax.barh(labels, values, color=color)
+    for i, v in enumerate(values):
+        ax.text(v, i, " " + fmt % v, va="center", fontsize=7)
+
+
 def plot_loop(doc, img):
     sec = section(doc, "Inference loop")
     data = {}
@@ -69,10 +84,7 @@ def plot_loop(doc, img):
     ax.set_ylabel("loops/s ÷ Redis floor")
     ax.set_title("MODELEXECUTE loop against Redis's round trips (red: issue 9 targets; -off: engine wall off)", fontsize=8)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(os.path.join(img, "loop.png"), dpi=110)
-    plt.close(fig)
-    return "loop.png"
+    return save(fig, img, "loop.png")
 
 
 def plot_latency(doc, img):
@@ -82,15 +94,10 @@ def plot_latency(doc, img):
     if len(kinds) < 2:
         return None
     fig, ax = plt.subplots(figsize=(7, 2.6))
-    ax.barh(kinds, [lat[k] for k in kinds], color=["grey"] * (len(kinds) - 2) + ["tab:green", "tab:blue"])
-    for i, k in enumerate(kinds):
-        ax.text(lat[k], i, " %.0f" % lat[k], va="center", fontsize=7)
+    hbars(ax, kinds, [lat[k] for k in kinds], "%.0f", ["grey"] * (len(kinds) - 2) + ["tab:green", "tab:blue"])
     ax.set_xlabel("p50 µs, one client, one call at a time (mlp, batch 1)")
     ax.set_title("Latency: the engine wall's cost is MODELEXECUTE minus MODELEXECUTE-off", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(os.path.join(img, "latency.png"), dpi=110)
-    plt.close(fig)
-    return "latency.png"
+    return save(fig, img, "latency.png")
 
 
 def plot_core(doc, img):
@@ -100,15 +107,10 @@ def plot_core(doc, img):
     if not data:
         return None
     fig, ax = plt.subplots(figsize=(7, 2.4))
-    ax.barh([d[0] for d in data], [d[1] for d in data], color="tab:blue")
+    hbars(ax, [d[0] for d in data], [d[1] for d in data], "%.2fx", "tab:blue")
     ax.axvline(1.0, color="red", lw=1)
-    for i, d in enumerate(data):
-        ax.text(d[1], i, " %.2fx" % d[1], va="center", fontsize=7)
     ax.set_xlabel("ops/s ÷ Redis SET/GET of the same 3136 bytes (redis-benchmark -c 50 -P 16; red: issue 9 target)")
-    fig.tight_layout()
-    fig.savefig(os.path.join(img, "core.png"), dpi=110)
-    plt.close(fig)
-    return "core.png"
+    return save(fig, img, "core.png")
 
 
 def plot_aof(doc, img):
@@ -129,10 +131,7 @@ def plot_aof(doc, img):
     a2.axhline(1.3 * up[0], color="red", lw=1)
     a2.set_ylabel("seconds to OK")
     a2.set_title("1.3 GB upload (red: 1.3x target)", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(os.path.join(img, "aof.png"), dpi=110)
-    plt.close(fig)
-    return "aof.png"
+    return save(fig, img, "aof.png")
 
 
 def main():

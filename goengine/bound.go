@@ -170,7 +170,15 @@ func checkOutput(opType string, op any, node *gonnxproto.NodeProto, in []tensor.
 // attribute (the sanitizer allows up to 2^24) and batch the input's: 16M
 // hidden units for a batch of 1000 ended the process.
 func recurrentElems(op string, node *gonnxproto.NodeProto, in []tensor.Tensor) (int64, bool) {
-	gates := map[string]int64{"RNN": 1, "GRU": 3, "LSTM": 4}[op]
+	var gates int64
+	switch op {
+	case "RNN":
+		gates = 1
+	case "GRU":
+		gates = 3
+	case "LSTM":
+		gates = 4
+	}
 	if gates == 0 || node == nil || len(in) == 0 || in[0] == nil {
 		return 0, false
 	}
@@ -219,21 +227,15 @@ func values(in []tensor.Tensor, i int) []int64 {
 	if i >= len(in) || in[i] == nil {
 		return nil
 	}
-	var out []int64
-	switch d := in[i].Data().(type) {
-	case []int64:
-		out = append(out, d...)
-	case []int32:
-		for _, v := range d {
-			out = append(out, int64(v))
+	nums := numbers(in[i])
+	out := make([]int64, len(nums))
+	for j, v := range nums {
+		switch {
+		case v >= math.MaxInt64:
+			out[j] = math.MaxInt64
+		case v > 0:
+			out[j] = int64(v)
 		}
-	case int64:
-		out = []int64{d}
-	case int32:
-		out = []int64{int64(d)}
-	}
-	for j, v := range out {
-		out[j] = max(v, 0)
 	}
 	return out
 }
@@ -245,38 +247,43 @@ func floats(in []tensor.Tensor) []float64 {
 		if t == nil {
 			return nil
 		}
-		switch d := t.Data().(type) {
-		case float32:
-			out = append(out, float64(d))
-		case float64:
-			out = append(out, d)
-		case int32:
-			out = append(out, float64(d))
-		case int64:
-			out = append(out, float64(d))
-		case []float32:
-			if len(d) != 1 {
-				return nil
-			}
-			out = append(out, float64(d[0]))
-		case []float64:
-			if len(d) != 1 {
-				return nil
-			}
-			out = append(out, d[0])
-		case []int32:
-			if len(d) != 1 {
-				return nil
-			}
-			out = append(out, float64(d[0]))
-		case []int64:
-			if len(d) != 1 {
-				return nil
-			}
-			out = append(out, float64(d[0]))
-		default:
+		v := numbers(t)
+		if len(v) != 1 {
 			return nil
 		}
+		out = append(out, v[0])
+	}
+	return out
+}
+
+// numbers is a tensor's data, scalar or not, of an integer or float type,
+// as float64 (nil for another type).
+func numbers(t tensor.Tensor) []float64 {
+	switch d := t.Data().(type) {
+	case float32:
+		return []float64{float64(d)}
+	case float64:
+		return []float64{d}
+	case int32:
+		return []float64{float64(d)}
+	case int64:
+		return []float64{float64(d)}
+	case []float32:
+		return widen(d)
+	case []float64:
+		return d
+	case []int32:
+		return widen(d)
+	case []int64:
+		return widen(d)
+	}
+	return nil
+}
+
+func widen[T int32 | int64 | float32](d []T) []float64 {
+	out := make([]float64, len(d))
+	for i, v := range d {
+		out[i] = float64(v)
 	}
 	return out
 }

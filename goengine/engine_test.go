@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	gonnxproto "github.com/advancedclimatesystems/gonnx/onnx"
 	"google.golang.org/protobuf/proto"
+	"gorgonia.org/tensor"
 
 	"github.com/enclaveai/enclaveai/modelstore"
 )
@@ -237,4 +239,24 @@ func graphModel(t *testing.T, op string, elem gonnxproto.TensorProto_DataType, n
 		t.Fatal(err)
 	}
 	return b
+}
+
+// Range's length comes from its scalar inputs, of any numeric type.
+func TestRangeBound(t *testing.T) {
+	scalar := func(v any) tensor.Tensor { return tensor.New(tensor.FromScalar(v)) }
+	for _, c := range []struct {
+		in   []tensor.Tensor
+		want int64
+	}{
+		{[]tensor.Tensor{scalar(int64(0)), scalar(int64(1e12)), scalar(int64(1))}, 1e12},
+		{[]tensor.Tensor{scalar(float32(0)), scalar(float32(10)), scalar(float32(0.5))}, 20},
+		{[]tensor.Tensor{scalar(int32(5)), scalar(int32(1)), scalar(int32(1))}, 0},
+	} {
+		if n, ok := outputElems("Range", c.in); !ok || n != c.want {
+			t.Errorf("Range %v: %d %v, want %d", c.in, n, ok, c.want)
+		}
+	}
+	if n, _ := outputElems("ConstantOfShape", []tensor.Tensor{tensor.New(tensor.WithBacking([]int64{1 << 40, 1 << 40}))}); n != math.MaxInt64 {
+		t.Errorf("ConstantOfShape of 2^80 elements: %d, want the saturated bound", n)
+	}
 }
