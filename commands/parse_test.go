@@ -1,0 +1,49 @@
+package commands
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/enclaveai/enclaveai/config"
+)
+
+// parseCase is one row of a parse table: a raw command line (split as
+// redis-cli splits it), and either the typed command its parse must give
+// or the error text it must refuse with.
+type parseCase struct {
+	line string
+	want Runner // nil when err is set
+	err  string
+}
+
+// parseTable runs each case through the command table's Parse alone: no
+// dispatcher, no keyspace. A failing row names its line.
+func parseTable(t *testing.T, cases ...parseCase) {
+	t.Helper()
+	for _, c := range cases {
+		args, err := config.SplitArgs(c.line)
+		if err != nil || len(args) == 0 {
+			t.Fatalf("bad command line %q: %v", c.line, err)
+		}
+		argv := make([][]byte, len(args))
+		for i, s := range args {
+			argv[i] = []byte(s)
+		}
+		spec := Commands().Lookup(argv[0])
+		if spec == nil {
+			t.Errorf("%q: unknown command", c.line)
+			continue
+		}
+		got, err := spec.Parse(NewArgs(argv, nil))
+		switch {
+		case c.err != "":
+			if err == nil || err.Error() != c.err {
+				t.Errorf("%q: error %v, want %q", c.line, err, c.err)
+			}
+		case err != nil:
+			t.Errorf("%q: error %v, want %#v", c.line, err, c.want)
+		case !reflect.DeepEqual(got, c.want):
+			t.Errorf("%q:\n got %#v\nwant %#v", c.line, got, c.want)
+		}
+	}
+}
