@@ -14,7 +14,6 @@ package modelstore
 
 import (
 	"hash/maphash"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -100,23 +99,6 @@ func NewKeyspace(maxmemory func() int64) *Keyspace {
 	return &Keyspace{m: make(map[string]entry), order: newOrder(), ttl: map[string]int64{}, maxmemory: maxmemory,
 		now: func() int64 { return time.Now().UnixMilli() }, seed: maphash.MakeSeed()}
 }
-
-// slot is a key's place in Keyspace.order.
-type slot struct {
-	h   uint64
-	key string
-}
-
-func newOrder() *btree.BTreeG[slot] {
-	// Keyspace.mu guards it: the tree's own lock would be a second one.
-	return btree.NewBTreeGOptions(func(a, b slot) bool {
-		return a.h < b.h || (a.h == b.h && a.key < b.key)
-	}, btree.Options{NoLocks: true})
-}
-
-// scanHash is key's SCAN order. Hashes live in [1, 2^62) so that a cursor
-// is a positive int64 and 0 can mean "start" and "done".
-func (k *Keyspace) scanHash(key string) uint64 { return maphash.String(k.seed, key)>>2 | 1 }
 
 func (e entry) live(now int64) bool { return e.v != nil && (e.expireAt == 0 || e.expireAt > now) }
 
@@ -234,23 +216,6 @@ func (k *Keyspace) setLocked(key string, e entry) {
 	k.setTTLLocked(key, e.expireAt)
 }
 
-// setTTLLocked records key's expiry (0: none) in ttl.
-func (k *Keyspace) setTTLLocked(key string, at int64) {
-	if at == 0 {
-		delete(k.ttl, key)
-	} else {
-		k.ttl[key] = at
-	}
-}
-
-// dropIfExpired queues the value of key, if it is there but expired, for
-// the next SweepExpired: a write is about to replace it.
-func (k *Keyspace) dropIfExpired(key string, now int64) {
-	if e, ok := k.m[key]; ok && !e.live(now) {
-		k.dropped = append(k.dropped, e.v)
-	}
-}
-
 func (k *Keyspace) deleteLocked(key string) (Value, bool) {
 	e, ok := k.m[key]
 	if !ok {
@@ -349,52 +314,6 @@ func (k *Keyspace) Rename(allow Allow, src, dst string) (Value, error) {
 	return replaced, nil
 }
 
-// SetExpire sets key's absolute expiry in unix ms (0 removes it). It
-// returns false if the key does not exist. An expiry in the past deletes
-// the key and returns the value removed.
-func (k *Keyspace) SetExpire(allow Allow, key string, at int64) (bool, Value, error) {
-	now := k.now()
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	e, ok := k.m[key]
-	if !ok || !e.live(now) {
-		return false, nil, nil
-	}
-	if err := k.allowedLocked(allow, now, key); err != nil {
-		return false, nil, err
-	}
-	k.dirty.Add(1)
-	if at != 0 && at <= now {
-		k.deleteLocked(key)
-		if k.journal != nil {
-			k.journal.Delete(key)
-		}
-		return true, e.v, nil
-	}
-	if k.journal != nil {
-		k.journal.Expire(key, at)
-	}
-	e.expireAt = at
-	k.m[key] = e
-	k.setTTLLocked(key, at)
-	return true, nil, nil
-}
-
-// Expiry returns key's expiry in unix ms (0 = none) and whether it exists.
-func (k *Keyspace) Expiry(key string) (int64, bool) {
-	now := k.now()
-	k.mu.RLock()
-	e, ok := k.m[key]
-	k.mu.RUnlock()
-	if !ok || !e.live(now) {
-		return 0, false
-	}
-	return e.expireAt, true
-}
-
-// Now is the keyspace clock in unix milliseconds.
-func (k *Keyspace) Now() int64 { return k.now() }
-
 // Len returns the number of keys and of keys with a TTL (expired keys not
 // yet swept may be counted, as Redis counts them).
 func (k *Keyspace) Len() (keys, expires int) {
@@ -441,169 +360,4 @@ func (k *Keyspace) Flush(allow Allow) ([]Value, error) {
 		out = append(out, e.v)
 	}
 	return out, nil
-}
-
-// Active expiry, as Redis's activeExpireCycle: each SweepExpired samples
-// expireSample keys that have a TTL and deletes the expired ones, and
-// samples again while more than a quarter of a sample had expired, for
-// expireBudget at most. Keys nobody samples yet expire when read (every
-// read checks the expiry), so the cost per sweep does not grow with the
-// keyspace while memory of expired keys is still reclaimed.
-const (
-	expireSample = 20
-	expireBudget = time.Millisecond
-)
-
-// SweepExpired deletes expired keys (a bounded sample of them, above) and
-// returns the values removed, including those of expired keys that writes
-// or DEL removed meanwhile.
-func (k *Keyspace) SweepExpired() []Value {
-	now := k.now()
-	start := time.Now()
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	out := k.dropped
-	k.dropped = nil
-	for len(k.ttl) > 0 {
-		sampled, expired := 0, 0
-		// Go starts every range over a map at a random place.
-		for key, at := range k.ttl {
-			if sampled == expireSample {
-				break
-			}
-			sampled++
-			if at <= now {
-				v, _ := k.deleteLocked(key)
-				out = append(out, v)
-				expired++
-			}
-		}
-		if expired*4 <= sampled || time.Since(start) > expireBudget {
-			break
-		}
-	}
-	return out
-}
-
-// Item is one key as seen by Items and Scan.
-type Item struct {
-	Key      string
-	Value    Value
-	ExpireAt int64
-}
-
-// Items copies the key→value map (not the values): a consistent view of
-// the whole keyspace at one instant, used by snapshots and KEYS.
-func (k *Keyspace) Items() []Item { return k.ItemsRetained(nil) }
-
-// ItemsRetained is Items, calling retain (if not nil) on each value it
-// returns while the keyspace is still locked. Deletes release the values
-// they remove only after unlocking, so a reference taken in retain is
-// counted before any concurrent delete can drop the last one: a snapshot
-// that retains model blobs here never reads one already freed.
-func (k *Keyspace) ItemsRetained(retain func(Value)) []Item {
-	now := k.now()
-	k.mu.RLock()
-	defer k.mu.RUnlock()
-	return k.itemsLocked(now, retain)
-}
-
-func (k *Keyspace) itemsLocked(now int64, retain func(Value)) []Item {
-	out := make([]Item, 0, len(k.m))
-	for key, e := range k.m {
-		if e.live(now) {
-			out = append(out, Item{key, e.v, e.expireAt})
-			if retain != nil {
-				retain(e.v)
-			}
-		}
-	}
-	return out
-}
-
-// Cut is ItemsRetained that also runs at while the keyspace is still
-// locked against writes: what at does (a log's switch to a new file)
-// happens at the very instant of the copy.
-func (k *Keyspace) Cut(retain func(Value), at func()) []Item {
-	now := k.now()
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	out := k.itemsLocked(now, retain)
-	at()
-	return out
-}
-
-// Replace swaps in a whole new set of keys (a loaded snapshot) and returns
-// the values it replaced.
-func (k *Keyspace) Replace(items []Item) []Value {
-	m := make(map[string]entry, len(items))
-	order, ttl := newOrder(), map[string]int64{}
-	var used int64
-	for _, it := range items {
-		m[it.Key] = entry{v: it.Value, expireAt: it.ExpireAt}
-		order.Set(slot{k.scanHash(it.Key), it.Key})
-		used += entrySize(it.Key, it.Value)
-		if it.ExpireAt != 0 {
-			ttl[it.Key] = it.ExpireAt
-		}
-	}
-	k.mu.Lock()
-	old := k.m
-	k.m, k.order, k.ttl = m, order, ttl
-	k.used.Store(used)
-	k.dirty.Store(0)
-	k.mu.Unlock()
-	out := make([]Value, 0, len(old))
-	for _, e := range old {
-		out = append(out, e.v)
-	}
-	return out
-}
-
-// Scan returns up to about count keys whose hash is at or after cursor,
-// and the cursor to continue from (0 when done). Like Redis's SCAN, every
-// key present for the whole iteration is returned at least once; keys
-// added or removed meanwhile may or may not be. accept filters keys
-// (MATCH, TYPE) after they are counted, as Redis does. It walks count keys
-// of order from the cursor: its cost does not grow with the keyspace.
-func (k *Keyspace) Scan(cursor uint64, count int, accept func(Item) bool) ([]string, uint64) {
-	now := k.now()
-	var items []Item
-	var next uint64
-	counted := 0
-	var last uint64
-	k.mu.RLock()
-	k.order.Ascend(slot{h: cursor}, func(s slot) bool {
-		// Never split keys of equal hash across two replies.
-		if counted >= count && s.h != last {
-			next = s.h
-			return false
-		}
-		if e, ok := k.m[s.key]; ok && e.live(now) {
-			items = append(items, Item{s.key, e.v, e.expireAt})
-			counted++
-			last = s.h
-		}
-		return true
-	})
-	k.mu.RUnlock()
-	var keys []string
-	for _, it := range items {
-		if accept(it) {
-			keys = append(keys, it.Key)
-		}
-	}
-	return keys, next
-}
-
-// SortedKeys returns the live keys that accept admits, sorted.
-func (k *Keyspace) SortedKeys(accept func(Item) bool) []string {
-	var out []string
-	for _, it := range k.Items() {
-		if accept(it) {
-			out = append(out, it.Key)
-		}
-	}
-	slices.Sort(out)
-	return out
 }
