@@ -20,9 +20,13 @@ func init() {
 	ai := func(s *Spec) *Spec { s.Group = "models"; return s }
 	register(
 		ai(&Spec{Name: "ai.modelstore", Arity: -6, Flags: Write | DenyOOM | Big | NoTxLock, FirstKey: 1, LastKey: 1, Step: 1,
-			Summary: "Stores an ONNX model sent in one or many BLOB chunks (or read from FILE in model-dir); key * stores under a new UUID.",
-			Syntax:  "key ONNX CPU [TAG tag] [BATCHSIZE n [MINBATCHSIZE m [MINBATCHTIMEOUT ms]]] [OPTIMIZE 0|1] [NOPERSIST] BLOB chunk [chunk ...] | FILE path",
+			Summary: "Stores an ONNX model sent in one or many BLOB chunks (or read from FILE in model-dir, or held by a resumable AI.UPLOAD); key * stores under a new UUID.",
+			Syntax:  "key ONNX CPU [TAG tag] [BATCHSIZE n [MINBATCHSIZE m [MINBATCHTIMEOUT ms]]] [OPTIMIZE 0|1] [NOPERSIST] BLOB chunk [chunk ...] | FILE path | UPLOAD id",
 			Parse:   parseModelStore(false), Payload: modelPayloadArg}),
+		ai(&Spec{Name: "ai.upload", Arity: -3, Flags: Big | NoMulti | NoTxLock,
+			Summary: "A resumable model upload, held between commands and connections: BEGIN announces its size and returns its id; APPEND adds chunks at the offset the upload holds; STATUS gives [size, bytes held, idle seconds, receiving 0|1]; ABORT drops it. AI.MODELSTORE key ONNX CPU ... UPLOAD id stores it.",
+			Syntax:  "BEGIN size | APPEND id offset BLOB chunk [chunk ...] | STATUS id | ABORT id",
+			Parse:   parseUpload, Payload: uploadPayloadArg}),
 		ai(&Spec{Name: "ai.modelset", Arity: -4, Flags: Write | DenyOOM | Big | NoTxLock, FirstKey: 1, LastKey: 1, Step: 1,
 			Summary: "Deprecated form of AI.MODELSTORE.",
 			Syntax:  "key ONNX CPU [TAG tag] [BATCHSIZE n [MINBATCHSIZE m [MINBATCHTIMEOUT ms]]] [INPUTS name ... OUTPUTS name ...] BLOB chunk [chunk ...]",

@@ -20,7 +20,8 @@ type modelStoreCmd struct {
 	optimize bool
 	chunks   [][]byte // the model bytes, in order
 	file     string
-	fromFile bool // FILE was given (file may be empty, which is refused)
+	fromFile bool   // FILE was given (file may be empty, which is refused)
+	uploadID string // UPLOAD: the resumable upload that holds the bytes
 	// upload is the buffer the front end read the chunks into, if any.
 	upload *modelstore.ModelBuffer
 }
@@ -148,6 +149,8 @@ func parseModelStore(deprecated bool) func(a Args) (Runner, error) {
 			c.upload = a.Upload()
 		case a.Match("FILE") && a.Remaining() == 1:
 			c.file, c.fromFile = a.NextString(), true
+		case !deprecated && a.Match("UPLOAD") && a.Remaining() == 1:
+			c.uploadID = a.NextString()
 		case !deprecated && isWord(a.Peek(), "INPUTS"):
 			return nil, errInputsNotForONNX
 		case deprecated:
@@ -180,9 +183,22 @@ func (c *modelStoreCmd) Run(x *Ctx) error {
 			}
 		}
 	}
-	data, buf, err := c.modelBytes(x)
-	if err != nil {
-		return err
+	var data []byte
+	var buf *modelstore.ModelBuffer
+	if c.uploadID != "" {
+		// The upload ends here whatever the store's outcome: a refused
+		// model is not kept for a retry.
+		u, err := x.takeUpload(x.C, c.uploadID)
+		if err != nil {
+			return err
+		}
+		defer x.dropUpload(u)
+		data, buf = u.buf.Bytes(), u.buf
+	} else {
+		var err error
+		if data, buf, err = c.modelBytes(x); err != nil {
+			return err
+		}
 	}
 	if err := checkUploadBudget(int64(len(data)), x.uploadBudget(x.C, c.key)); err != nil {
 		return err

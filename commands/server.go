@@ -39,8 +39,10 @@ type App struct {
 	// serve it.
 	Queue *modelstore.RunQueue
 
-	// uploading is the payload bytes of uploads in flight (upload.go).
+	// uploading is the payload bytes of uploads in flight (upload.go) and
+	// of the resumable uploads held (up, upload_session.go).
 	uploading atomic.Int64
+	up        uploads
 	// slow is SLOWLOG's ring, mon the MONITOR clients, latency LATENCY's
 	// record (observe.go).
 	slow    slowLog
@@ -90,6 +92,7 @@ type Stats struct {
 // NewApp builds the command layer over a fresh keyspace.
 func NewApp(opts *config.Options, log *slog.Logger) *App {
 	s := &App{Opts: opts, Log: log, clients: make(map[int64]*Client), started: time.Now()}
+	s.up.m = make(map[string]*uploadSession)
 	s.Models = modelstore.NewRegistry(nil)
 	rs, err := receipt.NewSigner()
 	if err != nil {
@@ -155,8 +158,9 @@ func (s *App) Load() error {
 // SetLoading marks the server as loading a snapshot (-LOADING replies).
 func (s *App) SetLoading(on bool) { s.loading.Store(on) }
 
-// Tick runs periodic work: the cached clock, expiry of keys and idle
-// clients. The front end calls it about every 100 ms.
+// Tick runs periodic work: the cached clock, expiry of keys, idle
+// resumable uploads and idle clients. The front end calls it about every
+// 100 ms.
 func (s *App) Tick() {
 	now := time.Now()
 	s.clock.Store(now.UnixMilli())
@@ -164,6 +168,7 @@ func (s *App) Tick() {
 		s.stats.ExpiredKeys.Add(int64(len(expired)))
 		s.Release(expired)
 	}
+	s.expireUploads(now)
 	if !s.loading.Load() && !s.Snapshot.inProgress.Load() && s.saveRulesDue(now.Unix()) {
 		s.BackgroundSave()
 	}

@@ -44,14 +44,34 @@ type Upload struct {
 	budget   int64 // bytes the upload may total (max-model-bytes-per-user)
 	total    int64 // chunk bytes admitted
 	reserved int64 // bytes reserved against maxmemory
+	// sess is the resumable upload an AI.UPLOAD APPEND goes to
+	// (upload_session.go): its buffer and reservation exist already.
+	sess *uploadSession
 }
 
 // StartUpload decides, on the length header of an upload's first chunk and
-// before any of its bytes, whether c may upload to key at all (the upload
-// policy, the key's owner); key is nil when the command has none.
-func (s *App) StartUpload(c *Client, key []byte) (*Upload, error) {
+// before any of its bytes, whether c may upload at all: prev is the
+// command's arguments before that chunk (prev[0] the name). For
+// AI.MODELSTORE, the upload policy and the key's owner; for AI.UPLOAD
+// APPEND, that the upload is c's, idle, and holds exactly the offset's
+// bytes (Buffer is then where the chunks go).
+func (s *App) StartUpload(c *Client, prev [][]byte) (*Upload, error) {
 	u := &Upload{app: s, budget: math.MaxInt64}
-	if key != nil {
+	if isWord(prev[0], "ai.upload") {
+		off, ok := parseInt(prev[3])
+		if !ok || off < 0 {
+			return nil, errNotInteger
+		}
+		sess, err := s.beginAppend(c, string(prev[2]), off)
+		if err != nil {
+			return nil, err
+		}
+		u.sess = sess
+		u.budget = sess.size - off
+		return u, nil
+	}
+	if len(prev) > 1 {
+		key := prev[1]
 		budget, err := s.checkUploadStart(c, key)
 		if err != nil {
 			return nil, err
@@ -61,10 +81,31 @@ func (s *App) StartUpload(c *Client, key []byte) (*Upload, error) {
 	return u, nil
 }
 
+// Buffer is the resumable upload's buffer that an AI.UPLOAD APPEND's
+// chunks go into, after the bytes it holds, with a reference for the
+// caller; nil for other commands. Chunks read into it count only once the
+// command has run (ModelBuffer.Filled is the command's): the caller must
+// not report them.
+func (u *Upload) Buffer() *modelstore.ModelBuffer {
+	if u.sess == nil {
+		return nil
+	}
+	u.sess.buf.Ref()
+	return u.sess.buf
+}
+
 // Admit accounts for the next chunk, of n bytes, on its length header:
 // refused when the chunks would total more than max-model-size or the
-// user's max-model-bytes-per-user.
+// user's max-model-bytes-per-user (for a resumable upload, its announced
+// size).
 func (u *Upload) Admit(n int64) error {
+	if u.sess != nil {
+		if u.total+n > u.budget {
+			return errUploadFull
+		}
+		u.total += n
+		return nil
+	}
 	if u.total+n > u.app.Opts.MaxModelSize.Load() {
 		return errModelTooBig
 	}
@@ -84,6 +125,9 @@ func (u *Upload) Admit(n int64) error {
 // adds no memory): a large one needs the room while it arrives.
 func (u *Upload) Reserve(n int64) error {
 	s := u.app
+	if u.sess != nil {
+		return nil // reserved whole at AI.UPLOAD BEGIN
+	}
 	if err := s.Keys.CheckMemory(s.uploading.Load() + n); err != nil {
 		return err
 	}
@@ -110,6 +154,10 @@ func (u *Upload) Reserved() int64 { return u.reserved }
 func (u *Upload) End() {
 	u.app.uploading.Add(-u.reserved)
 	u.reserved = 0
+	if u.sess != nil {
+		u.app.endAppend(u.sess)
+		u.sess = nil
+	}
 }
 
 // DispatchUpload is Dispatch for a command whose payload the front end read

@@ -60,6 +60,10 @@ type Options struct {
 	InferenceEngine string
 	MaxModels       atomic.Int64 // 0 = unlimited
 	MaxModelSize    atomic.Int64
+	// UploadSessionTimeout (seconds) and MaxUploadSessions bound the
+	// resumable uploads of AI.UPLOAD.
+	UploadSessionTimeout atomic.Int64
+	MaxUploadSessions    atomic.Int64
 	// The run queue's workers and the sessions' thread counts at start
 	// (RedisAI's load-time THREADS_PER_QUEUE, INTRA_OP_PARALLELISM and
 	// INTER_OP_PARALLELISM; AI.CONFIG changes them later). 0 means the

@@ -412,8 +412,12 @@ func MapBuffer(fd int, size int) (*ModelBuffer, error) {
 
 // Holds reports whether parts are the buffer's bytes, in order, end to end
 // (the chunks of an upload that landed in it), not merely equal to them.
-func (b *ModelBuffer) Holds(parts [][]byte) bool {
-	off := 0
+func (b *ModelBuffer) Holds(parts [][]byte) bool { return b.HoldsFrom(0, parts) }
+
+// HoldsFrom is Holds for the bytes from off to the end: the chunks of one
+// append to a resumable upload.
+func (b *ModelBuffer) HoldsFrom(off int, parts [][]byte) bool {
+	start := off
 	for _, p := range parts {
 		if len(p) == 0 {
 			continue
@@ -423,5 +427,21 @@ func (b *ModelBuffer) Holds(parts [][]byte) bool {
 		}
 		off += len(p)
 	}
-	return off == b.n && off > 0
+	return off == b.n && off > start
 }
+
+// Truncate drops the bytes handed out past n that were never reported by
+// Filled: an append to a resumable upload whose command did not complete.
+// Bytes already Filled cannot be taken back (they are hashed, and the
+// log's model file has them).
+func (b *ModelBuffer) Truncate(n int) error {
+	if n < b.filled || n > b.n {
+		return ErrBufferFull
+	}
+	b.mem = b.mem[:n]
+	b.n = n
+	return nil
+}
+
+// Limit is the most bytes the buffer may hold.
+func (b *ModelBuffer) Limit() int64 { return b.limit }

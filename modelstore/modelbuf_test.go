@@ -234,3 +234,33 @@ func TestModelBufferTapEndsFalse(t *testing.T) {
 		t.Fatalf("dropped buffer: ends %v", tap.ends)
 	}
 }
+
+// A resumable upload's append that did not complete is cut off; bytes
+// already Filled are not.
+func TestModelBufferTruncate(t *testing.T) {
+	b, err := NewModelBuffer(100, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Unref()
+	first, _ := b.Extend(4)
+	copy(first, "abcd")
+	b.Filled(4)
+	second, _ := b.Extend(3)
+	copy(second, "xyz")
+	if !b.HoldsFrom(4, [][]byte{second}) || b.HoldsFrom(4, [][]byte{first}) || b.HoldsFrom(4, nil) {
+		t.Error("HoldsFrom does not tell the appended stretch")
+	}
+	if err := b.Truncate(3); err == nil {
+		t.Error("Truncate below the Filled bytes succeeded")
+	}
+	if err := b.Truncate(4); err != nil || b.Len() != 4 || string(b.Bytes()) != "abcd" {
+		t.Fatalf("Truncate(4): %v, %q", err, b.Bytes())
+	}
+	again, _ := b.Extend(2)
+	copy(again, "ef")
+	b.Filled(2)
+	if string(b.Bytes()) != "abcdef" {
+		t.Errorf("after the retry: %q", b.Bytes())
+	}
+}

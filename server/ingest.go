@@ -43,6 +43,9 @@ type ingest struct {
 	buf   *modelstore.ModelBuffer
 	first int   // index of the first chunk; 0 until it is seen
 	total int64 // chunk bytes so far
+	// resumed: buf is a resumable upload's (AI.UPLOAD APPEND), which the
+	// command itself reports Filled and which is never sealed here.
+	resumed bool
 
 	// Progress, logged every log-progress-bytes of chunk bytes received.
 	log   *slog.Logger
@@ -58,7 +61,7 @@ func (g *ingest) limits(spec *commands.Spec, l Limits) Limits {
 	if spec == nil || spec.Payload == nil {
 		return l
 	}
-	g.spec, g.first, g.total = spec, 0, 0
+	g.spec, g.first, g.total, g.resumed = spec, 0, 0, false
 	g.key, g.seen, g.next = "", 0, 0
 	l.Sink, l.Filled = g.sink, g.filled
 	// A refused upload is skipped (the client then reads why) up to twice
@@ -72,16 +75,18 @@ func (g *ingest) sink(a SinkArg) ([]byte, error) {
 		return nil, nil
 	}
 	if g.first == 0 {
-		var key []byte
 		if len(a.Prev) > 1 {
-			key = a.Prev[1]
-			g.key = string(key)
+			g.key = string(a.Prev[1])
 		}
-		up, err := g.cmds.StartUpload(g.client, key)
+		up, err := g.cmds.StartUpload(g.client, a.Prev)
 		if err != nil {
 			return nil, err
 		}
 		g.up = up
+		// A resumable upload's chunks go after the bytes it holds, and
+		// count once the command has run (commands/upload_session.go).
+		g.buf = up.Buffer()
+		g.resumed = g.buf != nil
 		g.first = a.Index
 		g.start = time.Now()
 		g.next = g.cmds.Opts.LogProgressBytes.Load()
@@ -142,7 +147,7 @@ func (g *ingest) direct(a SinkArg) error {
 }
 
 func (g *ingest) filled(n int) {
-	if g.buf != nil {
+	if g.buf != nil && !g.resumed {
 		g.buf.Filled(n)
 	}
 	g.seen += int64(n)
@@ -174,7 +179,7 @@ func (g *ingest) take() *modelstore.ModelBuffer {
 	}
 	b := g.buf
 	g.buf = nil
-	if b != nil {
+	if b != nil && !g.resumed {
 		b.Seal()
 	}
 	return b
