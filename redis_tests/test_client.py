@@ -47,6 +47,7 @@ def start_with_tls():
 
 
 class ClientTest(unittest.TestCase):
+    PROTOCOL = 2
 
     @classmethod
     def setUpClass(cls):
@@ -58,6 +59,7 @@ class ClientTest(unittest.TestCase):
 
     def client(self, **kw):
         kw.setdefault("attest", DEV)
+        kw.setdefault("protocol", self.PROTOCOL)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", enclaveai.SimulatedAttestationWarning)
             c = enclaveai.Client("127.0.0.1", self.srv.port, **kw)
@@ -69,21 +71,21 @@ class ClientTest(unittest.TestCase):
     def test_simulated_evidence_refused_by_default_before_anything_is_sent(self):
         before = self.srv.client().dbsize()
         with self.assertRaises(enclaveai.AttestationError) as cm:
-            enclaveai.Client("127.0.0.1", self.srv.port)
+            enclaveai.Client("127.0.0.1", self.srv.port, protocol=self.PROTOCOL)
         self.assertIn("SIMULATED", str(cm.exception))
         self.assertIn("allow_simulated=True", str(cm.exception))
         self.assertEqual(self.srv.client().dbsize(), before)
 
     def test_simulated_evidence_accepted_when_allowed_loudly(self):
         with self.assertWarns(enclaveai.SimulatedAttestationWarning):
-            c = enclaveai.Client("127.0.0.1", self.srv.port, attest=DEV)
+            c = enclaveai.Client("127.0.0.1", self.srv.port, attest=DEV, protocol=self.PROTOCOL)
         self.addCleanup(c.close)
         self.assertEqual(c.attestation.kind, "simulated")
 
     def test_tls_binds_the_evidence_to_this_connections_key(self):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", enclaveai.SimulatedAttestationWarning)
-            c = enclaveai.Client("127.0.0.1", self.tls_port, tls=True, attest=DEV)
+            c = enclaveai.Client("127.0.0.1", self.tls_port, tls=True, attest=DEV, protocol=self.PROTOCOL)
         self.addCleanup(c.close)
         self.assertEqual(c.attestation.kind, "simulated")
         mid, _ = c.upload_model(LINEAR, key="tls_lin", progress=False)
@@ -110,6 +112,13 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(enclaveai.AttestationError) as cm:
             eattest.verify(ev, nonce, key, enclaveai.Policy())
         self.assertIn("SIMULATED", str(cm.exception))
+
+    def test_speaks_the_protocol_asked(self):
+        c = self.client()
+        hello = c.redis.execute_command("HELLO")
+        self.assertEqual(isinstance(hello, dict), self.PROTOCOL == 3, hello)
+        fields = hello if isinstance(hello, dict) else dict(zip(hello[0::2], hello[1::2]))
+        self.assertEqual(fields[b"proto"], self.PROTOCOL)
 
     # -- models ------------------------------------------------------------
 
@@ -169,6 +178,16 @@ class ClientTest(unittest.TestCase):
             self.assertEqual(c.model_info("big")["size"], size)
             self.assertLess(grew, 64 * MiB, "the client grew %d MiB uploading %d MiB" % (grew // MiB, size // MiB))
             c.delete_model("big")
+
+
+class ClientResp3Test(ClientTest):
+    """The whole API again over RESP3 (HELLO 3): maps, verbatim strings and
+    the rest, through enclaveai.resp3 on Debian's redis-py 4.3.4."""
+    PROTOCOL = 3
+
+    @unittest.skip("the same streaming as over RESP2: no reply is read before the last byte is sent")
+    def test_upload_streams_from_the_file_with_bounded_memory(self):
+        pass
 
 
 class InstallTest(unittest.TestCase):

@@ -11,6 +11,7 @@ import numpy as np
 import redis
 
 from . import attest as _attest
+from . import resp3 as _resp
 from .attest import AttestationError, Policy, Result
 
 # RedisAI data types and their numpy equivalents.
@@ -105,11 +106,15 @@ class Client:
     the node serving its slot, over a connection of its own that is
     attested the same way on first use; list_models asks every primary.
 
+    protocol=3 speaks RESP3 (HELLO 3), with any redis-py: 5 and later
+    natively, older ones (Debian's 4.3.4) through enclaveai.resp3. Replies
+    are read the same either way.
+
     Other keyword arguments go to redis.Redis (password, username,
     socket_timeout, ...)."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 6379, tls: bool = False,
-                 attest: Union[Policy, bool, None] = None, cli: Optional[str] = None, **kw):
+                 attest: Union[Policy, bool, None] = None, cli: Optional[str] = None, protocol: int = 2, **kw):
         kw.setdefault("socket_timeout", 600)
         if tls:
             # The certificate is made inside the enclave: trust comes from
@@ -119,7 +124,8 @@ class Client:
         self.tls = tls
         self._policy = None if attest is False else (attest if isinstance(attest, Policy) else Policy())
         self._cli = cli
-        self.redis = redis.Redis(host=host, port=port, single_connection_client=True, **kw)
+        self.protocol = protocol
+        self.redis = _resp.client(protocol, host=host, port=port, **kw)
         self.attestation: Optional[Result] = None
         if self._policy is not None:
             self.attestation = self._attest(self.redis)
@@ -128,6 +134,7 @@ class Client:
         self._cluster = None
         self._nodes: Dict[Tuple[str, int], redis.Redis] = {(host, port): self.redis}
         if int(self.redis.info("cluster").get("cluster_enabled", 0)):
+            # Only for the slot map: the nodes are reached with _at.
             from redis.cluster import RedisCluster
             self._cluster = RedisCluster(host=host, port=port, **kw)
 
@@ -147,7 +154,7 @@ class Client:
         """The connection to one node (cluster mode), attested on first use."""
         c = self._nodes.get((host, port))
         if c is None:
-            c = redis.Redis(host=host, port=port, single_connection_client=True, **self._kw)
+            c = _resp.client(self.protocol, host=host, port=port, **self._kw)
             if self._policy is not None:
                 self._attest(c)
             self._nodes[(host, port)] = c
