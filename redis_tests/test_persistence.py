@@ -288,15 +288,19 @@ class RoundTripTest(PersistCase):
         self.assertOK(r.execute_command("AI.MODELSTORE", "m:lin2", "ONNX", "CPU", "BLOB", lin))  # same blob
         self.assertOK(r.execute_command("AI.MODELSTORE", "m:batched", "ONNX", "CPU", "TAG", "b", "BATCHSIZE", 8,
                                         "MINBATCHSIZE", 2, "MINBATCHTIMEOUT", 7, "BLOB", lin))
-        self.assertOK(r.execute_command("AI.MODELSTORE", "m:str", "ONNX", "CPU", "BLOB",
-                                        model_bytes("string_identity.onnx")))
+        # STRING tensors in a model: ONNX Runtime's; the pure-Go engine of
+        # the cgo-free build refuses them (make test-nocgo runs this too).
+        ort = info(r, "server").get("inference_engine", "").startswith("onnxruntime")
+        if ort:
+            self.assertOK(r.execute_command("AI.MODELSTORE", "m:str", "ONNX", "CPU", "BLOB",
+                                            model_bytes("string_identity.onnx")))
         star = r.execute_command("AI.MODELSTORE", "*", "ONNX", "CPU", "TAG", "anon", "BLOB", lin)
         self.assertEqual(str(uuid.UUID(star.decode())), star.decode())
         self.assertOK(r.execute_command("AI.MODELSTORE", "m:nopersist", "ONNX", "CPU", "NOPERSIST", "BLOB",
                                         model_bytes("add_int.onnx")))
         self.assertEqual(as_dict(r.execute_command("AI.MODELINFO", "m:nopersist"))["persist"], 0)
         self.assertEqual(as_dict(r.execute_command("AI.MODELINFO", "m:lin"))["persist"], 1)
-        models = ["m:lin", "m:lin2", "m:batched", "m:str", star]
+        models = ["m:lin", "m:lin2", "m:batched", star] + (["m:str"] if ort else [])
         metas = {k: r.execute_command("AI.MODELGET", k, "META") for k in models}
         infos = {k: as_dict(r.execute_command("AI.MODELINFO", k)) for k in models}
         self.assertEqual(infos["m:lin"]["shared_with"], 3)
@@ -370,8 +374,9 @@ class RoundTripTest(PersistCase):
             with self.subTest(execute=k):
                 self.assertOK(execute(r, k, ["x"], ["y2"]))
                 np.testing.assert_array_equal(tget(r, "y2"), y_before)
-        self.assertOK(execute(r, "m:str", ["t:str"], ["s2"]))
-        self.assertEqual(r.execute_command("AI.TENSORGET", "s2", "BLOB"), strblob)
+        if ort:
+            self.assertOK(execute(r, "m:str", ["t:str"], ["s2"]))
+            self.assertEqual(r.execute_command("AI.TENSORGET", "s2", "BLOB"), strblob)
         d.shutdown("NOSAVE")
 
     def test_lastsave_advances(self):
