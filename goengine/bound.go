@@ -139,6 +139,31 @@ func spatialElems(x []int, c int64, pads, strides []int) int64 {
 	return n
 }
 
+// runBudget bounds what one run's operators make all together. gonnx
+// keeps every tensor a run makes until the run ends, so the bound on each
+// tensor (checkOutput) alone let many large ones add up past the heap: the
+// run is stopped at the operator whose outputs pass the bound, which
+// therefore holds the run to at most the bound plus one tensor. An output
+// that is a view of its input (Reshape) is counted as a copy: the count
+// errs on the safe side.
+type runBudget struct {
+	max, used int64
+}
+
+// add counts an operator's outputs against the budget.
+func (b *runBudget) add(opType string, outs []tensor.Tensor) error {
+	for _, t := range outs {
+		if t != nil {
+			b.used += int64(t.Shape().TotalSize()) * int64(t.Dtype().Size())
+		}
+	}
+	if b.used > b.max {
+		return fmt.Errorf("%s: the run's tensors would total %d bytes, past the engine's bound of %d bytes per run (maxmemory, else %d)",
+			opType, b.used, b.max, int64(DefaultMaxTensorBytes))
+	}
+	return nil
+}
+
 // checkOutput refuses to run op (of type opType) when the tensor it would
 // make passes maxBytes.
 func checkOutput(opType string, op any, node *gonnxproto.NodeProto, in []tensor.Tensor, maxBytes int64) error {

@@ -87,6 +87,7 @@ type guarded struct {
 	opType   string
 	node     *gonnxproto.NodeProto // Init's: the attributes bound.go reads
 	maxBytes int64                 // a bound on the tensor the operator makes (bound.go); 0: none (Compile's checks)
+	budget   *runBudget            // the run's bound on all it makes (bound.go); nil: none
 }
 
 // Init implements ops.Operator.
@@ -123,7 +124,13 @@ func (g *guarded) Apply(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 			return nil, err
 		}
 	}
-	return g.Operator.Apply(inputs)
+	outs, err := g.Operator.Apply(inputs)
+	if err == nil && g.budget != nil {
+		if err := g.budget.add(g.opType, outs); err != nil {
+			return nil, err
+		}
+	}
+	return outs, err
 }
 
 // Supported reports whether the engine has an operator of this type.
@@ -338,13 +345,14 @@ func (s *session) Run(ctx context.Context, inputs []*modelstore.Tensor) (_ []*mo
 			bound = b
 		}
 	}
+	budget := &runBudget{max: bound}
 	m.GetOperator = func(opType string) (ops.Operator, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		op, err := getOperator(opType)
 		if g, ok := op.(*guarded); ok {
-			g.maxBytes = bound
+			g.maxBytes, g.budget = bound, budget
 		}
 		return op, err
 	}

@@ -134,6 +134,33 @@ func TestEmptyTensorRefused(t *testing.T) {
 // Tensors an operator would make past the bound are refused before the
 // operator allocates them: a Go allocation that cannot be satisfied ends
 // the process (in the enclave build, the server).
+// Tensors each under the bound still add up past it over a run: 8 Relus of
+// a 1 MB input hold 8 MB, refused under a 4 MB bound, run under 16 MB.
+func TestRunBound(t *testing.T) {
+	m := chain(t, "Relu", []int64{1, 250000}, 8)
+	x := floatT(1, 250000)
+	for _, c := range []struct {
+		bound int64
+		err   string
+	}{
+		{4 << 20, "Relu: the run's tensors would total 5000000 bytes, past the engine's bound of 4194304 bytes per run"},
+		{16 << 20, ""},
+	} {
+		s, err := Engine{MaxTensorBytes: func() int64 { return c.bound }}.Compile(modelstore.ModelSource{Data: m}, modelstore.SessionOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := s.Run(context.Background(), []*modelstore.Tensor{x})
+		switch {
+		case c.err == "" && (err != nil || len(out) != 1 || out[0] == nil):
+			t.Errorf("bound %d: %v", c.bound, err)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("bound %d: %v, want %q", c.bound, err, c.err)
+		}
+		s.Close()
+	}
+}
+
 func TestOutputBound(t *testing.T) {
 	cases := []struct {
 		name   string

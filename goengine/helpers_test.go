@@ -55,3 +55,34 @@ func ints(name string, v ...int64) *gonnxproto.AttributeProto {
 func intAttr(name string, v int64) *gonnxproto.AttributeProto {
 	return &gonnxproto.AttributeProto{Name: name, Type: gonnxproto.AttributeProto_INT, I: v}
 }
+
+// chain is a model of n nodes of op at opset 13, each taking the one
+// before's output: input x (FLOAT, shape xShape), output y.
+func chain(t *testing.T, op string, xShape []int64, n int) []byte {
+	t.Helper()
+	vi := func(name string, shape []int64) *gonnxproto.ValueInfoProto {
+		tt := &gonnxproto.TypeProto_Tensor{ElemType: int32(gonnxproto.TensorProto_FLOAT), Shape: &gonnxproto.TensorShapeProto{}}
+		for _, d := range shape {
+			tt.Shape.Dim = append(tt.Shape.Dim, &gonnxproto.TensorShapeProto_Dimension{Value: &gonnxproto.TensorShapeProto_Dimension_DimValue{DimValue: d}})
+		}
+		return &gonnxproto.ValueInfoProto{Name: name, Type: &gonnxproto.TypeProto{Value: &gonnxproto.TypeProto_TensorType{TensorType: tt}}}
+	}
+	var nodes []*gonnxproto.NodeProto
+	prev := "x"
+	for i := range n {
+		out := fmt.Sprintf("t%d", i)
+		if i == n-1 {
+			out = "y"
+		}
+		nodes = append(nodes, &gonnxproto.NodeProto{OpType: op, Input: []string{prev}, Output: []string{out}})
+		prev = out
+	}
+	m := &gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: 13}},
+		Graph: &gonnxproto.GraphProto{Name: "chain", Node: nodes,
+			Input: []*gonnxproto.ValueInfoProto{vi("x", xShape)}, Output: []*gonnxproto.ValueInfoProto{vi("y", xShape)}}}
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
