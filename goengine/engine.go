@@ -24,6 +24,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/advancedclimatesystems/gonnx"
 	gonnxproto "github.com/advancedclimatesystems/gonnx/onnx"
@@ -88,6 +89,7 @@ type guarded struct {
 	node     *gonnxproto.NodeProto // Init's: the attributes bound.go reads
 	maxBytes int64                 // a bound on the tensor the operator makes (bound.go); 0: none (Compile's checks)
 	budget   *runBudget            // the run's bound on all it makes (bound.go); nil: none
+	deadline time.Time             // the run's (work.go); zero: none
 }
 
 // Init implements ops.Operator.
@@ -121,6 +123,11 @@ func (g *guarded) Apply(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 	}
 	if g.maxBytes > 0 {
 		if err := checkOutput(g.opType, g.Operator, g.node, inputs, g.maxBytes); err != nil {
+			return nil, err
+		}
+	}
+	if !g.deadline.IsZero() {
+		if err := checkWork(g.opType, g.Operator, inputs, time.Until(g.deadline), workRate()); err != nil {
 			return nil, err
 		}
 	}
@@ -346,13 +353,14 @@ func (s *session) Run(ctx context.Context, inputs []*modelstore.Tensor) (_ []*mo
 		}
 	}
 	budget := &runBudget{max: bound}
+	deadline, _ := ctx.Deadline()
 	m.GetOperator = func(opType string) (ops.Operator, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		op, err := getOperator(opType)
 		if g, ok := op.(*guarded); ok {
-			g.maxBytes, g.budget = bound, budget
+			g.maxBytes, g.budget, g.deadline = bound, budget, deadline
 		}
 		return op, err
 	}

@@ -287,3 +287,57 @@ func TestRangeBound(t *testing.T) {
 		t.Errorf("ConstantOfShape of 2^80 elements: %d, want the saturated bound", n)
 	}
 }
+
+// An operator that could not finish before the run's deadline, even at
+// workFactor times the measured rate, is refused before it starts; a
+// small one runs.
+func TestWorkBound(t *testing.T) {
+	f32 := func(shape ...int) tensor.Tensor {
+		return tensor.New(tensor.WithShape(shape...), tensor.Of(tensor.Float32))
+	}
+	conv := &conv{pads: []int{50, 50, 50, 50}}
+	for _, c := range []struct {
+		op   string
+		impl any
+		in   []tensor.Tensor
+		work int64 // 0: not counted
+	}{
+		{"MatMul", nil, []tensor.Tensor{f32(100, 100), f32(100, 100)}, 1e6},
+		{"MatMul", nil, []tensor.Tensor{f32(3, 100, 20), f32(20, 50)}, 3 * 100 * 20 * 50},
+		{"Gemm", nil, []tensor.Tensor{f32(100, 20), f32(20, 50)}, 100 * 20 * 50},
+		{"Conv", conv, []tensor.Tensor{f32(1, 2, 10, 10), f32(8, 2, 3, 3)}, 8 * 111 * 111 * 2 * 9}, // spatialElems: (size + pads) / stride + 1, the kernel left out
+		{"LSTM", nil, []tensor.Tensor{f32(5, 2, 10), f32(1, 64, 10), f32(1, 64, 16)}, 5 * 2 * (640 + 1024)},
+		{"Relu", nil, []tensor.Tensor{f32(1000, 1000)}, 0},
+	} {
+		w, ok := opWork(c.op, c.impl, c.in)
+		if ok != (c.work > 0) || w != c.work {
+			t.Errorf("%s: work %d, %v; want %d", c.op, w, ok, c.work)
+		}
+		// At 1e6 a second, 10 ms allow 4e4 multiply-adds (workFactor 4).
+		err := checkWork(c.op, c.impl, c.in, 10*time.Millisecond, rates{matMul: 1e6, conv: 1e6})
+		if refused := c.work > 4e4; (err != nil) != refused {
+			t.Errorf("%s (%d multiply-adds in 10 ms at 1e6/s): %v", c.op, c.work, err)
+		}
+	}
+
+	// Through a run: a Conv of 2e11 multiply-adds (as bounded) from a 40 KB input, with
+	// 100 ms left, is refused at once.
+	workRate() // measured now, not inside the run
+	m := oneNode(t, "Conv", []int64{1, 1, 100, 100}, []*modelstore.Tensor{floatT(512, 1, 99, 99)},
+		ints("kernel_shape", 99, 99), ints("pads", 50, 50, 50, 50))
+	s, err := Engine{}.Compile(modelstore.ModelSource{Data: m}, modelstore.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = s.Run(ctx, []*modelstore.Tensor{floatT(1, 1, 100, 100)})
+	if err == nil || !strings.Contains(err.Error(), "Conv would do 202736742912 multiply-adds: more than this engine can do in the") {
+		t.Errorf("Conv in 100 ms: %v", err)
+	}
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Errorf("refused after %v: it should not have started", d)
+	}
+}

@@ -1,0 +1,150 @@
+package goengine
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"gorgonia.org/tensor"
+)
+
+// A pure-Go operator cannot be stopped once it runs: the run's deadline
+// (TIMEOUT, else MODEL_EXECUTION_TIMEOUT) is checked between operators,
+// and in the enclave build there is no worker process to kill. The memory
+// bounds (bound.go) leave room for operators whose work grows faster than
+// their tensors: a MatMul of three 12000x12000 matrices holds 1.7 GB but
+// does 1.7e12 multiply-adds, many minutes here. So before an operator
+// whose work is a product of its dimensions runs (MatMul, Gemm, Conv, RNN,
+// GRU, LSTM), its multiply-adds are counted from its inputs, and it is
+// refused when the engine could not do them in the time left before the
+// deadline even at workFactor times the rate it measured at its first
+// such check. An operator is thus never refused for want of time it
+// could have finished in, and none overruns the deadline by more than
+// about workFactor times what was left.
+
+// workFactor is the margin over the measured rate (caches, a faster
+// kernel than the calibration's, a quiet machine).
+const workFactor = 4
+
+// opWork is how many multiply-adds op does on these inputs, at most, and
+// false when op is not one whose work grows faster than its tensors. It
+// saturates at math.MaxInt64.
+func opWork(opType string, op any, in []tensor.Tensor) (int64, bool) {
+	dims := func(i int) []int {
+		if i >= len(in) || in[i] == nil {
+			return nil
+		}
+		return in[i].Shape()
+	}
+	elems := func(i int) int64 {
+		n := int64(1)
+		for _, d := range dims(i) {
+			n = mul(n, int64(d))
+		}
+		return n
+	}
+	switch opType {
+	case "MatMul":
+		a := dims(0)
+		out, ok := outputElems(opType, in)
+		if !ok || len(a) == 0 {
+			return 0, false
+		}
+		return mul(out, int64(a[len(a)-1])), true
+	case "Gemm":
+		c := dims(1)
+		if len(dims(0)) != 2 || len(c) != 2 {
+			return 0, false
+		}
+		// M x K is A's size whichever way it is transposed; N is at most
+		// B's larger dimension.
+		return mul(elems(0), int64(max(c[0], c[1]))), true
+	case "Conv":
+		sz, ok := op.(sizer)
+		w := dims(1)
+		if !ok || len(w) < 2 || w[0] == 0 {
+			return 0, false
+		}
+		// Each output element is a dot product over one group's input
+		// channels and the kernel: W's size over its output channels.
+		return mul(sz.outputElems(in), elems(1)/int64(w[0])), true
+	case "RNN", "GRU", "LSTM":
+		x := dims(0)
+		if len(x) < 2 {
+			return 0, false
+		}
+		// Each step of each sequence multiplies by W and R.
+		return mul(mul(int64(x[0]), int64(x[1])), add(elems(1), elems(2))), true
+	}
+	return 0, false
+}
+
+// checkWork refuses op when its work cannot be done in the time left at
+// workFactor times r's rate for it.
+func checkWork(opType string, op any, in []tensor.Tensor, left time.Duration, r rates) error {
+	w, ok := opWork(opType, op, in)
+	rate := r.matMul
+	if opType == "Conv" {
+		rate = r.conv
+	}
+	if !ok || float64(w) <= left.Seconds()*workFactor*rate {
+		return nil
+	}
+	return fmt.Errorf("%s would do %d multiply-adds: more than this engine can do in the %v left before the run's deadline (TIMEOUT, else MODEL_EXECUTION_TIMEOUT)",
+		opType, w, left.Round(time.Millisecond))
+}
+
+// rates are the engine's multiply-adds per second on this machine: its
+// matrix products (MatMul, Gemm and the recurrent operators use gonum's)
+// and its direct 2-D convolution (ops.go), whose rate is an order of
+// magnitude lower here, both counted as opWork counts them.
+type rates struct{ matMul, conv float64 }
+
+var (
+	rateOnce sync.Once
+	measured rates
+)
+
+// workRate measures the rates once (a 256x256 product and a 16-channel
+// 32x32 convolution, best of 3 each, about 20 ms), at least 1e8 per
+// second.
+func workRate() rates {
+	rateOnce.Do(func() {
+		// Not zeros: gonum's kernels skip a zero factor's whole row.
+		vals := func(n int) []float32 {
+			v := make([]float32, n)
+			for i := range v {
+				v[i] = 1 + float32(i%7)
+			}
+			return v
+		}
+		best := func(f func() error) time.Duration {
+			d := time.Duration(1<<63 - 1)
+			for range 3 {
+				start := time.Now()
+				if f() != nil {
+					return d
+				}
+				d = min(d, time.Since(start))
+			}
+			return d
+		}
+		rate := func(work int64, d time.Duration) float64 { return max(1e8, float64(work)/max(d.Seconds(), 1e-9)) }
+
+		const n = 256
+		a := tensor.New(tensor.WithShape(n, n), tensor.WithBacking(vals(n*n)))
+		b := tensor.New(tensor.WithShape(n, n), tensor.WithBacking(vals(n*n)))
+		mm := best(func() error { _, err := tensor.MatMul(a, b); return err })
+		measured.matMul = rate(n*n*n, mm)
+
+		c := &conv{group: 1, pads: []int{1, 1, 1, 1}}
+		in := []tensor.Tensor{
+			tensor.New(tensor.WithShape(1, 16, 32, 32), tensor.WithBacking(vals(16*32*32))),
+			tensor.New(tensor.WithShape(16, 16, 3, 3), tensor.WithBacking(vals(16*16*9))),
+		}
+		cv := best(func() error { _, _, err := c.direct2D(in); return err })
+		w, _ := opWork("Conv", c, in)
+		measured.conv = rate(w, cv)
+	})
+	return measured
+}
