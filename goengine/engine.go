@@ -150,6 +150,7 @@ func Supported(opType string) bool {
 // only and are ignored.
 func (e Engine) Compile(src modelstore.ModelSource, _ modelstore.SessionOptions) (_ modelstore.EngineSession, err error) {
 	defer contain(&err, "compiling the model", nil)
+	workRate() // measured once, here rather than inside a run's time (work.go)
 	inputs, outputs, err := modelstore.ReadGraphIO(src.Data)
 	if err != nil {
 		return nil, err
