@@ -88,6 +88,10 @@ type Options struct {
 	// SealPolicy is "product" (default: snapshots survive signed upgrades)
 	// or "unique" (only the exact build can read them); SGX mode only.
 	SealPolicy string
+	// Marble runs the server as a MarbleRun marble (docs/ENCLAVE.md): the
+	// seal key is the Coordinator's shared secret and the TLS certificate
+	// the one it issued, both from the environment it sets.
+	Marble bool
 	// Save holds the `save <seconds> <changes> ...` snapshot rules, "" for none.
 	Save atomic.Pointer[string]
 	// LoadBadSnapshot, when true, starts with an empty keyspace if the
@@ -291,6 +295,9 @@ func (o *Options) Validate() error {
 	}
 	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
 		return errors.New("tls-cert-file and tls-key-file go together")
+	}
+	if o.Marble && (o.TLSPort == 0 || o.TLSCertFile != "") {
+		return errors.New("marble yes needs tls-port, and takes its certificate from MarbleRun, not tls-cert-file")
 	}
 	return nil
 }

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/edgelesssys/ego/marble"
+
 	"github.com/enclaveai/enclaveai/enclave"
 )
 
@@ -29,7 +31,13 @@ func (s *Server) setupEnclave() error {
 	if s.opts.SealPolicy == "unique" {
 		policy = enclave.UniqueKey
 	}
-	sk, err := enclave.LoadSealKey(enclave.SealKeyOptions{Policy: policy, KeyFile: keyFile})
+	var sk *enclave.SealKey
+	var err error
+	if s.opts.Marble {
+		sk, err = enclave.MarbleSealKey()
+	} else {
+		sk, err = enclave.LoadSealKey(enclave.SealKeyOptions{Policy: policy, KeyFile: keyFile})
+	}
 	if err != nil {
 		return fmt.Errorf("seal key: %w", err)
 	}
@@ -40,6 +48,9 @@ func (s *Server) setupEnclave() error {
 	s.Cmds.Enclave.Mode = sk.Mode.String()
 	s.Cmds.Enclave.SealKeySource = sk.Source
 	s.Cmds.Enclave.SealPolicy = policy.String()
+	if s.opts.Marble {
+		s.Cmds.Enclave.SealPolicy = "marble"
+	}
 	s.Cmds.Enclave.Warning = sk.Warning
 	s.log.Info("enclave layer ready", "mode", sk.Mode.String(), "seal_key", sk.Source)
 	return nil
@@ -48,16 +59,25 @@ func (s *Server) setupEnclave() error {
 // listenTLS opens the TLS listener when tls-port is set. With no cert and
 // key files, a self-signed key pair is generated in memory, so inside an
 // enclave the private key never leaves it; clients bind to it through the
-// attestation report (AI.ATTEST), not through a CA.
+// attestation report (AI.ATTEST), not through a CA. A marble serves the
+// certificate MarbleRun's Coordinator issued it (marble yes).
 func (s *Server) listenTLS() error {
 	if s.opts.TLSPort == 0 {
 		return nil
 	}
 	var cert tls.Certificate
 	var err error
-	if s.opts.TLSCertFile != "" {
+	switch {
+	case s.opts.Marble:
+		// The certificate the Coordinator issued this marble: clients
+		// that verified the Coordinator trust it through its root CA.
+		var cfg *tls.Config
+		if cfg, err = marble.GetTLSConfig(false); err == nil {
+			cert = cfg.Certificates[0]
+		}
+	case s.opts.TLSCertFile != "":
 		cert, err = tls.LoadX509KeyPair(s.opts.TLSCertFile, s.opts.TLSKeyFile)
-	} else {
+	default:
 		cert, err = selfSignedCert()
 	}
 	if err != nil {
