@@ -21,7 +21,8 @@ import (
 //
 //	CLUSTER INFO | NODES | SLOTS | SHARDS | MYID | KEYSLOT key |
 //	        COUNTKEYSINSLOT slot | GETKEYSINSLOT slot count | RESET [HARD|SOFT] | HELP
-//	CLUSTERX SETNODEID id | SETNODES "topology" version [FORCE] | VERSION
+//	CLUSTERX SETNODEID id | SETNODES "topology" version [FORCE] | VERSION |
+//	         MIGRATE slot target-id | IMPORT slot state | RESTORE slot payload (migrate.go)
 //	ASKING, READONLY, READWRITE
 func init() {
 	register(
@@ -29,12 +30,12 @@ func init() {
 			Summary: "Reads the cluster topology the controller pushed (INFO, NODES, SLOTS, SHARDS, MYID, KEYSLOT, COUNTKEYSINSLOT, GETKEYSINSLOT) or resets it (RESET).",
 			Syntax:  "INFO | NODES | SLOTS | SHARDS | MYID | KEYSLOT key | COUNTKEYSINSLOT slot | GETKEYSINSLOT slot count | RESET [HARD | SOFT]",
 			Parse:   parseCluster},
-		&Spec{Name: "clusterx", Arity: -2, Flags: Admin | LoadingOK, Group: "cluster",
-			Summary: "The controller's commands (Apache Kvrocks's): sets this node's id, pushes the topology and its version, reads the version.",
-			Syntax:  "SETNODEID id | SETNODES topology version [FORCE] | VERSION",
-			Parse:   parseClusterX},
+		&Spec{Name: "clusterx", Arity: -2, Flags: Admin | LoadingOK | Big | NoTxLock, Group: "cluster",
+			Summary: "The controller's commands (Apache Kvrocks's): sets this node's id, pushes the topology and its version, reads the version, migrates a slot to another node (and, between nodes, imports it).",
+			Syntax:  "SETNODEID id | SETNODES topology version [FORCE] | VERSION | MIGRATE slot target-id | IMPORT slot 0|1|2 | RESTORE slot payload",
+			Parse:   parseClusterX, Payload: restorePayloadArg},
 		&Spec{Name: "asking", Arity: 1, Flags: Fast, Group: "cluster",
-			Summary: "Accepted for cluster clients (no slot is ever importing here).", Parse: parseClusterFlagCmd},
+			Summary: "Lets the next command use a slot this node is importing (after an -ASK redirect).", Parse: parseClusterFlagCmd},
 		&Spec{Name: "readonly", Arity: 1, Flags: Fast | LoadingOK, Group: "cluster",
 			Summary: "Accepted for cluster clients (this node has no replicas to read from).", Parse: parseClusterFlagCmd},
 		&Spec{Name: "readwrite", Arity: 1, Flags: Fast | LoadingOK, Group: "cluster",
@@ -86,6 +87,9 @@ type ClusterState struct {
 	path string
 	mu   sync.Mutex
 	view atomic.Pointer[clusterView]
+	// mig and imp are the slot this node sends or receives (migrate.go).
+	mig atomic.Pointer[migration]
+	imp atomic.Pointer[importing]
 }
 
 // clusterView is one immutable state: the node id, the last topology
@@ -167,8 +171,10 @@ func (s *Spec) KeyPositions(argv [][]byte) []int {
 }
 
 // route decides whether this node runs a command, before it runs: all of
-// its keys must hash to one slot, and that slot must be this node's.
-func (cs *ClusterState) route(spec *Spec, argv [][]byte) error {
+// its keys must hash to one slot, and that slot must be this node's (or be
+// on its way here or from here: routeMigrating).
+func (s *App) route(c *Client, spec *Spec, argv [][]byte) error {
+	cs := s.Cluster
 	pos := spec.KeyPositions(argv)
 	if len(pos) == 0 {
 		return nil
@@ -184,10 +190,16 @@ func (cs *ClusterState) route(spec *Spec, argv [][]byte) error {
 		return errKeysNotInit
 	}
 	owner := v.top.Owner(slot)
+	mine := owner != nil && owner.ID == v.id
+	if cs.mig.Load() != nil || cs.imp.Load() != nil {
+		if err := s.routeMigrating(c, spec, argv, pos, slot, mine); err != errNotHere {
+			return err
+		}
+	}
 	switch {
 	case owner == nil:
 		return errSlotNotServed
-	case owner.ID == v.id:
+	case mine:
 		return nil
 	}
 	return Reply("MOVED " + strconv.Itoa(slot) + " " + owner.Addr())
@@ -218,10 +230,12 @@ func (s *App) newModelID() (string, error) {
 }
 
 func parseClusterFlagCmd(a Args) (Runner, error) {
+	asking := isWord(a.V[0], "asking")
 	return RunFunc(func(x *Ctx) error {
 		if x.Cluster == nil {
 			return errClusterDisabled
 		}
+		x.C.asking = asking // for the next command only (Dispatch)
 		x.W.OK()
 		return nil
 	}), nil
@@ -257,7 +271,10 @@ func parseCluster(a Args) (Runner, error) {
 	}
 	switch sub {
 	case "INFO":
-		return run(0, initialized(func(x *Ctx, v *clusterView) error { x.W.Verbatim(v.info()); return nil }))
+		return run(0, initialized(func(x *Ctx, v *clusterView) error {
+			x.W.Verbatim(v.info(x.Cluster.migrationInfo()))
+			return nil
+		}))
 	case "NODES":
 		return run(0, initialized(func(x *Ctx, v *clusterView) error { x.W.Verbatim(v.nodes()); return nil }))
 	case "SLOTS":
@@ -450,18 +467,20 @@ func parseClusterX(a Args) (Runner, error) {
 			if err != nil {
 				return err
 			}
+			x.endMigration(x.Cluster.view.Load())
 			x.W.OK()
 			return nil
 		}), nil
-	case "MIGRATE":
-		return nil, Reply("ERR CLUSTERX MIGRATE is not supported yet: move the slot's keys and push a new topology (docs/CLUSTER.md)")
+	case "MIGRATE", "IMPORT", "RESTORE":
+		return parseMigrate(strings.ToLower(sub), a, rest)
 	}
 	return nil, errorf("ERR unknown subcommand '%s'. Try CLUSTERX SETNODEID, SETNODES, VERSION.", truncate(a.V[1], 128))
 }
 
 // info is CLUSTER INFO, with the fields kvrocks-controller reads: both
-// epochs are the last version pushed, and no slot is ever migrating.
-func (v *clusterView) info() string {
+// epochs are the last version pushed; migration gives the slot migrating
+// or importing (ClusterState.migrationInfo).
+func (v *clusterView) info(migration [][2]string) string {
 	assigned := v.top.Assigned()
 	state := "ok"
 	if assigned < cluster.Slots {
@@ -488,11 +507,10 @@ func (v *clusterView) info() string {
 		{"cluster_stats_messages_sent", "0"},
 		{"cluster_stats_messages_received", "0"},
 		{"total_cluster_links_buffer_limit_exceeded", "0"},
-		{"migrating_slot", "-1"},
-		{"migrating_state", "none"},
-		{"importing_slot", "-1"},
-		{"import_state", "none"},
 	} {
+		b.WriteString(f[0] + ":" + f[1] + "\r\n")
+	}
+	for _, f := range migration {
 		b.WriteString(f[0] + ":" + f[1] + "\r\n")
 	}
 	return b.String()

@@ -84,20 +84,25 @@ func (src snapshotSource) Models(yield func(persistence.ModelRecord, []byte) err
 		if !ok || m.NoPersist {
 			continue
 		}
-		rec := persistence.ModelRecord{Key: it.Key, ExpireAtUnixMs: it.ExpireAt, Backend: m.Backend,
-			Device: m.Device, Tag: m.Tag, BatchSize: uint32(m.BatchSize), MinBatchSize: uint32(m.MinBatchSize),
-			MinBatchTimeoutMs: uint64(m.MinBatchTimeout), Optimize: m.Blob.Opts.Optimize, ID: m.ID,
-			CreatedUnixMs: m.Created.UnixMilli(), Owner: m.Owner}
-		// The blob stays referenced until Save returns, so its digest
-		// (computed once, after the upload) is there or on its way.
-		if sum, ok := m.Blob.SHA256(); ok {
-			rec.BlobSHA256 = &sum
-		}
-		if err := yield(rec, m.Blob.Data); err != nil {
+		if err := yield(snapshotModelRecord(it.Key, it.ExpireAt, m), m.Blob.Data); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// snapshotModelRecord is a model key's snapshot record. The blob stays referenced
+// while it is written, so its digest (computed once, after the upload) is
+// there or on its way.
+func snapshotModelRecord(key string, expireAt int64, m *modelstore.Model) persistence.ModelRecord {
+	rec := persistence.ModelRecord{Key: key, ExpireAtUnixMs: expireAt, Backend: m.Backend,
+		Device: m.Device, Tag: m.Tag, BatchSize: uint32(m.BatchSize), MinBatchSize: uint32(m.MinBatchSize),
+		MinBatchTimeoutMs: uint64(m.MinBatchTimeout), Optimize: m.Blob.Opts.Optimize, ID: m.ID,
+		CreatedUnixMs: m.Created.UnixMilli(), Owner: m.Owner}
+	if sum, ok := m.Blob.SHA256(); ok {
+		rec.BlobSHA256 = &sum
+	}
+	return rec
 }
 
 // savingSource is the snapshot being saved: it logs its progress every

@@ -201,6 +201,7 @@ type Client struct {
 	multi      queue // commands queued by MULTI
 	inMulti    bool
 	multiDirty bool // a command failed to queue: EXEC aborts
+	asking     bool // ASKING: the next command may use an importing slot
 	closeAfter bool // QUIT: close once the reply is flushed
 	internal   bool // the server's own client (loadmodel): no upload policy
 
@@ -487,7 +488,11 @@ func (s *App) check(c *Client, spec *Spec, argv [][]byte, now int64) error {
 	// Redis Cluster's redirections come before anything runs; the
 	// server's own client (startup models, the log's replay) is exempt.
 	if s.Cluster != nil && !c.internal {
-		if err := s.Cluster.route(spec, argv); err != nil {
+		err := s.route(c, spec, argv)
+		if !spec.Has(txControl) && spec.Name != "asking" {
+			c.asking = false // ASKING is for the one command after it
+		}
+		if err != nil {
 			return err
 		}
 	}

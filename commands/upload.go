@@ -70,6 +70,11 @@ func (s *App) StartUpload(c *Client, prev [][]byte) (*Upload, error) {
 		u.budget = sess.size - off
 		return u, nil
 	}
+	if isWord(prev[0], "clusterx") {
+		// CLUSTERX RESTORE: a key on the move between nodes (migrate.go),
+		// an admin command; max-model-size and maxmemory still bound it.
+		return u, nil
+	}
 	if len(prev) > 1 {
 		key := prev[1]
 		budget, err := s.checkUploadStart(c, key)

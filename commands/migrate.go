@@ -1,0 +1,516 @@
+package commands
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/enclaveai/enclaveai/cluster"
+	"github.com/enclaveai/enclaveai/modelstore"
+	"github.com/enclaveai/enclaveai/persistence"
+)
+
+// Slot migration, as Apache Kvrocks does it for its controller:
+//
+//	CLUSTERX MIGRATE <slot> <target-id>     to the source only
+//	CLUSTERX IMPORT <slot> 0|1|2            source to target: start, success, failed
+//	CLUSTERX RESTORE <slot> <payload>       source to target: one key
+//
+// MIGRATE starts a goroutine on the source and answers OK; CLUSTER INFO's
+// migrating_slot, migrating_state (start, success, fail) and
+// destination_node say how it goes. The source dials the target (the
+// address the topology gives, AUTH with this node's requirepass: the nodes
+// of a cluster share it), tells it to import the slot, then moves the
+// slot's keys one at a time: each key's value travels as a one-key snapshot
+// (persistence's format, sealed with the seal key, which the nodes must
+// share: marble mode, docs/ENCLAVE.md), and is deleted here only once the
+// target has stored it. A key is thus on one node or the other at every
+// moment and nothing is lost if either dies mid-way: the keys already
+// moved are in the target's log, the others still here, and MIGRATE run
+// again moves the rest.
+//
+// While the slot migrates, the source runs the commands whose keys it
+// still holds, answers ASK (to the target) for those whose keys are all
+// gone, and TRYAGAIN for a write some of whose keys are here and some
+// gone. A key written here while it was being sent is sent again (the
+// source deletes a key only if it still holds the value it sent). The target
+// serves the slot to clients that say ASKING first (TRYAGAIN for a command
+// of several keys some of which have not arrived), and MOVED to the source
+// otherwise. Once every key has moved the source answers MOVED to the
+// target and the target serves the slot, until the controller pushes the
+// topology that gives the slot to the target (SETNODES), which ends both
+// states.
+
+// Migration states, as CLUSTER INFO shows them.
+const (
+	migStart   = "start"
+	migSuccess = "success"
+	migFail    = "fail"
+)
+
+var (
+	errTryAgain      = Reply("TRYAGAIN Multiple keys request during rehashing of slot")
+	errMigrating     = Reply("ERR a slot is already migrating")
+	errNotMySlot     = Reply("ERR Can't migrate slot which doesn't belong to me")
+	errNoSuchTarget  = Reply("ERR Can't find the destination node id")
+	errTargetIsMe    = Reply("ERR Can't migrate slot to myself")
+	errNotImporting  = Reply("ERR this node is not importing that slot")
+	errRestoreKeyOut = Reply("ERR the restored key is not in the importing slot")
+)
+
+// migration is the source's side of a slot migration.
+type migration struct {
+	slot   int
+	target *cluster.Node
+	state  atomic.Value // string: migStart, migSuccess or migFail
+	moved  atomic.Int64 // keys moved so far
+	err    atomic.Value // string: why it failed
+}
+
+// importing is the target's side.
+type importing struct {
+	slot  int
+	state atomic.Value // string: migStart, migSuccess or migFail
+}
+
+func (m *migration) State() string { return m.state.Load().(string) }
+func (i *importing) State() string { return i.state.Load().(string) }
+
+// migrateCmd is CLUSTERX MIGRATE slot target-id.
+type migrateCmd struct {
+	slot   int
+	target string
+}
+
+// importCmd is CLUSTERX IMPORT slot state.
+type importCmd struct {
+	slot  int
+	state string
+}
+
+// restoreCmd is CLUSTERX RESTORE slot payload.
+type restoreCmd struct {
+	slot    int
+	payload []byte
+}
+
+// parseMigrate parses the migration subcommands of CLUSTERX (rest: the
+// arguments after the subcommand).
+func parseMigrate(sub string, a Args, rest [][]byte) (Runner, error) {
+	if len(rest) != 2 {
+		return nil, errorf("ERR wrong number of arguments for 'clusterx|%s' command", sub)
+	}
+	slot, ok := cluster.ParseSlot(string(rest[0]))
+	if !ok {
+		return nil, errInvalidSlot
+	}
+	switch sub {
+	case "migrate":
+		if !cluster.ValidID(string(rest[1])) {
+			return nil, errInvalidNodeID
+		}
+		return migrateCmd{slot: slot, target: string(rest[1])}, nil
+	case "import":
+		state := map[string]string{"0": migStart, "1": migSuccess, "2": migFail}[string(rest[1])]
+		if state == "" {
+			return nil, Reply("ERR Invalid import state")
+		}
+		return importCmd{slot: slot, state: state}, nil
+	}
+	return restoreCmd{slot: slot, payload: a.Keep(a.Len())}, nil
+}
+
+// restorePayloadArg is CLUSTERX's Payload: RESTORE's one-key snapshot,
+// read like a model's chunks (it may be a model of any size).
+func restorePayloadArg(prev [][]byte, i int) bool {
+	return i == 3 && isWord(prev[1], "RESTORE")
+}
+
+// Run implements Runner: it checks, starts the migration and answers OK.
+func (c migrateCmd) Run(x *Ctx) error {
+	cs := x.Cluster
+	if cs == nil {
+		return errClusterDisabled
+	}
+	v := cs.view.Load()
+	if v.top == nil {
+		return errClusterNotInit
+	}
+	if owner := v.top.Owner(c.slot); owner == nil || owner.ID != v.id {
+		return errNotMySlot
+	}
+	target := v.top.Find(c.target)
+	switch {
+	case target == nil || !target.Master():
+		return errNoSuchTarget
+	case target.ID == v.id:
+		return errTargetIsMe
+	}
+	m := &migration{slot: c.slot, target: target}
+	m.state.Store(migStart)
+	m.err.Store("")
+	if old := cs.mig.Load(); old != nil && old.State() == migStart {
+		return errMigrating
+	}
+	cs.mig.Store(m)
+	x.Log.Info("slot migration started", "slot", c.slot, "target", target.ID, "addr", target.Addr())
+	go x.migrate(m)
+	x.W.OK()
+	return nil
+}
+
+// migrate moves m's slot to its target (a goroutine).
+func (s *App) migrate(m *migration) {
+	err := s.migrateKeys(m)
+	if err != nil {
+		m.err.Store(err.Error())
+		m.state.Store(migFail)
+		s.Log.Warn("slot migration failed", "slot", m.slot, "target", m.target.ID, "moved", m.moved.Load(), "err", err)
+		return
+	}
+	m.state.Store(migSuccess)
+	s.Log.Info("slot migration done", "slot", m.slot, "target", m.target.ID, "moved", m.moved.Load())
+}
+
+func (s *App) migrateKeys(m *migration) error {
+	conn, err := net.DialTimeout("tcp", m.target.Addr(), 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	t := &peer{conn: conn, rd: bufio.NewReader(conn)}
+	if pass := *s.Opts.Requirepass.Load(); pass != "" {
+		if err := t.do("AUTH", pass); err != nil {
+			return fmt.Errorf("AUTH to the target: %w", err)
+		}
+	}
+	slot := strconv.Itoa(m.slot)
+	if err := t.do("CLUSTERX", "IMPORT", slot, "0"); err != nil {
+		return err
+	}
+	fail := func(err error) error {
+		t.do("CLUSTERX", "IMPORT", slot, "2")
+		return err
+	}
+	// Passes over the slot's keys until none is left here: a key written
+	// while it was sent is not deleted (DeleteIf) and goes again in the
+	// next pass, as does one a write made meanwhile. Models go first: a
+	// command that uses a model and tensors is refused (TRYAGAIN) while
+	// some of its keys have moved and others not, and the tensors move
+	// fast.
+	for pass := 0; ; pass++ {
+		var models, tensors []modelstore.Item
+		for _, it := range s.Keys.Items() {
+			if cluster.KeySlot([]byte(it.Key)) == m.slot {
+				if _, ok := it.Value.(*modelstore.Model); ok {
+					models = append(models, it)
+				} else {
+					tensors = append(tensors, it)
+				}
+			}
+		}
+		if len(models)+len(tensors) == 0 {
+			break
+		}
+		if pass == maxMigratePasses {
+			return fail(fmt.Errorf("the slot's keys kept changing for %d passes", pass))
+		}
+		for _, it := range append(models, tensors...) {
+			if err := t.restore(s.Snapshot.SealKey, slot, it); err != nil {
+				return fail(fmt.Errorf("key %q: %w", it.Key, err))
+			}
+			if s.Keys.DeleteIf(it.Key, it.Value) {
+				s.Release([]modelstore.Value{it.Value})
+				m.moved.Add(1)
+			}
+		}
+	}
+	return t.do("CLUSTERX", "IMPORT", slot, "1")
+}
+
+// maxMigratePasses bounds the passes over a slot whose keys keep being
+// written while they move.
+const maxMigratePasses = 100
+
+// peer is the source's connection to the target.
+type peer struct {
+	conn net.Conn
+	rd   *bufio.Reader
+}
+
+// do sends a command and reads a +OK.
+func (p *peer) do(args ...string) error {
+	var b []byte
+	b = redcon.AppendArray(b, len(args))
+	for _, a := range args {
+		b = redcon.AppendBulkString(b, a)
+	}
+	p.conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := p.conn.Write(b); err != nil {
+		return err
+	}
+	return p.reply()
+}
+
+func (p *peer) reply() error {
+	line, err := p.rd.ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if len(line) > 0 && line[0] == '-' {
+		return errors.New(line[1 : len(line)-2])
+	}
+	if line != "+OK\r\n" {
+		return fmt.Errorf("unexpected reply %q", line)
+	}
+	return nil
+}
+
+// restore sends one key as CLUSTERX RESTORE slot <one-key snapshot>,
+// sealed with sealKey. The snapshot is written twice, once to count its
+// bytes for the bulk string's header and once to the socket, so that a
+// model is never held twice here.
+func (p *peer) restore(sealKey []byte, slot string, it modelstore.Item) error {
+	src := migrateSource{it}
+	var n countWriter
+	if err := persistence.Write(&n, sealKey, src); err != nil {
+		return err
+	}
+	head := redcon.AppendArray(nil, 4)
+	for _, a := range []string{"CLUSTERX", "RESTORE", slot} {
+		head = redcon.AppendBulkString(head, a)
+	}
+	head = append(head, '$')
+	head = strconv.AppendInt(head, int64(n), 10)
+	head = append(head, '\r', '\n')
+	p.conn.SetDeadline(time.Now().Add(10 * time.Minute))
+	w := bufio.NewWriterSize(p.conn, 1<<20)
+	w.Write(head)
+	var again countWriter
+	if err := persistence.Write(io.MultiWriter(w, &again), sealKey, src); err != nil {
+		return err
+	}
+	if again != n {
+		return errors.New("the key changed size while it was sent")
+	}
+	w.WriteString("\r\n")
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return p.reply()
+}
+
+// countWriter counts what is written to it.
+type countWriter int64
+
+func (c *countWriter) Write(b []byte) (int, error) { *c += countWriter(len(b)); return len(b), nil }
+
+// migrateSource is a one-key snapshot of a key on the move: as a
+// snapshot's, but NOPERSIST models travel too (marked in Extra).
+type migrateSource []modelstore.Item
+
+func (src migrateSource) Tensors(yield func(persistence.TensorRecord) error) error {
+	return snapshotSource(src).Tensors(yield)
+}
+
+func (src migrateSource) Models(yield func(persistence.ModelRecord, []byte) error) error {
+	for _, it := range src {
+		if m, ok := it.Value.(*modelstore.Model); ok {
+			rec := snapshotModelRecord(it.Key, it.ExpireAt, m)
+			if m.NoPersist {
+				rec.Extra = map[string]string{"nopersist": "1"}
+			}
+			if err := yield(rec, m.Blob.Data); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// restoreLoader is a snapshotLoader that keeps NOPERSIST models so.
+type restoreLoader struct{ snapshotLoader }
+
+func (l *restoreLoader) Model(r persistence.ModelRecord, blob []byte) error {
+	m, err := l.s.modelFromRecord(r, blob)
+	if err != nil {
+		return err
+	}
+	m.NoPersist = r.Extra["nopersist"] == "1"
+	l.items = append(l.items, modelstore.Item{Key: r.Key, Value: m, ExpireAt: r.ExpireAtUnixMs})
+	return nil
+}
+
+// Run implements Runner: the target's import state.
+func (c importCmd) Run(x *Ctx) error {
+	cs := x.Cluster
+	if cs == nil {
+		return errClusterDisabled
+	}
+	if c.state == migStart {
+		im := &importing{slot: c.slot}
+		im.state.Store(migStart)
+		cs.imp.Store(im)
+	} else if im := cs.imp.Load(); im != nil && im.slot == c.slot {
+		im.state.Store(c.state)
+	} else {
+		return errNotImporting
+	}
+	x.Log.Info("slot import", "slot", c.slot, "state", c.state)
+	x.W.OK()
+	return nil
+}
+
+// Run implements Runner: the target stores one key of the slot it imports.
+func (c restoreCmd) Run(x *Ctx) error {
+	cs := x.Cluster
+	if cs == nil {
+		return errClusterDisabled
+	}
+	if im := cs.imp.Load(); im == nil || im.slot != c.slot || im.State() != migStart {
+		return errNotImporting
+	}
+	l := &restoreLoader{snapshotLoader{s: x.App, log: func(int64, int64) {}}}
+	if err := persistence.Read(bytes.NewReader(c.payload), x.Snapshot.SealKey, x.Opts.MaxModelSize.Load(), l); err != nil {
+		return errorf("ERR the key could not be opened (do the nodes share a seal key? docs/CLUSTER.md): %v", err)
+	}
+	for _, it := range l.items {
+		if cluster.KeySlot([]byte(it.Key)) != c.slot {
+			x.Release(itemValues(l.items))
+			return errRestoreKeyOut
+		}
+	}
+	// A model's sealed file goes into the log's directory before its record
+	// (as for AI.MODELSTORE): the log then holds it across a restart.
+	for _, it := range l.items {
+		if m, ok := it.Value.(*modelstore.Model); ok {
+			mf, err := x.startModelFile(m.Blob.Data, m.NoPersist)
+			if err == nil {
+				err = mf.finish(x, m.Blob)
+			}
+			if err != nil {
+				x.Release(itemValues(l.items))
+				return err
+			}
+		}
+	}
+	err := x.Update(func() error {
+		for _, it := range l.items {
+			old, err := x.Keys.SetMany([]modelstore.Write{{Key: it.Key, Value: it.Value}})
+			if err != nil {
+				return err
+			}
+			x.Release(old)
+			if it.ExpireAt > 0 {
+				x.Keys.SetExpire(nil, it.Key, it.ExpireAt)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		x.Release(itemValues(l.items))
+		return err
+	}
+	x.W.OK()
+	return nil
+}
+
+// migrationInfo is CLUSTER INFO's migration fields.
+func (cs *ClusterState) migrationInfo() [][2]string {
+	slot, state, dest := "-1", "none", ""
+	if m := cs.mig.Load(); m != nil {
+		slot, state, dest = strconv.Itoa(m.slot), m.State(), m.target.ID
+	}
+	islot, istate := "-1", "none"
+	if im := cs.imp.Load(); im != nil {
+		islot, istate = strconv.Itoa(im.slot), im.State()
+	}
+	return [][2]string{{"migrating_slot", slot}, {"migrating_state", state}, {"destination_node", dest},
+		{"importing_slot", islot}, {"import_state", istate}}
+}
+
+// routeMigrating decides, for a command whose keys are all in slot,
+// whether a slot on the move redirects it: nil runs it here.
+func (s *App) routeMigrating(c *Client, spec *Spec, argv [][]byte, pos []int, slot int, mine bool) error {
+	cs := s.Cluster
+	present := func() (all, none bool) {
+		all, none = true, true
+		for _, p := range pos {
+			if _, ok := s.Keys.Get(string(argv[p])); ok {
+				none = false
+			} else {
+				all = false
+			}
+		}
+		return all, none
+	}
+	if m := cs.mig.Load(); mine && m != nil && m.slot == slot {
+		ask := Reply("ASK " + strconv.Itoa(slot) + " " + m.target.Addr())
+		switch m.State() {
+		case migSuccess:
+			return Reply("MOVED " + strconv.Itoa(slot) + " " + m.target.Addr())
+		case migStart:
+			switch all, none := present(); {
+			case all:
+				return nil
+			case none || !spec.Has(Write):
+				return ask
+			}
+			return errTryAgain
+		}
+		return nil
+	}
+	if im := cs.imp.Load(); !mine && im != nil && im.slot == slot {
+		switch im.State() {
+		case migSuccess:
+			return nil // all its keys are here: serve it until the topology says so
+		case migStart:
+			if c.asking {
+				if all, _ := present(); !all && len(pos) > 1 {
+					return errTryAgain
+				}
+				return nil
+			}
+		}
+	}
+	return errNotHere
+}
+
+// errNotHere tells route to redirect as the topology says.
+var errNotHere = errors.New("not here")
+
+// endMigration ends the migration states once the topology pushed says
+// where the slot is: a source that no longer owns it drops what is left of
+// it (nothing, after a migration that succeeded).
+func (s *App) endMigration(v *clusterView) {
+	cs := s.Cluster
+	if m := cs.mig.Load(); m != nil {
+		if owner := v.top.Owner(m.slot); owner == nil || owner.ID != v.id {
+			cs.mig.Store(nil)
+			var drop []string
+			for _, it := range s.Keys.Items() {
+				if cluster.KeySlot([]byte(it.Key)) == m.slot {
+					drop = append(drop, it.Key)
+				}
+			}
+			if removed, _ := s.Keys.Delete(nil, drop...); len(removed) > 0 {
+				s.Release(removed)
+			}
+		} else if m.State() != migStart {
+			cs.mig.Store(nil)
+		}
+	}
+	if im := cs.imp.Load(); im != nil {
+		if owner := v.top.Owner(im.slot); owner != nil && owner.ID == v.id || im.State() == migFail {
+			cs.imp.Store(nil)
+		}
+	}
+}

@@ -1,0 +1,83 @@
+package commands
+
+import (
+	"strings"
+	"testing"
+)
+
+func pushTopology(t *testing.T, h *harness, me string) {
+	t.Helper()
+	h.run(
+		row("clusterx setnodeid "+me, "+OK"),
+		row(`clusterx setnodes "`+strings.ReplaceAll(topology, "\n", `\n`)+`" 1`, "+OK"),
+	)
+}
+
+// The source's side: while slot 3300 ({b}, node A's) moves to node B, a
+// command whose keys are all still here runs here, one whose keys are all
+// gone gets ASK, a write with some of each TRYAGAIN (a read ASK); once
+// done, MOVED.
+func TestMigratingSlotRoutes(t *testing.T) {
+	h := newClusterHarness(t)
+	pushTopology(t, h, nodeA)
+	h.run(
+		row("AI.TENSORSET {b}here FLOAT 1 VALUES 1", "+OK"),
+		row("clusterx migrate 3300 nosuchnode"+strings.Repeat("0", 30), "-ERR Can't find the destination node id"),
+		row("clusterx migrate 3300 "+nodeA, "-ERR Can't migrate slot to myself"),
+		row("clusterx migrate 7365 "+nodeB, "-ERR Can't migrate slot which doesn't belong to me"),
+		row("clusterx migrate 16384 "+nodeB, "-ERR Invalid slot"),
+	)
+	m := &migration{slot: 3300, target: h.s.Cluster.view.Load().top.Find(nodeB)}
+	m.state.Store(migStart)
+	h.s.Cluster.mig.Store(m)
+	h.run(
+		row("AI.TENSORGET {b}here VALUES", `["1"]`),
+		row("AI.TENSORGET {b}gone VALUES", "-ASK 3300 127.0.0.1:7002"),
+		row("AI.TENSORSET {b}here FLOAT 1 VALUES 2", "+OK"), // sent again if it was on its way
+		row("AI.TENSORSET {b}new FLOAT 1 VALUES 2", "-ASK 3300 127.0.0.1:7002"),
+		row("DEL {b}here {b}gone", "-TRYAGAIN Multiple keys request during rehashing of slot"),
+		row("EXISTS {b}here {b}gone", "-ASK 3300 127.0.0.1:7002"),
+		row("AI.TENSORSET {c}x FLOAT 1 VALUES 1", "-MOVED 7365 127.0.0.1:7002"),
+		row("clusterx migrate 3300 "+nodeC, "-ERR a slot is already migrating"),
+		row("CLUSTER INFO", "~migrating_slot:3300.{4}migrating_state:start.{4}destination_node:"+nodeB),
+	)
+	m.state.Store(migSuccess)
+	h.run(
+		row("AI.TENSORGET {b}here VALUES", "-MOVED 3300 127.0.0.1:7002"),
+	)
+	// The topology that gives the slot to B ends the migration and drops
+	// what is left of the slot here.
+	moved := strings.Replace(strings.Replace(topology, "0-5460", "0-3299 3301-5460", 1), "5461-10921", "3300 5461-10921", 1)
+	h.run(
+		row(`clusterx setnodes "`+strings.ReplaceAll(moved, "\n", `\n`)+`" 2`, "+OK"),
+		row("CLUSTER INFO", "~migrating_slot:-1.{4}migrating_state:none"),
+		row("AI.TENSORGET {b}here VALUES", "-MOVED 3300 127.0.0.1:7002"),
+	)
+	if _, ok := h.s.Keys.Get("{b}here"); ok {
+		t.Error("the migrated slot's keys stayed on the source")
+	}
+}
+
+// The target's side: without ASKING, MOVED to the owner; with it, the
+// command runs (TRYAGAIN for several keys not all here); after success the
+// slot is served to everyone until the topology moves it.
+func TestImportingSlotRoutes(t *testing.T) {
+	h := newClusterHarness(t)
+	pushTopology(t, h, nodeB)
+	h.run(
+		row("clusterx import 3300 1", "-ERR this node is not importing that slot"),
+		row("clusterx import 3300 0", "+OK"),
+		row("AI.TENSORSET {b}x FLOAT 1 VALUES 1", "-MOVED 3300 127.0.0.1:7001"),
+		row("ASKING", "+OK"),
+		row("AI.TENSORSET {b}x FLOAT 1 VALUES 1", "+OK"),
+		row("AI.TENSORGET {b}x VALUES", "-MOVED 3300 127.0.0.1:7001"), // ASKING is for one command
+		row("ASKING", "+OK"),
+		row("DEL {b}x {b}y", "-TRYAGAIN Multiple keys request during rehashing of slot"),
+		row("ASKING", "+OK"),
+		row("AI.TENSORGET {b}x VALUES", `["1"]`),
+		row("CLUSTER INFO", "~importing_slot:3300.{4}import_state:start"),
+		row("clusterx import 3300 1", "+OK"),
+		row("AI.TENSORGET {b}x VALUES", `["1"]`),
+		row("clusterx import 3300 7", "-ERR Invalid import state"),
+	)
+}

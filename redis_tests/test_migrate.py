@@ -1,0 +1,175 @@
+"""Black-box tests of slot migration (issue 14): CLUSTERX MIGRATE as
+kvrocks-controller sends it, with redis-py's RedisCluster looping
+MODELEXECUTE on the slot meanwhile.
+
+Three nodes on loopback share a seal key (as marble mode gives them one:
+a key travels sealed), the topology is pushed as the controller pushes it,
+slot 3300 ({b}) moves from node 0 to node 1 under load, the controller's
+reads of CLUSTER INFO see `migrating_state:success`, and the topology that
+gives the slot to node 1 ends it.
+
+    make build models
+    cd redis_tests && /usr/bin/python3 -m unittest test_migrate -v
+"""
+
+import logging
+import os
+import sys
+import threading
+import time
+import unittest
+
+import numpy as np
+import redis
+from redis.cluster import ClusterNode, RedisCluster
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import poll  # noqa: E402
+from test_cluster import IDS, MODELS, RANGES, Node  # noqa: E402
+
+SEAL_KEY = "5a" * 32
+
+# redis-py logs every redirect it follows (ASK, MOVED) with a traceback.
+logging.getLogger("redis.cluster").setLevel(logging.CRITICAL)
+
+
+def info(node):
+    text = node.cmd("cluster", "info")
+    return dict(line.split(":", 1) for line in text.split("\r\n") if ":" in line)
+
+
+def push(nodes, ranges, version):
+    text = "".join("%s 127.0.0.1 %d master - %s\n" % (IDS[i], n.port, ranges[i]) for i, n in enumerate(nodes))
+    for i, n in enumerate(nodes):
+        assert n.cmd("clusterx", "setnodeid", IDS[i]) == "OK"
+        assert n.cmd("clusterx", "setnodes", text, str(version)) == "OK"
+
+
+def start_sharing_key(node):
+    """Starts node with the seal key all the cluster's nodes share."""
+    saved = os.environ.get("ENCLAVEAI_SEAL_KEY")
+    os.environ["ENCLAVEAI_SEAL_KEY"] = SEAL_KEY
+    try:
+        node.start()
+    finally:
+        if saved is None:
+            os.environ.pop("ENCLAVEAI_SEAL_KEY")
+        else:
+            os.environ["ENCLAVEAI_SEAL_KEY"] = saved
+
+
+class TestMigrate(unittest.TestCase):
+
+    def setUp(self):
+        self.nodes = [Node() for _ in range(3)]
+        for n in self.nodes:
+            self.addCleanup(n.remove)
+            self.addCleanup(n.stop)
+            start_sharing_key(n)
+        push(self.nodes, RANGES, 1)
+
+    def rc(self):
+        rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", self.nodes[0].port)], socket_timeout=10)
+        self.addCleanup(rc.close)
+        return rc
+
+    def test_slot_moves_under_load_and_nothing_is_lost(self):
+        rc = self.rc()
+        with open(os.path.join(MODELS, "mlp.onnx"), "rb") as f:
+            mlp = f.read()
+        with open(os.path.join(MODELS, "linear.onnx"), "rb") as f:
+            linear = f.read()
+        rc.execute_command("AI.MODELSTORE", "{b}mlp", "ONNX", "CPU", "TAG", "v1", "BLOB", mlp)
+        rc.execute_command("AI.MODELSTORE", "{b}lin", "ONNX", "CPU", "NOPERSIST", "BLOB", linear)
+        x = np.random.default_rng(1).random((1, 784), np.float32)
+        rc.execute_command("AI.TENSORSET", "{b}x", "FLOAT", 1, 784, "BLOB", x.tobytes())
+        for i in range(50):
+            rc.execute_command("AI.TENSORSET", "{b}t%d" % i, "INT32", 1, "VALUES", i)
+        rc.execute_command("PEXPIRE", "{b}t0", 600_000)
+        rc.execute_command("AI.TENSORSET", "{c}other", "FLOAT", 1, "VALUES", 7)  # another slot, untouched
+        rc.execute_command("AI.MODELEXECUTE", "{b}mlp", "INPUTS", 1, "{b}x", "OUTPUTS", 1, "{b}y")
+        want = rc.execute_command("AI.TENSORGET", "{b}y", "BLOB")
+        self.assertEqual(len(self.nodes[0].cmd("KEYS", "{b}*")), 54)
+
+        # Clients loop MODELEXECUTE on the slot (each its own output key)
+        # and read its tensors meanwhile.
+        stop = threading.Event()
+        counts, errors = [0] * 4, []
+
+        def loop(k):
+            c = self.rc()
+            while not stop.is_set():
+                try:
+                    c.execute_command("AI.MODELEXECUTE", "{b}mlp", "INPUTS", 1, "{b}x", "OUTPUTS", 1, "{b}out%d" % k)
+                    if c.execute_command("AI.TENSORGET", "{b}out%d" % k, "BLOB") != want:
+                        errors.append("wrong output")
+                    counts[k] += 1
+                except Exception as e:  # noqa: BLE001 - counted, the test fails on any
+                    errors.append(repr(e))
+        threads = [threading.Thread(target=loop, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        time.sleep(0.3)
+        before = sum(counts)
+        self.assertEqual(self.nodes[0].cmd("clusterx", "migrate", "3300", IDS[1]), "OK")
+        # kvrocks-controller's first read comes 0.3-1 s later and must see success.
+        poll(lambda: info(self.nodes[0])["migrating_state"] == "success", timeout=5, what="migration")
+        self.assertEqual(info(self.nodes[0])["destination_node"], IDS[1])
+        self.assertEqual(info(self.nodes[1])["import_state"], "success")
+        # Until the new topology arrives the source answers MOVED to the
+        # target, which serves the slot.
+        self.assertEqual(str(self.raw_error(self.nodes[0], "AI.TENSORGET", "{b}x", "META")),
+                         "MOVED 3300 127.0.0.1:%d" % self.nodes[1].port)
+        ranges = ["0-3299 3301-5460 8943", "3300 5461-8942 8944-10921", "10922-16383"]
+        push(self.nodes, ranges, 2)
+        time.sleep(0.3)
+        stop.set()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        self.assertGreater(sum(counts), before, "the loops went on")
+
+        # Every key is on node 1 and none left on node 0; the bytes, tags,
+        # TTL and NOPERSIST came along.
+        self.assertEqual(self.nodes[0].cmd("KEYS", "{b}*"), [])
+        keys = set(k.decode() if isinstance(k, bytes) else k for k in self.nodes[1].cmd("KEYS", "{b}*"))
+        self.assertTrue({"{b}mlp", "{b}lin", "{b}x", "{b}y"} | {"{b}t%d" % i for i in range(50)} <= keys, keys)
+        self.assertEqual(rc.execute_command("AI.MODELGET", "{b}mlp", "BLOB"), mlp)
+        meta = rc.execute_command("AI.MODELGET", "{b}mlp", "META")
+        self.assertEqual(meta[meta.index(b"tag") + 1], b"v1")
+        info_lin = rc.execute_command("AI.MODELINFO", "{b}lin")
+        self.assertEqual(info_lin[info_lin.index(b"persist") + 1], 0)
+        self.assertGreater(rc.execute_command("PTTL", "{b}t0"), 500_000)
+        self.assertEqual(rc.execute_command("AI.TENSORGET", "{b}t42", "VALUES"), [42])
+        self.assertEqual(rc.execute_command("AI.TENSORGET", "{c}other", "VALUES"), [b"7"])
+        self.assertEqual(info(self.nodes[0])["migrating_state"], "none")
+        self.assertEqual(info(self.nodes[1])["import_state"], "none")
+        # Node 1 restarted keeps them (its log has them).
+        self.nodes[1].stop()
+        start_sharing_key(self.nodes[1])
+        self.assertEqual(rc.execute_command("AI.MODELGET", "{b}mlp", "BLOB"), mlp)
+
+    def raw_error(self, node, *args):
+        r = node.cmd(*args)
+        return getattr(r, "text", r)
+
+    def test_a_target_with_another_seal_key_refuses_and_the_source_keeps_the_slot(self):
+        # A node with its own seal key in node 2's place: it cannot open
+        # what node 0 sends.
+        stranger = Node()
+        self.addCleanup(stranger.remove)
+        self.addCleanup(stranger.stop)
+        stranger.start()
+        self.nodes[2] = stranger
+        push(self.nodes, RANGES, 2)
+        rc = self.rc()
+        rc.execute_command("AI.TENSORSET", "{b}x", "FLOAT", 1, "VALUES", 1)
+        self.assertEqual(self.nodes[0].cmd("clusterx", "migrate", "3300", IDS[2]), "OK")
+        poll(lambda: info(self.nodes[0])["migrating_state"] == "fail", timeout=5, what="migration failure")
+        self.assertIn("could not be opened", self.nodes[0].stderr())
+        self.assertEqual(rc.execute_command("AI.TENSORGET", "{b}x", "VALUES"), [b"1"])
+        self.assertEqual(stranger.cmd("DBSIZE"), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
