@@ -14,6 +14,7 @@ gives the slot to node 1 ends it.
 
 import logging
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -24,7 +25,7 @@ import redis
 from redis.cluster import ClusterNode, RedisCluster
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import poll  # noqa: E402
+from harness import REPO, poll  # noqa: E402
 from test_cluster import IDS, MODELS, RANGES, Node  # noqa: E402
 
 SEAL_KEY = "5a" * 32
@@ -148,6 +149,25 @@ class TestMigrate(unittest.TestCase):
         self.nodes[1].stop()
         start_sharing_key(self.nodes[1])
         self.assertEqual(rc.execute_command("AI.MODELGET", "{b}mlp", "BLOB"), mlp)
+
+    def test_cli_cluster_move(self):
+        """enclaveai-cli cluster move: the controller's steps, by hand."""
+        addrs = ["127.0.0.1:%d" % n.port for n in self.nodes]
+        rc = self.rc()
+        rc.execute_command("AI.TENSORSET", "{b}x", "FLOAT", 2, "VALUES", 1, 2)
+        cli = [os.path.join(REPO, "bin", "enclaveai-cli"), "cluster"]
+        p = subprocess.run(cli + ["move", "-slot", "3300", "-to", addrs[2]] + addrs, capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertRegex(p.stdout, r"moved slot 3300 from %s to %s in [\d.]+ s; pushed version 2 to 3 nodes\n" % (addrs[0], addrs[2]))
+        self.assertEqual(self.nodes[2].cmd("AI.TENSORGET", "{b}x", "VALUES"), [b"1", b"2"])
+        self.assertEqual(self.nodes[0].cmd("KEYS", "*"), [])
+        p = subprocess.run(cli + ["show"] + addrs, capture_output=True, text=True, timeout=60)
+        self.assertTrue(p.stdout.endswith("all nodes agree\n"), p.stdout)
+        self.assertIn(" 3300", p.stdout.split("\n")[3])  # node 2's line of node 0's view
+        # A slot the named node already has: the owner refuses to migrate to itself.
+        p = subprocess.run(cli + ["move", "-slot", "3300", "-to", addrs[2]] + addrs, capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("Can't migrate slot to myself", p.stdout + p.stderr)
 
     def raw_error(self, node, *args):
         r = node.cmd(*args)

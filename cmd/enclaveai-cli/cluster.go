@@ -13,26 +13,29 @@ import (
 	"github.com/enclaveai/enclaveai/cluster"
 )
 
-// clusterCmd: enclaveai-cli cluster create|show, for deployments without a
-// controller. create pushes a topology through the controller's own
-// commands (CLUSTERX SETNODES with a version above every node's), so a
+// clusterCmd: enclaveai-cli cluster create|show|move, for deployments
+// without a controller. create pushes a topology through the controller's
+// own commands (CLUSTERX SETNODES with a version above every node's), so a
 // controller can take over later; show prints each node's view and says
-// whether they agree (docs/CLUSTER.md).
+// whether they agree; move migrates a slot as the controller does
+// (CLUSTERX MIGRATE, then the new topology to every node; docs/CLUSTER.md).
 func clusterCmd(args []string, out io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("cluster: want create or show (enclaveai-cli cluster create -h)")
+		return errors.New("cluster: want create, show or move (enclaveai-cli cluster create -h)")
 	}
 	switch args[0] {
 	case "-h", "--help", "-help":
-		fs, _ := clusterFlags("create|show")
+		fs, _ := clusterFlags("create|show|move")
 		fs.Usage()
 		return flag.ErrHelp
 	case "create":
 		return clusterCreate(args[1:], out)
 	case "show":
 		return clusterShow(args[1:], out)
+	case "move":
+		return clusterMove(args[1:], out)
 	}
-	return fmt.Errorf("cluster: unknown subcommand %q: want create or show", args[0])
+	return fmt.Errorf("cluster: unknown subcommand %q: want create, show or move", args[0])
 }
 
 // clusterFlags: -a and -user as the other subcommands; nodes are
@@ -168,4 +171,124 @@ func clusterShow(args []string, out io.Writer) error {
 	}
 	fmt.Fprintln(out, "all nodes agree")
 	return nil
+}
+
+// clusterMove: enclaveai-cli cluster move -slot N -to host:port host:port
+// ... (every node of the cluster). The slot's owner migrates it to the node
+// at -to (CLUSTERX MIGRATE); once its CLUSTER INFO says success, the
+// topology with the slot moved is pushed to every node at a version above
+// theirs, which ends the migration.
+func clusterMove(args []string, out io.Writer) error {
+	fs, cf := clusterFlags("move")
+	slot := fs.Int("slot", -1, "the slot to move")
+	to := fs.String("to", "", "host:port of the node that gets it (one of the nodes named)")
+	wait := fs.Duration("timeout", 10*time.Minute, "how long the migration may take")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	addrs := fs.Args()
+	if len(addrs) == 0 || *slot < 0 || *slot >= cluster.Slots || *to == "" {
+		return errors.New("cluster move: -slot, -to and every node as host:port are needed")
+	}
+	var nodes []*client
+	defer func() {
+		for _, c := range nodes {
+			c.Close()
+		}
+	}()
+	byAddr := map[string]*client{}
+	var top *cluster.Topology
+	version := int64(-1)
+	for _, a := range addrs {
+		c, err := dialNode(cf, a)
+		if err != nil {
+			return fmt.Errorf("%s: %w", a, err)
+		}
+		nodes = append(nodes, c)
+		v, err := c.do("CLUSTERX", "VERSION")
+		if err != nil {
+			return fmt.Errorf("%s: %w (is cluster-enabled yes set?)", a, err)
+		}
+		if v.Int() > version {
+			text, err := c.do("CLUSTER", "NODES")
+			if err != nil {
+				return fmt.Errorf("%s: %w", a, err)
+			}
+			if top, err = cluster.FromClusterNodes(text.String()); err != nil {
+				return fmt.Errorf("%s: %w", a, err)
+			}
+			version = v.Int()
+		}
+		id, err := c.do("CLUSTER", "MYID")
+		if err != nil {
+			return fmt.Errorf("%s: %w", a, err)
+		}
+		byAddr[a] = c
+		byAddr[id.String()] = c
+	}
+	if top == nil {
+		return errors.New("cluster move: no node has a topology yet (cluster create)")
+	}
+	owner := top.Owner(*slot)
+	if owner == nil {
+		return fmt.Errorf("cluster move: slot %d has no owner", *slot)
+	}
+	var target *cluster.Node
+	for i := range top.Nodes {
+		if n := &top.Nodes[i]; n.Addr() == *to || byAddr[*to] != nil && byAddr[*to] == byAddr[n.ID] {
+			target = n
+		}
+	}
+	if target == nil {
+		return fmt.Errorf("cluster move: %s is not a node of the topology", *to)
+	}
+	src := byAddr[owner.ID]
+	if src == nil {
+		return fmt.Errorf("cluster move: the slot's owner %s (%s) is not among the nodes named", owner.ID, owner.Addr())
+	}
+	moved, err := top.WithSlot(*slot, target.ID)
+	if err != nil {
+		return err
+	}
+	if _, err := src.do("CLUSTERX", "MIGRATE", strconv.Itoa(*slot), target.ID); err != nil {
+		return fmt.Errorf("%s: %w", owner.Addr(), err)
+	}
+	start := time.Now()
+	for {
+		r, err := src.do("CLUSTER", "INFO")
+		if err != nil {
+			return err
+		}
+		state := infoField(r.String(), "migrating_state")
+		if state == "success" {
+			break
+		}
+		if state != "start" {
+			return fmt.Errorf("cluster move: the migration of slot %d ended in %q (the source's log says why); the slot stays on %s",
+				*slot, state, owner.Addr())
+		}
+		if time.Since(start) > *wait {
+			return fmt.Errorf("cluster move: slot %d still migrating after %v", *slot, *wait)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	next := strconv.FormatInt(version+1, 10)
+	for i, c := range nodes {
+		if _, err := c.do("CLUSTERX", "SETNODES", moved.Text(), next); err != nil {
+			return fmt.Errorf("%s: %w", addrs[i], err)
+		}
+	}
+	fmt.Fprintf(out, "moved slot %d from %s to %s in %.2f s; pushed version %s to %d nodes\n",
+		*slot, owner.Addr(), target.Addr(), time.Since(start).Seconds(), next, len(nodes))
+	return nil
+}
+
+// infoField is a field of an INFO-style reply.
+func infoField(text, name string) string {
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			return v
+		}
+	}
+	return ""
 }

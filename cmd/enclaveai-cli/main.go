@@ -6,7 +6,7 @@
 //	enclaveai-cli info [flags] [key]        list the models, or show one
 //	enclaveai-cli verify [flags]            verify evidence saved from AI.ATTEST
 //	enclaveai-cli receipt verify [flags]    verify a signed inference receipt (receipt.go)
-//	enclaveai-cli cluster create|show ...   push a cluster topology, or show each node's (cluster.go)
+//	enclaveai-cli cluster create|show|move ...   push a cluster topology, show each node's, or move a slot (cluster.go)
 //
 // Every subcommand takes -h (or --help). upload and run check the server's
 // attestation first, with attest's policy flags (-no-attest skips it).
@@ -37,7 +37,7 @@ func init() {
 		{"info", "[flags] [key]", "list the models, or show one model's details and statistics", info},
 		{"verify", "[flags] -evidence FILE -nonce HEX", "verify AI.ATTEST evidence saved to a file (used by the Python client)", verify},
 		{"receipt", "verify [flags]", "verify a signed inference receipt against attestation evidence and your tensors", receiptCmd},
-		{"cluster", "create|show [flags] host:port ...", "push a topology to cluster-enabled nodes (slots split evenly), or show and compare their views", clusterCmd},
+		{"cluster", "create|show|move [flags] host:port ...", "push a topology to cluster-enabled nodes (slots split evenly), show and compare their views, or move a slot to another node", clusterCmd},
 	}
 }
 
