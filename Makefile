@@ -8,7 +8,7 @@ PYTHON      := /usr/bin/python3
 GO          ?= go
 export ENCLAVEAI_ONNXRUNTIME_LIB := $(ORT_LIB)
 
-.PHONY: enclave build run test lint test-go test-redis deps ort models crash-models crash-test fuzz-models bench bench-readers bench-core bench-snapshot bench-huge bench-mem bench-aof bench-wall bench-loop bench-engines bench-plots fuzz test-nocgo race clean
+.PHONY: enclave build run test lint test-go test-redis deps ort models crash-models crash-test fuzz-models bench bench-cluster bench-readers bench-core bench-snapshot bench-huge bench-mem bench-aof bench-wall bench-loop bench-engines bench-plots fuzz test-nocgo race clean
 
 build: bin/enclaveai-server bin/enclaveai-cli bin/enclaveai-server-nocgo
 
@@ -154,6 +154,12 @@ bench-readers:
 # and the time to replace a killed worker (bench/wall.py; BENCH_WALL_SIZE,
 # BENCH_WALL_RUNS). Its per-run latency is in bench-core (bench/latency).
 bench: bench-wall
+# Issue 14's figure: the mlp loop on three cluster nodes against one, in
+# the same run (bench/cluster; about 1.5 minutes).
+bench: bench-cluster
+bench-cluster: build models
+	$(GO) run ./bench/cluster -doc docs/BENCHMARKS.md
+
 bench-wall: build models
 	flock /tmp/enclaveai-bench.lock $(PYTHON) bench/wall.py
 
