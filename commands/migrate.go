@@ -419,6 +419,13 @@ func (c restoreCmd) Run(x *Ctx) error {
 		x.Release(itemValues(l.items))
 		return err
 	}
+	// The source deletes its copy on this OK: the key must be in the log
+	// (written to the OS, fsynced by the policy) before it goes.
+	if x.aof != nil {
+		if err := x.aof.Commit(x.aof.Seq()); err != nil {
+			return misconf(err)
+		}
+	}
 	x.W.OK()
 	return nil
 }
@@ -488,12 +495,14 @@ func (s *App) routeMigrating(c *Client, spec *Spec, argv [][]byte, pos []int, sl
 var errNotHere = errors.New("not here")
 
 // endMigration ends the migration states once the topology pushed says
-// where the slot is: a source that no longer owns it drops what is left of
-// it (nothing, after a migration that succeeded).
+// where the slot is: the source of a migration that succeeded drops what
+// is left of the slot (nothing, unless a write raced the last pass). After
+// a failure nothing is dropped, whoever the topology says owns the slot:
+// the keys still here never reached the target.
 func (s *App) endMigration(v *clusterView) {
 	cs := s.Cluster
 	if m := cs.mig.Load(); m != nil {
-		if owner := v.top.Owner(m.slot); owner == nil || owner.ID != v.id {
+		if owner := v.top.Owner(m.slot); m.State() == migSuccess && (owner == nil || owner.ID != v.id) {
 			cs.mig.Store(nil)
 			var drop []string
 			for _, it := range s.Keys.Items() {
