@@ -86,14 +86,15 @@ test-redis: build models crash-models
 # The engine-independent suites again, against the cgo-free static binary
 # (tensors, keys, transactions, users, redis-cli, the append-only log and
 # its kill -9 tests, snapshots, tokens, INFO/SLOWLOG/MONITOR, attestation
-# and receipts, the CLI, cluster mode, the Python client, resumable
-# uploads: about 70 s here); test_goengine.py, run by test-redis, compares
+# and receipts, the CLI, cluster mode and slot migration, marble mode, the
+# Python client, resumable uploads: about 80 s here); test_goengine.py, run by test-redis, compares
 # its inference with ONNX Runtime's. Not rerun: the model suites (their
 # error texts are ORT's) and test_uploads (its one-copy RSS bounds are
 # ORT's: the pure-Go engine holds a second copy of the weights,
 # docs/ENCLAVE.md).
 NOCGO_SUITES := test_core.py test_users.py test_redis_cli.py test_aof.py test_jwt.py test_observe.py \
-	test_trust.py test_tools.py test_cluster.py test_client.py test_persistence.py test_resumable.py
+	test_trust.py test_tools.py test_cluster.py test_client.py test_persistence.py test_resumable.py \
+	test_migrate.py test_marble.py
 test-nocgo: bin/enclaveai-server-nocgo models
 	CGO_ENABLED=0 $(GO) vet ./...
 	CGO_ENABLED=0 $(GO) test -count=1 ./goengine ./config ./persistence
