@@ -89,12 +89,9 @@ func (s *App) ownerOf(c *Client) string {
 func (s *App) beginAppend(c *Client, id string, off int64) (*uploadSession, error) {
 	s.up.mu.Lock()
 	defer s.up.mu.Unlock()
-	u := s.up.m[id]
-	if u == nil || u.owner != s.ownerOf(c) {
-		return nil, errNoUpload
-	}
-	if u.busy {
-		return nil, errUploadBusy
+	u, err := s.idleUploadLocked(c, id)
+	if err != nil {
+		return nil, err
 	}
 	if off != int64(u.held) {
 		return nil, errorf("ERR the upload holds %d bytes: append at offset %d", u.held, u.held)
@@ -115,18 +112,28 @@ func (s *App) endAppend(u *uploadSession) {
 	u.last = time.Now()
 }
 
-// takeUpload removes upload id, complete, for AI.MODELSTORE ... UPLOAD id.
-// The caller owns the returned buffer's reference and must call
-// releaseReservation once the model is stored or refused.
-func (s *App) takeUpload(c *Client, id string) (*uploadSession, error) {
-	s.up.mu.Lock()
-	defer s.up.mu.Unlock()
+// idleUploadLocked is upload id if c may use it and no APPEND is
+// receiving on it; up.mu is held.
+func (s *App) idleUploadLocked(c *Client, id string) (*uploadSession, error) {
 	u := s.up.m[id]
 	if u == nil || u.owner != s.ownerOf(c) {
 		return nil, errNoUpload
 	}
 	if u.busy {
 		return nil, errUploadBusy
+	}
+	return u, nil
+}
+
+// takeUpload removes upload id, complete, for AI.MODELSTORE ... UPLOAD id.
+// The caller owns it and must dropUpload it once the model is stored or
+// refused.
+func (s *App) takeUpload(c *Client, id string) (*uploadSession, error) {
+	s.up.mu.Lock()
+	defer s.up.mu.Unlock()
+	u, err := s.idleUploadLocked(c, id)
+	if err != nil {
+		return nil, err
 	}
 	if int64(u.held) != u.size {
 		return nil, errorf("ERR the upload holds %d of its %d bytes", u.held, u.size)
@@ -239,17 +246,14 @@ func (c uploadCmd) Run(x *Ctx) error {
 		return nil
 	default: // ABORT
 		x.up.mu.Lock()
-		u := x.up.m[c.id]
-		if u == nil || u.owner != x.ownerOf(x.C) {
-			x.up.mu.Unlock()
-			return errNoUpload
+		u, err := x.idleUploadLocked(x.C, c.id)
+		if err == nil {
+			delete(x.up.m, c.id)
 		}
-		if u.busy {
-			x.up.mu.Unlock()
-			return errUploadBusy
-		}
-		delete(x.up.m, c.id)
 		x.up.mu.Unlock()
+		if err != nil {
+			return err
+		}
 		x.dropUpload(u)
 		x.W.OK()
 		return nil

@@ -67,6 +67,41 @@ func dialNode(cf *connFlags, addr string) (*client, error) {
 	return c.dial()
 }
 
+// clusterNode is one node named on the command line, connected.
+type clusterNode struct {
+	addr    string
+	c       *client
+	id      string
+	version int64
+}
+
+// dialCluster connects to every node and reads its id and topology
+// version; done closes the connections made.
+func dialCluster(cf *connFlags, addrs []string) (nodes []clusterNode, done func(), err error) {
+	done = func() {
+		for _, n := range nodes {
+			n.c.Close()
+		}
+	}
+	for _, a := range addrs {
+		c, err := dialNode(cf, a)
+		if err != nil {
+			return nil, done, fmt.Errorf("%s: %w", a, err)
+		}
+		nodes = append(nodes, clusterNode{addr: a, c: c})
+		id, err := c.do("CLUSTER", "MYID")
+		if err != nil {
+			return nil, done, fmt.Errorf("%s: %w (is cluster-enabled yes set?)", a, err)
+		}
+		v, err := c.do("CLUSTERX", "VERSION")
+		if err != nil {
+			return nil, done, fmt.Errorf("%s: %w", a, err)
+		}
+		nodes[len(nodes)-1].id, nodes[len(nodes)-1].version = id.String(), v.Int()
+	}
+	return nodes, done, nil
+}
+
 // splitSlots divides the slots among n masters as kvrocks-controller
 // does: equal runs, the remainder on the last (3 nodes: 0-5460,
 // 5461-10921, 10922-16383).
@@ -90,32 +125,18 @@ func clusterCreate(args []string, out io.Writer) error {
 	if len(addrs) == 0 || len(addrs) > cluster.Slots {
 		return errors.New("cluster create: name the nodes as host:port")
 	}
-	var nodes []*client
-	defer func() {
-		for _, c := range nodes {
-			c.Close()
-		}
-	}()
+	nodes, closeAll, err := dialCluster(cf, addrs)
+	defer closeAll()
+	if err != nil {
+		return err
+	}
 	var topo strings.Builder
 	ranges := splitSlots(len(addrs))
 	top := int64(-1)
-	for i, a := range addrs {
-		c, err := dialNode(cf, a)
-		if err != nil {
-			return fmt.Errorf("%s: %w", a, err)
-		}
-		nodes = append(nodes, c)
-		id, err := c.do("CLUSTER", "MYID")
-		if err != nil {
-			return fmt.Errorf("%s: %w (is cluster-enabled yes set?)", a, err)
-		}
-		v, err := c.do("CLUSTERX", "VERSION")
-		if err != nil {
-			return fmt.Errorf("%s: %w", a, err)
-		}
-		top = max(top, v.Int())
-		host, port, _ := net.SplitHostPort(a)
-		fmt.Fprintf(&topo, "%s %s %s master - %s\n", id.String(), host, port, ranges[i])
+	for i, n := range nodes {
+		top = max(top, n.version)
+		host, port, _ := net.SplitHostPort(n.addr)
+		fmt.Fprintf(&topo, "%s %s %s master - %s\n", n.id, host, port, ranges[i])
 	}
 	if *version == 0 {
 		*version = top + 1
@@ -126,10 +147,8 @@ func clusterCreate(args []string, out io.Writer) error {
 	if _, err := cluster.ParseNodes(topo.String()); err != nil {
 		return err
 	}
-	for i, c := range nodes {
-		if _, err := c.do("CLUSTERX", "SETNODES", topo.String(), strconv.FormatInt(*version, 10)); err != nil {
-			return fmt.Errorf("%s: %w", addrs[i], err)
-		}
+	if err := pushAll(nodes, topo.String(), *version); err != nil {
+		return err
 	}
 	fmt.Fprintf(out, "pushed version %d to %d nodes:\n%s", *version, len(nodes), topo.String())
 	return nil
@@ -190,41 +209,26 @@ func clusterMove(args []string, out io.Writer) error {
 	if len(addrs) == 0 || *slot < 0 || *slot >= cluster.Slots || *to == "" {
 		return errors.New("cluster move: -slot, -to and every node as host:port are needed")
 	}
-	var nodes []*client
-	defer func() {
-		for _, c := range nodes {
-			c.Close()
-		}
-	}()
+	nodes, closeAll, err := dialCluster(cf, addrs)
+	defer closeAll()
+	if err != nil {
+		return err
+	}
 	byAddr := map[string]*client{}
 	var top *cluster.Topology
 	version := int64(-1)
-	for _, a := range addrs {
-		c, err := dialNode(cf, a)
-		if err != nil {
-			return fmt.Errorf("%s: %w", a, err)
-		}
-		nodes = append(nodes, c)
-		v, err := c.do("CLUSTERX", "VERSION")
-		if err != nil {
-			return fmt.Errorf("%s: %w (is cluster-enabled yes set?)", a, err)
-		}
-		if v.Int() > version {
-			text, err := c.do("CLUSTER", "NODES")
+	for _, n := range nodes {
+		if n.version > version {
+			text, err := n.c.do("CLUSTER", "NODES")
 			if err != nil {
-				return fmt.Errorf("%s: %w", a, err)
+				return fmt.Errorf("%s: %w", n.addr, err)
 			}
 			if top, err = cluster.FromClusterNodes(text.String()); err != nil {
-				return fmt.Errorf("%s: %w", a, err)
+				return fmt.Errorf("%s: %w", n.addr, err)
 			}
-			version = v.Int()
+			version = n.version
 		}
-		id, err := c.do("CLUSTER", "MYID")
-		if err != nil {
-			return fmt.Errorf("%s: %w", a, err)
-		}
-		byAddr[a] = c
-		byAddr[id.String()] = c
+		byAddr[n.addr], byAddr[n.id] = n.c, n.c
 	}
 	if top == nil {
 		return errors.New("cluster move: no node has a topology yet (cluster create)")
@@ -272,14 +276,21 @@ func clusterMove(args []string, out io.Writer) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	next := strconv.FormatInt(version+1, 10)
-	for i, c := range nodes {
-		if _, err := c.do("CLUSTERX", "SETNODES", moved.Text(), next); err != nil {
-			return fmt.Errorf("%s: %w", addrs[i], err)
+	if err := pushAll(nodes, moved.Text(), version+1); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "moved slot %d from %s to %s in %.2f s; pushed version %d to %d nodes\n",
+		*slot, owner.Addr(), target.Addr(), time.Since(start).Seconds(), version+1, len(nodes))
+	return nil
+}
+
+// pushAll sends the topology at version to every node.
+func pushAll(nodes []clusterNode, topo string, version int64) error {
+	for _, n := range nodes {
+		if _, err := n.c.do("CLUSTERX", "SETNODES", topo, strconv.FormatInt(version, 10)); err != nil {
+			return fmt.Errorf("%s: %w", n.addr, err)
 		}
 	}
-	fmt.Fprintf(out, "moved slot %d from %s to %s in %.2f s; pushed version %s to %d nodes\n",
-		*slot, owner.Addr(), target.Addr(), time.Since(start).Seconds(), next, len(nodes))
 	return nil
 }
 
