@@ -52,51 +52,71 @@ func keyStrings(v [][]byte) []string {
 	return out
 }
 
-func parseDel(a Args) (Runner, error) {
-	keys := keyStrings(a.Rest())
-	return RunFunc(func(x *Ctx) error {
-		removed, err := x.Keys.Delete(x.allowChange(), keys...)
-		if err != nil {
-			return err
-		}
-		x.Release(removed)
-		x.W.Int(int64(len(removed)))
-		return nil
-	}), nil
+// delCmd is DEL / UNLINK key [key ...].
+type delCmd struct{ keys []string }
+
+func parseDel(a Args) (Runner, error) { return delCmd{keys: keyStrings(a.Rest())}, nil }
+
+// Run implements Runner.
+func (c delCmd) Run(x *Ctx) error {
+	removed, err := x.Keys.Delete(x.allowChange(), c.keys...)
+	if err != nil {
+		return err
+	}
+	x.Release(removed)
+	x.W.Int(int64(len(removed)))
+	return nil
 }
 
-func parseExists(a Args) (Runner, error) {
-	keys := keyStrings(a.Rest())
-	return RunFunc(func(x *Ctx) error {
-		n := 0
-		for _, k := range keys {
-			if _, ok := x.Keys.Get(k); ok {
-				n++
-			}
+// existsCmd is EXISTS key [key ...].
+type existsCmd struct{ keys []string }
+
+func parseExists(a Args) (Runner, error) { return existsCmd{keys: keyStrings(a.Rest())}, nil }
+
+// Run implements Runner.
+func (c existsCmd) Run(x *Ctx) error {
+	n := 0
+	for _, k := range c.keys {
+		if _, ok := x.Keys.Get(k); ok {
+			n++
 		}
-		x.W.Int(int64(n))
-		return nil
-	}), nil
+	}
+	x.W.Int(int64(n))
+	return nil
 }
 
-func parseType(a Args) (Runner, error) {
-	key := a.NextString()
-	return RunFunc(func(x *Ctx) error {
-		if v, ok := x.Keys.Get(key); ok {
-			x.W.Simple(v.TypeName())
-		} else {
-			x.W.Simple("none")
-		}
-		return nil
-	}), nil
+// typeCmd is TYPE key.
+type typeCmd struct{ key string }
+
+func parseType(a Args) (Runner, error) { return typeCmd{key: a.NextString()}, nil }
+
+// Run implements Runner.
+func (c typeCmd) Run(x *Ctx) error {
+	if v, ok := x.Keys.Get(c.key); ok {
+		x.W.Simple(v.TypeName())
+	} else {
+		x.W.Simple("none")
+	}
+	return nil
 }
 
-func parseKeys(a Args) (Runner, error) {
-	pattern := a.Keep(1)
-	return RunFunc(func(x *Ctx) error {
-		x.W.StringList(x.Keys.SortedKeys(func(it modelstore.Item) bool { return globMatch(pattern, []byte(it.Key)) }))
-		return nil
-	}), nil
+// keysCmd is KEYS pattern.
+type keysCmd struct{ pattern []byte }
+
+func parseKeys(a Args) (Runner, error) { return keysCmd{pattern: a.Keep(1)}, nil }
+
+// Run implements Runner.
+func (c keysCmd) Run(x *Ctx) error {
+	x.W.StringList(x.Keys.SortedKeys(func(it modelstore.Item) bool { return globMatch(c.pattern, []byte(it.Key)) }))
+	return nil
+}
+
+// scanCmd is SCAN cursor [MATCH pattern] [COUNT count] [TYPE type].
+type scanCmd struct {
+	cursor  uint64
+	count   int64
+	pattern []byte // nil: every key
+	typ     string // "": every type
 }
 
 func parseScan(a Args) (Runner, error) {
@@ -104,13 +124,11 @@ func parseScan(a Args) (Runner, error) {
 	if err != nil {
 		return nil, Reply("ERR invalid cursor")
 	}
-	count := int64(10)
-	var pattern []byte
-	typ := ""
+	c := scanCmd{cursor: cursor, count: 10}
 	for a.More() {
 		switch {
 		case a.Match("MATCH") && a.More():
-			pattern = a.Keep(a.Pos())
+			c.pattern = a.Keep(a.Pos())
 			a.Next()
 		case a.Match("COUNT") && a.More():
 			n, ok := parseInt(a.Next())
@@ -120,41 +138,57 @@ func parseScan(a Args) (Runner, error) {
 			if n < 1 {
 				return nil, errSyntax
 			}
-			count = n
+			c.count = n
 		case a.Match("TYPE") && a.More():
-			typ = a.NextString()
+			c.typ = a.NextString()
 		default:
 			return nil, errSyntax
 		}
 	}
-	if count > 1<<20 {
-		count = 1 << 20
-	}
-	return RunFunc(func(x *Ctx) error {
-		keys, next := x.Keys.Scan(cursor, int(count), func(it modelstore.Item) bool {
-			return (pattern == nil || globMatch(pattern, []byte(it.Key))) &&
-				(typ == "" || strings.EqualFold(typ, it.Value.TypeName()))
-		})
-		x.W.Array(2)
-		x.W.BulkString(strconv.FormatUint(next, 10))
-		x.W.StringList(keys)
-		return nil
-	}), nil
+	c.count = min(c.count, 1<<20)
+	return c, nil
 }
 
+// Run implements Runner.
+func (c scanCmd) Run(x *Ctx) error {
+	keys, next := x.Keys.Scan(c.cursor, int(c.count), func(it modelstore.Item) bool {
+		return (c.pattern == nil || globMatch(c.pattern, []byte(it.Key))) &&
+			(c.typ == "" || strings.EqualFold(c.typ, it.Value.TypeName()))
+	})
+	x.W.Array(2)
+	x.W.BulkString(strconv.FormatUint(next, 10))
+	x.W.StringList(keys)
+	return nil
+}
+
+// renameCmd is RENAME key newkey.
+type renameCmd struct{ src, dst string }
+
 func parseRename(a Args) (Runner, error) {
-	src, dst := a.NextString(), a.NextString()
-	return RunFunc(func(x *Ctx) error {
-		replaced, err := x.Keys.Rename(x.allowChange(), src, dst)
-		if err != nil {
-			return err
-		}
-		if replaced != nil {
-			x.Release([]modelstore.Value{replaced})
-		}
-		x.W.OK()
-		return nil
-	}), nil
+	return renameCmd{src: a.NextString(), dst: a.NextString()}, nil
+}
+
+// Run implements Runner.
+func (c renameCmd) Run(x *Ctx) error {
+	replaced, err := x.Keys.Rename(x.allowChange(), c.src, c.dst)
+	if err != nil {
+		return err
+	}
+	if replaced != nil {
+		x.Release([]modelstore.Value{replaced})
+	}
+	x.W.OK()
+	return nil
+}
+
+// expireCmd is EXPIRE, PEXPIRE, EXPIREAT or PEXPIREAT key when [NX | XX |
+// GT | LT]: when counts units of unit milliseconds, from now unless
+// absolute.
+type expireCmd struct {
+	key            string
+	when, unit     int64
+	absolute       bool
+	nx, xx, gt, lt bool
 }
 
 // parseExpire builds EXPIRE, PEXPIRE, EXPIREAT and PEXPIREAT: unit is the
@@ -162,26 +196,26 @@ func parseRename(a Args) (Runner, error) {
 func parseExpire(unit int64, absolute bool) func(a Args) (Runner, error) {
 	return func(a Args) (Runner, error) {
 		name := strings.ToLower(a.Name())
-		key, when := a.NextString(), a.Next()
-		var nx, xx, gt, lt bool
+		c := expireCmd{key: a.NextString(), unit: unit, absolute: absolute}
+		when := a.Next()
 		for a.More() {
 			switch {
 			case a.Match("NX"):
-				nx = true
+				c.nx = true
 			case a.Match("XX"):
-				xx = true
+				c.xx = true
 			case a.Match("GT"):
-				gt = true
+				c.gt = true
 			case a.Match("LT"):
-				lt = true
+				c.lt = true
 			default:
 				return nil, errorf("ERR Unsupported option %s", a.Peek())
 			}
 		}
-		if nx && (xx || gt || lt) {
+		if c.nx && (c.xx || c.gt || c.lt) {
 			return nil, Reply("ERR NX and XX, GT or LT options at the same time are not compatible")
 		}
-		if gt && lt {
+		if c.gt && c.lt {
 			return nil, Reply("ERR GT and LT options at the same time are not compatible")
 		}
 		// As Redis: the options are checked before the number.
@@ -192,38 +226,42 @@ func parseExpire(unit int64, absolute bool) func(a Args) (Runner, error) {
 		if n > (1<<62)/unit || n < -(1<<62)/unit {
 			return nil, errorf("ERR invalid expire time in '%s' command", name)
 		}
-		return RunFunc(func(x *Ctx) error {
-			at := n * unit
-			if !absolute {
-				at += x.Keys.Now()
-			}
-			if at <= 0 {
-				at = 1 // in the past: deletes the key
-			}
-			cur, ok := x.Keys.Expiry(key)
-			if !ok {
-				x.W.Int(0)
-				return nil
-			}
-			curTTL := cur
-			if cur == 0 {
-				curTTL = 1<<63 - 1 // no TTL counts as infinite for GT/LT
-			}
-			if (nx && cur != 0) || (xx && cur == 0) || (gt && at <= curTTL) || (lt && at >= curTTL) {
-				x.W.Int(0)
-				return nil
-			}
-			ok, removed, err := x.Keys.SetExpire(x.allowChange(), key, at)
-			if err != nil {
-				return err
-			}
-			if removed != nil {
-				x.Release([]modelstore.Value{removed})
-			}
-			x.W.Int(b2i(ok))
-			return nil
-		}), nil
+		c.when = n
+		return c, nil
 	}
+}
+
+// Run implements Runner.
+func (c expireCmd) Run(x *Ctx) error {
+	at := c.when * c.unit
+	if !c.absolute {
+		at += x.Keys.Now()
+	}
+	if at <= 0 {
+		at = 1 // in the past: deletes the key
+	}
+	cur, ok := x.Keys.Expiry(c.key)
+	if !ok {
+		x.W.Int(0)
+		return nil
+	}
+	curTTL := cur
+	if cur == 0 {
+		curTTL = 1<<63 - 1 // no TTL counts as infinite for GT/LT
+	}
+	if (c.nx && cur != 0) || (c.xx && cur == 0) || (c.gt && at <= curTTL) || (c.lt && at >= curTTL) {
+		x.W.Int(0)
+		return nil
+	}
+	ok, removed, err := x.Keys.SetExpire(x.allowChange(), c.key, at)
+	if err != nil {
+		return err
+	}
+	if removed != nil {
+		x.Release([]modelstore.Value{removed})
+	}
+	x.W.Int(b2i(ok))
+	return nil
 }
 
 func b2i(b bool) int64 {
@@ -233,52 +271,65 @@ func b2i(b bool) int64 {
 	return 0
 }
 
+// ttlCmd is TTL or PTTL key, in units of unit milliseconds.
+type ttlCmd struct {
+	key  string
+	unit int64
+}
+
 func parseTTL(unit int64) func(a Args) (Runner, error) {
-	return func(a Args) (Runner, error) {
-		key := a.NextString()
-		return RunFunc(func(x *Ctx) error {
-			at, ok := x.Keys.Expiry(key)
-			switch {
-			case !ok:
-				x.W.Int(-2)
-			case at == 0:
-				x.W.Int(-1)
-			default:
-				ms := at - x.Keys.Now()
-				if ms < 0 {
-					ms = 0
-				}
-				x.W.Int((ms + unit/2) / unit)
-			}
-			return nil
-		}), nil
+	return func(a Args) (Runner, error) { return ttlCmd{key: a.NextString(), unit: unit}, nil }
+}
+
+// Run implements Runner.
+func (c ttlCmd) Run(x *Ctx) error {
+	at, ok := x.Keys.Expiry(c.key)
+	switch {
+	case !ok:
+		x.W.Int(-2)
+	case at == 0:
+		x.W.Int(-1)
+	default:
+		ms := max(at-x.Keys.Now(), 0)
+		x.W.Int((ms + c.unit/2) / c.unit)
 	}
+	return nil
 }
 
-func parsePersist(a Args) (Runner, error) {
-	key := a.NextString()
-	return RunFunc(func(x *Ctx) error {
-		at, ok := x.Keys.Expiry(key)
-		if !ok || at == 0 {
-			x.W.Int(0)
-			return nil
-		}
-		ok, _, err := x.Keys.SetExpire(x.allow(), key, 0)
-		if err != nil {
-			return err
-		}
-		x.W.Int(b2i(ok))
+// persistCmd is PERSIST key.
+type persistCmd struct{ key string }
+
+func parsePersist(a Args) (Runner, error) { return persistCmd{key: a.NextString()}, nil }
+
+// Run implements Runner.
+func (c persistCmd) Run(x *Ctx) error {
+	at, ok := x.Keys.Expiry(c.key)
+	if !ok || at == 0 {
+		x.W.Int(0)
 		return nil
-	}), nil
+	}
+	ok, _, err := x.Keys.SetExpire(x.allow(), c.key, 0)
+	if err != nil {
+		return err
+	}
+	x.W.Int(b2i(ok))
+	return nil
 }
 
-func parseDBSize(a Args) (Runner, error) {
-	return RunFunc(func(x *Ctx) error {
-		n, _ := x.Keys.Len()
-		x.W.Int(int64(n))
-		return nil
-	}), nil
+// dbsizeCmd is DBSIZE.
+type dbsizeCmd struct{}
+
+func parseDBSize(a Args) (Runner, error) { return dbsizeCmd{}, nil }
+
+// Run implements Runner.
+func (dbsizeCmd) Run(x *Ctx) error {
+	n, _ := x.Keys.Len()
+	x.W.Int(int64(n))
+	return nil
 }
+
+// flushCmd is FLUSHALL / FLUSHDB [ASYNC | SYNC] (both flush at once).
+type flushCmd struct{}
 
 func parseFlush(a Args) (Runner, error) {
 	if a.More() && !a.Match("ASYNC") && !a.Match("SYNC") {
@@ -287,15 +338,18 @@ func parseFlush(a Args) (Runner, error) {
 	if a.More() {
 		return nil, errSyntax
 	}
-	return RunFunc(func(x *Ctx) error {
-		removed, err := x.Keys.Flush(x.allowChange())
-		if err != nil {
-			return err
-		}
-		x.Release(removed)
-		x.W.OK()
-		return nil
-	}), nil
+	return flushCmd{}, nil
+}
+
+// Run implements Runner.
+func (flushCmd) Run(x *Ctx) error {
+	removed, err := x.Keys.Flush(x.allowChange())
+	if err != nil {
+		return err
+	}
+	x.Release(removed)
+	x.W.OK()
+	return nil
 }
 
 // globMatch is Redis's stringmatchlen: * ? [abc] [^a-z] and \ escapes.
