@@ -13,140 +13,163 @@ func parseAIInfo(a Args) (Runner, error) {
 	}
 	key := a.NextString()
 	reset := a.More() && isWord(a.Peek(), "RESETSTAT")
-	return RunFunc(func(x *Ctx) error {
-		v, ok := x.Keys.Get(key)
-		m, isModel := v.(*modelstore.Model)
-		if !ok || !isModel {
-			return errNoRunInfo
-		}
-		if err := x.mayUse(m); err != nil {
-			return err
-		}
-		if reset {
-			m.Stats.Reset()
-			x.W.OK()
-			return nil
-		}
-		w := x.W
-		w.Array(18)
-		for _, kv := range []struct {
-			k string
-			v any
-		}{
-			{"key", key}, {"type", "MODEL"}, {"backend", m.Backend}, {"device", m.Device}, {"tag", m.Tag},
-			{"duration", m.Stats.Duration.Load()}, {"samples", m.Stats.Samples.Load()},
-			{"calls", m.Stats.Calls.Load()}, {"errors", m.Stats.Errors.Load()},
-		} {
-			w.BulkString(kv.k)
-			switch v := kv.v.(type) {
-			case string:
-				w.BulkString(v)
-			case int64:
-				w.Int(v)
-			}
-		}
+	return aiInfoCmd{key: key, reset: reset}, nil
+}
+
+// aiInfoCmd is AI.INFO key [RESETSTAT].
+type aiInfoCmd struct {
+	key   string
+	reset bool
+}
+
+// Run implements Runner.
+func (c aiInfoCmd) Run(x *Ctx) error {
+	key, reset := c.key, c.reset
+	v, ok := x.Keys.Get(key)
+	m, isModel := v.(*modelstore.Model)
+	if !ok || !isModel {
+		return errNoRunInfo
+	}
+	if err := x.mayUse(m); err != nil {
+		return err
+	}
+	if reset {
+		m.Stats.Reset()
+		x.W.OK()
 		return nil
-	}), nil
+	}
+	w := x.W
+	w.Array(18)
+	for _, kv := range []struct {
+		k string
+		v any
+	}{
+		{"key", key}, {"type", "MODEL"}, {"backend", m.Backend}, {"device", m.Device}, {"tag", m.Tag},
+		{"duration", m.Stats.Duration.Load()}, {"samples", m.Stats.Samples.Load()},
+		{"calls", m.Stats.Calls.Load()}, {"errors", m.Stats.Errors.Load()},
+	} {
+		w.BulkString(kv.k)
+		switch v := kv.v.(type) {
+		case string:
+			w.BulkString(v)
+		case int64:
+			w.Int(v)
+		}
+	}
+	return nil
 }
 
 func parseModelScan(a Args) (Runner, error) {
-	return RunFunc(func(x *Ctx) error {
-		var items []modelstore.Item
-		allow := x.allow()
-		for _, it := range x.Keys.Items() {
-			if _, ok := it.Value.(*modelstore.Model); ok && (allow == nil || allow(it.Value) == nil) {
-				items = append(items, it)
-			}
+	return modelScanCmd{}, nil
+}
+
+// modelScanCmd is AI._MODELSCAN: every model key this user may see, with its tag.
+type modelScanCmd struct{}
+
+// Run implements Runner.
+func (modelScanCmd) Run(x *Ctx) error {
+	var items []modelstore.Item
+	allow := x.allow()
+	for _, it := range x.Keys.Items() {
+		if _, ok := it.Value.(*modelstore.Model); ok && (allow == nil || allow(it.Value) == nil) {
+			items = append(items, it)
 		}
-		x.W.Array(len(items))
-		for _, it := range items {
-			x.W.Array(2)
-			x.W.BulkString(it.Key)
-			x.W.BulkString(it.Value.(*modelstore.Model).Tag)
-		}
-		return nil
-	}), nil
+	}
+	x.W.Array(len(items))
+	for _, it := range items {
+		x.W.Array(2)
+		x.W.BulkString(it.Key)
+		x.W.BulkString(it.Value.(*modelstore.Model).Tag)
+	}
+	return nil
 }
 
 func parseModelInfo(a Args) (Runner, error) {
 	key := a.NextString()
-	return RunFunc(func(x *Ctx) error {
-		m, err := x.getModel(key)
-		if err != nil {
-			return err
-		}
-		// The digest of a model stored a moment ago may still be computed;
-		// a reference keeps a racing DEL from stopping it.
-		if !m.Blob.TryRetain() {
-			return modelstore.ErrNoModel
-		}
-		defer m.Blob.Release()
-		w := x.W
-		ioList := func(ios []modelstore.IOInfo) {
-			w.Array(len(ios))
-			for _, io := range ios {
-				w.Map(3)
-				w.BulkString("name")
-				w.BulkString(io.Name)
-				w.BulkString("dtype")
-				if io.DType != modelstore.DTypeInvalid {
-					w.BulkString(io.DType.String())
-				} else {
-					w.BulkString(io.ElemType)
-				}
-				w.BulkString("shape")
-				w.Array(len(io.Shape))
-				for _, d := range io.Shape {
-					w.Int(d)
-				}
+	return modelInfoCmd{key: key}, nil
+}
+
+// modelInfoCmd is AI.MODELINFO key.
+type modelInfoCmd struct{ key string }
+
+// Run implements Runner.
+func (c modelInfoCmd) Run(x *Ctx) error {
+	key := c.key
+	m, err := x.getModel(key)
+	if err != nil {
+		return err
+	}
+	// The digest of a model stored a moment ago may still be computed;
+	// a reference keeps a racing DEL from stopping it.
+	if !m.Blob.TryRetain() {
+		return modelstore.ErrNoModel
+	}
+	defer m.Blob.Release()
+	w := x.W
+	ioList := func(ios []modelstore.IOInfo) {
+		w.Array(len(ios))
+		for _, io := range ios {
+			w.Map(3)
+			w.BulkString("name")
+			w.BulkString(io.Name)
+			w.BulkString("dtype")
+			if io.DType != modelstore.DTypeInvalid {
+				w.BulkString(io.DType.String())
+			} else {
+				w.BulkString(io.ElemType)
+			}
+			w.BulkString("shape")
+			w.Array(len(io.Shape))
+			for _, d := range io.Shape {
+				w.Int(d)
 			}
 		}
-		w.Map(19)
-		w.BulkString("key")
-		w.BulkString(key)
-		w.BulkString("id")
-		w.BulkString(m.ID)
-		w.BulkString("sha256")
-		w.BulkString(m.Blob.SHA256Hex())
-		w.BulkString("size")
-		w.Int(int64(len(m.Blob.Data)))
-		w.BulkString("backend")
-		w.BulkString(m.Backend)
-		w.BulkString("device")
-		w.BulkString(m.Device)
-		w.BulkString("tag")
-		w.BulkString(m.Tag)
-		w.BulkString("inputs")
-		ioList(m.Inputs())
-		w.BulkString("outputs")
-		ioList(m.Outputs())
-		w.BulkString("batchsize")
-		w.Int(m.BatchSize)
-		w.BulkString("minbatchsize")
-		w.Int(m.MinBatchSize)
-		w.BulkString("minbatchtimeout")
-		w.Int(m.MinBatchTimeout)
-		w.BulkString("optimize")
-		w.Int(b2i(m.Blob.Opts.Optimize))
-		w.BulkString("shared_with")
-		w.Int(int64(m.Blob.Refs() - 2)) // less this key's and this command's
-		w.BulkString("persist")
-		w.Int(b2i(!m.NoPersist))
-		w.BulkString("created")
-		w.Int(m.Created.UnixMilli())
-		// Whether ONNX Runtime reads the large initializers in the stored
-		// bytes (shared) or holds its own copy (copied).
-		w.BulkString("weights")
-		w.BulkString(m.Blob.Weights.String())
-		w.BulkString("owner")
-		owner, _ := ownerOf(m)
-		w.BulkString(owner)
-		// Which engine runs it: "onnxruntime", "onnxruntime-worker" or
-		// "go" (the pure-Go engine, the one an enclave build has).
-		w.BulkString("engine")
-		w.BulkString(m.Blob.Engine)
-		return nil
-	}), nil
+	}
+	w.Map(19)
+	w.BulkString("key")
+	w.BulkString(key)
+	w.BulkString("id")
+	w.BulkString(m.ID)
+	w.BulkString("sha256")
+	w.BulkString(m.Blob.SHA256Hex())
+	w.BulkString("size")
+	w.Int(int64(len(m.Blob.Data)))
+	w.BulkString("backend")
+	w.BulkString(m.Backend)
+	w.BulkString("device")
+	w.BulkString(m.Device)
+	w.BulkString("tag")
+	w.BulkString(m.Tag)
+	w.BulkString("inputs")
+	ioList(m.Inputs())
+	w.BulkString("outputs")
+	ioList(m.Outputs())
+	w.BulkString("batchsize")
+	w.Int(m.BatchSize)
+	w.BulkString("minbatchsize")
+	w.Int(m.MinBatchSize)
+	w.BulkString("minbatchtimeout")
+	w.Int(m.MinBatchTimeout)
+	w.BulkString("optimize")
+	w.Int(b2i(m.Blob.Opts.Optimize))
+	w.BulkString("shared_with")
+	w.Int(int64(m.Blob.Refs() - 2)) // less this key's and this command's
+	w.BulkString("persist")
+	w.Int(b2i(!m.NoPersist))
+	w.BulkString("created")
+	w.Int(m.Created.UnixMilli())
+	// Whether ONNX Runtime reads the large initializers in the stored
+	// bytes (shared) or holds its own copy (copied).
+	w.BulkString("weights")
+	w.BulkString(m.Blob.Weights.String())
+	w.BulkString("owner")
+	owner, _ := ownerOf(m)
+	w.BulkString(owner)
+	// Which engine runs it: "onnxruntime", "onnxruntime-worker" or
+	// "go" (the pure-Go engine, the one an enclave build has).
+	w.BulkString("engine")
+	w.BulkString(m.Blob.Engine)
+	return nil
 }
 
 // aiSetting is one AI.CONFIG integer setting.
@@ -172,29 +195,20 @@ func parseAIConfig(a Args) (Runner, error) {
 			return nil, errorf("ERR wrong number of arguments for 'ai.config' command")
 		}
 		name := strings.ToUpper(a.NextString())
-		return RunFunc(func(x *Ctx) error {
-			if name == "BACKENDSPATH" {
-				x.W.BulkString(*x.AI.BackendsPath.Load())
-			} else if s, ok := aiSettings[name]; ok {
-				x.W.Int(s.v(x.AI).Load())
-			} else {
-				x.W.Null()
-			}
-			return nil
-		}), nil
+		return aiConfigGetCmd{name: name}, nil
 	case "BACKENDSPATH":
 		if !a.More() {
 			return nil, Reply("ERR BACKENDSPATH: missing path argument")
 		}
 		p := a.NextString()
-		return RunFunc(func(x *Ctx) error { x.AI.BackendsPath.Store(&p); x.W.OK(); return nil }), nil
+		return aiConfigPathCmd{p: p}, nil
 	case "LOADBACKEND":
 		if a.Remaining() < 2 {
 			return nil, errorf("ERR wrong number of arguments for 'ai.config' command")
 		}
 		switch strings.ToUpper(a.NextString()) {
 		case "ONNX": // linked in and loaded at start
-			return RunFunc(func(x *Ctx) error { x.W.OK(); return nil }), nil
+			return aiConfigLoadCmd{}, nil
 		case "TF", "TFLITE", "TORCH":
 			return nil, Reply("ERR error loading backend")
 		}
@@ -219,14 +233,61 @@ func parseAIConfig(a Args) (Runner, error) {
 	if !ok || n < s.min || (sub == "MODEL_CHUNK_SIZE" && n <= 0) {
 		return nil, Reply(s.errMsg)
 	}
-	return RunFunc(func(x *Ctx) error {
-		s.v(x.AI).Store(n)
-		if sub == "THREADS_PER_QUEUE" {
-			x.Queue.SetWorkers(int(n))
-		}
-		x.W.OK()
-		return nil
-	}), nil
+	return aiConfigSetCmd{sub: sub, n: n}, nil
+}
+
+// aiConfigSetCmd is AI.CONFIG [SET] name value for an integer setting
+// (aiSettings[sub], checked by the parse).
+type aiConfigSetCmd struct {
+	sub string
+	n   int64
+}
+
+// Run implements Runner.
+func (c aiConfigSetCmd) Run(x *Ctx) error {
+	sub, n := c.sub, c.n
+	aiSettings[sub].v(x.AI).Store(n)
+	if sub == "THREADS_PER_QUEUE" {
+		x.Queue.SetWorkers(int(n))
+	}
+	x.W.OK()
+	return nil
+}
+
+// aiConfigLoadCmd is AI.CONFIG LOADBACKEND ONNX path (ONNX Runtime is linked in: nothing to load).
+type aiConfigLoadCmd struct{}
+
+// Run implements Runner.
+func (aiConfigLoadCmd) Run(x *Ctx) error {
+	x.W.OK()
+	return nil
+}
+
+// aiConfigPathCmd is AI.CONFIG BACKENDSPATH path.
+type aiConfigPathCmd struct{ p string }
+
+// Run implements Runner.
+func (c aiConfigPathCmd) Run(x *Ctx) error {
+	p := c.p
+	x.AI.BackendsPath.Store(&p)
+	x.W.OK()
+	return nil
+}
+
+// aiConfigGetCmd is AI.CONFIG GET name.
+type aiConfigGetCmd struct{ name string }
+
+// Run implements Runner.
+func (c aiConfigGetCmd) Run(x *Ctx) error {
+	name := c.name
+	if name == "BACKENDSPATH" {
+		x.W.BulkString(*x.AI.BackendsPath.Load())
+	} else if s, ok := aiSettings[name]; ok {
+		x.W.Int(s.v(x.AI).Load())
+	} else {
+		x.W.Null()
+	}
+	return nil
 }
 
 // LoadStartupModels stores the models named by `loadmodel` directives:
