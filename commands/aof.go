@@ -336,17 +336,23 @@ func (x *Ctx) streamedModelFile(buf *modelstore.ModelBuffer, noPersist bool) (*m
 }
 
 func parseBgrewriteaof(a Args) (Runner, error) {
-	return RunFunc(func(x *Ctx) error {
-		if x.aof == nil {
-			return errLogOff
-		}
-		if !x.aofState.rewriting.CompareAndSwap(false, true) {
-			return ErrRewriteInProgress
-		}
-		go x.rewriteLog()
-		x.W.Simple("Background append only file rewriting started")
-		return nil
-	}), nil
+	return bgrewriteaofCmd{}, nil
+}
+
+// bgrewriteaofCmd is BGREWRITEAOF.
+type bgrewriteaofCmd struct{}
+
+// Run implements Runner.
+func (bgrewriteaofCmd) Run(x *Ctx) error {
+	if x.aof == nil {
+		return errLogOff
+	}
+	if !x.aofState.rewriting.CompareAndSwap(false, true) {
+		return ErrRewriteInProgress
+	}
+	go x.rewriteLog()
+	x.W.Simple("Background append only file rewriting started")
+	return nil
 }
 
 // rewriteLog replaces the log by a base holding the keyspace and a fresh

@@ -67,20 +67,27 @@ func parseModelFind(a Args) (Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return RunFunc(func(x *Ctx) error {
-		allow := x.allow()
-		var keys []string
-		for _, it := range x.Keys.Items() {
-			m, ok := it.Value.(*modelstore.Model)
-			if !ok || (allow != nil && allow(m) != nil) {
-				continue
-			}
-			if sum, ok := modelDigest(m); ok && sum == want {
-				keys = append(keys, it.Key)
-			}
+	return modelFindCmd{want: want}, nil
+}
+
+// modelFindCmd is AI.MODELFIND sha256: the keys of the models with that digest.
+type modelFindCmd struct{ want [32]byte }
+
+// Run implements Runner.
+func (c modelFindCmd) Run(x *Ctx) error {
+	want := c.want
+	allow := x.allow()
+	var keys []string
+	for _, it := range x.Keys.Items() {
+		m, ok := it.Value.(*modelstore.Model)
+		if !ok || (allow != nil && allow(m) != nil) {
+			continue
 		}
-		slices.Sort(keys)
-		x.W.StringList(keys)
-		return nil
-	}), nil
+		if sum, ok := modelDigest(m); ok && sum == want {
+			keys = append(keys, it.Key)
+		}
+	}
+	slices.Sort(keys)
+	x.W.StringList(keys)
+	return nil
 }

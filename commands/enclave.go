@@ -29,27 +29,34 @@ func parseAttest(a Args) (Runner, error) {
 	if len(nonce) < enclave.MinNonceSize || len(nonce) > enclave.MaxNonceSize {
 		return nil, errorf("ERR %v", enclave.ErrNonce)
 	}
-	return RunFunc(func(x *Ctx) error {
-		ev, err := enclave.Attest(nonce, x.Enclave.TLSPublicKey, x.ReceiptPublicKey())
-		if err != nil {
-			x.Log.Error("attestation failed", "err", err)
-			return Reply("ERR attestation failed: see the server log")
-		}
-		b, err := ev.MarshalBinary()
-		if err != nil {
-			return err
-		}
-		x.W.Map(4)
-		x.W.BulkString("mode")
-		x.W.BulkString(x.Enclave.Mode)
-		x.W.BulkString("evidence")
-		x.W.Bulk(b)
-		x.W.BulkString("tls_public_key")
-		x.W.Bulk(x.Enclave.TLSPublicKey)
-		x.W.BulkString("receipt_public_key")
-		x.W.Bulk(x.ReceiptPublicKey())
-		return nil
-	}), nil
+	return attestCmd{nonce: nonce}, nil
+}
+
+// attestCmd is AI.ATTEST nonce.
+type attestCmd struct{ nonce []byte }
+
+// Run implements Runner.
+func (c attestCmd) Run(x *Ctx) error {
+	nonce := c.nonce
+	ev, err := enclave.Attest(nonce, x.Enclave.TLSPublicKey, x.ReceiptPublicKey())
+	if err != nil {
+		x.Log.Error("attestation failed", "err", err)
+		return Reply("ERR attestation failed: see the server log")
+	}
+	b, err := ev.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	x.W.Map(4)
+	x.W.BulkString("mode")
+	x.W.BulkString(x.Enclave.Mode)
+	x.W.BulkString("evidence")
+	x.W.Bulk(b)
+	x.W.BulkString("tls_public_key")
+	x.W.Bulk(x.Enclave.TLSPublicKey)
+	x.W.BulkString("receipt_public_key")
+	x.W.Bulk(x.ReceiptPublicKey())
+	return nil
 }
 
 func enclaveInfo(s *App) [][2]string {

@@ -125,18 +125,25 @@ func writeChunks(w *Writer, data []byte, size int64, stream bool) {
 
 func parseModelDel(a Args) (Runner, error) {
 	key := a.NextString()
-	return RunFunc(func(x *Ctx) error {
-		if err := x.mayChangeModels(x.C); err != nil {
-			return err
-		}
-		m, err := x.getModel(key)
-		if err != nil {
-			return err
-		}
-		if x.Keys.DeleteIf(key, m) {
-			x.Release([]modelstore.Value{m})
-		}
-		x.W.OK()
-		return nil
-	}), nil
+	return modelDelCmd{key: key}, nil
+}
+
+// modelDelCmd is AI.MODELDEL key.
+type modelDelCmd struct{ key string }
+
+// Run implements Runner.
+func (c modelDelCmd) Run(x *Ctx) error {
+	key := c.key
+	if err := x.mayChangeModels(x.C); err != nil {
+		return err
+	}
+	m, err := x.getModel(key)
+	if err != nil {
+		return err
+	}
+	if x.Keys.DeleteIf(key, m) {
+		x.Release([]modelstore.Value{m})
+	}
+	x.W.OK()
+	return nil
 }

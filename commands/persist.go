@@ -195,33 +195,54 @@ func (s *App) BackgroundSave() error {
 }
 
 func parseSave(a Args) (Runner, error) {
-	return RunFunc(func(x *Ctx) error {
-		if err := x.Save(); err != nil {
-			if err == ErrSaveInProgress {
-				return err
-			}
-			return Reply("ERR snapshot failed: see the server log")
+	return saveCmd{}, nil
+}
+
+// saveCmd is SAVE.
+type saveCmd struct{}
+
+// Run implements Runner.
+func (saveCmd) Run(x *Ctx) error {
+	if err := x.Save(); err != nil {
+		if err == ErrSaveInProgress {
+			return err
 		}
-		x.W.OK()
-		return nil
-	}), nil
+		return Reply("ERR snapshot failed: see the server log")
+	}
+	x.W.OK()
+	return nil
 }
 
 func parseBgsave(a Args) (Runner, error) {
 	if a.More() && !a.Match("SCHEDULE") || a.More() {
 		return nil, errSyntax
 	}
-	return RunFunc(func(x *Ctx) error {
-		if err := x.BackgroundSave(); err != nil {
-			return err
-		}
-		x.W.Simple("Background saving started")
-		return nil
-	}), nil
+	return bgsaveCmd{}, nil
+}
+
+// bgsaveCmd is BGSAVE [SCHEDULE].
+type bgsaveCmd struct{}
+
+// Run implements Runner.
+func (bgsaveCmd) Run(x *Ctx) error {
+	if err := x.BackgroundSave(); err != nil {
+		return err
+	}
+	x.W.Simple("Background saving started")
+	return nil
 }
 
 func parseLastsave(a Args) (Runner, error) {
-	return RunFunc(func(x *Ctx) error { x.W.Int(x.Snapshot.lastSave.Load()); return nil }), nil
+	return lastsaveCmd{}, nil
+}
+
+// lastsaveCmd is LASTSAVE.
+type lastsaveCmd struct{}
+
+// Run implements Runner.
+func (lastsaveCmd) Run(x *Ctx) error {
+	x.W.Int(x.Snapshot.lastSave.Load())
+	return nil
 }
 
 // saveRulesDue reports whether a `save` rule asks for a snapshot now.
