@@ -211,37 +211,47 @@ func parseSlowlog(a Args) (Runner, error) {
 	default:
 		return nil, errorf("ERR unknown subcommand or wrong number of arguments for '%s'. Try SLOWLOG HELP.", truncate(a.V[1], 128))
 	}
-	return RunFunc(func(x *Ctx) error {
-		l := &x.slow
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		switch sub {
-		case "LEN":
-			x.W.Int(int64(len(l.entries)))
-		case "RESET":
-			l.entries = nil
-			x.W.OK()
-		default:
-			n := len(l.entries)
-			if count >= 0 && count < n {
-				n = count
-			}
-			x.W.Array(n)
-			for _, e := range l.entries[:n] {
-				x.W.Array(6)
-				x.W.Int(e.id)
-				x.W.Int(e.at)
-				x.W.Int(e.usec)
-				x.W.Array(len(e.args))
-				for _, s := range e.args {
-					x.W.BulkString(s)
-				}
-				x.W.BulkString(e.addr)
-				x.W.BulkString(e.name)
-			}
+	return slowlogCmd{sub: sub, count: count}, nil
+}
+
+// slowlogCmd is SLOWLOG GET [count] | LEN | RESET.
+type slowlogCmd struct {
+	sub   string
+	count int
+}
+
+// Run implements Runner.
+func (c slowlogCmd) Run(x *Ctx) error {
+	sub, count := c.sub, c.count
+	l := &x.slow
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch sub {
+	case "LEN":
+		x.W.Int(int64(len(l.entries)))
+	case "RESET":
+		l.entries = nil
+		x.W.OK()
+	default:
+		n := len(l.entries)
+		if count >= 0 && count < n {
+			n = count
 		}
-		return nil
-	}), nil
+		x.W.Array(n)
+		for _, e := range l.entries[:n] {
+			x.W.Array(6)
+			x.W.Int(e.id)
+			x.W.Int(e.at)
+			x.W.Int(e.usec)
+			x.W.Array(len(e.args))
+			for _, s := range e.args {
+				x.W.BulkString(s)
+			}
+			x.W.BulkString(e.addr)
+			x.W.BulkString(e.name)
+		}
+	}
+	return nil
 }
 
 func parseMemory(a Args) (Runner, error) {
@@ -249,22 +259,29 @@ func parseMemory(a Args) (Runner, error) {
 		return nil, errorf("ERR unknown subcommand or wrong number of arguments for '%s'. Try MEMORY HELP.", truncate(a.V[1], 128))
 	}
 	key := string(a.V[2])
-	return RunFunc(func(x *Ctx) error {
-		v, ok := x.Keys.Get(key)
-		if !ok {
-			x.W.Null()
-			return nil
-		}
-		if err := x.mayUse(v); err != nil {
-			return err
-		}
-		n := int64(len(key)) + v.MemSize() + 48
-		if m, isModel := v.(*modelstore.Model); isModel {
-			n += int64(len(m.Blob.Data))
-		}
-		x.W.Int(n)
+	return memoryUsageCmd{key: key}, nil
+}
+
+// memoryUsageCmd is MEMORY USAGE key [SAMPLES n].
+type memoryUsageCmd struct{ key string }
+
+// Run implements Runner.
+func (c memoryUsageCmd) Run(x *Ctx) error {
+	key := c.key
+	v, ok := x.Keys.Get(key)
+	if !ok {
+		x.W.Null()
 		return nil
-	}), nil
+	}
+	if err := x.mayUse(v); err != nil {
+		return err
+	}
+	n := int64(len(key)) + v.MemSize() + 48
+	if m, isModel := v.(*modelstore.Model); isModel {
+		n += int64(len(m.Blob.Data))
+	}
+	x.W.Int(n)
+	return nil
 }
 
 // MONITOR: every command the server dispatches, one line each, to the
@@ -332,39 +349,45 @@ func (s *App) stopMonitor(c *Client) {
 }
 
 func parseMonitor(a Args) (Runner, error) {
-	return RunFunc(func(x *Ctx) error {
-		w, ok := x.C.closer.(io.Writer)
-		if !ok {
-			return errorf("ERR MONITOR needs a network connection")
-		}
-		// The replies before and MONITOR's OK leave now, ahead of the
-		// first line the monitor goroutine writes.
-		x.W.OK()
-		_, err := w.Write(x.W.Bytes())
-		x.W.Reset()
-		if err != nil {
-			return nil
-		}
-		ch := make(chan []byte, monitorBacklog)
-		go func() {
-			failed := false
-			for line := range ch {
-				if !failed && func() error { _, err := w.Write(line); return err }() != nil {
-					failed = true
-					x.C.Kill()
-				}
-			}
-		}()
-		s := x.App
-		s.mon.mu.Lock()
-		if s.mon.subs == nil {
-			s.mon.subs = map[*Client]chan []byte{}
-		}
-		s.mon.subs[x.C] = ch
-		s.mon.n.Add(1)
-		s.mon.mu.Unlock()
+	return monitorCmd{}, nil
+}
+
+// monitorCmd is MONITOR.
+type monitorCmd struct{}
+
+// Run implements Runner.
+func (monitorCmd) Run(x *Ctx) error {
+	w, ok := x.C.closer.(io.Writer)
+	if !ok {
+		return errorf("ERR MONITOR needs a network connection")
+	}
+	// The replies before and MONITOR's OK leave now, ahead of the
+	// first line the monitor goroutine writes.
+	x.W.OK()
+	_, err := w.Write(x.W.Bytes())
+	x.W.Reset()
+	if err != nil {
 		return nil
-	}), nil
+	}
+	ch := make(chan []byte, monitorBacklog)
+	go func() {
+		failed := false
+		for line := range ch {
+			if !failed && func() error { _, err := w.Write(line); return err }() != nil {
+				failed = true
+				x.C.Kill()
+			}
+		}
+	}()
+	s := x.App
+	s.mon.mu.Lock()
+	if s.mon.subs == nil {
+		s.mon.subs = map[*Client]chan []byte{}
+	}
+	s.mon.subs[x.C] = ch
+	s.mon.n.Add(1)
+	s.mon.mu.Unlock()
+	return nil
 }
 
 // latencyEvent is LATENCY LATEST's record of one event.
@@ -386,29 +409,36 @@ func parseLatency(a Args) (Runner, error) {
 	if (sub != "LATEST" && sub != "RESET") || a.Len() != 1 {
 		return nil, errorf("ERR unknown subcommand or wrong number of arguments for '%s'. Try LATENCY HELP.", truncate(a.V[1], 128))
 	}
-	return RunFunc(func(x *Ctx) error {
-		e := &x.App.latency
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		if sub == "RESET" {
-			n := int64(0)
-			if e.at != 0 {
-				n = 1
-			}
-			e.at, e.latest, e.max = 0, 0, 0
-			x.W.Int(n)
-			return nil
+	return latencyCmd{sub: sub}, nil
+}
+
+// latencyCmd is LATENCY LATEST | RESET.
+type latencyCmd struct{ sub string }
+
+// Run implements Runner.
+func (c latencyCmd) Run(x *Ctx) error {
+	sub := c.sub
+	e := &x.App.latency
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if sub == "RESET" {
+		n := int64(0)
+		if e.at != 0 {
+			n = 1
 		}
-		if e.at == 0 {
-			x.W.Array(0)
-			return nil
-		}
-		x.W.Array(1)
-		x.W.Array(4)
-		x.W.BulkString("command")
-		x.W.Int(e.at)
-		x.W.Int(e.latest)
-		x.W.Int(e.max)
+		e.at, e.latest, e.max = 0, 0, 0
+		x.W.Int(n)
 		return nil
-	}), nil
+	}
+	if e.at == 0 {
+		x.W.Array(0)
+		return nil
+	}
+	x.W.Array(1)
+	x.W.Array(4)
+	x.W.BulkString("command")
+	x.W.Int(e.at)
+	x.W.Int(e.latest)
+	x.W.Int(e.max)
+	return nil
 }

@@ -1,0 +1,22 @@
+package commands
+
+import "testing"
+
+func TestObserveParse(t *testing.T) {
+	parseTable(t,
+		parseCase{line: "SLOWLOG GET", want: slowlogCmd{sub: "GET", count: 10}},
+		parseCase{line: "slowlog get 3", want: slowlogCmd{sub: "GET", count: 3}},
+		parseCase{line: "SLOWLOG GET -1", want: slowlogCmd{sub: "GET", count: -1}},
+		parseCase{line: "SLOWLOG LEN", want: slowlogCmd{sub: "LEN", count: 10}},
+		parseCase{line: "SLOWLOG RESET", want: slowlogCmd{sub: "RESET", count: 10}},
+		parseCase{line: "SLOWLOG GET -2", err: "ERR count should be greater than or equal to -1"},
+		parseCase{line: "SLOWLOG LEN 1", err: "ERR unknown subcommand or wrong number of arguments for 'LEN'. Try SLOWLOG HELP."},
+		parseCase{line: "MEMORY USAGE k", want: memoryUsageCmd{key: "k"}},
+		parseCase{line: "MEMORY USAGE k SAMPLES 5", want: memoryUsageCmd{key: "k"}},
+		parseCase{line: "MEMORY DOCTOR", err: "ERR unknown subcommand or wrong number of arguments for 'DOCTOR'. Try MEMORY HELP."},
+		parseCase{line: "MONITOR", want: monitorCmd{}},
+		parseCase{line: "LATENCY LATEST", want: latencyCmd{sub: "LATEST"}},
+		parseCase{line: "latency reset", want: latencyCmd{sub: "RESET"}},
+		parseCase{line: "LATENCY HISTORY", err: "ERR unknown subcommand or wrong number of arguments for 'HISTORY'. Try LATENCY HELP."},
+	)
+}
