@@ -27,13 +27,19 @@ func init() {
 }
 
 func parseTime(a Args) (Runner, error) {
-	return RunFunc(func(x *Ctx) error {
-		now := time.Now()
-		x.W.Array(2)
-		x.W.BulkString(strconv.FormatInt(now.Unix(), 10))
-		x.W.BulkString(strconv.FormatInt(int64(now.Nanosecond()/1000), 10))
-		return nil
-	}), nil
+	return timeCmd{}, nil
+}
+
+// timeCmd is TIME.
+type timeCmd struct{}
+
+// Run implements Runner.
+func (timeCmd) Run(x *Ctx) error {
+	now := time.Now()
+	x.W.Array(2)
+	x.W.BulkString(strconv.FormatInt(now.Unix(), 10))
+	x.W.BulkString(strconv.FormatInt(int64(now.Nanosecond()/1000), 10))
+	return nil
 }
 
 func parseShutdown(a Args) (Runner, error) {
@@ -49,16 +55,23 @@ func parseShutdown(a Args) (Runner, error) {
 			return nil, errSyntax
 		}
 	}
-	return RunFunc(func(x *Ctx) error {
-		if x.Shutdown == nil {
-			return Reply("ERR shutdown is not available")
-		}
-		if err := x.Shutdown(save == 1 || (save == -1 && x.SaveRulesConfigured())); err != nil {
-			return errorf("ERR Errors trying to SHUTDOWN. Check logs.")
-		}
-		x.C.closeAfter = true
-		return nil
-	}), nil
+	return shutdownCmd{save: save}, nil
+}
+
+// shutdownCmd is SHUTDOWN [NOSAVE | SAVE]: save is 0 (NOSAVE), 1 (SAVE) or -1 (as configured).
+type shutdownCmd struct{ save int }
+
+// Run implements Runner.
+func (c shutdownCmd) Run(x *Ctx) error {
+	save := c.save
+	if x.Shutdown == nil {
+		return Reply("ERR shutdown is not available")
+	}
+	if err := x.Shutdown(save == 1 || (save == -1 && x.SaveRulesConfigured())); err != nil {
+		return errorf("ERR Errors trying to SHUTDOWN. Check logs.")
+	}
+	x.C.closeAfter = true
+	return nil
 }
 
 func parseConfig(a Args) (Runner, error) {
@@ -69,24 +82,7 @@ func parseConfig(a Args) (Runner, error) {
 			return nil, errorf("ERR wrong number of arguments for 'config|get' command")
 		}
 		patterns := a.Rest()
-		return RunFunc(func(x *Ctx) error {
-			var pairs []string
-			seen := map[string]bool{}
-			for _, name := range config.Names() {
-				for _, p := range patterns {
-					if !seen[name] && globMatch([]byte(strings.ToLower(string(p))), []byte(name)) {
-						v, _ := x.Opts.Get(name)
-						pairs = append(pairs, name, v)
-						seen[name] = true
-					}
-				}
-			}
-			x.W.Map(len(pairs) / 2)
-			for _, s := range pairs {
-				x.W.BulkString(s)
-			}
-			return nil
-		}), nil
+		return configGetCmd{patterns: patterns}, nil
 	case "SET":
 		if a.Remaining() < 2 {
 			return nil, errorf("ERR wrong number of arguments for 'config|set' command")
@@ -95,45 +91,82 @@ func parseConfig(a Args) (Runner, error) {
 			return nil, errSyntax // as Redis: pairs only
 		}
 		rest := keyStrings(a.Rest())
-		return RunFunc(func(x *Ctx) error {
-			// As Redis 7: all or nothing. Names are checked first; if a
-			// value is refused, those already set get their old values back.
-			old := make([]string, 0, len(rest)/2)
-			seen := map[string]bool{}
-			for i := 0; i < len(rest); i += 2 {
-				name := strings.ToLower(rest[i])
-				v, ok := x.Opts.Get(name)
-				if !ok || name == "loadmodel" {
-					return errorf("ERR Unknown option or number of arguments for CONFIG SET - '%s'", rest[i])
-				}
-				if seen[name] {
-					return errorf("ERR CONFIG SET failed (possibly related to argument '%s') - duplicate parameter", rest[i])
-				}
-				seen[name] = true
-				old = append(old, v)
-			}
-			for i := 0; i < len(rest); i += 2 {
-				if err := x.Opts.Set(rest[i], rest[i+1]); err != nil {
-					for j := 0; j < i; j += 2 {
-						x.Opts.Set(rest[j], old[j/2])
-					}
-					return errorf("ERR CONFIG SET failed (possibly related to argument '%s') - %v", rest[i], err)
-				}
-			}
-			x.W.OK()
-			return nil
-		}), nil
+		return configSetCmd{rest: rest}, nil
 	case "RESETSTAT":
-		return RunFunc(func(x *Ctx) error {
-			st := x.Stats()
-			for _, c := range []interface{ Store(int64) }{&st.Commands, &st.Connections, &st.Rejected, &st.ExpiredKeys, &st.Errors, &st.NetInput, &st.NetOutput} {
-				c.Store(0)
-			}
-			x.W.OK()
-			return nil
-		}), nil
+		return configResetStatCmd{}, nil
 	}
 	return nil, errorf("ERR unknown subcommand '%s'. Try CONFIG HELP.", truncate(a.V[1], 128))
+}
+
+// configResetStatCmd is CONFIG RESETSTAT.
+type configResetStatCmd struct{}
+
+// Run implements Runner.
+func (configResetStatCmd) Run(x *Ctx) error {
+	st := x.Stats()
+	for _, c := range []interface{ Store(int64) }{&st.Commands, &st.Connections, &st.Rejected, &st.ExpiredKeys, &st.Errors, &st.NetInput, &st.NetOutput} {
+		c.Store(0)
+	}
+	x.W.OK()
+	return nil
+}
+
+// configSetCmd is CONFIG SET directive value [directive value ...], as name, value pairs.
+type configSetCmd struct{ rest []string }
+
+// Run implements Runner.
+func (c configSetCmd) Run(x *Ctx) error {
+	rest := c.rest
+	// As Redis 7: all or nothing. Names are checked first; if a
+	// value is refused, those already set get their old values back.
+	old := make([]string, 0, len(rest)/2)
+	seen := map[string]bool{}
+	for i := 0; i < len(rest); i += 2 {
+		name := strings.ToLower(rest[i])
+		v, ok := x.Opts.Get(name)
+		if !ok || name == "loadmodel" {
+			return errorf("ERR Unknown option or number of arguments for CONFIG SET - '%s'", rest[i])
+		}
+		if seen[name] {
+			return errorf("ERR CONFIG SET failed (possibly related to argument '%s') - duplicate parameter", rest[i])
+		}
+		seen[name] = true
+		old = append(old, v)
+	}
+	for i := 0; i < len(rest); i += 2 {
+		if err := x.Opts.Set(rest[i], rest[i+1]); err != nil {
+			for j := 0; j < i; j += 2 {
+				x.Opts.Set(rest[j], old[j/2])
+			}
+			return errorf("ERR CONFIG SET failed (possibly related to argument '%s') - %v", rest[i], err)
+		}
+	}
+	x.W.OK()
+	return nil
+}
+
+// configGetCmd is CONFIG GET pattern [pattern ...].
+type configGetCmd struct{ patterns [][]byte }
+
+// Run implements Runner.
+func (c configGetCmd) Run(x *Ctx) error {
+	patterns := c.patterns
+	var pairs []string
+	seen := map[string]bool{}
+	for _, name := range config.Names() {
+		for _, p := range patterns {
+			if !seen[name] && globMatch([]byte(strings.ToLower(string(p))), []byte(name)) {
+				v, _ := x.Opts.Get(name)
+				pairs = append(pairs, name, v)
+				seen[name] = true
+			}
+		}
+	}
+	x.W.Map(len(pairs) / 2)
+	for _, s := range pairs {
+		x.W.BulkString(s)
+	}
+	return nil
 }
 
 // InfoSection is an extra INFO section contributed by another layer
@@ -153,10 +186,17 @@ func RegisterInfoSection(sec InfoSection) { extraSections = append(extraSections
 
 func parseInfo(a Args) (Runner, error) {
 	sections := keyStrings(a.Rest())
-	return RunFunc(func(x *Ctx) error {
-		x.W.Verbatim(x.Info(sections))
-		return nil
-	}), nil
+	return infoCmd{sections: sections}, nil
+}
+
+// infoCmd is INFO [section ...].
+type infoCmd struct{ sections []string }
+
+// Run implements Runner.
+func (c infoCmd) Run(x *Ctx) error {
+	sections := c.sections
+	x.W.Verbatim(x.Info(sections))
+	return nil
 }
 
 // Info renders INFO in Redis's format for the requested sections (all the
@@ -314,48 +354,17 @@ func procStatusKB(field string) int64 {
 
 func parseCommand(a Args) (Runner, error) {
 	if !a.More() {
-		return RunFunc(func(x *Ctx) error {
-			specs := table.Sorted()
-			x.W.Array(len(specs))
-			for _, s := range specs {
-				writeCommandInfo(x.W, s)
-			}
-			return nil
-		}), nil
+		return commandCmd{}, nil
 	}
 	sub := strings.ToUpper(a.NextString())
 	names := keyStrings(a.Rest())
 	switch sub {
 	case "COUNT":
-		return RunFunc(func(x *Ctx) error { x.W.Int(int64(len(table))); return nil }), nil
+		return commandCountCmd{}, nil
 	case "LIST":
-		return RunFunc(func(x *Ctx) error {
-			specs := table.Sorted()
-			x.W.Array(len(specs))
-			for _, s := range specs {
-				x.W.BulkString(s.Name)
-			}
-			return nil
-		}), nil
+		return commandListCmd{}, nil
 	case "INFO":
-		return RunFunc(func(x *Ctx) error {
-			specs := table.Sorted()
-			if len(names) > 0 {
-				specs = specs[:0]
-				for _, n := range names {
-					specs = append(specs, table.Lookup([]byte(n)))
-				}
-			}
-			x.W.Array(len(specs))
-			for _, s := range specs {
-				if s == nil {
-					x.W.Null() // redis-server 7: $-1
-				} else {
-					writeCommandInfo(x.W, s)
-				}
-			}
-			return nil
-		}), nil
+		return commandInfoCmd{names: names}, nil
 	case "GETKEYS":
 		argv := a.V[2:]
 		if len(argv) == 0 {
@@ -365,33 +374,109 @@ func parseCommand(a Args) (Runner, error) {
 		if err != nil {
 			return nil, err
 		}
-		return RunFunc(func(x *Ctx) error { x.W.StringList(keys); return nil }), nil
+		return commandGetKeysCmd{keys: keys}, nil
 	case "DOCS":
-		return RunFunc(func(x *Ctx) error {
-			var specs []*Spec
-			if len(names) == 0 {
-				specs = table.Sorted()
-			}
-			for _, n := range names {
-				if s := table.Lookup([]byte(n)); s != nil {
-					specs = append(specs, s)
-				}
-			}
-			x.W.Map(len(specs))
-			for _, s := range specs {
-				x.W.BulkString(s.Name)
-				x.W.Map(3)
-				x.W.BulkString("summary")
-				x.W.BulkString(s.Summary)
-				x.W.BulkString("since")
-				x.W.BulkString("1.0.0")
-				x.W.BulkString("group")
-				x.W.BulkString(s.Group)
-			}
-			return nil
-		}), nil
+		return commandDocsCmd{names: names}, nil
 	}
 	return nil, errorf("ERR unknown subcommand '%s'. Try COMMAND HELP.", truncate(a.V[1], 128))
+}
+
+// commandDocsCmd is COMMAND DOCS [name ...].
+type commandDocsCmd struct{ names []string }
+
+// Run implements Runner.
+func (c commandDocsCmd) Run(x *Ctx) error {
+	names := c.names
+	var specs []*Spec
+	if len(names) == 0 {
+		specs = table.Sorted()
+	}
+	for _, n := range names {
+		if s := table.Lookup([]byte(n)); s != nil {
+			specs = append(specs, s)
+		}
+	}
+	x.W.Map(len(specs))
+	for _, s := range specs {
+		x.W.BulkString(s.Name)
+		x.W.Map(3)
+		x.W.BulkString("summary")
+		x.W.BulkString(s.Summary)
+		x.W.BulkString("since")
+		x.W.BulkString("1.0.0")
+		x.W.BulkString("group")
+		x.W.BulkString(s.Group)
+	}
+	return nil
+}
+
+// commandGetKeysCmd is COMMAND GETKEYS command [arg ...], the keys found at parse.
+type commandGetKeysCmd struct{ keys []string }
+
+// Run implements Runner.
+func (c commandGetKeysCmd) Run(x *Ctx) error {
+	keys := c.keys
+	x.W.StringList(keys)
+	return nil
+}
+
+// commandInfoCmd is COMMAND INFO [name ...].
+type commandInfoCmd struct{ names []string }
+
+// Run implements Runner.
+func (c commandInfoCmd) Run(x *Ctx) error {
+	names := c.names
+	specs := table.Sorted()
+	if len(names) > 0 {
+		specs = specs[:0]
+		for _, n := range names {
+			specs = append(specs, table.Lookup([]byte(n)))
+		}
+	}
+	x.W.Array(len(specs))
+	for _, s := range specs {
+		if s == nil {
+			x.W.Null() // redis-server 7: $-1
+		} else {
+			writeCommandInfo(x.W, s)
+		}
+	}
+	return nil
+}
+
+// commandListCmd is COMMAND LIST.
+type commandListCmd struct{}
+
+// Run implements Runner.
+func (commandListCmd) Run(x *Ctx) error {
+	specs := table.Sorted()
+	x.W.Array(len(specs))
+	for _, s := range specs {
+		x.W.BulkString(s.Name)
+	}
+	return nil
+}
+
+// commandCountCmd is COMMAND COUNT.
+type commandCountCmd struct{}
+
+// Run implements Runner.
+func (commandCountCmd) Run(x *Ctx) error {
+	x.W.Int(int64(len(table)))
+	return nil
+}
+
+// commandCmd is COMMAND: every command's entry.
+type commandCmd struct{}
+
+// Run implements Runner.
+func (commandCmd) Run(x *Ctx) error {
+	specs := table.Sorted()
+	x.W.Array(len(specs))
+	for _, s := range specs {
+		writeCommandInfo(x.W, s)
+	}
+	return nil
 }
 
 // writeCommandInfo writes one COMMAND entry in Redis 7's 10-element shape.

@@ -1,0 +1,29 @@
+package commands
+
+import "testing"
+
+func TestAdminParse(t *testing.T) {
+	parseTable(t,
+		parseCase{line: "TIME", want: timeCmd{}},
+		parseCase{line: "SHUTDOWN", want: shutdownCmd{save: -1}},
+		parseCase{line: "SHUTDOWN NOSAVE", want: shutdownCmd{save: 0}},
+		parseCase{line: "shutdown save now", want: shutdownCmd{save: 1}},
+		parseCase{line: "SHUTDOWN LATER", err: string(errSyntax)},
+		parseCase{line: "CONFIG GET max* port", want: configGetCmd{patterns: [][]byte{[]byte("max*"), []byte("port")}}},
+		parseCase{line: "CONFIG GET", err: "ERR wrong number of arguments for 'config|get' command"},
+		parseCase{line: "CONFIG SET maxmemory 1mb timeout 5", want: configSetCmd{rest: []string{"maxmemory", "1mb", "timeout", "5"}}},
+		parseCase{line: "CONFIG SET maxmemory", err: "ERR wrong number of arguments for 'config|set' command"},
+		parseCase{line: "CONFIG SET a 1 b", err: string(errSyntax)},
+		parseCase{line: "CONFIG RESETSTAT", want: configResetStatCmd{}},
+		parseCase{line: "INFO", want: infoCmd{sections: []string{}}},
+		parseCase{line: "INFO server ai", want: infoCmd{sections: []string{"server", "ai"}}},
+		parseCase{line: "COMMAND", want: commandCmd{}},
+		parseCase{line: "COMMAND COUNT", want: commandCountCmd{}},
+		parseCase{line: "COMMAND LIST", want: commandListCmd{}},
+		parseCase{line: "COMMAND INFO get ai.modelstore", want: commandInfoCmd{names: []string{"get", "ai.modelstore"}}},
+		parseCase{line: "COMMAND DOCS ping", want: commandDocsCmd{names: []string{"ping"}}},
+		parseCase{line: "COMMAND GETKEYS DEL a b", want: commandGetKeysCmd{keys: []string{"a", "b"}}},
+		parseCase{line: "COMMAND GETKEYS", err: "ERR wrong number of arguments for 'command|getkeys' command"},
+		parseCase{line: "COMMAND GETKEYS PING", err: string(errGetKeysNoKeys)},
+	)
+}
