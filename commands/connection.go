@@ -36,17 +36,46 @@ func init() {
 func parsePing(a Args) (Runner, error) {
 	switch a.Len() {
 	case 0:
-		return RunFunc(func(x *Ctx) error { x.W.Simple("PONG"); return nil }), nil
+		return pongCmd{}, nil
 	case 1:
 		msg := a.Keep(1)
-		return RunFunc(func(x *Ctx) error { x.W.Bulk(msg); return nil }), nil
+		return pingCmd{msg: msg}, nil
 	}
 	return nil, errorf("ERR wrong number of arguments for 'ping' command")
 }
 
+// pingCmd is PING message.
+type pingCmd struct{ msg []byte }
+
+// Run implements Runner.
+func (c pingCmd) Run(x *Ctx) error {
+	msg := c.msg
+	x.W.Bulk(msg)
+	return nil
+}
+
+// pongCmd is PING.
+type pongCmd struct{}
+
+// Run implements Runner.
+func (pongCmd) Run(x *Ctx) error {
+	x.W.Simple("PONG")
+	return nil
+}
+
 func parseEcho(a Args) (Runner, error) {
 	msg := a.Keep(1)
-	return RunFunc(func(x *Ctx) error { x.W.Bulk(msg); return nil }), nil
+	return echoCmd{msg: msg}, nil
+}
+
+// echoCmd is ECHO message.
+type echoCmd struct{ msg []byte }
+
+// Run implements Runner.
+func (c echoCmd) Run(x *Ctx) error {
+	msg := c.msg
+	x.W.Bulk(msg)
+	return nil
 }
 
 // checkPassword checks a user's password in constant time: the default
@@ -82,15 +111,25 @@ func parseAuth(a Args) (Runner, error) {
 		return nil, errSyntax
 	}
 	pass := a.NextString()
-	return RunFunc(func(x *Ctx) error {
-		l, err := authenticate(x, user, pass)
-		if err != nil {
-			return err
-		}
-		x.C.login(l)
-		x.W.OK()
-		return nil
-	}), nil
+	return authCmd{user: user, pass: pass}, nil
+}
+
+// authCmd is AUTH [user] password (user empty: the default user).
+type authCmd struct {
+	user string
+	pass string
+}
+
+// Run implements Runner.
+func (c authCmd) Run(x *Ctx) error {
+	user, pass := c.user, c.pass
+	l, err := authenticate(x, user, pass)
+	if err != nil {
+		return err
+	}
+	x.C.login(l)
+	x.W.OK()
+	return nil
 }
 
 type helloCmd struct {
@@ -188,29 +227,50 @@ func parseSelect(a Args) (Runner, error) {
 	if n != 0 {
 		return nil, Reply("ERR DB index is out of range")
 	}
-	return RunFunc(func(x *Ctx) error { x.W.OK(); return nil }), nil
+	return selectCmd{}, nil
+}
+
+// selectCmd is SELECT 0, the only database.
+type selectCmd struct{}
+
+// Run implements Runner.
+func (selectCmd) Run(x *Ctx) error {
+	x.W.OK()
+	return nil
 }
 
 func parseQuit(a Args) (Runner, error) {
-	return RunFunc(func(x *Ctx) error {
-		x.C.closeAfter = true
-		x.W.OK()
-		return nil
-	}), nil
+	return quitCmd{}, nil
+}
+
+// quitCmd is QUIT.
+type quitCmd struct{}
+
+// Run implements Runner.
+func (quitCmd) Run(x *Ctx) error {
+	x.C.closeAfter = true
+	x.W.OK()
+	return nil
 }
 
 func parseReset(a Args) (Runner, error) {
-	return RunFunc(func(x *Ctx) error {
-		c := x.C
-		c.endMulti().release()
-		c.setProto(2)
-		c.mu.Lock()
-		c.name, c.user = "", "default"
-		c.mu.Unlock()
-		c.authed, c.authUntil = *x.Opts.Requirepass.Load() == "", 0
-		x.W.Simple("RESET")
-		return nil
-	}), nil
+	return resetCmd{}, nil
+}
+
+// resetCmd is RESET.
+type resetCmd struct{}
+
+// Run implements Runner.
+func (resetCmd) Run(x *Ctx) error {
+	c := x.C
+	c.endMulti().release()
+	c.setProto(2)
+	c.mu.Lock()
+	c.name, c.user = "", "default"
+	c.mu.Unlock()
+	c.authed, c.authUntil = *x.Opts.Requirepass.Load() == "", 0
+	x.W.Simple("RESET")
+	return nil
 }
 
 func subArity(sub string) error {
@@ -225,22 +285,12 @@ func parseClient(a Args) (Runner, error) {
 		if n != 0 {
 			return nil, subArity(sub)
 		}
-		return RunFunc(func(x *Ctx) error { x.W.Int(x.C.ID); return nil }), nil
+		return clientIDCmd{}, nil
 	case "GETNAME":
 		if n != 0 {
 			return nil, subArity(sub)
 		}
-		return RunFunc(func(x *Ctx) error {
-			x.C.mu.Lock()
-			name := x.C.name
-			x.C.mu.Unlock()
-			if name == "" {
-				x.W.Null()
-			} else {
-				x.W.BulkString(name)
-			}
-			return nil
-		}), nil
+		return clientGetNameCmd{}, nil
 	case "SETNAME":
 		if n != 1 {
 			return nil, subArity(sub)
@@ -249,13 +299,7 @@ func parseClient(a Args) (Runner, error) {
 		if !validClientName(name) {
 			return nil, errBadClientName
 		}
-		return RunFunc(func(x *Ctx) error {
-			x.C.mu.Lock()
-			x.C.name = name
-			x.C.mu.Unlock()
-			x.W.OK()
-			return nil
-		}), nil
+		return clientSetNameCmd{name: name}, nil
 	case "SETINFO":
 		if n != 2 {
 			return nil, subArity(sub)
@@ -268,22 +312,12 @@ func parseClient(a Args) (Runner, error) {
 		if !validClientName(val) {
 			return nil, errorf("ERR %s cannot contain spaces, newlines or special characters.", typed)
 		}
-		return RunFunc(func(x *Ctx) error {
-			x.C.mu.Lock()
-			if attr == "LIB-NAME" {
-				x.C.libName = val
-			} else {
-				x.C.libVer = val
-			}
-			x.C.mu.Unlock()
-			x.W.OK()
-			return nil
-		}), nil
+		return clientSetInfoCmd{attr: attr, val: val}, nil
 	case "INFO":
 		if n != 0 {
 			return nil, subArity(sub)
 		}
-		return RunFunc(func(x *Ctx) error { x.W.Verbatim(x.clientInfo(x.C) + "\n"); return nil }), nil
+		return clientInfoCmd{}, nil
 	case "LIST":
 		return parseClientList(a)
 	case "KILL":
@@ -292,9 +326,85 @@ func parseClient(a Args) (Runner, error) {
 		if n != 1 {
 			return nil, subArity(sub)
 		}
-		return RunFunc(func(x *Ctx) error { x.W.OK(); return nil }), nil
+		return clientNoopCmd{}, nil
 	}
 	return nil, errorf("ERR unknown subcommand '%s'. Try CLIENT HELP.", truncate(a.V[1], 128))
+}
+
+// clientNoopCmd is CLIENT NO-EVICT | NO-TOUCH on | off, accepted (nothing is evicted or touched).
+type clientNoopCmd struct{}
+
+// Run implements Runner.
+func (clientNoopCmd) Run(x *Ctx) error {
+	x.W.OK()
+	return nil
+}
+
+// clientInfoCmd is CLIENT INFO.
+type clientInfoCmd struct{}
+
+// Run implements Runner.
+func (clientInfoCmd) Run(x *Ctx) error {
+	x.W.Verbatim(x.clientInfo(x.C) + "\n")
+	return nil
+}
+
+// clientSetInfoCmd is CLIENT SETINFO LIB-NAME | LIB-VER value.
+type clientSetInfoCmd struct {
+	attr string
+	val  string
+}
+
+// Run implements Runner.
+func (c clientSetInfoCmd) Run(x *Ctx) error {
+	attr, val := c.attr, c.val
+	x.C.mu.Lock()
+	if attr == "LIB-NAME" {
+		x.C.libName = val
+	} else {
+		x.C.libVer = val
+	}
+	x.C.mu.Unlock()
+	x.W.OK()
+	return nil
+}
+
+// clientSetNameCmd is CLIENT SETNAME name.
+type clientSetNameCmd struct{ name string }
+
+// Run implements Runner.
+func (c clientSetNameCmd) Run(x *Ctx) error {
+	name := c.name
+	x.C.mu.Lock()
+	x.C.name = name
+	x.C.mu.Unlock()
+	x.W.OK()
+	return nil
+}
+
+// clientGetNameCmd is CLIENT GETNAME.
+type clientGetNameCmd struct{}
+
+// Run implements Runner.
+func (clientGetNameCmd) Run(x *Ctx) error {
+	x.C.mu.Lock()
+	name := x.C.name
+	x.C.mu.Unlock()
+	if name == "" {
+		x.W.Null()
+	} else {
+		x.W.BulkString(name)
+	}
+	return nil
+}
+
+// clientIDCmd is CLIENT ID.
+type clientIDCmd struct{}
+
+// Run implements Runner.
+func (clientIDCmd) Run(x *Ctx) error {
+	x.W.Int(x.C.ID)
+	return nil
 }
 
 func parseClientList(a Args) (Runner, error) {
@@ -318,32 +428,30 @@ func parseClientList(a Args) (Runner, error) {
 			return nil, errSyntax
 		}
 	}
-	return RunFunc(func(x *Ctx) error {
-		var b strings.Builder
-		for _, c := range x.ClientList() {
-			if ids == nil || ids[c.ID] {
-				b.WriteString(x.clientInfo(c))
-				b.WriteByte('\n')
-			}
+	return clientListCmd{ids: ids}, nil
+}
+
+// clientListCmd is CLIENT LIST [TYPE type] [ID id ...]: ids nil for every client.
+type clientListCmd struct{ ids map[int64]bool }
+
+// Run implements Runner.
+func (c clientListCmd) Run(x *Ctx) error {
+	ids := c.ids
+	var b strings.Builder
+	for _, c := range x.ClientList() {
+		if ids == nil || ids[c.ID] {
+			b.WriteString(x.clientInfo(c))
+			b.WriteByte('\n')
 		}
-		x.W.Verbatim(b.String())
-		return nil
-	}), nil
+	}
+	x.W.Verbatim(b.String())
+	return nil
 }
 
 func parseClientKill(a Args) (Runner, error) {
 	if a.Remaining() == 1 { // legacy form: CLIENT KILL addr:port
 		addr := a.NextString()
-		return RunFunc(func(x *Ctx) error {
-			for _, c := range x.ClientList() {
-				if c.Addr == addr {
-					x.killClient(c)
-					x.W.OK()
-					return nil
-				}
-			}
-			return Reply("ERR No such client")
-		}), nil
+		return clientKillAddrCmd{addr: addr}, nil
 	}
 	var id int64
 	var addr, laddr string
@@ -378,21 +486,49 @@ func parseClientKill(a Args) (Runner, error) {
 			return nil, errSyntax
 		}
 	}
-	return RunFunc(func(x *Ctx) error {
-		killed := 0
-		for _, c := range x.ClientList() {
-			if (id != 0 && c.ID != id) || (addr != "" && c.Addr != addr) || (laddr != "" && c.LAddr != laddr) {
-				continue
-			}
-			if skipMe && c == x.C {
-				continue
-			}
-			x.killClient(c)
-			killed++
+	return clientKillCmd{id: id, addr: addr, laddr: laddr, skipMe: skipMe}, nil
+}
+
+// clientKillCmd is CLIENT KILL [ID id] [ADDR addr] [LADDR addr] [SKIPME yes | no] (the zero values match any client).
+type clientKillCmd struct {
+	id     int64
+	addr   string
+	laddr  string
+	skipMe bool
+}
+
+// Run implements Runner.
+func (c clientKillCmd) Run(x *Ctx) error {
+	id, addr, laddr, skipMe := c.id, c.addr, c.laddr, c.skipMe
+	killed := 0
+	for _, c := range x.ClientList() {
+		if (id != 0 && c.ID != id) || (addr != "" && c.Addr != addr) || (laddr != "" && c.LAddr != laddr) {
+			continue
 		}
-		x.W.Int(int64(killed))
-		return nil
-	}), nil
+		if skipMe && c == x.C {
+			continue
+		}
+		x.killClient(c)
+		killed++
+	}
+	x.W.Int(int64(killed))
+	return nil
+}
+
+// clientKillAddrCmd is CLIENT KILL addr:port, the legacy form.
+type clientKillAddrCmd struct{ addr string }
+
+// Run implements Runner.
+func (c clientKillAddrCmd) Run(x *Ctx) error {
+	addr := c.addr
+	for _, c := range x.ClientList() {
+		if c.Addr == addr {
+			x.killClient(c)
+			x.W.OK()
+			return nil
+		}
+	}
+	return Reply("ERR No such client")
 }
 
 // killClient closes c; when c is the caller, only after its reply is sent.
@@ -413,14 +549,29 @@ func parseACL(a Args) (Runner, error) {
 	}
 	switch strings.ToUpper(sub) {
 	case "WHOAMI":
-		return RunFunc(func(x *Ctx) error { x.W.BulkString(x.C.User()); return nil }), nil
+		return aclWhoamiCmd{}, nil
 	case "USERS":
-		return RunFunc(func(x *Ctx) error {
-			names := append(slices.Collect(maps.Keys(x.Opts.Users)), "default")
-			slices.Sort(names)
-			x.W.StringList(names)
-			return nil
-		}), nil
+		return aclUsersCmd{}, nil
 	}
 	return nil, errorf("ERR unknown subcommand '%s'. Try ACL HELP.", sub)
+}
+
+// aclUsersCmd is ACL USERS.
+type aclUsersCmd struct{}
+
+// Run implements Runner.
+func (aclUsersCmd) Run(x *Ctx) error {
+	names := append(slices.Collect(maps.Keys(x.Opts.Users)), "default")
+	slices.Sort(names)
+	x.W.StringList(names)
+	return nil
+}
+
+// aclWhoamiCmd is ACL WHOAMI.
+type aclWhoamiCmd struct{}
+
+// Run implements Runner.
+func (aclWhoamiCmd) Run(x *Ctx) error {
+	x.W.BulkString(x.C.User())
+	return nil
 }
