@@ -25,3 +25,11 @@ func TestMiscParse(t *testing.T) {
 		parseCase{line: "LASTSAVE", want: lastsaveCmd{}},
 	)
 }
+
+func TestTxParse(t *testing.T) {
+	parseTable(t,
+		parseCase{line: "MULTI", want: multiCmd{}},
+		parseCase{line: "EXEC", want: execCmd{}},
+		parseCase{line: "DISCARD", want: discardCmd{}},
+	)
+}

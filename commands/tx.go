@@ -12,54 +12,72 @@ func init() {
 }
 
 func parseMulti(a Args) (Runner, error) {
-	return RunFunc(func(x *Ctx) error {
-		if x.C.inMulti {
-			return Reply("ERR MULTI calls can not be nested")
-		}
-		x.C.inMulti, x.C.multi, x.C.multiDirty = true, nil, false
-		x.W.OK()
-		return nil
-	}), nil
+	return multiCmd{}, nil
+}
+
+// multiCmd is MULTI.
+type multiCmd struct{}
+
+// Run implements Runner.
+func (multiCmd) Run(x *Ctx) error {
+	if x.C.inMulti {
+		return Reply("ERR MULTI calls can not be nested")
+	}
+	x.C.inMulti, x.C.multi, x.C.multiDirty = true, nil, false
+	x.W.OK()
+	return nil
 }
 
 func parseDiscard(a Args) (Runner, error) {
-	return RunFunc(func(x *Ctx) error {
-		if !x.C.inMulti {
-			return Reply("ERR DISCARD without MULTI")
-		}
-		x.C.endMulti().release()
-		x.W.OK()
-		return nil
-	}), nil
+	return discardCmd{}, nil
+}
+
+// discardCmd is DISCARD.
+type discardCmd struct{}
+
+// Run implements Runner.
+func (discardCmd) Run(x *Ctx) error {
+	if !x.C.inMulti {
+		return Reply("ERR DISCARD without MULTI")
+	}
+	x.C.endMulti().release()
+	x.W.OK()
+	return nil
 }
 
 // parseExec: EXEC runs the queued commands under the write side of the
 // transaction lock, so no other command interleaves with them.
 func parseExec(a Args) (Runner, error) {
-	return RunFunc(func(x *Ctx) error {
-		c := x.C
-		if !c.inMulti {
-			return Reply("ERR EXEC without MULTI")
+	return execCmd{}, nil
+}
+
+// execCmd is EXEC: the queued commands run under the write side of the transaction lock, so no other command interleaves with them.
+type execCmd struct{}
+
+// Run implements Runner.
+func (execCmd) Run(x *Ctx) error {
+	c := x.C
+	if !c.inMulti {
+		return Reply("ERR EXEC without MULTI")
+	}
+	dirty := c.multiDirty
+	q := c.endMulti()
+	defer q.release()
+	if dirty {
+		return Reply("EXECABORT Transaction discarded because of previous errors.")
+	}
+	x.tx.Lock()
+	defer x.tx.Unlock()
+	x.W.Array(len(q))
+	inner := &Ctx{App: x.App, C: c, W: x.W, locked: true}
+	for _, cmd := range q {
+		err := cmd.err
+		if err == nil {
+			err = cmd.runner.Run(inner)
 		}
-		dirty := c.multiDirty
-		q := c.endMulti()
-		defer q.release()
-		if dirty {
-			return Reply("EXECABORT Transaction discarded because of previous errors.")
+		if err != nil {
+			x.replyError(x.W, err)
 		}
-		x.tx.Lock()
-		defer x.tx.Unlock()
-		x.W.Array(len(q))
-		inner := &Ctx{App: x.App, C: c, W: x.W, locked: true}
-		for _, cmd := range q {
-			err := cmd.err
-			if err == nil {
-				err = cmd.runner.Run(inner)
-			}
-			if err != nil {
-				x.replyError(x.W, err)
-			}
-		}
-		return nil
-	}), nil
+	}
+	return nil
 }
