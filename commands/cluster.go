@@ -231,139 +231,148 @@ func (s *App) newModelID() (string, error) {
 
 func parseClusterFlagCmd(a Args) (Runner, error) {
 	asking := isWord(a.V[0], "asking")
-	return RunFunc(func(x *Ctx) error {
-		if x.Cluster == nil {
-			return errClusterDisabled
-		}
-		x.C.asking = asking // for the next command only (Dispatch)
-		x.W.OK()
-		return nil
-	}), nil
+	return clusterFlagCmd{asking: asking}, nil
 }
+
+// clusterFlagCmd is ASKING, READONLY or READWRITE (asking: it is ASKING).
+type clusterFlagCmd struct{ asking bool }
+
+// Run implements Runner.
+func (c clusterFlagCmd) Run(x *Ctx) error {
+	asking := c.asking
+	if x.Cluster == nil {
+		return errClusterDisabled
+	}
+	x.C.asking = asking // for the next command only (Dispatch)
+	x.W.OK()
+	return nil
+}
+
+// clusterCmd is CLUSTER INFO | NODES | SLOTS | SHARDS | MYID (the views of
+// the topology pushed), KEYSLOT key, COUNTKEYSINSLOT slot, GETKEYSINSLOT
+// slot count, RESET [HARD | SOFT] or HELP: slot is KEYSLOT's key's slot or
+// the slot argument, n GETKEYSINSLOT's count.
+type clusterCmd struct {
+	sub  string
+	slot int
+	n    int64
+	hard bool
+}
+
+// clusterArity is the argument count of CLUSTER's fixed-arity subcommands.
+var clusterArity = map[string]int{"INFO": 0, "NODES": 0, "SLOTS": 0, "SHARDS": 0, "MYID": 0,
+	"KEYSLOT": 1, "COUNTKEYSINSLOT": 1, "GETKEYSINSLOT": 2}
 
 func parseCluster(a Args) (Runner, error) {
 	sub := strings.ToUpper(string(a.Next()))
 	rest := a.Rest()
-	arity := func(n int) error {
-		if len(rest) != n {
-			return errorf("ERR wrong number of arguments for 'cluster|%s' command", strings.ToLower(sub))
-		}
-		return nil
+	if n, ok := clusterArity[sub]; ok && len(rest) != n {
+		return nil, errorf("ERR wrong number of arguments for 'cluster|%s' command", strings.ToLower(sub))
 	}
-	run := func(n int, f func(x *Ctx, v *clusterView) error) (Runner, error) {
-		if err := arity(n); err != nil {
-			return nil, err
-		}
-		return RunFunc(func(x *Ctx) error {
-			if x.Cluster == nil {
-				return errClusterDisabled
-			}
-			return f(x, x.Cluster.view.Load())
-		}), nil
-	}
-	initialized := func(f func(x *Ctx, v *clusterView) error) func(x *Ctx, v *clusterView) error {
-		return func(x *Ctx, v *clusterView) error {
-			if v.top == nil {
-				return errClusterNotInit
-			}
-			return f(x, v)
-		}
-	}
+	c := clusterCmd{sub: sub}
 	switch sub {
-	case "INFO":
-		return run(0, initialized(func(x *Ctx, v *clusterView) error {
-			x.W.Verbatim(v.info(x.Cluster.migrationInfo()))
-			return nil
-		}))
-	case "NODES":
-		return run(0, initialized(func(x *Ctx, v *clusterView) error { x.W.Verbatim(v.nodes()); return nil }))
-	case "SLOTS":
-		return run(0, initialized(func(x *Ctx, v *clusterView) error { v.writeSlots(x.W); return nil }))
-	case "SHARDS":
-		return run(0, initialized(func(x *Ctx, v *clusterView) error { v.writeShards(x.W); return nil }))
-	case "MYID":
-		return run(0, func(x *Ctx, v *clusterView) error { x.W.BulkString(v.id); return nil })
+	case "INFO", "NODES", "SLOTS", "SHARDS", "MYID", "HELP":
 	case "KEYSLOT":
-		if err := arity(1); err != nil {
-			return nil, err
-		}
-		slot := int64(cluster.KeySlot(rest[0]))
-		return RunFunc(func(x *Ctx) error { x.W.Int(slot); return nil }), nil
-	case "COUNTKEYSINSLOT":
-		if err := arity(1); err != nil {
-			return nil, err
-		}
+		c.slot = cluster.KeySlot(rest[0])
+	case "COUNTKEYSINSLOT", "GETKEYSINSLOT":
 		slot, err := parseSlotArg(rest[0])
 		if err != nil {
 			return nil, err
 		}
-		return run(1, func(x *Ctx, v *clusterView) error {
-			x.W.Int(int64(len(keysInSlot(x.Keys, slot, -1))))
-			return nil
-		})
-	case "GETKEYSINSLOT":
-		if err := arity(2); err != nil {
-			return nil, err
+		c.slot = slot
+		if sub == "GETKEYSINSLOT" {
+			n, ok := parseInt(rest[1])
+			if !ok || n < 0 {
+				return nil, Reply("ERR Invalid slot or number of keys")
+			}
+			c.n = min(n, 1<<30)
 		}
-		slot, err := parseSlotArg(rest[0])
-		if err != nil {
-			return nil, err
-		}
-		n, ok := parseInt(rest[1])
-		if !ok || n < 0 {
-			return nil, Reply("ERR Invalid slot or number of keys")
-		}
-		return run(2, func(x *Ctx, v *clusterView) error {
-			x.W.StringList(keysInSlot(x.Keys, slot, int(min(n, 1<<30))))
-			return nil
-		})
 	case "RESET":
-		hard := false
 		if len(rest) > 1 {
 			return nil, errorf("ERR unknown subcommand or wrong number of arguments for 'reset'. Try CLUSTER HELP.")
 		}
 		if len(rest) == 1 {
 			switch strings.ToUpper(string(rest[0])) {
 			case "HARD":
-				hard = true
+				c.hard = true
 			case "SOFT":
 			default:
 				return nil, errSyntax
 			}
 		}
-		return RunFunc(func(x *Ctx) error {
-			if x.Cluster == nil {
-				return errClusterDisabled
-			}
-			if n, _ := x.Keys.Len(); n > 0 {
-				return errResetWithKeys
-			}
-			err := x.Cluster.update(func(cur *clusterView) (*cluster.State, error) {
-				st := &cluster.State{ID: cur.id, Version: -1}
-				if hard {
-					st.ID = cluster.NewID()
-				}
-				return st, nil
-			})
-			if err != nil {
-				return err
-			}
-			x.W.OK()
-			return nil
-		}), nil
-	case "HELP":
-		return RunFunc(func(x *Ctx) error {
-			x.W.StringList([]string{
-				"CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-				"INFO, NODES, SLOTS, SHARDS, MYID: the topology the controller pushed.",
-				"KEYSLOT <key>, COUNTKEYSINSLOT <slot>, GETKEYSINSLOT <slot> <count>.",
-				"RESET [HARD|SOFT]: forget the topology (HARD: and take a new node id).",
-				"The topology is set with CLUSTERX SETNODES (docs/CLUSTER.md).",
-			})
-			return nil
-		}), nil
+	default:
+		return nil, errorf("ERR unknown subcommand '%s'. Try CLUSTER HELP.", truncate(a.V[1], 128))
 	}
-	return nil, errorf("ERR unknown subcommand '%s'. Try CLUSTER HELP.", truncate(a.V[1], 128))
+	return c, nil
+}
+
+// Run implements Runner. KEYSLOT and HELP answer in any mode; the others
+// need cluster mode, and the views a topology.
+func (c clusterCmd) Run(x *Ctx) error {
+	switch c.sub {
+	case "KEYSLOT":
+		x.W.Int(int64(c.slot))
+		return nil
+	case "HELP":
+		x.W.StringList([]string{
+			"CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+			"INFO, NODES, SLOTS, SHARDS, MYID: the topology the controller pushed.",
+			"KEYSLOT <key>, COUNTKEYSINSLOT <slot>, GETKEYSINSLOT <slot> <count>.",
+			"RESET [HARD|SOFT]: forget the topology (HARD: and take a new node id).",
+			"The topology is set with CLUSTERX SETNODES (docs/CLUSTER.md).",
+		})
+		return nil
+	}
+	if x.Cluster == nil {
+		return errClusterDisabled
+	}
+	v := x.Cluster.view.Load()
+	switch c.sub {
+	case "MYID":
+		x.W.BulkString(v.id)
+		return nil
+	case "COUNTKEYSINSLOT":
+		x.W.Int(int64(len(keysInSlot(x.Keys, c.slot, -1))))
+		return nil
+	case "GETKEYSINSLOT":
+		x.W.StringList(keysInSlot(x.Keys, c.slot, int(c.n)))
+		return nil
+	case "RESET":
+		return c.reset(x)
+	}
+	if v.top == nil {
+		return errClusterNotInit
+	}
+	switch c.sub {
+	case "INFO":
+		x.W.Verbatim(v.info(x.Cluster.migrationInfo()))
+	case "NODES":
+		x.W.Verbatim(v.nodes())
+	case "SLOTS":
+		v.writeSlots(x.W)
+	case "SHARDS":
+		v.writeShards(x.W)
+	}
+	return nil
+}
+
+// reset is CLUSTER RESET: the topology forgotten, and with HARD the id.
+func (c clusterCmd) reset(x *Ctx) error {
+	if n, _ := x.Keys.Len(); n > 0 {
+		return errResetWithKeys
+	}
+	err := x.Cluster.update(func(cur *clusterView) (*cluster.State, error) {
+		st := &cluster.State{ID: cur.id, Version: -1}
+		if c.hard {
+			st.ID = cluster.NewID()
+		}
+		return st, nil
+	})
+	if err != nil {
+		return err
+	}
+	x.W.OK()
+	return nil
 }
 
 // parseSlotArg reads a slot argument as Redis does.
@@ -397,13 +406,7 @@ func parseClusterX(a Args) (Runner, error) {
 		if len(rest) != 0 {
 			return nil, wrong
 		}
-		return RunFunc(func(x *Ctx) error {
-			if x.Cluster == nil {
-				return errClusterDisabled
-			}
-			x.W.Int(x.Cluster.view.Load().version)
-			return nil
-		}), nil
+		return clusterxVersionCmd{}, nil
 	case "SETNODEID":
 		if len(rest) != 1 {
 			return nil, wrong
@@ -412,22 +415,7 @@ func parseClusterX(a Args) (Runner, error) {
 		if !cluster.ValidID(id) {
 			return nil, errInvalidNodeID
 		}
-		return RunFunc(func(x *Ctx) error {
-			if x.Cluster == nil {
-				return errClusterDisabled
-			}
-			err := x.Cluster.update(func(cur *clusterView) (*cluster.State, error) {
-				if cur.id == id {
-					return nil, nil
-				}
-				return &cluster.State{ID: id, Version: cur.version, Topology: cur.top}, nil
-			})
-			if err != nil {
-				return err
-			}
-			x.W.OK()
-			return nil
-		}), nil
+		return setNodeIDCmd{id: id}, nil
 	case "SETNODES":
 		if len(rest) != 2 && len(rest) != 3 {
 			return nil, wrong
@@ -447,34 +435,79 @@ func parseClusterX(a Args) (Runner, error) {
 		if err != nil {
 			return nil, Reply("ERR " + strings.ReplaceAll(err.Error(), "\n", " "))
 		}
-		return RunFunc(func(x *Ctx) error {
-			if x.Cluster == nil {
-				return errClusterDisabled
-			}
-			err := x.Cluster.update(func(cur *clusterView) (*cluster.State, error) {
-				// As kvrocks: an older version is refused and the same
-				// one is a no-op, unless FORCE.
-				if !force && cur.version >= 0 {
-					if version < cur.version {
-						return nil, errInvalidVersion
-					}
-					if version == cur.version {
-						return nil, nil
-					}
-				}
-				return &cluster.State{ID: cur.id, Version: version, Topology: top}, nil
-			})
-			if err != nil {
-				return err
-			}
-			x.endMigration(x.Cluster.view.Load())
-			x.W.OK()
-			return nil
-		}), nil
+		return setNodesCmd{top: top, version: version, force: force}, nil
 	case "MIGRATE", "IMPORT", "RESTORE":
 		return parseMigrate(strings.ToLower(sub), a, rest)
 	}
 	return nil, errorf("ERR unknown subcommand '%s'. Try CLUSTERX SETNODEID, SETNODES, VERSION.", truncate(a.V[1], 128))
+}
+
+// setNodesCmd is CLUSTERX SETNODES topology version [FORCE].
+type setNodesCmd struct {
+	top     *cluster.Topology
+	version int64
+	force   bool
+}
+
+// Run implements Runner.
+func (c setNodesCmd) Run(x *Ctx) error {
+	top, version, force := c.top, c.version, c.force
+	if x.Cluster == nil {
+		return errClusterDisabled
+	}
+	err := x.Cluster.update(func(cur *clusterView) (*cluster.State, error) {
+		// As kvrocks: an older version is refused and the same
+		// one is a no-op, unless FORCE.
+		if !force && cur.version >= 0 {
+			if version < cur.version {
+				return nil, errInvalidVersion
+			}
+			if version == cur.version {
+				return nil, nil
+			}
+		}
+		return &cluster.State{ID: cur.id, Version: version, Topology: top}, nil
+	})
+	if err != nil {
+		return err
+	}
+	x.endMigration(x.Cluster.view.Load())
+	x.W.OK()
+	return nil
+}
+
+// setNodeIDCmd is CLUSTERX SETNODEID id.
+type setNodeIDCmd struct{ id string }
+
+// Run implements Runner.
+func (c setNodeIDCmd) Run(x *Ctx) error {
+	id := c.id
+	if x.Cluster == nil {
+		return errClusterDisabled
+	}
+	err := x.Cluster.update(func(cur *clusterView) (*cluster.State, error) {
+		if cur.id == id {
+			return nil, nil
+		}
+		return &cluster.State{ID: id, Version: cur.version, Topology: cur.top}, nil
+	})
+	if err != nil {
+		return err
+	}
+	x.W.OK()
+	return nil
+}
+
+// clusterxVersionCmd is CLUSTERX VERSION.
+type clusterxVersionCmd struct{}
+
+// Run implements Runner.
+func (clusterxVersionCmd) Run(x *Ctx) error {
+	if x.Cluster == nil {
+		return errClusterDisabled
+	}
+	x.W.Int(x.Cluster.view.Load().version)
+	return nil
 }
 
 // info is CLUSTER INFO, with the fields kvrocks-controller reads: both

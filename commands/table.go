@@ -46,16 +46,12 @@ var flagNames = []struct {
 	{NoMulti, "no_multi"}, {Fast, "fast"},
 }
 
-// Runner is a parsed command, ready to run.
+// Runner is a parsed command, ready to run: each command's parse makes a
+// typed value (delCmd, modelExecCmd, ...) that a test can compare without
+// running it (parse_*_test.go).
 type Runner interface {
 	Run(x *Ctx) error
 }
-
-// RunFunc adapts a function to Runner.
-type RunFunc func(x *Ctx) error
-
-// Run implements Runner.
-func (f RunFunc) Run(x *Ctx) error { return f(x) }
 
 // Spec is one command table entry.
 type Spec struct {
