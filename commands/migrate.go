@@ -73,6 +73,9 @@ type migration struct {
 	state  atomic.Value // string: migStart, migSuccess or migFail
 	moved  atomic.Int64 // keys moved so far
 	err    atomic.Value // string: why it failed
+	// closing fences writes to the slot off (Ctx.fenced) for the last
+	// pass, so that none lands here after it.
+	closing atomic.Bool
 }
 
 // importing is the target's side.
@@ -157,10 +160,9 @@ func (c migrateCmd) Run(x *Ctx) error {
 	m := &migration{slot: c.slot, target: target}
 	m.state.Store(migStart)
 	m.err.Store("")
-	if old := cs.mig.Load(); old != nil && old.State() == migStart {
+	if old := cs.mig.Load(); (old != nil && old.State() == migStart) || !cs.mig.CompareAndSwap(old, m) {
 		return errMigrating
 	}
-	cs.mig.Store(m)
 	x.Log.Info("slot migration started", "slot", c.slot, "target", target.ID, "addr", target.Addr())
 	go x.migrate(m)
 	x.W.OK()
@@ -205,7 +207,23 @@ func (s *App) migrateKeys(m *migration) error {
 	// next pass, as does one a write made meanwhile. Models go first: a
 	// command that uses a model and tensors is refused (TRYAGAIN) while
 	// some of its keys have moved and others not, and the tensors move
-	// fast.
+	// fast. Then writes to the slot are fenced off, the writes in flight
+	// (which hold the transaction lock's read side) are waited for, and a
+	// last pass moves what they made: no write lands here after it.
+	if err := s.movePasses(t, m, slot); err != nil {
+		return fail(err)
+	}
+	m.closing.Store(true)
+	s.tx.Lock()
+	s.tx.Unlock()
+	if err := s.movePasses(t, m, slot); err != nil {
+		return fail(err)
+	}
+	return t.do("CLUSTERX", "IMPORT", slot, "1")
+}
+
+// movePasses moves the slot's keys until none is left here.
+func (s *App) movePasses(t *peer, m *migration, slot string) error {
 	for pass := 0; ; pass++ {
 		var models, tensors []modelstore.Item
 		for _, it := range s.Keys.Items() {
@@ -218,14 +236,14 @@ func (s *App) migrateKeys(m *migration) error {
 			}
 		}
 		if len(models)+len(tensors) == 0 {
-			break
+			return nil
 		}
 		if pass == maxMigratePasses {
-			return fail(fmt.Errorf("the slot's keys kept changing for %d passes", pass))
+			return fmt.Errorf("the slot's keys kept changing for %d passes", pass)
 		}
 		for _, it := range append(models, tensors...) {
 			if err := t.restore(s.Snapshot.SealKey, slot, it); err != nil {
-				return fail(fmt.Errorf("key %q: %w", it.Key, err))
+				return fmt.Errorf("key %q: %w", it.Key, err)
 			}
 			if s.Keys.DeleteIf(it.Key, it.Value) {
 				s.Release([]modelstore.Value{it.Value})
@@ -233,7 +251,6 @@ func (s *App) migrateKeys(m *migration) error {
 			}
 		}
 	}
-	return t.do("CLUSTERX", "IMPORT", slot, "1")
 }
 
 // maxMigratePasses bounds the passes over a slot whose keys keep being
@@ -493,6 +510,33 @@ func (s *App) routeMigrating(c *Client, spec *Spec, argv [][]byte, pos []int, sl
 
 // errNotHere tells route to redirect as the topology says.
 var errNotHere = errors.New("not here")
+
+// fenceSlot is the slot a write command's keys are in, for Ctx.fence: 0
+// when the command is no write or cluster mode is off, else the slot plus
+// one.
+func (s *App) fenceSlot(spec *Spec, argv [][]byte) int {
+	if s.Cluster == nil || !spec.Has(Write) {
+		return 0
+	}
+	pos := spec.KeyPositions(argv)
+	if len(pos) == 0 {
+		return 0
+	}
+	return cluster.KeySlot(argv[pos[0]]) + 1
+}
+
+// fenced refuses, under the transaction lock, a write to a slot whose
+// migration is closing or done: it was routed here before, and would land
+// after the last pass. The client retries (TRYAGAIN) and is redirected.
+func (x *Ctx) fenced() error {
+	if x.fence == 0 || x.Cluster == nil {
+		return nil
+	}
+	if m := x.Cluster.mig.Load(); m != nil && m.slot == x.fence-1 && m.closing.Load() && m.State() != migFail {
+		return errTryAgain
+	}
+	return nil
+}
 
 // endMigration ends the migration states once the topology pushed says
 // where the slot is: the source of a migration that succeeded drops what

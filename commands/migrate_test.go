@@ -41,6 +41,17 @@ func TestMigratingSlotRoutes(t *testing.T) {
 		row("clusterx migrate 3300 "+nodeC, "-ERR a slot is already migrating"),
 		row("CLUSTER INFO", "~migrating_slot:3300.{4}migrating_state:start.{4}destination_node:"+nodeB),
 	)
+	// The last pass: writes routed here are refused under the lock, reads go on.
+	m.closing.Store(true)
+	h.run(
+		row("AI.TENSORSET {b}here FLOAT 1 VALUES 3", "-TRYAGAIN Multiple keys request during rehashing of slot"),
+		row("AI.TENSORGET {b}here VALUES", `["2"]`),
+		row("AI.TENSORSET {c}x FLOAT 1 VALUES 1", "-MOVED 7365 127.0.0.1:7002"),
+	)
+	x := &Ctx{App: h.s, C: h.c, W: h.c.W, fence: 3301}
+	if err := x.Update(func() error { return nil }); err != errTryAgain {
+		t.Errorf("a model run's write after the migration began closing: %v, want TRYAGAIN", err)
+	}
 	m.state.Store(migSuccess)
 	h.run(
 		row("AI.TENSORGET {b}here VALUES", "-MOVED 3300 127.0.0.1:7002"),

@@ -351,6 +351,10 @@ type Ctx struct {
 	W *Writer
 	// locked is true when the command already runs under App.tx.
 	locked bool
+	// fence is the slot (plus one; 0: none) a write command's keys are in,
+	// in cluster mode: under App.tx the write is refused while that slot's
+	// migration closes (migrate.go).
+	fence int
 }
 
 // Update runs f under the transaction lock's read side when the command
@@ -362,6 +366,9 @@ func (x *Ctx) Update(f func() error) error {
 	}
 	x.tx.RLock()
 	defer x.tx.RUnlock()
+	if err := x.fenced(); err != nil {
+		return err
+	}
 	return f()
 }
 
@@ -455,7 +462,7 @@ func (s *App) Dispatch(c *Client, argv [][]byte, owned func(int) bool) {
 		return
 	}
 	start := time.Now()
-	err = s.run(&Ctx{App: s, C: c, W: c.W}, spec, r)
+	err = s.run(&Ctx{App: s, C: c, W: c.W, fence: s.fenceSlot(spec, argv)}, spec, r)
 	s.recordRun(c, spec, argv, time.Since(start), err != nil)
 }
 
@@ -550,7 +557,9 @@ func (s *App) run(x *Ctx, spec *Spec, r Runner) error {
 	} else {
 		s.tx.RLock()
 		x.locked = true
-		err = r.Run(x)
+		if err = x.fenced(); err == nil {
+			err = r.Run(x)
+		}
 		s.tx.RUnlock()
 	}
 	if err != nil {
