@@ -213,8 +213,8 @@ func (s *App) migrateKeys(m *migration) error {
 	if err := s.movePasses(t, m, slot); err != nil {
 		return fail(err)
 	}
+	s.tx.Lock() // the writes in flight hold the read side: they finish first
 	m.closing.Store(true)
-	s.tx.Lock()
 	s.tx.Unlock()
 	if err := s.movePasses(t, m, slot); err != nil {
 		return fail(err)
