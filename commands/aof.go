@@ -659,7 +659,15 @@ func (ld *logLoader) Flush() error { clear(ld.keys); return nil }
 func (ld *logLoader) items() ([]modelstore.Item, error) {
 	now := time.Now().UnixMilli()
 	out := make([]modelstore.Item, 0, len(ld.keys))
-	blobs := map[[32]byte][]byte{}
+	// Each model file is read once, straight into a model buffer that the
+	// model's blob and session then share: the model is held once, not
+	// read into Go memory and copied into a buffer for the engine.
+	bufs := map[[32]byte]*modelstore.ModelBuffer{}
+	defer func() {
+		for _, b := range bufs {
+			b.Unref() // the blobs took their own references
+		}
+	}()
 	for key, e := range ld.keys {
 		if e.expireAt != 0 && e.expireAt <= now {
 			continue
@@ -669,23 +677,43 @@ func (ld *logLoader) items() ([]modelstore.Item, error) {
 			continue
 		}
 		r := e.model
-		data, ok := blobs[r.SHA256]
+		buf, ok := bufs[r.SHA256]
 		if !ok {
 			var err error
-			if data, err = ld.l.ReadModel(r.SHA256, r.Size); err != nil {
+			if buf, err = ld.readModel(r.SHA256, r.Size); err != nil {
 				return out, fmt.Errorf("model %q: %w", key, err)
 			}
-			blobs[r.SHA256] = data
+			bufs[r.SHA256] = buf
 		}
 		rec := r.ModelRecord
 		rec.Key = key
 		rec.ExpireAtUnixMs = e.expireAt
 		rec.BlobSHA256 = &r.SHA256
-		m, err := ld.s.modelFromRecord(rec, data)
+		m, err := ld.s.modelFromBuffer(rec, buf)
 		if err != nil {
 			return out, err
 		}
 		out = append(out, modelstore.Item{Key: key, Value: m, ExpireAt: e.expireAt})
 	}
 	return out, nil
+}
+
+// readModel reads the model file for sum into a new, sealed model buffer;
+// the caller holds its one reference.
+func (ld *logLoader) readModel(sum [32]byte, size int64) (*modelstore.ModelBuffer, error) {
+	buf, err := modelstore.NewModelBuffer(size, size)
+	if err != nil {
+		return nil, err
+	}
+	dst, err := buf.Extend(size)
+	if err == nil {
+		_, err = ld.l.ReadModelInto(sum, size, dst)
+	}
+	if err != nil {
+		buf.Unref()
+		return nil, err
+	}
+	buf.Filled(len(dst))
+	buf.Seal()
+	return buf, nil
 }

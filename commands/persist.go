@@ -314,9 +314,26 @@ func (l *snapshotLoader) Model(r persistence.ModelRecord, blob []byte) error {
 // modelFromRecord compiles a model loaded from disk. The loader verified
 // the blob's digest (r.BlobSHA256): the blob takes it as is.
 func (s *App) modelFromRecord(r persistence.ModelRecord, blob []byte) (*modelstore.Model, error) {
+	return s.modelFrom(r, blob, nil)
+}
+
+// modelFromBuffer is modelFromRecord for a model read into buf (the log's
+// model files): the blob and its session share buf.
+func (s *App) modelFromBuffer(r persistence.ModelRecord, buf *modelstore.ModelBuffer) (*modelstore.Model, error) {
+	return s.modelFrom(r, buf.Bytes(), buf)
+}
+
+func (s *App) modelFrom(r persistence.ModelRecord, blob []byte, buf *modelstore.ModelBuffer) (*modelstore.Model, error) {
 	opts := modelstore.SessionOptions{Optimize: r.Optimize,
 		IntraOpThreads: int(s.AI.IntraOpParallelism.Load()), InterOpThreads: int(s.AI.InterOpParallelism.Load())}
-	b, err := s.Models.AcquireVerified(blob, *r.BlobSHA256, modelstore.Origin{Owner: r.Owner, Key: r.Key}, opts)
+	from := modelstore.Origin{Owner: r.Owner, Key: r.Key}
+	var b *modelstore.Blob
+	var err error
+	if buf != nil {
+		b, err = s.Models.AcquireBufferVerified(buf, *r.BlobSHA256, from, opts, nil)
+	} else {
+		b, err = s.Models.AcquireVerified(blob, *r.BlobSHA256, from, opts)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("model %q: %w", r.Key, err)
 	}

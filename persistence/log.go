@@ -1152,6 +1152,16 @@ func (w *ModelWriter) Abort() {
 
 // ReadModel reads and verifies the model file for sum, of size bytes.
 func (l *Log) ReadModel(sum [32]byte, size int64) ([]byte, error) {
+	return l.ReadModelInto(sum, size, nil)
+}
+
+// ReadModelInto is ReadModel into dst, which has room for size bytes (a
+// model buffer the caller made, so that the model is held once); nil dst
+// allocates. It returns dst's first size bytes.
+func (l *Log) ReadModelInto(sum [32]byte, size int64, dst []byte) ([]byte, error) {
+	if dst != nil && int64(cap(dst)) < size {
+		return nil, fmt.Errorf("persistence: model file: %d bytes of room for %d", cap(dst), size)
+	}
 	path := l.modelPath(sum)
 	f, err := os.Open(path)
 	if err != nil {
@@ -1169,7 +1179,12 @@ func (l *Log) ReadModel(sum [32]byte, size int64) ([]byte, error) {
 	bad := func(what string) error {
 		return fmt.Errorf("persistence: model file %s: %w: %s", filepath.Base(path), ErrLogCorrupt, what)
 	}
-	data := make([]byte, 0, size)
+	var data []byte
+	if dst == nil {
+		data = make([]byte, 0, size)
+	} else {
+		data = dst[:0:size]
+	}
 	frame := make([]byte, logFrameHdr+modelFramePlain+tagSize)
 	for index := uint64(0); ; index++ {
 		if _, err := io.ReadFull(f, frame[:logFrameHdr]); err != nil {

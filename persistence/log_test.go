@@ -306,6 +306,14 @@ func TestModelFileRoundTrip(t *testing.T) {
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("read back: %v", err)
 	}
+	// Into the caller's memory (a model buffer): the bytes land there.
+	dst := make([]byte, len(data))
+	if got, err := l.ReadModelInto(sum, int64(len(data)), dst); err != nil || !bytes.Equal(dst, data) || &got[0] != &dst[0] {
+		t.Fatalf("read into dst: %v", err)
+	}
+	if _, err := l.ReadModelInto(sum, int64(len(data)), dst[:len(dst)-1:len(dst)-1]); err == nil {
+		t.Error("read into too little room")
+	}
 	path := filepath.Join(dir, modelsDir, l.ModelFileName(sum))
 	raw, _ := os.ReadFile(path)
 	if bytes.Contains(raw, []byte("onnx!onnx!")) {
