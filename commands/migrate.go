@@ -357,7 +357,7 @@ func (src migrateSource) Models(yield func(persistence.ModelRecord, []byte) erro
 type restoreLoader struct{ snapshotLoader }
 
 func (l *restoreLoader) Model(r persistence.ModelRecord, blob []byte) error {
-	m, err := l.s.modelFromRecord(r, blob)
+	m, err := l.model(r, blob)
 	if err != nil {
 		return err
 	}
@@ -396,7 +396,10 @@ func (c restoreCmd) Run(x *Ctx) error {
 		return errNotImporting
 	}
 	l := &restoreLoader{snapshotLoader{s: x.App, log: func(int64, int64) {}}}
-	if err := persistence.Read(bytes.NewReader(c.payload), x.Snapshot.SealKey, x.Opts.MaxModelSize.Load(), l); err != nil {
+	err := persistence.Read(bytes.NewReader(c.payload), x.Snapshot.SealKey, x.Opts.MaxModelSize.Load(), l)
+	l.release()
+	if err != nil {
+		x.Release(itemValues(l.items))
 		return errorf("ERR the key could not be opened (do the nodes share a seal key? docs/CLUSTER.md): %v", err)
 	}
 	for _, it := range l.items {
@@ -419,7 +422,7 @@ func (c restoreCmd) Run(x *Ctx) error {
 			}
 		}
 	}
-	err := x.Update(func() error {
+	err = x.Update(func() error {
 		for _, it := range l.items {
 			old, err := x.Keys.SetMany([]modelstore.Write{{Key: it.Key, Value: it.Value}})
 			if err != nil {

@@ -290,6 +290,65 @@ type snapshotLoader struct {
 	s     *App
 	items []modelstore.Item
 	log   func(done, total int64)
+	// bufs are the model buffers the blobs were read into (AllocBlob), by
+	// their first byte; the loader holds one reference each until release.
+	bufs map[*byte]*loadedBlob
+}
+
+// loadedBlob is a blob read into a model buffer.
+type loadedBlob struct {
+	buf    *modelstore.ModelBuffer
+	sealed bool // Filled and sealed, once its first model takes it
+}
+
+// AllocBlob implements persistence.BlobAllocator: each blob is read into a
+// model buffer that its models' blobs and sessions then share, so a model
+// is held once, not read into Go memory and copied for the engine.
+func (l *snapshotLoader) AllocBlob(n int64) ([]byte, error) {
+	if n == 0 {
+		return []byte{}, nil
+	}
+	buf, err := modelstore.NewModelBuffer(n, n)
+	if err != nil {
+		return nil, err
+	}
+	dst, err := buf.Extend(n)
+	if err != nil {
+		buf.Unref()
+		return nil, err
+	}
+	if l.bufs == nil {
+		l.bufs = map[*byte]*loadedBlob{}
+	}
+	l.bufs[&dst[0]] = &loadedBlob{buf: buf}
+	return dst, nil
+}
+
+// model compiles a model record, from the model buffer its blob was read
+// into when there is one.
+func (l *snapshotLoader) model(r persistence.ModelRecord, blob []byte) (*modelstore.Model, error) {
+	var lb *loadedBlob
+	if len(blob) > 0 {
+		lb = l.bufs[&blob[0]]
+	}
+	if lb == nil {
+		return l.s.modelFromRecord(r, blob)
+	}
+	if !lb.sealed {
+		lb.buf.Filled(len(blob))
+		lb.buf.Seal()
+		lb.sealed = true
+	}
+	return l.s.modelFromBuffer(r, lb.buf)
+}
+
+// release drops the loader's references to the buffers (the blobs that
+// use them hold their own).
+func (l *snapshotLoader) release() {
+	for _, lb := range l.bufs {
+		lb.buf.Unref()
+	}
+	l.bufs = nil
 }
 
 func (l *snapshotLoader) Tensor(r persistence.TensorRecord) error {
@@ -303,7 +362,7 @@ func (l *snapshotLoader) Tensor(r persistence.TensorRecord) error {
 }
 
 func (l *snapshotLoader) Model(r persistence.ModelRecord, blob []byte) error {
-	m, err := l.s.modelFromRecord(r, blob)
+	m, err := l.model(r, blob)
 	if err != nil {
 		return err
 	}
@@ -372,6 +431,7 @@ func (s *App) LoadSnapshot() error {
 		}
 	}}
 	err := persistence.LoadFile(path, s.Snapshot.SealKey, s.Opts.MaxModelSize.Load(), l)
+	l.release()
 	if err != nil {
 		s.Release(itemValues(l.items))
 		if !s.Opts.LoadBadSnapshot {

@@ -84,6 +84,7 @@ type decoder struct {
 	version uint16 // the file's format version
 	sum     hash.Hash
 	maxBlob int64
+	alloc   BlobAllocator // nil: blobs are Go allocations
 	blobs   [][]byte
 	sums    [][32]byte // the verified SHA-256 of each blob
 	count   uint64
@@ -96,6 +97,7 @@ type decoder struct {
 // of the stream.
 func decodeRecords(r io.Reader, version uint16, maxBlob int64, sink Sink) error {
 	d := &decoder{r: bufio.NewReaderSize(r, 64<<10), sum: sha256.New(), maxBlob: maxBlob, version: version}
+	d.alloc, _ = sink.(BlobAllocator)
 	for {
 		typ, err := d.r.ReadByte()
 		if err != nil {
@@ -227,6 +229,14 @@ func (d *decoder) tensor(sink Sink) error {
 	return nil
 }
 
+// BlobAllocator is implemented by a Sink that gives the memory each model
+// blob is read into (a model buffer the engine can share, so that a model
+// is held once): AllocBlob returns exactly n bytes, which the blob fills
+// before the records that use it reach the sink.
+type BlobAllocator interface {
+	AllocBlob(n int64) ([]byte, error)
+}
+
 func (d *decoder) blob() error {
 	id := d.u32()
 	var sum [32]byte
@@ -241,7 +251,15 @@ func (d *decoder) blob() error {
 	// Hash each chunk on another core while the next one is decrypted and
 	// decompressed, rather than in a second pass over a blob that may no
 	// longer be in cache.
-	blob := make([]byte, n)
+	var blob []byte
+	if d.alloc != nil {
+		var err error
+		if blob, err = d.alloc.AllocBlob(n); err != nil {
+			return sinkError{err}
+		}
+	} else {
+		blob = make([]byte, n)
+	}
 	chunks := make(chan []byte, 4)
 	hashed := make(chan []byte)
 	go func() {

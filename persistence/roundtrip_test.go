@@ -232,3 +232,35 @@ func TestBigBlobBoundedMemory(t *testing.T) {
 		t.Fatal("big blob did not round trip")
 	}
 }
+
+// allocSink is a memSink that gives the memory blobs are read into.
+type allocSink struct {
+	memSink
+	given [][]byte
+}
+
+func (s *allocSink) AllocBlob(n int64) ([]byte, error) {
+	b := make([]byte, n)
+	s.given = append(s.given, b)
+	return b, nil
+}
+
+// A Sink that is a BlobAllocator gets each blob read into its memory,
+// once per blob however many models share it.
+func TestBlobAllocator(t *testing.T) {
+	blob := randBytes(3 << 20)
+	src := &memSource{models: []model{{ModelRecord{Key: "a"}, blob}, {ModelRecord{Key: "b"}, blob}}}
+	sink := &allocSink{}
+	if err := Read(bytes.NewReader(seal(t, src, frameSize)), testKey, 1<<30, sink); err != nil {
+		t.Fatal(err)
+	}
+	checkSame(t, src, &sink.memSink)
+	if len(sink.given) != 1 {
+		t.Fatalf("%d allocations for one shared blob", len(sink.given))
+	}
+	for _, m := range sink.models {
+		if &m.blob[0] != &sink.given[0][0] {
+			t.Error("a model's blob is not the memory the sink gave")
+		}
+	}
+}
