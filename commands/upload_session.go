@@ -32,8 +32,9 @@ import (
 // before its bytes are read, so a retried chunk is never stored twice.
 //
 // An upload belongs to the user who began it (everyone, without users),
-// is dropped after upload-session-timeout idle seconds, and at most
-// max-upload-sessions are held. Uploads are not persisted: after a restart
+// is dropped after upload-session-timeout idle seconds, at most
+// max-upload-sessions are held per user (in all, without users), and the
+// uploads a user holds count against max-model-bytes-per-user. Uploads are not persisted: after a restart
 // the client starts again (STATUS answers that the upload is unknown).
 
 var (
@@ -268,35 +269,52 @@ func (c uploadCmd) begin(x *Ctx) error {
 	if c.size > x.Opts.MaxModelSize.Load() {
 		return errModelTooBig
 	}
-	if err := checkUploadBudget(c.size, x.uploadBudget(x.C, "")); err != nil {
-		return err
-	}
+	owner := x.ownerOf(x.C)
 	x.up.mu.Lock()
-	full := int64(len(x.up.m)) >= x.Opts.MaxUploadSessions.Load()
+	count, held := x.up.loadLocked(owner)
 	x.up.mu.Unlock()
-	if full {
+	if count >= x.Opts.MaxUploadSessions.Load() {
 		return errUploadSessions
 	}
-	if err := x.Keys.CheckMemory(x.uploading.Load() + c.size); err != nil {
+	// The user's budget counts the uploads it holds, as models to come.
+	if err := checkUploadBudget(held+c.size, x.uploadBudget(x.C, "")); err != nil {
+		return err
+	}
+	// Reserved first, then checked: two BEGINs at once see each other.
+	x.uploading.Add(c.size)
+	if err := x.Keys.CheckMemory(x.uploading.Load()); err != nil {
+		x.uploading.Add(-c.size)
 		return err
 	}
 	buf, err := modelstore.NewModelBuffer(c.size, c.size)
 	if err != nil {
+		x.uploading.Add(-c.size)
 		return err
 	}
 	x.tapUpload(buf)
-	u := &uploadSession{id: uuid.NewString(), owner: x.ownerOf(x.C), size: c.size, buf: buf, last: time.Now()}
+	u := &uploadSession{id: uuid.NewString(), owner: owner, size: c.size, buf: buf, last: time.Now()}
 	x.up.mu.Lock()
-	if int64(len(x.up.m)) >= x.Opts.MaxUploadSessions.Load() {
+	if count, _ := x.up.loadLocked(owner); count >= x.Opts.MaxUploadSessions.Load() {
 		x.up.mu.Unlock()
-		buf.Unref()
+		x.dropUpload(u)
 		return errUploadSessions
 	}
 	x.up.m[u.id] = u
 	x.up.mu.Unlock()
-	x.uploading.Add(c.size)
 	x.W.BulkString(u.id)
 	return nil
+}
+
+// loadLocked is how many uploads owner holds and their announced bytes:
+// every upload's when users are not configured (owner ""). up.mu is held.
+func (up *uploads) loadLocked(owner string) (count, bytes int64) {
+	for _, u := range up.m {
+		if u.owner == owner {
+			count++
+			bytes += u.size
+		}
+	}
+	return count, bytes
 }
 
 // append commits the chunks: in place when the front end read them into

@@ -176,6 +176,29 @@ class ResumableUsersTest(unittest.TestCase):
         self.assertEqual(alice.execute_command("AI.MODELGET", "m", "BLOB"), data)
 
 
+class ResumableLimitsPerUserTest(unittest.TestCase):
+    """With users, max-upload-sessions is per user and a user's uploads
+    count against max-model-bytes-per-user: one tenant cannot take them all."""
+
+    def test_one_user_cannot_take_every_upload(self):
+        srv = Server("--user", "alice", "on", ">pa", "--user", "bob", "on", ">pb",
+                     "--max-upload-sessions", 2, "--max-model-bytes-per-user", 1000).start()
+        self.addCleanup(srv.stop)
+        alice = srv.client(username="alice", password="pa")
+        bob = srv.client(username="bob", password="pb")
+        begin = lambda r, n: r.execute_command("AI.UPLOAD", "BEGIN", n)
+        begin(alice, 600)
+        with self.assertRaises(redis.ResponseError) as cm:
+            begin(alice, 600)
+        self.assertIn("max-model-bytes-per-user", str(cm.exception))
+        begin(alice, 100)
+        with self.assertRaises(redis.ResponseError) as cm:
+            begin(alice, 100)
+        self.assertEqual(str(cm.exception), "too many uploads in progress (max-upload-sessions)")
+        begin(bob, 600)
+        begin(bob, 100)
+
+
 class CutProxy:
     """A TCP proxy to port that closes both sides once limit bytes went
     from the client to the server: a connection lost mid-upload."""
