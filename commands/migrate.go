@@ -72,7 +72,6 @@ type migration struct {
 	target *cluster.Node
 	state  atomic.Value // string: migStart, migSuccess or migFail
 	moved  atomic.Int64 // keys moved so far
-	err    atomic.Value // string: why it failed
 	// closing fences writes to the slot off (Ctx.fenced) for the last
 	// pass, so that none lands here after it.
 	closing atomic.Bool
@@ -159,7 +158,6 @@ func (c migrateCmd) Run(x *Ctx) error {
 	}
 	m := &migration{slot: c.slot, target: target}
 	m.state.Store(migStart)
-	m.err.Store("")
 	if old := cs.mig.Load(); (old != nil && old.State() == migStart) || !cs.mig.CompareAndSwap(old, m) {
 		return errMigrating
 	}
@@ -173,7 +171,6 @@ func (c migrateCmd) Run(x *Ctx) error {
 func (s *App) migrate(m *migration) {
 	err := s.migrateKeys(m)
 	if err != nil {
-		m.err.Store(err.Error())
 		m.state.Store(migFail)
 		s.Log.Warn("slot migration failed", "slot", m.slot, "target", m.target.ID, "moved", m.moved.Load(), "err", err)
 		return
@@ -225,32 +222,44 @@ func (s *App) migrateKeys(m *migration) error {
 // movePasses moves the slot's keys until none is left here.
 func (s *App) movePasses(t *peer, m *migration, slot string) error {
 	for pass := 0; ; pass++ {
-		var models, tensors []modelstore.Item
-		for _, it := range s.Keys.Items() {
-			if cluster.KeySlot([]byte(it.Key)) == m.slot {
-				if _, ok := it.Value.(*modelstore.Model); ok {
-					models = append(models, it)
-				} else {
-					tensors = append(tensors, it)
-				}
-			}
+		if done, err := s.movePass(t, m, slot, pass); done || err != nil {
+			return err
 		}
-		if len(models)+len(tensors) == 0 {
-			return nil
-		}
-		if pass == maxMigratePasses {
-			return fmt.Errorf("the slot's keys kept changing for %d passes", pass)
-		}
-		for _, it := range append(models, tensors...) {
-			if err := t.restore(s.Snapshot.SealKey, slot, it); err != nil {
-				return fmt.Errorf("key %q: %w", it.Key, err)
-			}
-			if s.Keys.DeleteIf(it.Key, it.Value) {
-				s.Release([]modelstore.Value{it.Value})
-				m.moved.Add(1)
+	}
+}
+
+// movePass sends the slot's keys once; done when there were none. The
+// models' blobs are retained while they are sent: a DEL meanwhile must not
+// free the bytes under the socket.
+func (s *App) movePass(t *peer, m *migration, slot string, pass int) (done bool, err error) {
+	items := s.retainItems()
+	defer s.releaseItems(items)
+	var models, tensors []modelstore.Item
+	for _, it := range items {
+		if cluster.KeySlot([]byte(it.Key)) == m.slot {
+			if _, ok := it.Value.(*modelstore.Model); ok {
+				models = append(models, it)
+			} else {
+				tensors = append(tensors, it)
 			}
 		}
 	}
+	if len(models)+len(tensors) == 0 {
+		return true, nil
+	}
+	if pass == maxMigratePasses {
+		return false, fmt.Errorf("the slot's keys kept changing for %d passes", pass)
+	}
+	for _, it := range append(models, tensors...) {
+		if err := t.restore(s.Snapshot.SealKey, slot, it); err != nil {
+			return false, fmt.Errorf("key %q: %w", it.Key, err)
+		}
+		if s.Keys.DeleteIf(it.Key, it.Value) {
+			s.Release([]modelstore.Value{it.Value})
+			m.moved.Add(1)
+		}
+	}
+	return false, nil
 }
 
 // maxMigratePasses bounds the passes over a slot whose keys keep being
