@@ -20,6 +20,7 @@ func (x *Ctx) getModel(key string) (*modelstore.Model, error) {
 	return m, nil
 }
 
+// modelGetCmd is AI.MODELGET key [META] [BLOB]: neither means both.
 type modelGetCmd struct {
 	key        string
 	meta, blob bool

@@ -12,6 +12,11 @@ func TestMiscParse(t *testing.T) {
 	hex := "ab" + strings.Repeat("00", 30) + "01"
 	parseTable(t,
 		parseCase{line: "AI.MODELDEL m", want: modelDelCmd{key: "m"}},
+		parseCase{line: "AI.MODELGET m", want: &modelGetCmd{key: "m", meta: true, blob: true}},
+		parseCase{line: "AI.MODELGET m META", want: &modelGetCmd{key: "m", meta: true}},
+		parseCase{line: "AI.MODELGET m blob", want: &modelGetCmd{key: "m", blob: true}},
+		parseCase{line: "AI.MODELGET m NOISE", want: &modelGetCmd{key: "m", meta: true, blob: true}},
+		parseCase{line: "AI.MODELGET m META BLOB X", err: "ERR wrong number of arguments for 'ai.modelget' command"},
 		parseCase{line: "AI.MODELFIND " + hex, want: modelFindCmd{want: digest}},
 		parseCase{line: "AI.MODELFIND " + strings.ToUpper(hex), want: modelFindCmd{want: digest}},
 		parseCase{line: "AI.MODELFIND abc", err: string(errBadDigest)},
