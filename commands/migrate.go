@@ -22,16 +22,17 @@ import (
 //
 //	CLUSTERX MIGRATE <slot> <target-id>     to the source only
 //	CLUSTERX IMPORT <slot> 0|1|2            source to target: start, success, failed
-//	CLUSTERX RESTORE <slot> <payload>       source to target: one key
+//	CLUSTERX RESTORE <slot> <payload>       source to target: keys of the slot
 //
 // MIGRATE starts a goroutine on the source and answers OK; CLUSTER INFO's
 // migrating_slot, migrating_state (start, success, fail) and
 // destination_node say how it goes. The source dials the target (the
 // address the topology gives, AUTH with this node's requirepass: the nodes
 // of a cluster share it), tells it to import the slot, then moves the
-// slot's keys one at a time: each key's value travels as a one-key snapshot
-// (persistence's format, sealed with the seal key, which the nodes must
-// share: marble mode, docs/ENCLAVE.md), and is deleted here only once the
+// slot's keys, each model alone and small tensors in batches: they travel
+// as a snapshot of those keys (persistence's format, sealed with the seal
+// key, which the nodes must share: marble mode, docs/ENCLAVE.md), which the
+// target stores whole or not at all, and each is deleted here only once the
 // target has stored it. A key is thus on one node or the other at every
 // moment and nothing is lost if either dies mid-way: the keys already
 // moved are in the target's log, the others still here, and MIGRATE run
@@ -250,14 +251,27 @@ func (s *App) movePass(t *peer, m *migration, slot string, pass int) (done bool,
 	if pass == maxMigratePasses {
 		return false, fmt.Errorf("the slot's keys kept changing for %d passes", pass)
 	}
-	for _, it := range append(models, tensors...) {
-		if err := t.restore(s.Snapshot.SealKey, slot, it); err != nil {
-			return false, fmt.Errorf("key %q: %w", it.Key, err)
+	keys := append(models, tensors...)
+	for i := 0; i < len(keys); {
+		n, size := 1, int64(0)
+		if small(keys[i]) {
+			size = int64(len(keys[i].Value.(*modelstore.Tensor).Data))
+			for i+n < len(keys) && n < maxBatch && size < batchBytes && small(keys[i+n]) {
+				size += int64(len(keys[i+n].Value.(*modelstore.Tensor).Data))
+				n++
+			}
 		}
-		if s.Keys.DeleteIf(it.Key, it.Value) {
-			s.Release([]modelstore.Value{it.Value})
-			m.moved.Add(1)
+		batch := keys[i : i+n]
+		if err := t.restore(s.Snapshot.SealKey, slot, batch); err != nil {
+			return false, fmt.Errorf("key %q (and %d more): %w", batch[0].Key, n-1, err)
 		}
+		for _, it := range batch {
+			if s.Keys.DeleteIf(it.Key, it.Value) {
+				s.Release([]modelstore.Value{it.Value})
+				m.moved.Add(1)
+			}
+		}
+		i += n
 	}
 	return false, nil
 }
@@ -300,39 +314,67 @@ func (p *peer) reply() error {
 	return nil
 }
 
-// restore sends one key as CLUSTERX RESTORE slot <one-key snapshot>,
-// sealed with sealKey. The snapshot is written twice, once to count its
-// bytes for the bulk string's header and once to the socket, so that a
-// model is never held twice here.
-func (p *peer) restore(sealKey []byte, slot string, it modelstore.Item) error {
-	src := migrateSource{it}
-	var n countWriter
-	if err := persistence.Write(&n, sealKey, src); err != nil {
-		return err
-	}
+// restore sends keys as one CLUSTERX RESTORE slot <snapshot of them>,
+// sealed with sealKey, and reads its reply: the target stores all of them
+// or none. A batch of small tensors is sealed once into memory (one
+// snapshot for many keys: its compressor and cipher are set up once); a
+// single larger key is sealed twice, once to count its bytes for the bulk
+// string's header and once onto the socket, so that a model is never held
+// twice here.
+func (p *peer) restore(sealKey []byte, slot string, keys []modelstore.Item) error {
+	src := migrateSource(keys)
 	head := redcon.AppendArray(nil, 4)
 	for _, a := range []string{"CLUSTERX", "RESTORE", slot} {
 		head = redcon.AppendBulkString(head, a)
 	}
-	head = append(head, '$')
-	head = strconv.AppendInt(head, int64(n), 10)
-	head = append(head, '\r', '\n')
 	p.conn.SetDeadline(time.Now().Add(10 * time.Minute))
 	w := bufio.NewWriterSize(p.conn, 1<<20)
-	w.Write(head)
-	var again countWriter
-	if err := persistence.Write(io.MultiWriter(w, &again), sealKey, src); err != nil {
-		return err
+	if len(keys) > 1 || small(keys[0]) {
+		var b bytes.Buffer
+		if err := persistence.Write(&b, sealKey, src); err != nil {
+			return err
+		}
+		w.Write(redcon.AppendBulk(head, b.Bytes()))
+	} else {
+		var n countWriter
+		if err := persistence.Write(&n, sealKey, src); err != nil {
+			return err
+		}
+		head = append(head, '$')
+		head = strconv.AppendInt(head, int64(n), 10)
+		head = append(head, '\r', '\n')
+		w.Write(head)
+		var again countWriter
+		if err := persistence.Write(io.MultiWriter(w, &again), sealKey, src); err != nil {
+			return err
+		}
+		if again != n {
+			return errors.New("the key changed size while it was sent")
+		}
+		w.WriteString("\r\n")
 	}
-	if again != n {
-		return errors.New("the key changed size while it was sent")
-	}
-	w.WriteString("\r\n")
 	if err := w.Flush(); err != nil {
 		return err
 	}
 	return p.reply()
 }
+
+// small reports whether it is a tensor small enough to send in a batch.
+func small(it modelstore.Item) bool {
+	t, ok := it.Value.(*modelstore.Tensor)
+	return ok && len(t.Data) <= smallKey
+}
+
+// Small tensors travel in batches, one RESTORE of up to maxBatch of them
+// and about batchBytes: a slot of many small tensors moves at the wire's
+// speed rather than a round trip and a compressor's setup a key, which
+// shortens the time commands whose keys are split between the nodes get
+// TRYAGAIN.
+const (
+	smallKey   = 256 << 10
+	maxBatch   = 256
+	batchBytes = 4 << 20
+)
 
 // countWriter counts what is written to it.
 type countWriter int64
@@ -395,7 +437,8 @@ func (c importCmd) Run(x *Ctx) error {
 	return nil
 }
 
-// Run implements Runner: the target stores one key of the slot it imports.
+// Run implements Runner: the target stores keys of the slot it imports,
+// all of them or none.
 func (c restoreCmd) Run(x *Ctx) error {
 	cs := x.Cluster
 	if cs == nil {
@@ -448,16 +491,15 @@ func (c restoreCmd) Run(x *Ctx) error {
 		x.Release(itemValues(l.items))
 		return err
 	}
-	// The source deletes its copy on this OK: the key must be in the log
-	// (written to the OS, fsynced by the policy) before it goes.
-	if x.aof != nil {
-		if err := x.aof.Commit(x.aof.Seq()); err != nil {
-			return misconf(err)
-		}
-	}
 	x.W.OK()
 	return nil
 }
+
+// writesLog implements logWriter. The source deletes its copy on the OK:
+// the key must be in the log (written to the OS, fsynced by the policy)
+// before the reply goes, as a write's is; a batch of RESTOREs pipelined by
+// the source is committed once, before their replies.
+func (restoreCmd) writesLog() bool { return true }
 
 // migrationInfo is CLUSTER INFO's migration fields.
 func (cs *ClusterState) migrationInfo() [][2]string {

@@ -532,6 +532,16 @@ func truncate(b []byte, n int) []byte {
 	return b
 }
 
+// logWriter is a parsed command of a family not flagged Write that writes
+// to the log all the same (CLUSTERX RESTORE): its reply waits for the log
+// as a write's does.
+type logWriter interface{ writesLog() bool }
+
+func writesLog(r Runner) bool {
+	w, ok := r.(logWriter)
+	return ok && w.writesLog()
+}
+
 // run executes a parsed command under the lock its flags ask for.
 // run runs a parsed command and reports whether it failed.
 func (s *App) run(x *Ctx, spec *Spec, r Runner) error {
@@ -540,7 +550,7 @@ func (s *App) run(x *Ctx, spec *Spec, r Runner) error {
 	var err error
 	var seq uint64
 	mark := x.W.Len()
-	logged := s.aof != nil && spec.Has(Write|txControl)
+	logged := s.aof != nil && (spec.Has(Write|txControl) || writesLog(r))
 	if s.aof != nil {
 		if !logged && x.C.logSeq != 0 {
 			// A read may stream its reply, and the writes' replies
