@@ -475,12 +475,18 @@ func (c restoreCmd) Run(x *Ctx) error {
 		}
 	}
 	err = x.Update(func() error {
-		for _, it := range l.items {
-			old, err := x.Keys.SetMany([]modelstore.Write{{Key: it.Key, Value: it.Value}})
-			if err != nil {
-				return err
+		ws := make([]modelstore.Write, len(l.items))
+		for i, it := range l.items {
+			ws[i] = modelstore.Write{Key: it.Key, Value: it.Value}
+		}
+		old, err := x.Keys.SetMany(ws) // all of them or none
+		if err != nil {
+			return err
+		}
+		for i, it := range l.items {
+			if old[i] != nil {
+				x.Release([]modelstore.Value{old[i]})
 			}
-			x.Release(old)
 			if it.ExpireAt > 0 {
 				x.Keys.SetExpire(nil, it.Key, it.ExpireAt)
 			}
