@@ -44,5 +44,14 @@ func TestClusterParse(t *testing.T) {
 		parseCase{line: "clusterx restore 5 payload", want: restoreCmd{slot: 5, payload: []byte("payload")}},
 		parseCase{line: "clusterx restore 99999 payload", err: string(errInvalidSlot)},
 		parseCase{line: "clusterx migrate 1", err: "ERR wrong number of arguments for 'clusterx|migrate' command"},
+		parseCase{line: "READWRITE", want: clusterFlagCmd{}},
+		parseCase{line: "CLUSTER RESET HARD NOW", err: "ERR unknown subcommand or wrong number of arguments for 'reset'. Try CLUSTER HELP."},
+		parseCase{line: "CLUSTER KEYSLOT", err: "ERR wrong number of arguments for 'cluster|keyslot' command"},
+		parseCase{line: "CLUSTER GETKEYSINSLOT 7", err: "ERR wrong number of arguments for 'cluster|getkeysinslot' command"},
+		parseCase{line: "CLUSTER GETKEYSINSLOT 7 x", err: "ERR Invalid slot or number of keys"},
+		parseCase{line: "CLUSTERX BOGUS", err: "ERR unknown subcommand 'BOGUS'. Try CLUSTERX SETNODEID, SETNODES, VERSION."},
+		parseCase{line: "CLUSTERX VERSION 1", err: "ERR wrong number of arguments for 'clusterx|version' command"},
+		parseCase{line: `clusterx setnodes "x" 1 NOW`, err: string(errSyntax)},
+		parseCase{line: `clusterx setnodes "x y z" 5`, err: "ERR invalid cluster nodes info: line 1: want <id> <ip> <port> master|slave <master-id>|- [slots]"},
 	)
 }
