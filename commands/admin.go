@@ -63,11 +63,10 @@ type shutdownCmd struct{ save int }
 
 // Run implements Runner.
 func (c shutdownCmd) Run(x *Ctx) error {
-	save := c.save
 	if x.Shutdown == nil {
 		return Reply("ERR shutdown is not available")
 	}
-	if err := x.Shutdown(save == 1 || (save == -1 && x.SaveRulesConfigured())); err != nil {
+	if err := x.Shutdown(c.save == 1 || (c.save == -1 && x.SaveRulesConfigured())); err != nil {
 		return errorf("ERR Errors trying to SHUTDOWN. Check logs.")
 	}
 	x.C.closeAfter = true
@@ -116,29 +115,28 @@ type configSetCmd struct{ rest []string }
 
 // Run implements Runner.
 func (c configSetCmd) Run(x *Ctx) error {
-	rest := c.rest
 	// As Redis 7: all or nothing. Names are checked first; if a
 	// value is refused, those already set get their old values back.
-	old := make([]string, 0, len(rest)/2)
+	old := make([]string, 0, len(c.rest)/2)
 	seen := map[string]bool{}
-	for i := 0; i < len(rest); i += 2 {
-		name := strings.ToLower(rest[i])
+	for i := 0; i < len(c.rest); i += 2 {
+		name := strings.ToLower(c.rest[i])
 		v, ok := x.Opts.Get(name)
 		if !ok || name == "loadmodel" {
-			return errorf("ERR Unknown option or number of arguments for CONFIG SET - '%s'", rest[i])
+			return errorf("ERR Unknown option or number of arguments for CONFIG SET - '%s'", c.rest[i])
 		}
 		if seen[name] {
-			return errorf("ERR CONFIG SET failed (possibly related to argument '%s') - duplicate parameter", rest[i])
+			return errorf("ERR CONFIG SET failed (possibly related to argument '%s') - duplicate parameter", c.rest[i])
 		}
 		seen[name] = true
 		old = append(old, v)
 	}
-	for i := 0; i < len(rest); i += 2 {
-		if err := x.Opts.Set(rest[i], rest[i+1]); err != nil {
+	for i := 0; i < len(c.rest); i += 2 {
+		if err := x.Opts.Set(c.rest[i], c.rest[i+1]); err != nil {
 			for j := 0; j < i; j += 2 {
-				x.Opts.Set(rest[j], old[j/2])
+				x.Opts.Set(c.rest[j], old[j/2])
 			}
-			return errorf("ERR CONFIG SET failed (possibly related to argument '%s') - %v", rest[i], err)
+			return errorf("ERR CONFIG SET failed (possibly related to argument '%s') - %v", c.rest[i], err)
 		}
 	}
 	x.W.OK()
@@ -150,11 +148,10 @@ type configGetCmd struct{ patterns [][]byte }
 
 // Run implements Runner.
 func (c configGetCmd) Run(x *Ctx) error {
-	patterns := c.patterns
 	var pairs []string
 	seen := map[string]bool{}
 	for _, name := range config.Names() {
-		for _, p := range patterns {
+		for _, p := range c.patterns {
 			if !seen[name] && globMatch([]byte(strings.ToLower(string(p))), []byte(name)) {
 				v, _ := x.Opts.Get(name)
 				pairs = append(pairs, name, v)
@@ -194,8 +191,7 @@ type infoCmd struct{ sections []string }
 
 // Run implements Runner.
 func (c infoCmd) Run(x *Ctx) error {
-	sections := c.sections
-	x.W.Verbatim(x.Info(sections))
+	x.W.Verbatim(x.Info(c.sections))
 	return nil
 }
 
@@ -386,12 +382,11 @@ type commandDocsCmd struct{ names []string }
 
 // Run implements Runner.
 func (c commandDocsCmd) Run(x *Ctx) error {
-	names := c.names
 	var specs []*Spec
-	if len(names) == 0 {
+	if len(c.names) == 0 {
 		specs = table.Sorted()
 	}
-	for _, n := range names {
+	for _, n := range c.names {
 		if s := table.Lookup([]byte(n)); s != nil {
 			specs = append(specs, s)
 		}
@@ -415,8 +410,7 @@ type commandGetKeysCmd struct{ keys []string }
 
 // Run implements Runner.
 func (c commandGetKeysCmd) Run(x *Ctx) error {
-	keys := c.keys
-	x.W.StringList(keys)
+	x.W.StringList(c.keys)
 	return nil
 }
 
@@ -425,11 +419,10 @@ type commandInfoCmd struct{ names []string }
 
 // Run implements Runner.
 func (c commandInfoCmd) Run(x *Ctx) error {
-	names := c.names
 	specs := table.Sorted()
-	if len(names) > 0 {
+	if len(c.names) > 0 {
 		specs = specs[:0]
-		for _, n := range names {
+		for _, n := range c.names {
 			specs = append(specs, table.Lookup([]byte(n)))
 		}
 	}

@@ -239,11 +239,10 @@ type clusterFlagCmd struct{ asking bool }
 
 // Run implements Runner.
 func (c clusterFlagCmd) Run(x *Ctx) error {
-	asking := c.asking
 	if x.Cluster == nil {
 		return errClusterDisabled
 	}
-	x.C.asking = asking // for the next command only (Dispatch)
+	x.C.asking = c.asking // for the next command only (Dispatch)
 	x.W.OK()
 	return nil
 }
@@ -451,22 +450,21 @@ type setNodesCmd struct {
 
 // Run implements Runner.
 func (c setNodesCmd) Run(x *Ctx) error {
-	top, version, force := c.top, c.version, c.force
 	if x.Cluster == nil {
 		return errClusterDisabled
 	}
 	err := x.Cluster.update(func(cur *clusterView) (*cluster.State, error) {
 		// As kvrocks: an older version is refused and the same
 		// one is a no-op, unless FORCE.
-		if !force && cur.version >= 0 {
-			if version < cur.version {
+		if !c.force && cur.version >= 0 {
+			if c.version < cur.version {
 				return nil, errInvalidVersion
 			}
-			if version == cur.version {
+			if c.version == cur.version {
 				return nil, nil
 			}
 		}
-		return &cluster.State{ID: cur.id, Version: version, Topology: top}, nil
+		return &cluster.State{ID: cur.id, Version: c.version, Topology: c.top}, nil
 	})
 	if err != nil {
 		return err
@@ -481,15 +479,14 @@ type setNodeIDCmd struct{ id string }
 
 // Run implements Runner.
 func (c setNodeIDCmd) Run(x *Ctx) error {
-	id := c.id
 	if x.Cluster == nil {
 		return errClusterDisabled
 	}
 	err := x.Cluster.update(func(cur *clusterView) (*cluster.State, error) {
-		if cur.id == id {
+		if cur.id == c.id {
 			return nil, nil
 		}
-		return &cluster.State{ID: id, Version: cur.version, Topology: cur.top}, nil
+		return &cluster.State{ID: c.id, Version: cur.version, Topology: cur.top}, nil
 	})
 	if err != nil {
 		return err

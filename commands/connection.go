@@ -49,8 +49,7 @@ type pingCmd struct{ msg []byte }
 
 // Run implements Runner.
 func (c pingCmd) Run(x *Ctx) error {
-	msg := c.msg
-	x.W.Bulk(msg)
+	x.W.Bulk(c.msg)
 	return nil
 }
 
@@ -73,8 +72,7 @@ type echoCmd struct{ msg []byte }
 
 // Run implements Runner.
 func (c echoCmd) Run(x *Ctx) error {
-	msg := c.msg
-	x.W.Bulk(msg)
+	x.W.Bulk(c.msg)
 	return nil
 }
 
@@ -122,8 +120,7 @@ type authCmd struct {
 
 // Run implements Runner.
 func (c authCmd) Run(x *Ctx) error {
-	user, pass := c.user, c.pass
-	l, err := authenticate(x, user, pass)
+	l, err := authenticate(x, c.user, c.pass)
 	if err != nil {
 		return err
 	}
@@ -357,12 +354,11 @@ type clientSetInfoCmd struct {
 
 // Run implements Runner.
 func (c clientSetInfoCmd) Run(x *Ctx) error {
-	attr, val := c.attr, c.val
 	x.C.mu.Lock()
-	if attr == "LIB-NAME" {
-		x.C.libName = val
+	if c.attr == "LIB-NAME" {
+		x.C.libName = c.val
 	} else {
-		x.C.libVer = val
+		x.C.libVer = c.val
 	}
 	x.C.mu.Unlock()
 	x.W.OK()
@@ -374,9 +370,8 @@ type clientSetNameCmd struct{ name string }
 
 // Run implements Runner.
 func (c clientSetNameCmd) Run(x *Ctx) error {
-	name := c.name
 	x.C.mu.Lock()
-	x.C.name = name
+	x.C.name = c.name
 	x.C.mu.Unlock()
 	x.W.OK()
 	return nil
@@ -436,11 +431,10 @@ type clientListCmd struct{ ids map[int64]bool }
 
 // Run implements Runner.
 func (c clientListCmd) Run(x *Ctx) error {
-	ids := c.ids
 	var b strings.Builder
-	for _, c := range x.ClientList() {
-		if ids == nil || ids[c.ID] {
-			b.WriteString(x.clientInfo(c))
+	for _, cl := range x.ClientList() {
+		if c.ids == nil || c.ids[cl.ID] {
+			b.WriteString(x.clientInfo(cl))
 			b.WriteByte('\n')
 		}
 	}
@@ -499,16 +493,15 @@ type clientKillCmd struct {
 
 // Run implements Runner.
 func (c clientKillCmd) Run(x *Ctx) error {
-	id, addr, laddr, skipMe := c.id, c.addr, c.laddr, c.skipMe
 	killed := 0
-	for _, c := range x.ClientList() {
-		if (id != 0 && c.ID != id) || (addr != "" && c.Addr != addr) || (laddr != "" && c.LAddr != laddr) {
+	for _, cl := range x.ClientList() {
+		if (c.id != 0 && cl.ID != c.id) || (c.addr != "" && cl.Addr != c.addr) || (c.laddr != "" && cl.LAddr != c.laddr) {
 			continue
 		}
-		if skipMe && c == x.C {
+		if c.skipMe && cl == x.C {
 			continue
 		}
-		x.killClient(c)
+		x.killClient(cl)
 		killed++
 	}
 	x.W.Int(int64(killed))
@@ -520,10 +513,9 @@ type clientKillAddrCmd struct{ addr string }
 
 // Run implements Runner.
 func (c clientKillAddrCmd) Run(x *Ctx) error {
-	addr := c.addr
-	for _, c := range x.ClientList() {
-		if c.Addr == addr {
-			x.killClient(c)
+	for _, cl := range x.ClientList() {
+		if cl.Addr == c.addr {
+			x.killClient(cl)
 			x.W.OK()
 			return nil
 		}

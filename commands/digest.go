@@ -75,7 +75,6 @@ type modelFindCmd struct{ want [32]byte }
 
 // Run implements Runner.
 func (c modelFindCmd) Run(x *Ctx) error {
-	want := c.want
 	allow := x.allow()
 	var keys []string
 	for _, it := range x.Keys.Items() {
@@ -83,7 +82,7 @@ func (c modelFindCmd) Run(x *Ctx) error {
 		if !ok || (allow != nil && allow(m) != nil) {
 			continue
 		}
-		if sum, ok := modelDigest(m); ok && sum == want {
+		if sum, ok := modelDigest(m); ok && sum == c.want {
 			keys = append(keys, it.Key)
 		}
 	}

@@ -37,8 +37,7 @@ type attestCmd struct{ nonce []byte }
 
 // Run implements Runner.
 func (c attestCmd) Run(x *Ctx) error {
-	nonce := c.nonce
-	ev, err := enclave.Attest(nonce, x.Enclave.TLSPublicKey, x.ReceiptPublicKey())
+	ev, err := enclave.Attest(c.nonce, x.Enclave.TLSPublicKey, x.ReceiptPublicKey())
 	if err != nil {
 		x.Log.Error("attestation failed", "err", err)
 		return Reply("ERR attestation failed: see the server log")

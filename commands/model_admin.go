@@ -24,8 +24,7 @@ type aiInfoCmd struct {
 
 // Run implements Runner.
 func (c aiInfoCmd) Run(x *Ctx) error {
-	key, reset := c.key, c.reset
-	v, ok := x.Keys.Get(key)
+	v, ok := x.Keys.Get(c.key)
 	m, isModel := v.(*modelstore.Model)
 	if !ok || !isModel {
 		return errNoRunInfo
@@ -33,7 +32,7 @@ func (c aiInfoCmd) Run(x *Ctx) error {
 	if err := x.mayUse(m); err != nil {
 		return err
 	}
-	if reset {
+	if c.reset {
 		m.Stats.Reset()
 		x.W.OK()
 		return nil
@@ -44,7 +43,7 @@ func (c aiInfoCmd) Run(x *Ctx) error {
 		k string
 		v any
 	}{
-		{"key", key}, {"type", "MODEL"}, {"backend", m.Backend}, {"device", m.Device}, {"tag", m.Tag},
+		{"key", c.key}, {"type", "MODEL"}, {"backend", m.Backend}, {"device", m.Device}, {"tag", m.Tag},
 		{"duration", m.Stats.Duration.Load()}, {"samples", m.Stats.Samples.Load()},
 		{"calls", m.Stats.Calls.Load()}, {"errors", m.Stats.Errors.Load()},
 	} {
@@ -94,8 +93,7 @@ type modelInfoCmd struct{ key string }
 
 // Run implements Runner.
 func (c modelInfoCmd) Run(x *Ctx) error {
-	key := c.key
-	m, err := x.getModel(key)
+	m, err := x.getModel(c.key)
 	if err != nil {
 		return err
 	}
@@ -127,7 +125,7 @@ func (c modelInfoCmd) Run(x *Ctx) error {
 	}
 	w.Map(19)
 	w.BulkString("key")
-	w.BulkString(key)
+	w.BulkString(c.key)
 	w.BulkString("id")
 	w.BulkString(m.ID)
 	w.BulkString("sha256")
@@ -245,10 +243,9 @@ type aiConfigSetCmd struct {
 
 // Run implements Runner.
 func (c aiConfigSetCmd) Run(x *Ctx) error {
-	sub, n := c.sub, c.n
-	aiSettings[sub].v(x.AI).Store(n)
-	if sub == "THREADS_PER_QUEUE" {
-		x.Queue.SetWorkers(int(n))
+	aiSettings[c.sub].v(x.AI).Store(c.n)
+	if c.sub == "THREADS_PER_QUEUE" {
+		x.Queue.SetWorkers(int(c.n))
 	}
 	x.W.OK()
 	return nil
@@ -279,10 +276,9 @@ type aiConfigGetCmd struct{ name string }
 
 // Run implements Runner.
 func (c aiConfigGetCmd) Run(x *Ctx) error {
-	name := c.name
-	if name == "BACKENDSPATH" {
+	if c.name == "BACKENDSPATH" {
 		x.W.BulkString(*x.AI.BackendsPath.Load())
-	} else if s, ok := aiSettings[name]; ok {
+	} else if s, ok := aiSettings[c.name]; ok {
 		x.W.Int(s.v(x.AI).Load())
 	} else {
 		x.W.Null()

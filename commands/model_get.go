@@ -134,15 +134,14 @@ type modelDelCmd struct{ key string }
 
 // Run implements Runner.
 func (c modelDelCmd) Run(x *Ctx) error {
-	key := c.key
 	if err := x.mayChangeModels(x.C); err != nil {
 		return err
 	}
-	m, err := x.getModel(key)
+	m, err := x.getModel(c.key)
 	if err != nil {
 		return err
 	}
-	if x.Keys.DeleteIf(key, m) {
+	if x.Keys.DeleteIf(c.key, m) {
 		x.Release([]modelstore.Value{m})
 	}
 	x.W.OK()

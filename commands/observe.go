@@ -222,11 +222,10 @@ type slowlogCmd struct {
 
 // Run implements Runner.
 func (c slowlogCmd) Run(x *Ctx) error {
-	sub, count := c.sub, c.count
 	l := &x.slow
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	switch sub {
+	switch c.sub {
 	case "LEN":
 		x.W.Int(int64(len(l.entries)))
 	case "RESET":
@@ -234,8 +233,8 @@ func (c slowlogCmd) Run(x *Ctx) error {
 		x.W.OK()
 	default:
 		n := len(l.entries)
-		if count >= 0 && count < n {
-			n = count
+		if c.count >= 0 && c.count < n {
+			n = c.count
 		}
 		x.W.Array(n)
 		for _, e := range l.entries[:n] {
@@ -267,8 +266,7 @@ type memoryUsageCmd struct{ key string }
 
 // Run implements Runner.
 func (c memoryUsageCmd) Run(x *Ctx) error {
-	key := c.key
-	v, ok := x.Keys.Get(key)
+	v, ok := x.Keys.Get(c.key)
 	if !ok {
 		x.W.Null()
 		return nil
@@ -276,7 +274,7 @@ func (c memoryUsageCmd) Run(x *Ctx) error {
 	if err := x.mayUse(v); err != nil {
 		return err
 	}
-	n := int64(len(key)) + v.MemSize() + 48
+	n := int64(len(c.key)) + v.MemSize() + 48
 	if m, isModel := v.(*modelstore.Model); isModel {
 		n += int64(len(m.Blob.Data))
 	}
@@ -417,11 +415,10 @@ type latencyCmd struct{ sub string }
 
 // Run implements Runner.
 func (c latencyCmd) Run(x *Ctx) error {
-	sub := c.sub
 	e := &x.App.latency
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if sub == "RESET" {
+	if c.sub == "RESET" {
 		n := int64(0)
 		if e.at != 0 {
 			n = 1

@@ -39,12 +39,7 @@ func ownerOf(v modelstore.Value) (owner string, ok bool) {
 
 // stamp is the owner to record on a value this client stores: "" (the
 // default user) without users, which costs nothing on the hot path.
-func (x *Ctx) stamp() string {
-	if !x.Opts.UsersEnabled() {
-		return ""
-	}
-	return x.C.User()
-}
+func (x *Ctx) stamp() string { return x.ownerOf(x.C) }
 
 // allow is the check of this client's access to values in the keyspace:
 // nil without users.

@@ -76,7 +76,8 @@ func (s *App) getUpload(c *Client, id string) (*uploadSession, error) {
 	return u, nil
 }
 
-// ownerOf is the owner an upload of c's gets.
+// ownerOf is the owner recorded on what c stores (a value, an upload): ""
+// (the default user) without users, which costs nothing on the hot path.
 func (s *App) ownerOf(c *Client) string {
 	if !s.Opts.UsersEnabled() {
 		return ""
