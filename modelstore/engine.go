@@ -69,6 +69,23 @@ type EngineSession interface {
 	Close() error
 }
 
+// GroupRunner is implemented by sessions whose every run is a round trip
+// to another process (engine workers): RunGroup runs several independent
+// requests in one trip, back to back, and calls each one's Done, in order,
+// as its outputs arrive. The run queue hands it the requests for one
+// unbatched model that wait together (queue.go).
+type GroupRunner interface {
+	RunGroup(runs []GroupRun)
+}
+
+// GroupRun is one request of a RunGroup: Ctx bounds its run as Run's ctx
+// does, and Done receives what Run would return.
+type GroupRun struct {
+	Ctx    context.Context
+	Inputs []*Tensor
+	Done   func(outs []*Tensor, err error)
+}
+
 // Quarantiner is implemented by sessions that can be refused after their
 // model crashed the engine: Quarantined returns the error runs get then, or
 // nil. The Registry never hands out a quarantined session to a new store of

@@ -1,6 +1,7 @@
 package modelstore
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"sync"
@@ -16,6 +17,12 @@ import (
 // free runs its request itself (runHere). A worker that takes a request
 // for a batched model takes the compatible requests queued behind it too
 // (batch.go).
+//
+// A worker that takes a request for an unbatched model whose session
+// runs in another process (a GroupRunner: engine workers) takes its share
+// of the requests for the same model queued behind it too, and sends them
+// in one round trip (groupLocked): each stays a run of its own, with its
+// own outputs and errors, but the group pays for one wake-up each way.
 //
 // Only the CPU device exists, so the server has one queue.
 type RunQueue struct {
@@ -201,16 +208,22 @@ func (q *RunQueue) work() {
 			q.cond.Wait()
 			continue
 		}
+		if !gathered {
+			batch = q.groupLocked(batch[0], time.Now())
+		}
 		q.busy++
 		q.mu.Unlock()
-		if len(batch) == 1 {
+		switch {
+		case gathered && len(batch) > 1:
+			runBatch(batch)
+		case len(batch) > 1:
+			runGroup(batch)
+		default:
 			j := batch[0]
 			start := time.Now()
 			outs, err := j.m.runSession(j.req.Inputs, j.req.ExecTimeout)
 			j.m.account(start, outs, err)
 			j.finish(outs, err)
-		} else {
-			runBatch(batch)
 		}
 		q.mu.Lock()
 		q.busy--
@@ -241,7 +254,7 @@ func (q *RunQueue) next(now time.Time) (batch []*job, gathered bool, at time.Tim
 	var waiting []*Model // batched models whose batch is short this time
 	for i := 0; i < len(q.pending); i++ {
 		j := q.pending[i]
-		if j.req.Timeout > 0 && now.Sub(j.req.Queued) > j.req.Timeout {
+		if j.expired(now) {
 			q.pending = slices.Delete(q.pending, i, i+1)
 			i--
 			j.taken = true
@@ -289,4 +302,70 @@ func (q *RunQueue) armLocked(at time.Time) {
 		q.cond.Broadcast()
 		q.mu.Unlock()
 	})
+}
+
+// maxGroupRuns bounds the requests a worker takes for one round trip
+// (groupLocked). A request's wait grows by the runs ahead of it in its
+// group, as it would in the queue.
+const maxGroupRuns = 8
+
+// groupLocked returns j alone, or, when j's model is unbatched and its
+// session a GroupRunner, j with the requests for the same model queued
+// behind it: a share of them, so that the workers that are free take the
+// rest at the same time (with n such requests and f free workers, this
+// one is given about n/f; none when the queue holds no other). Requests
+// whose TIMEOUT has passed are left for next to answer. q.mu is held, and
+// this worker's slot is not yet counted busy.
+func (q *RunQueue) groupLocked(j *job, now time.Time) []*job {
+	if _, ok := j.m.Blob.Session.(GroupRunner); !ok || j.m.BatchSize > 0 {
+		return []*job{j}
+	}
+	n := 0
+	for _, x := range q.pending {
+		if x.m == j.m && !x.expired(now) {
+			n++
+		}
+	}
+	free := max(q.want-q.busy, 1)
+	take := min(maxGroupRuns, (n+1+free-1)/free) - 1
+	group := []*job{j}
+	for _, x := range q.pending {
+		if len(group) > take {
+			break
+		}
+		if x.m == j.m && !x.expired(now) {
+			x.taken = true
+			group = append(group, x)
+		}
+	}
+	if len(group) > 1 {
+		q.pending = slices.DeleteFunc(q.pending, func(x *job) bool { return x.taken })
+	}
+	return group
+}
+
+// expired tells a request whose TIMEOUT passed while it waited.
+func (j *job) expired(now time.Time) bool {
+	return j.req.Timeout > 0 && now.Sub(j.req.Queued) > j.req.Timeout
+}
+
+// runGroup runs requests for one model in one round trip (the worker holds
+// no lock); each is answered as its outputs arrive.
+func runGroup(group []*job) {
+	m := group[0].m
+	runs := make([]GroupRun, len(group))
+	start := time.Now()
+	for i, j := range group {
+		ctx, cancel := context.Background(), context.CancelFunc(func() {})
+		if t := j.req.ExecTimeout; t > 0 {
+			ctx, cancel = context.WithTimeout(ctx, t)
+		}
+		runs[i] = GroupRun{Ctx: ctx, Inputs: j.req.Inputs, Done: func(outs []*Tensor, err error) {
+			cancel()
+			m.account(start, outs, err) // a run's time: since the one before it ended
+			start = time.Now()
+			j.finish(outs, err)
+		}}
+	}
+	m.Blob.Session.(GroupRunner).RunGroup(runs)
 }

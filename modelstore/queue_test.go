@@ -3,7 +3,9 @@
 package modelstore
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -157,6 +159,98 @@ func TestRunQueueBatchesMergeAndSplit(t *testing.T) {
 	// Each request counts one call and its own rows (RedisAI's stats).
 	if c, s := lin.Stats.Calls.Load(), lin.Stats.Samples.Load(); c != 4 || s != 8 {
 		t.Errorf("calls %d samples %d, want 4 and 8", c, s)
+	}
+}
+
+// groupRecorder is a session that says it runs in another process
+// (GroupRunner): it records the groups the queue hands it and runs each
+// request on its own.
+type groupRecorder struct {
+	EngineSession
+	mu     sync.Mutex
+	groups []int
+}
+
+func (g *groupRecorder) RunGroup(runs []GroupRun) {
+	g.mu.Lock()
+	g.groups = append(g.groups, len(runs))
+	g.mu.Unlock()
+	for _, r := range runs {
+		r.Done(g.Run(r.Ctx, r.Inputs))
+	}
+}
+
+// Requests for an unbatched model whose session is a GroupRunner, queued
+// together, go to it in one group (a share of them per free worker); each
+// keeps its own outputs, errors and statistics.
+func TestRunQueueGroupsRuns(t *testing.T) {
+	slow := queueModel(t, "slow.onnx", ModelMeta{})
+	lin := queueModel(t, "linear.onnx", ModelMeta{})
+	rec := &groupRecorder{EngineSession: lin.Blob.Session}
+	lin.Blob.Session = rec
+	q := NewRunQueue(1)
+	busy := make(chan error, 1)
+	go func() { busy <- slowRun(q, slow, 200*time.Millisecond) }()
+	waitFor(t, "the worker is busy", func() bool { return q.Busy() == 1 })
+
+	const n = 6
+	reqs := make([]*RunRequest, n)
+	for i := range reqs {
+		in := floats([]int64{1, 4}, float32(i), 1, 2, 3)
+		if i == 2 {
+			in = floats([]int64{1, 5}, 1, 1, 1, 1, 1) // refused by the model
+		}
+		reqs[i] = &RunRequest{Inputs: []*Tensor{in}}
+	}
+	outs := make([][]*Tensor, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range reqs {
+		wg.Add(1)
+		go func() { defer wg.Done(); outs[i], errs[i] = q.Run(lin, reqs[i]) }()
+		waitFor(t, "the request is queued", func() bool { return q.Pending() == i+1 })
+	}
+	wg.Wait()
+	<-busy
+	if fmt.Sprint(rec.groups) != "[6]" {
+		t.Errorf("groups %v, want one of the 6 queued", rec.groups)
+	}
+	for i, r := range reqs {
+		switch i {
+		case 2:
+			if errs[i] == nil {
+				t.Errorf("request 2: no error for the wrong shape")
+			}
+		default:
+			alone, err := rec.EngineSession.Run(context.Background(), r.Inputs)
+			if errs[i] != nil || err != nil || string(outs[i][0].Data) != string(alone[0].Data) {
+				t.Errorf("request %d: %v %v, or its output differs from its run alone", i, errs[i], err)
+			}
+		}
+	}
+	if c, e := lin.Stats.Calls.Load(), lin.Stats.Errors.Load(); c != 6 || e != 1 {
+		t.Errorf("calls %d errors %d, want 6 and 1", c, e)
+	}
+
+	// A group holds at most maxGroupRuns: 20 queued go as 8, 8 and 4.
+	rec.groups = nil
+	go func() { busy <- slowRun(q, slow, 200*time.Millisecond) }()
+	waitFor(t, "the worker is busy", func() bool { return q.Busy() == 1 })
+	errs = make([]error, 20)
+	for i := range errs {
+		wg.Add(1)
+		go func() { defer wg.Done(); _, errs[i] = q.Run(lin, &RunRequest{Inputs: reqs[0].Inputs}) }()
+	}
+	waitFor(t, "20 requests are queued", func() bool { return q.Pending() == len(errs) })
+	wg.Wait()
+	<-busy
+	if fmt.Sprint(rec.groups) != "[8 8 4]" {
+		t.Errorf("groups %v, want [8 8 4]", rec.groups)
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("request %d: %v", i, err)
+		}
 	}
 }
 

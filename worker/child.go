@@ -70,7 +70,7 @@ func serve() error {
 		}
 	}
 	w := &child{ch: ch, sessions: map[uint64]*modelstore.Session{}, runs: map[uint64]context.CancelFunc{},
-		hooks: os.Getenv(envTestHooks) == "1", done: make(chan struct{})}
+		early: map[uint64]struct{}{}, hooks: os.Getenv(envTestHooks) == "1", done: make(chan struct{})}
 	go w.read()
 	<-w.done // the server closed the socket or is gone
 	return nil
@@ -99,7 +99,17 @@ type child struct {
 	mu       sync.Mutex
 	sessions map[uint64]*modelstore.Session
 	runs     map[uint64]context.CancelFunc
+	// early holds the runs cancelled before they started: a run queued on
+	// its lane behind others of its group (lane.go) is answered
+	// context.Canceled when its turn comes, without running.
+	early map[uint64]struct{}
 }
+
+// maxEarly bounds early: a cancel that crossed its run's reply leaves an
+// entry that no run will take, so the set is emptied when it grows past
+// this (a cancel lost that way lets the run go on until the server kills
+// the worker at its grace, as before lanes queued runs).
+const maxEarly = 1024
 
 func (w *child) handle(msg []byte, fds []int) {
 	d := &dec{b: msg}
@@ -120,10 +130,15 @@ func (w *child) handle(msg []byte, fds []int) {
 	case opCancel:
 		w.mu.Lock()
 		cancel := w.runs[id]
-		w.mu.Unlock()
 		if cancel != nil {
 			cancel()
+		} else {
+			if len(w.early) >= maxEarly {
+				clear(w.early)
+			}
+			w.early[id] = struct{}{}
 		}
+		w.mu.Unlock()
 		closeAll(fds)
 	case opClose:
 		sid := d.u64()

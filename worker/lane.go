@@ -115,54 +115,111 @@ func (p *proc) closeLanes() {
 	}
 }
 
-// run sends a run's request on a lane and reads its reply there. When ctx
-// ends first, the run is asked to stop (opCancel, on the control channel)
-// and gets KillGrace more before its worker is killed.
-func (p *proc) run(ctx context.Context, msg []byte, fds []int, sess *session) ([]byte, []int, error) {
-	l, err := p.lane(ctx)
+// laneRun is one run's request for proc.runs: msg is a whole opRun
+// message (its id is filled in), fds go with it.
+type laneRun struct {
+	ctx context.Context
+	msg []byte
+	fds []int
+}
+
+// runs sends runs on one lane, back to back, and reads their replies in
+// order, calling done with each as it arrives (done owns the fds it is
+// given). The lane's thread in the worker finds the next request waiting
+// when it finishes one, so a group costs one wake-up each way rather than
+// one per run, and its runs follow each other on a warm core. The group's
+// requests must fit the socket's buffers together (maxGroupBytes): they
+// are all written before the first reply is read. When a run's ctx ends
+// first, the run is asked to stop (opCancel, on the control channel; one
+// still queued is answered without running) and gets KillGrace more
+// before its worker is killed.
+func (p *proc) runs(runs []laneRun, sess *session, done func(i int, msg []byte, fds []int, err error)) {
+	l, err := p.lane(runs[0].ctx)
 	if err != nil {
-		return nil, nil, err
+		for i := range runs {
+			done(i, nil, nil, err)
+		}
+		return
 	}
-	c := &call{sess: sess, stage: "run", reply: make(chan reply, 1)}
+	calls := make([]*call, len(runs))
+	ids := make([]uint64, len(runs))
 	p.mu.Lock()
 	if p.pending == nil {
 		p.mu.Unlock()
 		l.ch.close()
-		return nil, nil, p.deathError("run")
-	}
-	p.nextID++
-	id := p.nextID
-	p.pending[id] = c // so that the worker's death answers and blames it
-	p.mu.Unlock()
-	putID(msg, id)
-	if ctx.Done() != nil {
-		finished := make(chan struct{})
-		stop := context.AfterFunc(ctx, func() { p.cancelRun(id, finished) })
-		defer func() {
-			stop()
-			close(finished)
-		}()
-	}
-	if err := l.ch.send(msg, fds...); err == nil {
-		if rmsg, rfds, err := l.ch.recv(l.rb); err == nil {
-			p.mu.Lock()
-			delete(p.pending, id)
-			p.mu.Unlock()
-			p.putLane(l)
-			d := &dec{b: rmsg}
-			if op, rid := d.u8(), d.u64(); d.err == nil && op == opReply && rid == id {
-				return d.b, rfds, nil
-			}
-			closeAll(rfds)
-			return nil, nil, errShort
+		err := p.deathError("run")
+		for i := range runs {
+			done(i, nil, nil, err)
 		}
+		return
+	}
+	for i := range runs {
+		p.nextID++
+		ids[i] = p.nextID
+		calls[i] = &call{sess: sess, stage: "run", reply: make(chan reply, 1)}
+		p.pending[ids[i]] = calls[i] // so that the worker's death answers and blames it
+	}
+	p.mu.Unlock()
+	ends := make([]func(), len(runs))
+	for i, r := range runs {
+		putID(r.msg, ids[i])
+		ends[i] = func() {}
+		if r.ctx.Done() != nil {
+			id, finished := ids[i], make(chan struct{})
+			stop := context.AfterFunc(r.ctx, func() { p.cancelRun(id, finished) })
+			ends[i] = func() {
+				stop()
+				close(finished)
+			}
+		}
+	}
+	i, ok := 0, true
+	for _, r := range runs {
+		if ok = l.ch.send(r.msg, r.fds...) == nil; !ok {
+			break
+		}
+	}
+	for ; ok && i < len(runs); i++ {
+		rmsg, rfds, err := l.ch.recv(l.rb)
+		if ok = err == nil; !ok {
+			break
+		}
+		p.mu.Lock()
+		delete(p.pending, ids[i])
+		p.mu.Unlock()
+		ends[i]()
+		d := &dec{b: rmsg}
+		if op, rid := d.u8(), d.u64(); d.err == nil && op == opReply && rid == ids[i] {
+			done(i, d.b, rfds, nil)
+		} else {
+			closeAll(rfds)
+			done(i, nil, nil, errShort)
+		}
+	}
+	if ok {
+		p.putLane(l)
+		return
 	}
 	// The lane failed: the worker is gone, or will be.
 	l.ch.close()
 	p.kill("")
-	r := <-c.reply
-	return r.msg, r.fds, r.err
+	for ; i < len(runs); i++ {
+		r := <-calls[i].reply
+		ends[i]()
+		done(i, r.msg, r.fds, r.err)
+	}
 }
+
+// maxGroupBytes bounds the requests of one group on a lane, which are all
+// written before any reply is read: the socket's send buffer
+// (net.core.wmem_default, 208 KiB by default) must hold them even while
+// the worker's replies wait in the other direction. maxGroup bounds their
+// number below the queue of a Unix socket (net.unix.max_dgram_qlen, 10 by
+// default), so that neither side's writes wait for the other's reads.
+const (
+	maxGroupBytes = 64 << 10
+	maxGroup      = 8
+)
 
 // cancelRun asks the worker to stop run id, and kills the worker if the
 // run has not finished KillGrace later.
@@ -230,6 +287,10 @@ func (w *child) serveLane(fd int) {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		w.mu.Lock()
+		if _, ok := w.early[id]; ok {
+			delete(w.early, id)
+			cancel()
+		}
 		w.runs[id] = cancel
 		w.mu.Unlock()
 		w.run(ctx, l, id, d, fds)

@@ -846,66 +846,130 @@ func (s *session) Close() error {
 
 // Run implements modelstore.EngineSession.
 func (s *session) Run(ctx context.Context, inputs []*modelstore.Tensor) ([]*modelstore.Tensor, error) {
+	var outs []*modelstore.Tensor
+	var err error
+	s.RunGroup([]modelstore.GroupRun{{Ctx: ctx, Inputs: inputs, Done: func(o []*modelstore.Tensor, e error) { outs, err = o, e }}})
+	return outs, err
+}
+
+// RunGroup implements modelstore.GroupRunner: the runs travel on one lane
+// together (proc.runs), in groups of at most maxGroup requests and
+// maxGroupBytes.
+func (s *session) RunGroup(runs []modelstore.GroupRun) {
+	var p *proc
+	var group []laneRun
+	var owners []int // group[k] is runs[owners[k]]'s
+	var bytes int
+	flush := func() {
+		if len(group) == 0 {
+			return
+		}
+		p.runs(group, s, func(k int, msg []byte, fds []int, err error) {
+			for _, fd := range group[k].fds {
+				syscall.Close(fd)
+			}
+			r := runs[owners[k]]
+			var outs []*modelstore.Tensor
+			if err == nil {
+				outs, err = s.outputsOf(msg, fds)
+			} else {
+				closeAll(fds)
+			}
+			if errors.Is(err, context.Canceled) && r.Ctx.Err() != nil {
+				err = r.Ctx.Err() // cancelled before it ran: as in process
+			}
+			r.Done(outs, err)
+		})
+		group, owners, bytes = group[:0], owners[:0], 0
+	}
+	for i, r := range runs {
+		if err := s.check(r.Ctx, r.Inputs); err != nil {
+			r.Done(nil, err)
+			continue
+		}
+		if p == nil {
+			var err error
+			if p, err = s.slot.proc(); err == nil {
+				err = s.ensure(p)
+			}
+			if err != nil {
+				for _, r := range runs[i:] {
+					r.Done(nil, err)
+				}
+				return
+			}
+		}
+		msg, fds, err := s.request(r.Inputs)
+		if err != nil {
+			r.Done(nil, err)
+			continue
+		}
+		if len(group) == maxGroup || (len(group) > 0 && bytes+len(msg) > maxGroupBytes) {
+			flush()
+		}
+		group = append(group, laneRun{ctx: r.Ctx, msg: msg, fds: fds})
+		owners = append(owners, i)
+		bytes += len(msg)
+	}
+	flush()
+}
+
+// check refuses a run before it is sent.
+func (s *session) check(ctx context.Context, inputs []*modelstore.Tensor) error {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
 	if q := s.quarantined.Load(); q != nil {
-		return nil, q
+		return q
 	}
 	if len(inputs) != len(s.inputs) {
-		return nil, fmt.Errorf("%w: expected %d inputs but got %d", modelstore.ErrInputCount, len(s.inputs), len(inputs))
+		return fmt.Errorf("%w: expected %d inputs but got %d", modelstore.ErrInputCount, len(s.inputs), len(inputs))
 	}
 	if len(s.inputs) == 0 {
-		return nil, fmt.Errorf("%w: the model has no inputs", modelstore.ErrInputCount)
+		return fmt.Errorf("%w: the model has no inputs", modelstore.ErrInputCount)
 	}
 	for _, t := range inputs {
 		if t == nil {
-			return nil, errors.New("missing tensor")
+			return errors.New("missing tensor")
 		}
 	}
-	p, err := s.slot.proc()
-	if err != nil {
-		return nil, err
-	}
-	if err := s.ensure(p); err != nil {
-		return nil, err
-	}
+	return nil
+}
+
+// request encodes a run of inputs (its id left 0): the tensors' bytes
+// inline when they are few, else in a memfd whose descriptor goes with the
+// message (the caller closes it once sent).
+func (s *session) request(inputs []*modelstore.Tensor) ([]byte, []int, error) {
 	e := &enc{}
 	e.head(opRun, 0)
 	e.u64(s.sid)
 	size := tensorsSize(inputs)
-	var shmFD = -1
 	if size <= inlineMax {
 		payload := make([]byte, size)
 		putTensors(e, inputs, payload)
 		e.u8(payloadInline)
 		e.b = append(e.b, payload...)
-	} else {
-		fd, mem, err := newShm(size)
-		if err != nil {
-			return nil, err
-		}
-		shmFD = fd
-		defer syscall.Close(fd)
-		putTensors(e, inputs, mem)
-		syscall.Munmap(mem)
-		e.u8(payloadShm)
-		e.u64(uint64(size))
+		return e.b, nil, nil
 	}
-	var fds []int
-	if shmFD >= 0 {
-		fds = []int{shmFD}
-	}
-	msg, rfds, err := p.run(ctx, e.b, fds, s)
-	defer closeAll(rfds)
+	fd, mem, err := newShm(size)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	putTensors(e, inputs, mem)
+	syscall.Munmap(mem)
+	e.u8(payloadShm)
+	e.u64(uint64(size))
+	return e.b, []int{fd}, nil
+}
+
+// outputsOf decodes a run's reply (its fds are closed).
+func (s *session) outputsOf(msg []byte, fds []int) ([]*modelstore.Tensor, error) {
+	defer closeAll(fds)
 	d := &dec{b: msg}
 	if d.u8() != 0 {
 		return nil, getError(d)
 	}
-	outs, done, err := recvTensors(d, rfds, true)
+	outs, done, err := recvTensors(d, fds, true)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ package worker
 // and its size u64).
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -253,6 +254,7 @@ var sentinels = []error{
 	modelstore.ErrNullInString, modelstore.ErrModelEmpty, modelstore.ErrModelMalformed,
 	modelstore.ErrModelTooDeep, modelstore.ErrModelExternalData, modelstore.ErrModelTensorSize,
 	modelstore.ErrRuntimeNotInitialized, modelstore.ErrModelUnsafe,
+	context.Canceled, // a run cancelled before it started (lane.go)
 }
 
 func putError(e *enc, err error) {

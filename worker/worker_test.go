@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -268,6 +269,74 @@ func TestRunDeadlineStopsTheRunNotTheWorker(t *testing.T) {
 	var ortErr *modelstore.ORTError
 	if !errors.As(err, &ortErr) || !strings.Contains(err.Error(), "terminate") {
 		t.Fatalf("got %v", err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("took %v", took)
+	}
+	if n := pool.deathCount(); n != 0 {
+		t.Fatalf("%d worker deaths", n)
+	}
+}
+
+// TestRunGroup: runs sent together on one lane (RunGroup) each get their
+// own answer, in order, identical to a run of its own: outputs, an input
+// the model refuses, and more runs than one lane message group holds. A
+// run whose deadline passes while it waits behind a slow one in its group
+// is answered without running, and the worker is not killed.
+func TestRunGroup(t *testing.T) {
+	pool := newTestPool(t, Config{KillGrace: 5 * time.Second})
+	lin := compile(t, pool, "linear.onnx").(modelstore.GroupRunner)
+	var runs []modelstore.GroupRun
+	type answer struct {
+		outs []*modelstore.Tensor
+		err  error
+	}
+	var got []answer
+	order := []int{}
+	n := maxGroup*2 + 3
+	for i := range n {
+		in := floats([]int64{1, 4}, func(k int) float32 { return float32(i*4 + k) })
+		if i == 5 {
+			in = floats([]int64{1, 5}, func(k int) float32 { return 1 }) // the wrong shape
+		}
+		runs = append(runs, modelstore.GroupRun{Ctx: context.Background(), Inputs: []*modelstore.Tensor{in},
+			Done: func(outs []*modelstore.Tensor, err error) {
+				order = append(order, i)
+				got[i] = answer{outs, err}
+			}})
+	}
+	got = make([]answer, n)
+	lin.RunGroup(runs)
+	if len(order) != n || !slices.IsSorted(order) {
+		t.Fatalf("answered in order %v", order)
+	}
+	for i, r := range runs {
+		want, wantErr := lin.(modelstore.EngineSession).Run(context.Background(), r.Inputs)
+		if fmt.Sprint(got[i].err) != fmt.Sprint(wantErr) {
+			t.Fatalf("run %d: error %v, alone %v", i, got[i].err, wantErr)
+		}
+		if wantErr == nil && !bytes.Equal(got[i].outs[0].Data, want[0].Data) {
+			t.Fatalf("run %d: outputs differ", i)
+		}
+		if (i == 5) != (wantErr != nil) {
+			t.Fatalf("run %d: error %v", i, wantErr)
+		}
+	}
+
+	slow := compile(t, pool, "slow.onnx").(modelstore.GroupRunner)
+	one := []*modelstore.Tensor{floats([]int64{1, 1}, func(int) float32 { return 1 })}
+	first, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	second, cancel2 := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel2()
+	errs := make([]error, 2)
+	start := time.Now()
+	slow.RunGroup([]modelstore.GroupRun{
+		{Ctx: first, Inputs: one, Done: func(_ []*modelstore.Tensor, err error) { errs[0] = err }},
+		{Ctx: second, Inputs: one, Done: func(_ []*modelstore.Tensor, err error) { errs[1] = err }},
+	})
+	if !strings.Contains(fmt.Sprint(errs[0]), "terminate") || !errors.Is(errs[1], context.DeadlineExceeded) {
+		t.Fatalf("got %v", errs)
 	}
 	if took := time.Since(start); took > 3*time.Second {
 		t.Fatalf("took %v", took)
