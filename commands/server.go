@@ -391,7 +391,11 @@ const (
 
 // PreLimits bound a command before its name is read.
 func (s *App) PreLimits(c *Client) Limits {
-	if !c.Authed() {
+	// The cached clock (Tick's): read for every command, and twice, the
+	// real one cost 3% of a pipelined TENSORSET's CPU. A token that lapsed
+	// within the last tick gets one more command read with the limits of
+	// the authenticated; Dispatch, on the real clock, refuses it NOAUTH.
+	if !c.authedAt(s.clock.Load()) {
 		return Limits{MaxArgs: unauthMaxArgs, MaxBulk: unauthMaxBulk, MaxQuery: unauthMaxArgs * unauthMaxBulk, Unauth: true}
 	}
 	return Limits{MaxArgs: 1 << 30, MaxBulk: s.Opts.ProtoMaxBulkLen.Load(), MaxQuery: s.Opts.ClientQueryBufferLimit.Load()}
@@ -415,8 +419,11 @@ func (s *App) Dispatch(c *Client, argv [][]byte, owned func(int) bool) {
 		c.logReplies++ // this command's reply follows an uncommitted write's
 	}
 	// Not the cached clock: it may lag by a tick, and Tick would then close
-	// a client before it has been idle for the whole timeout.
-	now := time.Now().UnixMilli()
+	// a client before it has been idle for the whole timeout. The same
+	// reading starts the command's duration (one clock read, not two: they
+	// were 4% of a pipelined TENSORSET's CPU).
+	start := time.Now()
+	now := start.UnixMilli()
 	c.lastActive.Store(now)
 	spec := table.Lookup(argv[0])
 	if err := s.check(c, spec, argv, now); err != nil {
@@ -461,7 +468,6 @@ func (s *App) Dispatch(c *Client, argv [][]byte, owned func(int) bool) {
 		s.replyError(c.W, err)
 		return
 	}
-	start := time.Now()
 	err = s.run(&Ctx{App: s, C: c, W: c.W, fence: s.fenceSlot(spec, argv)}, spec, r)
 	s.recordRun(c, spec, argv, time.Since(start), err != nil)
 }

@@ -17,7 +17,7 @@ func (k *Keyspace) setTTLLocked(key string, at int64) {
 
 // dropIfExpired queues the value of key, if it is there but expired, for
 // the next SweepExpired: a write is about to replace it.
-func (k *Keyspace) dropIfExpired(key string, now int64) {
+func (k *Keyspace) dropIfExpired(key string, now *instant) {
 	if e, ok := k.m[key]; ok && !e.live(now) {
 		k.dropped = append(k.dropped, e.v)
 	}
@@ -27,7 +27,7 @@ func (k *Keyspace) dropIfExpired(key string, now int64) {
 // returns false if the key does not exist. An expiry in the past deletes
 // the key and returns the value removed.
 func (k *Keyspace) SetExpire(allow Allow, key string, at int64) (bool, Value, error) {
-	now := k.now()
+	now := k.instant()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	e, ok := k.m[key]
@@ -38,7 +38,7 @@ func (k *Keyspace) SetExpire(allow Allow, key string, at int64) (bool, Value, er
 		return false, nil, err
 	}
 	k.dirty.Add(1)
-	if at != 0 && at <= now {
+	if at != 0 && at <= now.at() {
 		k.deleteLocked(key)
 		if k.journal != nil {
 			k.journal.Delete(key)
@@ -56,7 +56,7 @@ func (k *Keyspace) SetExpire(allow Allow, key string, at int64) (bool, Value, er
 
 // Expiry returns key's expiry in unix ms (0 = none) and whether it exists.
 func (k *Keyspace) Expiry(key string) (int64, bool) {
-	now := k.now()
+	now := k.instant()
 	k.mu.RLock()
 	e, ok := k.m[key]
 	k.mu.RUnlock()
@@ -84,7 +84,7 @@ const (
 // returns the values removed, including those of expired keys that writes
 // or DEL removed meanwhile.
 func (k *Keyspace) SweepExpired() []Value {
-	now := k.now()
+	now := k.instant()
 	start := time.Now()
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -98,7 +98,7 @@ func (k *Keyspace) SweepExpired() []Value {
 				break
 			}
 			sampled++
-			if at <= now {
+			if at <= now.at() {
 				v, _ := k.deleteLocked(key)
 				out = append(out, v)
 				expired++

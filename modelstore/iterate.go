@@ -44,13 +44,13 @@ func (k *Keyspace) Items() []Item { return k.ItemsRetained(nil) }
 // counted before any concurrent delete can drop the last one: a snapshot
 // that retains model blobs here never reads one already freed.
 func (k *Keyspace) ItemsRetained(retain func(Value)) []Item {
-	now := k.now()
+	now := k.instant()
 	k.mu.RLock()
 	defer k.mu.RUnlock()
 	return k.itemsLocked(now, retain)
 }
 
-func (k *Keyspace) itemsLocked(now int64, retain func(Value)) []Item {
+func (k *Keyspace) itemsLocked(now *instant, retain func(Value)) []Item {
 	out := make([]Item, 0, len(k.m))
 	for key, e := range k.m {
 		if e.live(now) {
@@ -67,7 +67,7 @@ func (k *Keyspace) itemsLocked(now int64, retain func(Value)) []Item {
 // locked against writes: what at does (a log's switch to a new file)
 // happens at the very instant of the copy.
 func (k *Keyspace) Cut(retain func(Value), at func()) []Item {
-	now := k.now()
+	now := k.instant()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	out := k.itemsLocked(now, retain)
@@ -109,7 +109,7 @@ func (k *Keyspace) Replace(items []Item) []Value {
 // (MATCH, TYPE) after they are counted, as Redis does. It walks count keys
 // of order from the cursor: its cost does not grow with the keyspace.
 func (k *Keyspace) Scan(cursor uint64, count int, accept func(Item) bool) ([]string, uint64) {
-	now := k.now()
+	now := k.instant()
 	var items []Item
 	var next uint64
 	counted := 0

@@ -264,6 +264,18 @@ func (r *Reader) readMultibulk(lim Limits, classify func([]byte) Limits) error {
 			}
 			r.cmd.Args = append(r.cmd.Args, dst[:size:size])
 			r.cmd.owned = append(r.cmd.owned, true)
+		case size >= smallArg && size <= int64(r.br.Size()):
+			// Copied out of the buffer by append, which (unlike make)
+			// does not clear the allocation first: 5% of a pipelined
+			// TENSORSET's CPU was that clearing.
+			b, err := r.br.Peek(int(size))
+			if err != nil {
+				return err
+			}
+			dst = append([]byte(nil), b...)
+			r.br.Discard(int(size))
+			r.cmd.Args = append(r.cmd.Args, dst[:size:size])
+			r.cmd.owned = append(r.cmd.owned, true)
 		case size >= smallArg:
 			dst = make([]byte, size)
 			if _, err := io.ReadFull(r.br, dst); err != nil {
