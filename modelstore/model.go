@@ -409,6 +409,16 @@ func (m *Model) runSession(inputs []*Tensor, execTimeout time.Duration) ([]*Tens
 	return m.Blob.Session.Run(ctx, inputs)
 }
 
+// meanRun is the mean time of m's successful runs so far (false before
+// the first).
+func (m *Model) meanRun() (time.Duration, bool) {
+	n := m.Stats.Calls.Load() - m.Stats.Errors.Load()
+	if n <= 0 {
+		return 0, false
+	}
+	return time.Duration(m.Stats.Duration.Load()/n) * time.Microsecond, true
+}
+
 // account updates AI.INFO statistics as RedisAI does: samples are the
 // first output's dim 0.
 func (m *Model) account(start time.Time, outs []*Tensor, err error) {

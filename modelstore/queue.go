@@ -309,15 +309,24 @@ func (q *RunQueue) armLocked(at time.Time) {
 // group, as it would in the queue.
 const maxGroupRuns = 8
 
-// groupLocked returns j alone, or, when j's model is unbatched and its
-// session a GroupRunner, j with the requests for the same model queued
-// behind it: a share of them, so that the workers that are free take the
-// rest at the same time (with n such requests and f free workers, this
-// one is given about n/f; none when the queue holds no other). Requests
-// whose TIMEOUT has passed are left for next to answer. q.mu is held, and
-// this worker's slot is not yet counted busy.
+// groupMaxRun: the requests of a model whose runs take longer than this
+// on average are not grouped. A group saves two wake-ups per run (100 to
+// 200 µs on the 2-vCPU machine of docs/BENCHMARKS.md), which a long run
+// does not notice, while a group's runs execute one after another on one
+// lane: a transformer's (6 ms) grouped left a core idle at 8 clients.
+const groupMaxRun = time.Millisecond
+
+// groupLocked returns j alone, or, when j's model is unbatched, its runs
+// short (groupMaxRun) and its session a GroupRunner, j with the requests
+// for the same model queued behind it: a share of them, so that the other
+// queue workers take the rest (with n such requests and w workers, this
+// one is given about n/w; none when the queue holds no other). Requests
+// whose TIMEOUT has passed are left for next to answer. q.mu is held.
 func (q *RunQueue) groupLocked(j *job, now time.Time) []*job {
 	if _, ok := j.m.Blob.Session.(GroupRunner); !ok || j.m.BatchSize > 0 {
+		return []*job{j}
+	}
+	if mean, ok := j.m.meanRun(); !ok || mean > groupMaxRun {
 		return []*job{j}
 	}
 	n := 0
@@ -326,8 +335,7 @@ func (q *RunQueue) groupLocked(j *job, now time.Time) []*job {
 			n++
 		}
 	}
-	free := max(q.want-q.busy, 1)
-	take := min(maxGroupRuns, (n+1+free-1)/free) - 1
+	take := min(maxGroupRuns, (n+q.want)/q.want) - 1 // ceil((n+1)/want), j included
 	group := []*job{j}
 	for _, x := range q.pending {
 		if len(group) > take {

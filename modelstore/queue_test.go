@@ -189,6 +189,10 @@ func TestRunQueueGroupsRuns(t *testing.T) {
 	rec := &groupRecorder{EngineSession: lin.Blob.Session}
 	lin.Blob.Session = rec
 	q := NewRunQueue(1)
+	// A first run tells the queue that the model's runs are short.
+	if _, err := q.Run(lin, &RunRequest{Inputs: []*Tensor{floats([]int64{1, 4}, 1, 2, 3, 4)}}); err != nil {
+		t.Fatal(err)
+	}
 	busy := make(chan error, 1)
 	go func() { busy <- slowRun(q, slow, 200*time.Millisecond) }()
 	waitFor(t, "the worker is busy", func() bool { return q.Busy() == 1 })
@@ -228,8 +232,8 @@ func TestRunQueueGroupsRuns(t *testing.T) {
 			}
 		}
 	}
-	if c, e := lin.Stats.Calls.Load(), lin.Stats.Errors.Load(); c != 6 || e != 1 {
-		t.Errorf("calls %d errors %d, want 6 and 1", c, e)
+	if c, e := lin.Stats.Calls.Load(), lin.Stats.Errors.Load(); c != 7 || e != 1 {
+		t.Errorf("calls %d errors %d, want 7 and 1", c, e)
 	}
 
 	// A group holds at most maxGroupRuns: 20 queued go as 8, 8 and 4.
@@ -251,6 +255,22 @@ func TestRunQueueGroupsRuns(t *testing.T) {
 		if err != nil {
 			t.Errorf("request %d: %v", i, err)
 		}
+	}
+
+	// Long runs are not grouped: each keeps a queue worker of its own.
+	rec.groups = nil
+	lin.Stats.Duration.Add(int64(time.Hour / time.Microsecond))
+	go func() { busy <- slowRun(q, slow, 100*time.Millisecond) }()
+	waitFor(t, "the worker is busy", func() bool { return q.Busy() == 1 })
+	for i := range 3 {
+		wg.Add(1)
+		go func() { defer wg.Done(); _, errs[i] = q.Run(lin, &RunRequest{Inputs: reqs[0].Inputs}) }()
+	}
+	waitFor(t, "3 requests are queued", func() bool { return q.Pending() == 3 })
+	wg.Wait()
+	<-busy
+	if len(rec.groups) != 0 {
+		t.Errorf("groups %v for a model whose runs are long", rec.groups)
 	}
 }
 
