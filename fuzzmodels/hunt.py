@@ -9,7 +9,9 @@ and opset 3 of ai.onnx.ml) it writes models of one node with degenerate
 attributes (0, negative, huge, lists of the wrong length), degenerate shapes
 (zero and huge dims, rank 0, ranks that disagree) and extreme or zero input
 values, given either as initializers (ONNX Runtime folds them while the
-session is created, at AI.MODELSTORE) or fed at AI.MODELEXECUTE. Each model
+session is created, at AI.MODELSTORE) or fed at AI.MODELEXECUTE. Operators
+of sequences, optionals and maps get small graphs around their node
+(fuzzmodels/seqgen.py). Each model
 goes to a real server (bin/enclaveai-server on a free port): AI.MODELSTORE,
 then AI.TENSORSET of its inputs and AI.MODELEXECUTE with a TIMEOUT.
 
@@ -53,6 +55,8 @@ import numpy as np
 import onnx
 import redis
 from onnx import TensorProto, helper
+
+import seqgen
 
 warnings.simplefilter("ignore")  # numpy's overflow warnings on purposely extreme values
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -199,6 +203,8 @@ def rand_attr(rnd, name, a):
 
 def gen_spec(rnd, s, opset):
     """A random spec of a one-node model of schema s, or None."""
+    if seqgen.covers(s.name):
+        return seqgen.gen(rnd, sys.modules[__name__], s, opset)
     binding = pick_types(s, rnd)
     if binding is None:
         return None
@@ -259,36 +265,50 @@ def tensor_proto(name, et, shape, vals):
 
 def build(spec):
     """The model bytes of a spec and the runtime inputs [(name, type, shape, values)]."""
-    node_inputs, graph_inputs, inits, feeds = [], [], [], []
-    for i, inp in enumerate(spec["inputs"]):
-        if inp is None:
-            node_inputs.append("")
-            continue
-        name = "in%d" % i
-        node_inputs.append(name)
+    node_inputs, graph_inputs, inits, feeds, nodes = [], [], [], [], []
+
+    def add_tensor(name, inp, dims=None):
         if inp["const"]:
             inits.append(tensor_proto(name, inp["type"], inp["shape"], inp["values"]))
         else:
             decl = inp.get("decl", "fixed")
             shape = inp["shape"]
             if decl == "symbolic":
-                shape = ["d%d_%d" % (i, k) for k in range(len(shape))]
+                shape = ["%s_%d" % (dims or name, k) for k in range(len(shape))]
             elif decl == "none":
                 shape = None
             graph_inputs.append(helper.make_tensor_value_info(name, inp["type"], shape))
             feeds.append((name, inp["type"], inp["shape"], inp["values"]))
+        return name
+
+    for i, inp in enumerate(spec["inputs"]):
+        if inp is None:
+            node_inputs.append("")
+            continue
+        made = seqgen.build_input(sys.modules[__name__], i, inp, add_tensor, nodes, graph_inputs)
+        node_inputs.append(made or add_tensor("in%d" % i, inp, "d%d" % i))
     outs = ["out%d" % i for i in range(spec["nout"])]
     attrs = {}
     for k, v in spec["attrs"].items():
-        if isinstance(v, dict):
+        tp = seqgen.attr_value(k, v)
+        if tp is not None:
+            v = tp
+        elif isinstance(v, dict):
             et, shape, vals = v["tensor"]
             v = tensor_proto(k, et, shape, vals)
         attrs[k] = v
-    node = helper.make_node(spec["op"], node_inputs, outs, name="n0", domain=spec["domain"], **attrs)
+    post = spec.get("post")
+    main_outs = ["mid0"] if post else outs
+    nodes.append(helper.make_node(spec["op"], node_inputs, main_outs, name="n0", domain=spec["domain"], **attrs))
+    if post:
+        nodes += seqgen.post_nodes(spec, "mid0", outs[0])[0]
     out_types = spec.get("out_types") or [None] * len(outs)
-    outputs = [helper.make_tensor_value_info(o, t, None) if t else onnx.ValueInfoProto(name=o)
-               for o, t in zip(outs, out_types)]
-    graph = helper.make_graph([node], "g", graph_inputs, outputs, inits)
+    if seqgen.SEQ_OPS.get(spec["op"]) == "store":
+        outputs = [seqgen.store_only_output(spec, outs[0])]
+    else:
+        outputs = [helper.make_tensor_value_info(o, t, None) if t else onnx.ValueInfoProto(name=o)
+                   for o, t in zip(outs, out_types)]
+    graph = helper.make_graph(nodes, "g", graph_inputs, outputs, inits)
     opsets = [helper.make_opsetid("", spec["opset"]), helper.make_opsetid("ai.onnx.ml", ML_OPSET)]
     m = helper.make_model(graph, opset_imports=opsets, ir_version=8)
     return m.SerializeToString(), feeds
@@ -592,6 +612,7 @@ def main():
             "operators_ran_ok": len(ops_ran),
             "unimplemented": sorted(n for _, n in unimplemented),
             "operators_not_tried": sorted(set(x[0].name for x in all_schemas) - ops_tried),
+            "operators_store_only": sorted(n for n, k in seqgen.SEQ_OPS.items() if k == "store"),
             "operators_never_ran_clean": sorted(ops_tried - ops_ran),
             "server_restarts": srv.restarts,
             "rate_limit_waits": srv.rate_limited,

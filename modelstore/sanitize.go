@@ -497,12 +497,34 @@ var rules = []rule{
 	{"RandomNormal RandomNormalLike", "scale", floatAtLeast(0)},                   // hunt: SIGABRT
 	{"RandomUniform RandomUniformLike", "", uniformBounds},                        // hunt: SIGABRT
 	{"ai.onnx.ml:FeatureVectorizer", "inputdimensions", allInRangeInts(1, 1<<24)}, // hunt: SIGABRT
+	{"SplitToSequence", "", splitLengths},                                         // hunt: SIGFPE, at store when folded
 	// Resource bombs: outputs whose size is known at store.
 	{"ConstantOfShape", "", staticSize(shapeFromInput(0))},
 	{"Expand", "", staticSize(shapeFromInput(1))},
 	{"Reshape", "", staticSize(shapeFromInput(1))},
 	{"Tile", "", staticSize(tileShape)},
 	{"Range", "", staticSize(rangeShape)},
+}
+
+// splitLengths: SplitToSequence's split, where it is a constant, is a
+// chunk length of at least 1 (a scalar) or lengths of at least 0 (a
+// list), as the ONNX specification asks: ONNX Runtime divides by a scalar
+// split of 0.
+func splitLengths(c *ruleCtx, _ *gAttr) string {
+	v := c.in(1)
+	if v == nil || !v.known || v.shape == nil {
+		return ""
+	}
+	min := int64(0)
+	if len(v.shape) == 0 {
+		min = 1
+	}
+	for _, x := range v.ints {
+		if x < min {
+			return fmt.Sprintf("input 1 (split) holds %d, must be >= %d", x, min)
+		}
+	}
+	return ""
 }
 
 // floatsLen: a float list has one of the given lengths.
