@@ -10,6 +10,13 @@ after n0 that turns its sequence or optional output back into a tensor
 (SequenceLength, ConcatFromSequence, SequenceAt, OptionalHasElement,
 OptionalGetElement), since the server returns tensors only.
 
+The control-flow operators (If, Loop, Scan, SequenceMap) get generated
+bodies: an If branch is a generated node of another operator over
+constants, a Loop or SequenceMap body one unary step (Identity, Neg, Abs,
+Add of the value to itself, or Concat, which doubles it each trip), a
+Scan body a running sum; trip counts, conditions, axes and directions are
+degenerate as the hunt's attributes are.
+
 ZipMap, CastMap and DictVectorizer are tried at AI.MODELSTORE only: no
 client can feed a map, and no operator turns ZipMap's sequence of maps
 back into a tensor, so ONNX Runtime never runs them for the server.
@@ -29,6 +36,7 @@ SEQ_OPS = {
     "SequenceEmpty": "seq", "SplitToSequence": "seq",
     "Optional": "opt", "OptionalHasElement": "tensor", "OptionalGetElement": "tensor",
     "ZipMap": "store", "CastMap": "store", "DictVectorizer": "store",
+    "If": "tensor", "Loop": "tensor", "Scan": "tensor", "SequenceMap": "seq",
 }
 POST = {"seq": ["length", "concat", "at", "at_last"], "opt": ["has", "get"]}
 
@@ -94,7 +102,7 @@ def gen(rnd, hunt, s, opset):
     name = s.name
     et = rnd.choice(ELEM)
     base = [rnd.choice([1, 2, 3]) for _ in range(rnd.choice([1, 2, 3]))]
-    inputs, attrs, post = [], {}, None
+    inputs, attrs, post, nout = [], {}, None, 1
     kind = SEQ_OPS[name]
     if name in ("SequenceAt", "SequenceErase", "SequenceInsert", "SequenceLength", "ConcatFromSequence"):
         inputs.append(_sequence(rnd, hunt, et, base))
@@ -136,6 +144,45 @@ def gen(rnd, hunt, s, opset):
             attrs["classlabels_int64s"] = [rnd.choice(hunt.INTS) for _ in range(n)]
         else:
             attrs["classlabels_strings"] = [rnd.choice(hunt.STRINGS) for _ in range(n)]
+    elif name == "If":
+        cond = _tensor(rnd, hunt, TensorProto.BOOL, [1], scalar=rnd.random() < 0.8)
+        inputs.append(cond)
+        then = _branch(rnd, hunt, opset, "t")
+        other = _branch(rnd, hunt, opset, "e")
+        if then is None or other is None:
+            return None
+        attrs["then_branch"], attrs["else_branch"] = then, other
+        et = then["graph"]["spec"]["out_types"][0] or TensorProto.FLOAT
+    elif name == "Loop":
+        et = rnd.choice([TensorProto.FLOAT, TensorProto.INT64, TensorProto.INT32])
+        trips = _tensor(rnd, hunt, TensorProto.INT64, [1], scalar=rnd.random() < 0.8)
+        # Huge trip counts run to the TIMEOUT: now and then only, or they
+        # would take most of the hunt's time.
+        trips["values"] = [rnd.choice([0, 1, 2, 3, 5, -1]) if rnd.random() < 0.9 else rnd.choice([2**62, 2**63 - 1])
+                           for _ in trips["values"]]
+        inputs.append(trips if rnd.random() < 0.85 else None)
+        inputs.append(_tensor(rnd, hunt, TensorProto.BOOL, [1], scalar=rnd.random() < 0.8) if rnd.random() < 0.7 else None)
+        inputs.append(_tensor(rnd, hunt, et, base))
+        scan_out = rnd.random() < 0.4
+        attrs["body"] = {"graph": {"kind": "loop", "type": et, "step": rnd.choice(STEPS), "scan": scan_out,
+                                   "axis": rnd.choice([0, 0, 1, -1, 5])}}
+    elif name == "Scan":
+        et = rnd.choice([TensorProto.FLOAT, TensorProto.INT64])
+        x = _tensor(rnd, hunt, et, [rnd.choice([0, 1, 2, 3])] + base)
+        state = _tensor(rnd, hunt, et, x["shape"][1:] if x["shape"] else [])
+        inputs += [state, x]
+        attrs["body"] = {"graph": {"kind": "scan", "type": et}}
+        attrs["num_scan_inputs"] = 1 if rnd.random() < 0.7 else rnd.choice(hunt.INTS)
+        for a in ("scan_input_axes", "scan_output_axes"):
+            if rnd.random() < 0.4:
+                attrs[a] = [rnd.choice([0, 1, -1, 3, 2**62]) for _ in range(rnd.choice([0, 1, 1, 2]))]
+        for a in ("scan_input_directions", "scan_output_directions"):
+            if rnd.random() < 0.3:
+                attrs[a] = [rnd.choice([0, 1, -1, 2]) for _ in range(rnd.choice([0, 1, 1, 2]))]
+        nout = 2
+    elif name == "SequenceMap":
+        inputs.append(_sequence(rnd, hunt, et, base))
+        attrs["body"] = {"graph": {"kind": "map", "type": et, "step": rnd.choice(STEPS)}}
     elif name in ("CastMap", "DictVectorizer"):
         inputs.append({"map": rnd.choice([TensorProto.INT64, TensorProto.STRING])})
         if name == "CastMap":
@@ -164,6 +211,11 @@ def gen(rnd, hunt, s, opset):
             out_type = TensorProto.FLOAT  # an invalid dtype: refused at store
     if name in ("ZipMap", "CastMap", "DictVectorizer"):
         out_type = None
+    if name == "Loop":
+        nout = 2 if attrs["body"]["graph"]["scan"] else 1
+    if name in ("Loop", "Scan"):
+        return {"op": name, "domain": s.domain, "opset": opset, "inputs": inputs, "attrs": attrs,
+                "nout": nout, "out_types": [et] * nout, "post": None}
     return {"op": name, "domain": s.domain, "opset": opset, "inputs": inputs, "attrs": attrs,
             "nout": 1, "out_types": [out_type], "post": post}
 
@@ -201,12 +253,95 @@ def build_input(hunt, i, inp, add_tensor, nodes, graph_inputs):
     return None
 
 
-def attr_value(k, v):
-    """A TypeProto attribute (Optional's type), or None for the others."""
+def attr_value(hunt, k, v):
+    """A TypeProto attribute (Optional's type) or a body graph, or None for
+    the others."""
     if isinstance(v, dict) and "type_proto" in v:
         et, shape = v["type_proto"]
         return helper.make_tensor_type_proto(et, shape)
+    if isinstance(v, dict) and "graph" in v:
+        return body(hunt, k, v["graph"])
     return None
+
+
+# A Loop or SequenceMap body's step on its value.
+STEPS = ["Identity", "Neg", "Abs", "Add", "Concat"]
+
+
+_plain = {}  # opset: the schemas an If branch may use
+
+
+def _branch(rnd, hunt, opset, prefix):
+    """An If branch: a generated node of another tensor operator, its
+    inputs constants of the branch."""
+    if opset not in _plain:
+        _plain[opset] = [x for x in hunt.schemas() if not covers(x[0].name) and x[1] == opset]
+    plain = _plain[opset]
+    for _ in range(20):
+        s2, _ = rnd.choice(plain)
+        spec = hunt.gen_spec(rnd, s2, opset)
+        if spec and spec["out_types"] and spec["out_types"][0]:
+            for inp in spec["inputs"]:
+                if inp is not None:
+                    inp["const"] = True
+            return {"graph": {"kind": "branch", "prefix": prefix, "spec": spec}}
+    return None
+
+
+def _step(step, x, y, name):
+    if step in ("Add", "Concat"):
+        kw = {"axis": 0} if step == "Concat" else {}
+        return helper.make_node(step, [x, x], [y], name=name, **kw)
+    return helper.make_node(step, [x], [y], name=name)
+
+
+def body(hunt, attr, g):
+    """The GraphProto of a generated body."""
+    kind = g["kind"]
+    if kind == "branch":
+        p, spec = g["prefix"], g["spec"]
+        inits, ins = [], []
+        for i, inp in enumerate(spec["inputs"]):
+            if inp is None:
+                ins.append("")
+                continue
+            n = "%s_in%d" % (p, i)
+            inits.append(hunt.tensor_proto(n, inp["type"], inp["shape"], inp["values"]))
+            ins.append(n)
+        attrs = {}
+        for k, v in spec["attrs"].items():
+            if isinstance(v, dict):
+                et, shape, vals = v["tensor"]
+                v = hunt.tensor_proto(k, et, shape, vals)
+            attrs[k] = v
+        outs = ["%s_out%d" % (p, i) for i in range(spec["nout"])]
+        node = helper.make_node(spec["op"], ins, outs, name=p + "_n", domain=spec["domain"], **attrs)
+        out = helper.make_tensor_value_info(outs[0], spec["out_types"][0], None)
+        return helper.make_graph([node], p, [], [out], inits)
+    et = g["type"]
+    if kind == "loop":
+        nodes = [helper.make_node("Identity", ["b_c"], ["b_c_out"], name="b_id"),
+                 _step(g["step"], "b_v", "b_v_out", "b_step")]
+        outs = [helper.make_tensor_value_info("b_c_out", TensorProto.BOOL, []),
+                helper.make_tensor_value_info("b_v_out", et, None)]
+        if g["scan"]:
+            nodes.append(helper.make_node("Identity", ["b_v"], ["b_scan"], name="b_scan_id"))
+            outs.append(helper.make_tensor_value_info("b_scan", et, None))
+        ins = [helper.make_tensor_value_info("b_i", TensorProto.INT64, []),
+               helper.make_tensor_value_info("b_c", TensorProto.BOOL, []),
+               helper.make_tensor_value_info("b_v", et, None)]
+        return helper.make_graph(nodes, "loop_body", ins, outs)
+    if kind == "scan":
+        nodes = [helper.make_node("Add", ["b_s", "b_x"], ["b_s_out"], name="b_add"),
+                 helper.make_node("Identity", ["b_x"], ["b_y"], name="b_id")]
+        ins = [helper.make_tensor_value_info("b_s", et, None), helper.make_tensor_value_info("b_x", et, None)]
+        outs = [helper.make_tensor_value_info("b_s_out", et, None), helper.make_tensor_value_info("b_y", et, None)]
+        return helper.make_graph(nodes, "scan_body", ins, outs)
+    if kind == "map":
+        nodes = [_step(g["step"], "b_x", "b_y", "b_step")]
+        return helper.make_graph(nodes, "map_body", [helper.make_tensor_value_info("b_x", et, None)],
+                                 [helper.make_tensor_value_info("b_y", et, None)])
+    raise ValueError(kind)
 
 
 def post_nodes(spec, main_out, final_out):

@@ -498,6 +498,9 @@ var rules = []rule{
 	{"RandomUniform RandomUniformLike", "", uniformBounds},                        // hunt: SIGABRT
 	{"ai.onnx.ml:FeatureVectorizer", "inputdimensions", allInRangeInts(1, 1<<24)}, // hunt: SIGABRT
 	{"SplitToSequence", "", splitLengths},                                         // hunt: SIGFPE, at store when folded
+	{"Loop", "", elemsOf(0, 1)},                                                   // hunt: SIGSEGV (an empty trip count)
+	{"Loop", "", elemsOf(1, 1)},
+	{"Scan", "num_scan_inputs", scanInputs}, // hunt: SIGSEGV
 	// Resource bombs: outputs whose size is known at store.
 	{"ConstantOfShape", "", staticSize(shapeFromInput(0))},
 	{"Expand", "", staticSize(shapeFromInput(1))},
@@ -523,6 +526,15 @@ func splitLengths(c *ruleCtx, _ *gAttr) string {
 		if x < min {
 			return fmt.Sprintf("input 1 (split) holds %d, must be >= %d", x, min)
 		}
+	}
+	return ""
+}
+
+// scanInputs: Scan's num_scan_inputs counts some of its inputs, at least
+// one.
+func scanInputs(c *ruleCtx, a *gAttr) string {
+	if a.i < 1 || a.i > int64(len(c.n.inputs)) {
+		return fmt.Sprintf("must be in [1, %d] (the node's inputs), got %d", len(c.n.inputs), a.i)
 	}
 	return ""
 }
