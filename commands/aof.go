@@ -1,10 +1,9 @@
 package commands
 
 import (
-	"crypto/sha256"
+	"crypto/rand"
 	"errors"
 	"fmt"
-	"hash"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -138,13 +137,11 @@ func tensorRecord(key string, t *modelstore.Tensor, expireAt int64) *persistence
 }
 
 // modelRecord is m's MODEL record; false for a model that is not
-// persisted. The digest is there: compileModel waited for it before the
+// persisted. It does not wait: a model names its model file by an id of
+// its own (LogFile), or else compileModel waited for the digest before the
 // model could reach the keyspace, and loaded models come with theirs.
 func modelRecord(key string, m *modelstore.Model, expireAt int64) (*persistence.LogModel, bool) {
-	if m.NoPersist {
-		return nil, false
-	}
-	sum, ok := m.Blob.SHA256()
+	file, digest, ok := modelFileOf(m)
 	if !ok {
 		return nil, false
 	}
@@ -152,7 +149,20 @@ func modelRecord(key string, m *modelstore.Model, expireAt int64) (*persistence.
 		Backend: m.Backend, Device: m.Device, Tag: m.Tag, BatchSize: uint32(m.BatchSize),
 		MinBatchSize: uint32(m.MinBatchSize), MinBatchTimeoutMs: uint64(m.MinBatchTimeout),
 		Optimize: m.Blob.Opts.Optimize, ID: m.ID, CreatedUnixMs: m.Created.UnixMilli(), Owner: m.Owner},
-		SHA256: sum, Size: int64(len(m.Blob.Data))}, true
+		File: file, Digest: digest, Size: int64(len(m.Blob.Data))}, true
+}
+
+// modelFileOf is the LogModel.File naming m's model file, and whether it is
+// the model's SHA-256; false for a model that is not persisted.
+func modelFileOf(m *modelstore.Model) (file [32]byte, digest, ok bool) {
+	if m.NoPersist {
+		return file, false, false
+	}
+	if m.LogFile != nil {
+		return *m.LogFile, false, true
+	}
+	file, ok = m.Blob.SHA256()
+	return file, true, ok
 }
 
 // baseSource yields the records of a base holding items.
@@ -247,44 +257,79 @@ func (mf *modelFile) finish(x *Ctx, b *modelstore.Blob) error {
 }
 
 // modelStream is a large upload's model file, sealed and written as the
-// upload's buffer fills (a modelstore.Tap on its fingerprinting goroutine),
-// with the model's SHA-256 computed on the way: once the last byte is in,
-// only the tail is left to seal.
+// upload's buffer fills: once the last byte is in, only the tail is left
+// to seal. The file is named by a random id (LogModel.File), not by the
+// model's SHA-256, so that the upload is acknowledged without waiting for
+// the digest, which the blob computes afterwards as it does without a log
+// (0.6 s a GB, and the CPU the upload's socket reads need on a small
+// machine). Its Stretch runs on the buffer's fingerprinting goroutine (a
+// modelstore.Tap) and only queues; the sealing and writing run on a
+// goroutine of their own, so that the file's writes, which wait for the
+// disk, hold up neither the fingerprint nor the socket reads.
 type modelStream struct {
 	l    *persistence.Log
-	w    *persistence.ModelWriter // created by the first stretch
-	sha  hash.Hash
-	err  error
+	ch   chan []byte   // stretches for write; nil until the first
+	stop atomic.Bool   // End(false): write stops reading the buffer
+	out  chan struct{} // closed when write returns
 	once sync.Once
 	done chan struct{}
 	ok   bool // every byte went into the file (set before done closes)
+	// Owned by write until out closes.
+	w   *persistence.ModelWriter // created by the first stretch
+	err error
 }
 
 // tapUpload makes a large upload's buffer write its model file as it
 // fills (Upload.NewBuffer).
 func (s *App) tapUpload(buf *modelstore.ModelBuffer) {
 	if s.aof != nil {
-		buf.SetTap(&modelStream{l: s.aof, sha: sha256.New(), done: make(chan struct{})})
+		buf.SetTap(&modelStream{l: s.aof, done: make(chan struct{})})
 	}
 }
+
+// streamPiece is how much write seals and writes between checks for a stop.
+const streamPiece = 4 << 20
 
 // Stretch implements modelstore.Tap.
 func (m *modelStream) Stretch(p []byte) {
-	if m.err != nil {
-		return
+	if m.ch == nil {
+		// The stretches are views of the buffer, not copies: a deep queue
+		// costs no memory.
+		m.ch = make(chan []byte, 256)
+		m.out = make(chan struct{})
+		go m.write()
 	}
-	if m.w == nil {
-		if m.w, m.err = m.l.NewModelWriter(); m.err != nil {
-			return
-		}
-	}
-	m.sha.Write(p)
-	_, m.err = m.w.Write(p)
+	m.ch <- p
 }
 
-// End implements modelstore.Tap.
+// write seals and writes the stretches, in order, into the model file.
+func (m *modelStream) write() {
+	defer close(m.out)
+	for p := range m.ch {
+		for len(p) > 0 && m.err == nil && !m.stop.Load() {
+			if m.w == nil {
+				if m.w, m.err = m.l.NewModelWriter(); m.err != nil {
+					break
+				}
+			}
+			k := min(len(p), streamPiece)
+			_, m.err = m.w.Write(p[:k])
+			p = p[k:]
+		}
+	}
+}
+
+// End implements modelstore.Tap. It returns once write no longer reads
+// the buffer.
 func (m *modelStream) End(complete bool) {
 	m.once.Do(func() {
+		if m.ch != nil {
+			if !complete {
+				m.stop.Store(true)
+			}
+			close(m.ch)
+			<-m.out
+		}
 		m.ok = complete && m.err == nil && m.w != nil
 		if !m.ok && m.w != nil {
 			m.w.Abort()
@@ -293,46 +338,46 @@ func (m *modelStream) End(complete bool) {
 	})
 }
 
-// sum waits for the stream's end: the model's SHA-256 if the file holds
-// every byte, false if the caller must write the file itself.
-func (m *modelStream) sum() (sum [32]byte, ok bool) {
+// complete waits for the stream's end: true if the file holds every byte,
+// false if the caller must write the file itself.
+func (m *modelStream) complete() bool {
 	<-m.done
-	if m.ok {
-		m.sha.Sum(sum[:0])
-	}
-	return sum, m.ok
+	return m.ok
 }
 
-// finish puts the file in place; abort drops it.
-func (m *modelStream) finish(sum [32]byte) error {
-	if err := m.w.Finish(sum); err != nil {
-		return misconf(err)
+// finish puts the file in place under a new random id, which it returns
+// for the model's LogFile; abort drops the file.
+func (m *modelStream) finish() (*[32]byte, error) {
+	id := new([32]byte)
+	rand.Read(id[:])
+	if err := m.w.Finish(*id); err != nil {
+		return nil, misconf(err)
 	}
-	return nil
+	return id, nil
 }
 
 func (m *modelStream) abort() {
-	if _, ok := m.sum(); ok {
+	if m.complete() {
 		m.w.Abort()
 	}
 }
 
 // streamedModelFile returns buf's model stream once it has every byte
 // (ending the fingerprint, which the registry would end anyway), or nil.
-func (x *Ctx) streamedModelFile(buf *modelstore.ModelBuffer, noPersist bool) (*modelStream, [32]byte) {
+func (x *Ctx) streamedModelFile(buf *modelstore.ModelBuffer, noPersist bool) *modelStream {
 	m, ok := buf.Tap().(*modelStream)
 	if !ok || x.aof == nil {
-		return nil, [32]byte{}
+		return nil
 	}
 	buf.Fingerprint()
-	sum, complete := m.sum()
-	if !complete || noPersist {
-		if complete {
-			m.w.Abort()
-		}
-		return nil, sum
+	if !m.complete() {
+		return nil
 	}
-	return m, sum
+	if noPersist {
+		m.w.Abort()
+		return nil
+	}
+	return m
 }
 
 func parseBgrewriteaof(a Args) (Runner, error) {
@@ -384,9 +429,9 @@ func (s *App) rewriteLogNow() error {
 	defer s.releaseItems(items)
 	live := map[[32]byte]bool{}
 	for _, it := range items {
-		if m, ok := it.Value.(*modelstore.Model); ok && !m.NoPersist {
-			if sum, ok := m.Blob.SHA256(); ok {
-				live[sum] = true
+		if m, ok := it.Value.(*modelstore.Model); ok {
+			if file, _, ok := modelFileOf(m); ok {
+				live[file] = true
 			}
 		}
 	}
@@ -534,11 +579,11 @@ func (s *App) createLog(l *persistence.Log) error {
 	defer s.releaseItems(items)
 	for _, it := range items {
 		m, ok := it.Value.(*modelstore.Model)
-		if !ok || m.NoPersist {
+		if !ok {
 			continue
 		}
-		sum, ok := m.Blob.SHA256()
-		if !ok || l.HasModel(sum) {
+		sum, digest, ok := modelFileOf(m)
+		if !ok || !digest || l.HasModel(sum) {
 			continue
 		}
 		w, err := l.NewModelWriter()
@@ -677,21 +722,26 @@ func (ld *logLoader) items() ([]modelstore.Item, error) {
 			continue
 		}
 		r := e.model
-		buf, ok := bufs[r.SHA256]
+		buf, ok := bufs[r.File]
 		if !ok {
 			var err error
-			if buf, err = ld.readModel(r.SHA256, r.Size); err != nil {
+			if buf, err = ld.readModel(r.File, r.Size); err != nil {
 				return out, fmt.Errorf("model %q: %w", key, err)
 			}
-			bufs[r.SHA256] = buf
+			bufs[r.File] = buf
 		}
 		rec := r.ModelRecord
 		rec.Key = key
 		rec.ExpireAtUnixMs = e.expireAt
-		rec.BlobSHA256 = &r.SHA256
+		if r.Digest {
+			rec.BlobSHA256 = &r.File
+		}
 		m, err := ld.s.modelFromBuffer(rec, buf)
 		if err != nil {
 			return out, err
+		}
+		if !r.Digest {
+			m.LogFile = &r.File // the file is named by its id, and stays so
 		}
 		out = append(out, modelstore.Item{Key: key, Value: m, ExpireAt: e.expireAt})
 	}

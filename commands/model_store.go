@@ -309,13 +309,12 @@ func (x *Ctx) compileModel(key string, meta modelstore.ModelMeta, optimize bool,
 		InterOpThreads: int(x.AI.InterOpParallelism.Load()),
 	}
 	// The sealed model file of the append-only log is in place before the
-	// model is stored: written as a large upload arrived (its SHA-256 too),
-	// or else while the model compiles.
+	// model is stored: written as a large upload arrived (named by an id
+	// of its own), or else while the model compiles (named by its SHA-256).
 	var stream *modelStream
-	var sum [32]byte
 	if buf != nil {
 		data = buf.Bytes()
-		stream, sum = x.streamedModelFile(buf, meta.NoPersist)
+		stream = x.streamedModelFile(buf, meta.NoPersist)
 	}
 	var mf *modelFile
 	var err error
@@ -326,8 +325,6 @@ func (x *Ctx) compileModel(key string, meta modelstore.ModelMeta, optimize bool,
 	}
 	var blob *modelstore.Blob
 	switch {
-	case stream != nil:
-		blob, err = x.Models.AcquireBufferVerified(buf, sum, from, opts, x.Keys.CheckMemory)
 	case buf != nil:
 		blob, err = x.Models.AcquireBuffer(buf, from, opts, x.Keys.CheckMemory)
 	default:
@@ -341,7 +338,7 @@ func (x *Ctx) compileModel(key string, meta modelstore.ModelMeta, optimize bool,
 		return nil, err
 	}
 	if stream != nil {
-		err = stream.finish(sum)
+		meta.LogFile, err = stream.finish()
 	} else {
 		err = mf.finish(x, blob)
 	}

@@ -377,7 +377,8 @@ func (s *App) modelFromRecord(r persistence.ModelRecord, blob []byte) (*modelsto
 }
 
 // modelFromBuffer is modelFromRecord for a model read into buf (the log's
-// model files): the blob and its session share buf.
+// model files): the blob and its session share buf. Without
+// r.BlobSHA256 (a model file named by an id) the blob computes its digest.
 func (s *App) modelFromBuffer(r persistence.ModelRecord, buf *modelstore.ModelBuffer) (*modelstore.Model, error) {
 	return s.modelFrom(r, buf.Bytes(), buf)
 }
@@ -388,9 +389,14 @@ func (s *App) modelFrom(r persistence.ModelRecord, blob []byte, buf *modelstore.
 	from := modelstore.Origin{Owner: r.Owner, Key: r.Key}
 	var b *modelstore.Blob
 	var err error
-	if buf != nil {
+	switch {
+	case r.BlobSHA256 == nil && buf != nil: // a model file named by an id
+		b, err = s.Models.AcquireBuffer(buf, from, opts, nil)
+	case r.BlobSHA256 == nil:
+		b, err = s.Models.AcquireIfRoom(blob, from, opts, nil)
+	case buf != nil:
 		b, err = s.Models.AcquireBufferVerified(buf, *r.BlobSHA256, from, opts, nil)
-	} else {
+	default:
 		b, err = s.Models.AcquireVerified(blob, *r.BlobSHA256, from, opts)
 	}
 	if err != nil {

@@ -360,6 +360,12 @@ type ModelMeta struct {
 	ID              string // UUID when stored with key "*"
 	Owner           string // the user who stored it ("" = default; commands/owner.go)
 	Created         time.Time
+	// LogFile, when set, is the id naming the append-only log's model
+	// file that holds Blob's bytes, where the file is not named by their
+	// SHA-256 (persistence.LogModel.File): a large upload is sealed into a
+	// file of its own as it arrives, and acknowledged before its digest is
+	// computed.
+	LogFile *[32]byte
 }
 
 // Model is the value stored at a model key. It is immutable but for its

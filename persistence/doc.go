@@ -3,7 +3,8 @@ Package persistence writes and reads EnclaveAI's sealed files: the snapshot,
 the whole keyspace (tensors and models) in one file that stays confidential
 and tamper-evident on an untrusted disk, in the spirit of Redis's RDB file;
 and the append-only log (Log, log.go and logformat.go), a manifest, base
-and incr files of sealed records and content-addressed sealed model files,
+and incr files of sealed records and sealed model files (named by the
+model's SHA-256, or by a random id for an upload written as it arrived),
 in the spirit of Redis 7's multi-part AOF. The log's byte layout is
 specified in docs/DURABILITY.md ("File formats"), its golden directory is
 testdata/log-v1. The log writes through FS, which tests make fail.

@@ -57,7 +57,7 @@ type LogOptions struct {
 }
 
 // Log is the sealed append-only log (see the package doc): a manifest
-// naming a base file and incr files, and content-addressed model files.
+// naming a base file and incr files, and sealed model files (LogModel.File).
 //
 // Appending is split in two so that records keep the order of the
 // keyspace changes they describe while the I/O happens outside the
@@ -318,7 +318,7 @@ func (l *Log) writeLocked() error {
 			continue // a rewrite's base will cover it (see switchLocked)
 		}
 		if op.Model != nil {
-			l.recent[l.ModelFileName(op.Model.SHA256)] = true
+			l.recent[l.ModelFileName(op.Model.File)] = true
 		}
 		var err error
 		if l.plain, err = appendOp(l.plain, op); err != nil {
@@ -949,7 +949,8 @@ func (l *Log) switchLocked(c *cutOp) error {
 // keyspace copied when the cut was appended), makes the manifest name that
 // base and the incr files from the cut's on, and removes the files no
 // longer named and the model files that neither the base nor a later
-// record refers to (live tells which SHA-256s the base refers to). On error
+// record refers to (live tells which model files, by LogModel.File, the
+// base refers to). On error
 // the log stays as BeginRewrite left it: the old files, then the new incr.
 func (l *Log) FinishRewrite(cut Op, src func(yield func(Op) error) error, live map[[32]byte]bool) error {
 	// Records before the cut must be out of the old files before those go.
@@ -1011,23 +1012,23 @@ func contains(list []string, s string) bool {
 
 // ---- model files ----
 
-// ModelFileName is the name of the sealed file holding the model whose
-// SHA-256 is sum: keyed by the seal key, so that the name does not tell
-// which publicly known model is stored.
-func (l *Log) ModelFileName(sum [32]byte) string {
+// ModelFileName is the name of the sealed model file that id names (a
+// LogModel's File: the model's SHA-256, or a random id): keyed by the seal
+// key, so that the name does not tell which publicly known model is stored.
+func (l *Log) ModelFileName(id [32]byte) string {
 	m := hmac.New(sha256.New, l.o.SealKey)
 	m.Write([]byte(modelLabel))
-	m.Write(sum[:])
+	m.Write(id[:])
 	return hex.EncodeToString(m.Sum(nil)[:16]) + ".model"
 }
 
-func (l *Log) modelPath(sum [32]byte) string {
-	return filepath.Join(l.o.Dir, modelsDir, l.ModelFileName(sum))
+func (l *Log) modelPath(id [32]byte) string {
+	return filepath.Join(l.o.Dir, modelsDir, l.ModelFileName(id))
 }
 
-// HasModel reports whether the model file for sum exists.
-func (l *Log) HasModel(sum [32]byte) bool {
-	_, err := os.Stat(l.modelPath(sum))
+// HasModel reports whether the model file id names exists.
+func (l *Log) HasModel(id [32]byte) bool {
+	_, err := os.Stat(l.modelPath(id))
 	return err == nil
 }
 
@@ -1102,13 +1103,14 @@ func (w *ModelWriter) frame(flags byte, pt []byte) {
 	}
 }
 
-// Finish writes the last frame, holding the model's SHA-256, and renames
-// the file into place. Under appendfsync always the file and its
+// Finish writes the last frame, holding id (the LogModel.File that will
+// name the file: the model's SHA-256 or a random id), and renames the
+// file into place. Under appendfsync always the file and its
 // directory are fsynced first; under everysec the next fsync of the log
 // fsyncs them before the log.
-func (w *ModelWriter) Finish(sum [32]byte) error {
+func (w *ModelWriter) Finish(id [32]byte) error {
 	if w.err == nil {
-		w.frame(lastFrame, sum[:])
+		w.frame(lastFrame, id[:])
 	}
 	if w.err == nil && w.d != nil {
 		w.err = w.d.Flush()
@@ -1122,7 +1124,7 @@ func (w *ModelWriter) Finish(sum [32]byte) error {
 	if cerr := w.f.Close(); err == nil {
 		err = cerr
 	}
-	final := l.modelPath(sum)
+	final := l.modelPath(id)
 	if err == nil {
 		err = l.fs.Rename(w.tmp, final)
 	}
@@ -1150,19 +1152,19 @@ func (w *ModelWriter) Abort() {
 	w.l.fs.Remove(w.tmp)
 }
 
-// ReadModel reads and verifies the model file for sum, of size bytes.
-func (l *Log) ReadModel(sum [32]byte, size int64) ([]byte, error) {
-	return l.ReadModelInto(sum, size, nil)
+// ReadModel reads and verifies the model file id names, of size bytes.
+func (l *Log) ReadModel(id [32]byte, size int64) ([]byte, error) {
+	return l.ReadModelInto(id, size, nil)
 }
 
 // ReadModelInto is ReadModel into dst, which has room for size bytes (a
 // model buffer the caller made, so that the model is held once); nil dst
 // allocates. It returns dst's first size bytes.
-func (l *Log) ReadModelInto(sum [32]byte, size int64, dst []byte) ([]byte, error) {
+func (l *Log) ReadModelInto(id [32]byte, size int64, dst []byte) ([]byte, error) {
 	if dst != nil && int64(cap(dst)) < size {
 		return nil, fmt.Errorf("persistence: model file: %d bytes of room for %d", cap(dst), size)
 	}
-	path := l.modelPath(sum)
+	path := l.modelPath(id)
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("persistence: model file %s: %w", filepath.Base(path), err)
@@ -1202,7 +1204,7 @@ func (l *Log) ReadModelInto(sum [32]byte, size int64, dst []byte) ([]byte, error
 			return nil, bad(fmt.Sprintf("frame %d fails verification", index))
 		}
 		if flags == lastFrame {
-			if !bytes.Equal(pt, sum[:]) || int64(len(data)) != size {
+			if !bytes.Equal(pt, id[:]) || int64(len(data)) != size {
 				return nil, bad("is not the model the log names")
 			}
 			var one [1]byte
@@ -1224,8 +1226,8 @@ func (l *Log) ReadModelInto(sum [32]byte, size int64, dst []byte) ([]byte, error
 // appended, so a file still about to be named is never removed.
 func (l *Log) removeModelsLocked(live map[[32]byte]bool) {
 	keep := map[string]bool{}
-	for sum := range live {
-		keep[l.ModelFileName(sum)] = true
+	for id := range live {
+		keep[l.ModelFileName(id)] = true
 	}
 	dir := filepath.Join(l.o.Dir, modelsDir)
 	entries, _ := os.ReadDir(dir)

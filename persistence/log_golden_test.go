@@ -22,7 +22,7 @@ func goldenLogModel(key string) *LogModel {
 	return &LogModel{ModelRecord: ModelRecord{Key: key, Backend: "ONNX", Device: "CPU", Tag: "golden",
 		BatchSize: 4, MinBatchSize: 2, MinBatchTimeoutMs: 50, Optimize: true, ID: "id-1",
 		CreatedUnixMs: 1767225600000, Owner: "alice", Extra: map[string]string{"note": "v1"}},
-		SHA256: sha256.Sum256(goldenModel), Size: int64(len(goldenModel))}
+		File: sha256.Sum256(goldenModel), Digest: true, Size: int64(len(goldenModel))}
 }
 
 // goldenLogBase and goldenLogOps are the golden log's content.

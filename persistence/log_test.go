@@ -32,7 +32,14 @@ func (s *logState) Tensor(t TensorRecord) error {
 }
 
 func (s *logState) Model(m LogModel) error {
-	s.keys[m.Key] = "model:" + string(m.SHA256[:4]) + ":" + m.Tag
+	desc := "model:" + string(m.File[:4]) + ":" + m.Tag
+	if !m.Digest {
+		desc += ":by-id"
+	}
+	if m.Optimize {
+		desc += ":optimize"
+	}
+	s.keys[m.Key] = desc
 	s.expire[m.Key] = m.ExpireAtUnixMs
 	return nil
 }
@@ -123,7 +130,7 @@ func TestLogReplaysEveryRecordType(t *testing.T) {
 	commitAll(t, l, tensorOp("a", "1"), tensorOp("b", "2"), tensorOp("c", "3"),
 		Op{Del: "b"}, Op{Expire: &ExpireOp{"a", 1893456000000}}, Op{Rename: &[2]string{"c", "d"}})
 	commitAll(t, l, Op{Model: &LogModel{ModelRecord: ModelRecord{Key: "m", Tag: "t1", Extra: map[string]string{"x": "y"}},
-		SHA256: sha256.Sum256([]byte("model")), Size: 5}})
+		File: sha256.Sum256([]byte("model")), Digest: true, Size: 5}})
 	// Written to the OS before Commit returns: a new reader sees it all
 	// without Close (kill -9 loses nothing).
 	st, info, err := replayed(t, dir, false)
@@ -282,6 +289,59 @@ func TestLogTamperingRefusesStart(t *testing.T) {
 	lo, _ := OpenLog(LogOptions{Dir: dir, SealKey: other, MaxBlob: 1 << 20})
 	if _, err := lo.Replay(newLogState(), true); err == nil {
 		t.Fatal("another seal key replayed the log")
+	}
+}
+
+// A MODEL record can name its model file by a random id instead of the
+// model's SHA-256 (a large upload, acknowledged before its digest is
+// known): the record says which, next to OPTIMIZE in one flags byte, and
+// a flags byte with an unknown bit is corruption.
+func TestLogModelNamedByID(t *testing.T) {
+	dir := t.TempDir()
+	l := openTestLog(t, dir, nil)
+	if err := l.Create(newLogState().source()); err != nil {
+		t.Fatal(err)
+	}
+	id := [32]byte{'r', 'a', 'n', 'd'}
+	data := []byte("model bytes")
+	w, err := l.NewModelWriter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(data)
+	if err := w.Finish(id); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := l.ReadModel(id, int64(len(data))); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read by id: %q %v", got, err)
+	}
+	sum := sha256.Sum256(data)
+	commitAll(t, l,
+		Op{Model: &LogModel{ModelRecord: ModelRecord{Key: "a", Tag: "t"}, File: id, Size: int64(len(data))}},
+		Op{Model: &LogModel{ModelRecord: ModelRecord{Key: "b", Tag: "t", Optimize: true}, File: id, Size: int64(len(data))}},
+		Op{Model: &LogModel{ModelRecord: ModelRecord{Key: "c", Tag: "t", Optimize: true}, File: sum, Digest: true, Size: int64(len(data))}})
+	st, _, err := replayed(t, dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"a": "model:rand:t:by-id", "b": "model:rand:t:by-id:optimize",
+		"c": "model:" + string(sum[:4]) + ":t:optimize"}
+	if !reflect.DeepEqual(st.keys, want) {
+		t.Fatalf("replayed %q, want %q", st.keys, want)
+	}
+	b, err := appendOp(nil, Op{Model: &LogModel{ModelRecord: ModelRecord{Key: "m"}, File: id}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The flags byte follows type, key, expiry, file, size, backend,
+	// device and tag (empty), batch sizes and timeout.
+	at := 1 + 4 + 1 + 8 + 32 + 8 + 3*4 + 4 + 4 + 8
+	if b[at] != modelFileID {
+		t.Fatalf("flags byte %#x", b[at])
+	}
+	b[at] |= 1 << 2
+	if err := decodeFrame(b, KindIncr, 1<<20, newLogState()); !errors.Is(err, ErrLogCorrupt) {
+		t.Errorf("an unknown flag: %v", err)
 	}
 }
 

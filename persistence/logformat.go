@@ -195,12 +195,22 @@ func (h *logHeader) openFrame(b []byte, index uint64) (pt []byte, flags byte, n 
 }
 
 // LogModel is a MODEL record of the log: the model's attributes and the
-// SHA-256 and size of its bytes, which live in a sealed model file.
+// name and size of its bytes, which live in a sealed model file.
 type LogModel struct {
 	ModelRecord
-	SHA256 [32]byte
+	// File names the model file: the model's SHA-256 when Digest is set,
+	// else a random id (a large upload is sealed into its file as it
+	// arrives, and acknowledged before its SHA-256 is computed).
+	File   [32]byte
+	Digest bool
 	Size   int64
 }
+
+// The bits of a MODEL record's flags byte.
+const (
+	modelOptimize = 1 << 0 // the model's OPTIMIZE
+	modelFileID   = 1 << 1 // File is a random id, not the model's SHA-256
+)
 
 // LogSink receives the records Replay decodes, in log order.
 type LogSink interface {
@@ -262,7 +272,7 @@ func appendOp(b []byte, op Op) ([]byte, error) {
 		b = append(b, recLogModel)
 		str(m.Key)
 		b = binary.BigEndian.AppendUint64(b, uint64(m.ExpireAtUnixMs))
-		b = append(b, m.SHA256[:]...)
+		b = append(b, m.File[:]...)
 		b = binary.BigEndian.AppendUint64(b, uint64(m.Size))
 		str(m.Backend)
 		str(m.Device)
@@ -270,7 +280,14 @@ func appendOp(b []byte, op Op) ([]byte, error) {
 		b = binary.BigEndian.AppendUint32(b, m.BatchSize)
 		b = binary.BigEndian.AppendUint32(b, m.MinBatchSize)
 		b = binary.BigEndian.AppendUint64(b, m.MinBatchTimeoutMs)
-		b = append(b, boolByte(m.Optimize))
+		var flags byte
+		if m.Optimize {
+			flags |= modelOptimize
+		}
+		if !m.Digest {
+			flags |= modelFileID
+		}
+		b = append(b, flags)
 		str(m.ID)
 		b = binary.BigEndian.AppendUint64(b, uint64(m.CreatedUnixMs))
 		str(m.Owner)
@@ -369,18 +386,19 @@ func decodeFrame(pt []byte, kind byte, maxBlob int64, sink LogSink) error {
 			var m LogModel
 			m.Key = d.str()
 			m.ExpireAtUnixMs = int64(d.u64())
-			copy(m.SHA256[:], d.take(32))
+			copy(m.File[:], d.take(32))
 			m.Size = int64(d.u64())
 			m.Backend, m.Device, m.Tag = d.str(), d.str(), d.str()
 			m.BatchSize, m.MinBatchSize = d.u32(), d.u32()
 			m.MinBatchTimeoutMs = d.u64()
-			opt := d.u8()
-			m.Optimize = opt == 1
+			flags := d.u8()
+			m.Optimize = flags&modelOptimize != 0
+			m.Digest = flags&modelFileID == 0
 			m.ID = d.str()
 			m.CreatedUnixMs = int64(d.u64())
 			m.Owner = d.str()
 			n := d.u32()
-			if d.err == nil && (opt > 1 || n > MaxExtra || m.Size < 0) {
+			if d.err == nil && (flags&^(modelOptimize|modelFileID) != 0 || n > MaxExtra || m.Size < 0) {
 				return fmt.Errorf("%w: model %q: bad attributes", ErrLogCorrupt, m.Key)
 			}
 			if d.err == nil && m.Size > maxBlob {

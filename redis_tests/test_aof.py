@@ -317,5 +317,57 @@ class CrashSampleTest(unittest.TestCase):
                 self.assertGreater(s["acknowledged"], 50, s)
 
 
+
+class StreamedModelFileTest(unittest.TestCase):
+    """A large upload (over 4 MiB) is sealed into its model file as its chunks
+    arrive, and that file is named by an id of its own rather than the
+    model's SHA-256, so that the OK does not wait for the digest: the model
+    survives kill -9 right after its OK, its digest after the restart is its
+    bytes', and a rewrite names the same files without writing them again."""
+
+    def test_streamed_upload_survives_kill9_and_rewrite(self):
+        import sys
+        sys.path.insert(0, MODELS)
+        import huge_model
+        m = huge_model.build(24 << 20)
+        data = bytes(m.data)
+        self.assertGreater(len(data), 20 << 20)
+        chunks = [data[i:i + (1 << 20)] for i in range(0, len(data), 1 << 20)]
+        d = DataDir(self)
+        r = d.start()
+        for key in ("a", "b"):  # the same bytes twice: a file each
+            self.assertEqual(r.execute_command("AI.MODELSTORE", key, "ONNX", "CPU", "TAG", key, "BLOB", *chunks), b"OK")
+        d.kill9()
+        r = d.start()
+        files = glob.glob(os.path.join(d.aofdir(), "models", "*.model"))
+        self.assertEqual(len(files), 2, files)
+        inodes = sorted(os.stat(f).st_ino for f in files)
+        want = hashlib.sha256(data).hexdigest().encode()
+        for key in ("a", "b"):
+            self.assertEqual(model_get(r, key), data)
+            info = r.execute_command("AI.MODELINFO", key)
+            info = dict(zip(info[::2], info[1::2]))
+            self.assertEqual((info[b"sha256"], info[b"tag"]), (want, key.encode()))
+        r.execute_command("AI.TENSORSET", "x", "FLOAT", 1, huge_model.K, "BLOB", m.x.tobytes())
+        r.execute_command("AI.MODELEXECUTE", "a", "INPUTS", 1, "x", "OUTPUTS", 1, "y")
+        y = np.frombuffer(r.execute_command("AI.TENSORGET", "y", "BLOB"), dtype=np.float32).reshape(1, huge_model.K)
+        np.testing.assert_allclose(y, m.y, rtol=1e-3, atol=1e-4)
+        # A rewrite names the files again, and drops the one no key holds.
+        r.delete("b")
+        self.assertTrue(r.execute_command("BGREWRITEAOF"))
+        poll(lambda: r.info("persistence")["aof_rewrites"] == 1 and
+             r.info("persistence")["aof_rewrite_in_progress"] == 0, what="the rewrite")
+        self.assertEqual(r.info("persistence")["aof_last_bgrewrite_status"], "ok")
+        left = glob.glob(os.path.join(d.aofdir(), "models", "*.model"))
+        self.assertEqual(len(left), 1, left)
+        self.assertIn(os.stat(left[0]).st_ino, inodes, "the model file is not written again")
+        with open(left[0], "rb") as f:
+            self.assertNotIn(data[len(data) // 2:len(data) // 2 + 64], f.read(), "model bytes in the clear")
+        d.kill9()
+        r = d.start()
+        self.assertEqual(sorted(r.keys()), [b"a", b"x", b"y"])
+        self.assertEqual(model_get(r, "a"), data)
+        d.kill9()
+
 if __name__ == "__main__":
     unittest.main()
