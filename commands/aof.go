@@ -582,8 +582,8 @@ func (s *App) createLog(l *persistence.Log) error {
 		if !ok {
 			continue
 		}
-		sum, digest, ok := modelFileOf(m)
-		if !ok || !digest || l.HasModel(sum) {
+		file, _, ok := modelFileOf(m)
+		if !ok || l.HasModel(file) {
 			continue
 		}
 		w, err := l.NewModelWriter()
@@ -591,7 +591,7 @@ func (s *App) createLog(l *persistence.Log) error {
 			if _, err = w.Write(m.Blob.Data); err != nil {
 				w.Abort()
 			} else {
-				err = w.Finish(sum)
+				err = w.Finish(file)
 			}
 		}
 		if err != nil {

@@ -89,7 +89,7 @@ func tensorOp(k, v string) Op {
 	return Op{Tensor: &TensorRecord{Key: k, DType: 3, Shape: []int64{int64(len(v))}, Data: []byte(v)}}
 }
 
-func openTestLog(t *testing.T, dir string, fs FS) *Log {
+func openTestLog(t testing.TB, dir string, fs FS) *Log {
 	t.Helper()
 	l, err := OpenLog(LogOptions{Dir: dir, SealKey: testKey, FS: fs, MaxBlob: 1 << 30})
 	if err != nil {

@@ -2,7 +2,8 @@
 """The kill -9 harness of the append-only log (make crash-test).
 
 Concurrent clients write tensors, upload models (some in many BLOB chunks,
-some large enough for the upload buffer), delete keys and set expiries,
+some large enough for the upload buffer, one large enough to be sealed into
+its model file as it arrives), delete keys and set expiries,
 while the server is killed with SIGKILL at a random moment. The server is
 then started again on the same directory with the same flags (no help: no
 flag to skip a bad log), and a checker verifies that every write
@@ -208,6 +209,11 @@ def run(rounds, fsync="everysec", clients=4, seed=None, min_s=0.2, max_s=1.5, ou
     path = tempfile.mkdtemp(prefix="enclaveai-crash-")
     p = Proc(path, ["--appendfsync", fsync] + list(extra))
     models = [read(m) for m in MODEL_FILES]
+    # One over 4 MiB: its upload buffer seals it into its model file as it
+    # arrives (a file named by a random id, the OK before its SHA-256).
+    sys.path.insert(0, MODELS)
+    import huge_model
+    models.append(bytes(huge_model.build(8 << 20).data))
     keys = {"c%d:%s%d" % (c, kind, i): Key() for c in range(clients) for kind in "tm" for i in range(6)}
     acked = checked = 0
     cut = 0
