@@ -46,12 +46,14 @@ func FuzzDecodeRecords(f *testing.F) {
 // FuzzDecodeFrame feeds arbitrary plaintexts to the log's record decoder
 // behind the cipher (what a buggy writer holding the key could produce):
 // it must return an error or apply the records, never panic nor allocate
-// beyond its limit. Seeded with the golden log's records.
+// beyond its limit. Seeded with the golden log's records and a MODEL
+// record naming its file by a random id.
 //
 //	go test -run '^$' -fuzz FuzzDecodeFrame -fuzztime 60s -fuzzminimizetime 2s ./persistence
 func FuzzDecodeFrame(f *testing.F) {
 	var seed []byte
-	for _, op := range append(goldenLogBase(), goldenLogOps()...) {
+	byID := Op{Model: &LogModel{ModelRecord: ModelRecord{Key: "by-id", Optimize: true}, File: [32]byte{1}, Size: 5}}
+	for _, op := range append(append(goldenLogBase(), goldenLogOps()...), byID) {
 		var err error
 		if seed, err = appendOp(seed, op); err != nil {
 			f.Fatal(err)
