@@ -77,9 +77,19 @@ func (ch *channel) recv(rb *recvBuf) ([]byte, []int, error) {
 	return rb.message(n, oobn, flags)
 }
 
-// message returns the message of n bytes that a read left in rb (with
-// oobn bytes of control data and the read's flags).
+// message returns a copy of the message of n bytes that a read left in rb
+// (with oobn bytes of control data and the read's flags).
 func (rb *recvBuf) message(n, oobn, flags int) ([]byte, []int, error) {
+	msg, fds, err := rb.view(n, oobn, flags)
+	if err != nil {
+		return nil, nil, err
+	}
+	return append([]byte(nil), msg...), fds, nil
+}
+
+// view is message without the copy: the bytes stay in rb's buffer, which
+// the next read overwrites.
+func (rb *recvBuf) view(n, oobn, flags int) ([]byte, []int, error) {
 	var fds []int
 	if oobn > 0 {
 		msgs, err := syscall.ParseSocketControlMessage(rb.oob[:oobn])
@@ -99,7 +109,7 @@ func (rb *recvBuf) message(n, oobn, flags int) ([]byte, []int, error) {
 		closeAll(fds)
 		return nil, nil, errClosed
 	}
-	return append([]byte(nil), rb.buf[:n]...), fds, nil
+	return rb.buf[:n], fds, nil
 }
 
 var errClosed = fmt.Errorf("worker: control socket closed")
@@ -121,10 +131,7 @@ type sender interface {
 func sendTensors(ch sender, e *enc, ts []*modelstore.Tensor) error {
 	size := tensorsSize(ts)
 	if size <= inlineMax {
-		payload := make([]byte, size)
-		putTensors(e, ts, payload)
-		e.u8(payloadInline)
-		e.b = append(e.b, payload...)
+		putInline(e, ts)
 		return ch.send(e.b)
 	}
 	fd, mem, err := newShm(size)

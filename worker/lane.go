@@ -274,7 +274,9 @@ func (w *child) serveLane(fd int) {
 		if err != nil {
 			return
 		}
-		msg, fds, err := rb.message(n, oobn, flags)
+		// Not copied: the run is over, its inputs (located in the
+		// message) no longer used, before the lane reads again.
+		msg, fds, err := rb.view(n, oobn, flags)
 		if err != nil {
 			return
 		}

@@ -945,10 +945,7 @@ func (s *session) request(inputs []*modelstore.Tensor) ([]byte, []int, error) {
 	e.u64(s.sid)
 	size := tensorsSize(inputs)
 	if size <= inlineMax {
-		payload := make([]byte, size)
-		putTensors(e, inputs, payload)
-		e.u8(payloadInline)
-		e.b = append(e.b, payload...)
+		putInline(e, inputs)
 		return e.b, nil, nil
 	}
 	fd, mem, err := newShm(size)

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/enclaveai/enclaveai/modelstore"
 )
@@ -118,6 +119,32 @@ func tensorsSize(ts []*modelstore.Tensor) int {
 // putTensors writes the tensors' descriptions into e and their bytes into
 // payload (tensorsSize of them, in order).
 func putTensors(e *enc, ts []*modelstore.Tensor, payload []byte) {
+	putTensorRefs(e, ts)
+	off := 0
+	for _, t := range ts {
+		if t != nil {
+			off += copy(payload[off:], t.Data)
+		}
+	}
+}
+
+// putInline writes the tensors' descriptions, the inline placement and
+// their bytes into e: a message carrying its payload, which takes no
+// buffer of its own on the way (a transformer's 64 KB input or output).
+func putInline(e *enc, ts []*modelstore.Tensor) {
+	putTensorRefs(e, ts)
+	e.u8(payloadInline)
+	e.b = slices.Grow(e.b, tensorsSize(ts))
+	for _, t := range ts {
+		if t != nil {
+			e.b = append(e.b, t.Data...)
+		}
+	}
+}
+
+// putTensorRefs writes the tensors' descriptions, each with the offset of
+// its bytes in the payload (tensorsSize of them, in order).
+func putTensorRefs(e *enc, ts []*modelstore.Tensor) {
 	e.u32(uint32(len(ts)))
 	off := 0
 	for _, t := range ts {
@@ -134,7 +161,7 @@ func putTensors(e *enc, ts []*modelstore.Tensor, payload []byte) {
 		}
 		e.u64(uint64(off))
 		e.u64(uint64(len(t.Data)))
-		off += copy(payload[off:], t.Data)
+		off += len(t.Data)
 	}
 }
 

@@ -445,6 +445,28 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// putInline writes the message that putTensors and a payload buffer would:
+// descriptions, the inline placement, the bytes.
+func TestPutInlineMatchesPayload(t *testing.T) {
+	in := []*modelstore.Tensor{floats([]int64{2, 3}, func(i int) float32 { return float32(i) }), nil,
+		floats([]int64{1}, func(int) float32 { return 7 })}
+	want := &enc{}
+	payload := make([]byte, tensorsSize(in))
+	putTensors(want, in, payload)
+	want.u8(payloadInline)
+	want.b = append(want.b, payload...)
+	got := &enc{}
+	putInline(got, in)
+	if !bytes.Equal(got.b, want.b) {
+		t.Fatalf("putInline:\n%x\nwant\n%x", got.b, want.b)
+	}
+	out, done, err := recvTensors(&dec{b: got.b}, nil, false)
+	if err != nil || out[1] != nil || !bytes.Equal(out[0].Data, in[0].Data) || !bytes.Equal(out[2].Data, in[2].Data) {
+		t.Fatalf("read back: %v %v", out, err)
+	}
+	done()
+}
+
 func TestProtocolRejectsBadMessages(t *testing.T) {
 	e := &enc{}
 	in := []*modelstore.Tensor{floats([]int64{2, 2}, func(i int) float32 { return float32(i) }), nil}
