@@ -19,9 +19,10 @@ import (
 // (the default) every change to the keyspace is queued, in keyspace order,
 // through a modelstore.Journal, and the dispatcher commits the log before a
 // write's reply leaves (run): write(2) under everysec and no, write(2) and
-// fsync under always. Model bytes go to content-addressed sealed model
-// files, written while the model compiles (compileModel), that MODEL
-// records name by SHA-256. BGREWRITEAOF and the auto-aof-rewrite rules
+// fsync under always. Model bytes go to sealed model files that MODEL
+// records name: by the model's SHA-256 for a file written while the model
+// compiles (compileModel), by a random id for a large upload's file written
+// as it arrives (modelStream). BGREWRITEAOF and the auto-aof-rewrite rules
 // replace the log by a base holding the keyspace plus a fresh incr file.
 func init() {
 	register(&Spec{Name: "bgrewriteaof", Arity: 1, Flags: Admin | NoTxLock, Group: "server",
