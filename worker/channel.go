@@ -127,23 +127,34 @@ type sender interface {
 }
 
 // sendTensors appends ts (and a payload placement) to e and sends the
-// message on ch: bytes inline when they are few, else in a fresh memfd.
+// message on ch (putPayload).
 func sendTensors(ch sender, e *enc, ts []*modelstore.Tensor) error {
-	size := tensorsSize(ts)
-	if size <= inlineMax {
-		putInline(e, ts)
-		return ch.send(e.b)
-	}
-	fd, mem, err := newShm(size)
+	fds, err := putPayload(e, ts)
 	if err != nil {
 		return err
 	}
-	defer unix.Close(fd)
+	defer closeAll(fds)
+	return ch.send(e.b, fds...)
+}
+
+// putPayload appends ts to e with their bytes inline when they are few
+// (putInline), else in a fresh memfd, whose descriptor it returns for the
+// caller to send with the message and then close.
+func putPayload(e *enc, ts []*modelstore.Tensor) ([]int, error) {
+	size := tensorsSize(ts)
+	if size <= inlineMax {
+		putInline(e, ts)
+		return nil, nil
+	}
+	fd, mem, err := newShm(size)
+	if err != nil {
+		return nil, err
+	}
 	putTensors(e, ts, mem)
 	unix.Munmap(mem)
 	e.u8(payloadShm)
 	e.u64(uint64(size))
-	return ch.send(e.b, fd)
+	return []int{fd}, nil
 }
 
 // recvTensors reads tensors from d, their bytes inline or in the first of

@@ -936,27 +936,17 @@ func (s *session) check(ctx context.Context, inputs []*modelstore.Tensor) error 
 	return nil
 }
 
-// request encodes a run of inputs (its id left 0): the tensors' bytes
-// inline when they are few, else in a memfd whose descriptor goes with the
-// message (the caller closes it once sent).
+// request encodes a run of inputs (its id left 0) and their payload
+// (putPayload: the caller closes the descriptors once sent).
 func (s *session) request(inputs []*modelstore.Tensor) ([]byte, []int, error) {
 	e := &enc{}
 	e.head(opRun, 0)
 	e.u64(s.sid)
-	size := tensorsSize(inputs)
-	if size <= inlineMax {
-		putInline(e, inputs)
-		return e.b, nil, nil
-	}
-	fd, mem, err := newShm(size)
+	fds, err := putPayload(e, inputs)
 	if err != nil {
 		return nil, nil, err
 	}
-	putTensors(e, inputs, mem)
-	syscall.Munmap(mem)
-	e.u8(payloadShm)
-	e.u64(uint64(size))
-	return e.b, []int{fd}, nil
+	return e.b, fds, nil
 }
 
 // outputsOf decodes a run's reply (its fds are closed).
