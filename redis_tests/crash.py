@@ -115,13 +115,20 @@ class Worker(threading.Thread):
 
 
 def observe(r, name):
-    """The key's state on the server."""
+    """The key's state on the server. A key with a short TTL can expire
+    between TYPE and the read of its value: the read's error then counts
+    only if TYPE, asked again, still finds the key."""
     t = r.type(name)
     if t in (b"none", "none"):
         return ABSENT
-    if t in (b"AI_TENSOR", "AI_TENSOR"):
-        return ("tensor", r.execute_command("AI.TENSORGET", name, "BLOB"))
-    blob = r.execute_command("AI.MODELGET", name, "BLOB")
+    try:
+        if t in (b"AI_TENSOR", "AI_TENSOR"):
+            return ("tensor", r.execute_command("AI.TENSORGET", name, "BLOB"))
+        blob = r.execute_command("AI.MODELGET", name, "BLOB")
+    except redis.ResponseError:
+        if r.type(name) in (b"none", "none"):
+            return ABSENT
+        raise
     if isinstance(blob, list):
         blob = b"".join(blob)
     return ("model", hashlib.sha256(blob).hexdigest())
