@@ -55,6 +55,11 @@ def maps(pid):
         return f.read()
 
 
+def timer_slacks(pid):
+    """The timer slacks (ns) of pid's threads, as a set."""
+    return {int(open("/proc/%s/timerslack_ns" % tid).read()) for tid in os.listdir("/proc/%d/task" % pid)}
+
+
 def set_crash_inputs(r):
     """Inputs of crash_roialign_run (rx, rrois, rbi) and crash_maxunpool_run
     (ux, ui) with the index that crashes ONNX Runtime."""
@@ -117,6 +122,16 @@ class WallTest(unittest.TestCase):
         info = self.r.info("engine")
         self.assertEqual(info["engine"], "onnxruntime-worker")
         self.assertEqual(info["engine_isolation"], "per-tenant")
+
+    def test_timer_slack_of_server_and_workers(self):
+        """server/timerslack.go: 1 ms for every thread of the server and
+        of its workers (the kernel's default is 50 µs)."""
+        self.run_mlp()
+        self.assertEqual(timer_slacks(self.srv.proc.pid), {1000000})
+        workers = children(self.srv.proc.pid)
+        self.assertTrue(workers)
+        for w in workers:
+            self.assertEqual(timer_slacks(w), {1000000})
 
     def test_worker_holds_only_its_channel_and_shared_memory(self):
         """A worker's descriptors: stdin and stdout on /dev/null, stderr a
@@ -355,6 +370,29 @@ class TenantTest(unittest.TestCase):
             self.assertGreater(bob_counts[0], 0)
             self.assertEqual(bob_counts[1], 0)
             self.assertEqual(alice.execute_command("AI.MODELEXECUTE", "ma", "INPUTS", 1, "xa", "OUTPUTS", 1, "ya"), b"OK")
+        finally:
+            srv.stop()
+
+
+class TimerSlackEnvTest(unittest.TestCase):
+    def test_environment_sets_the_slack(self):
+        """ENCLAVEAI_TIMER_SLACK_NS sets the server's slack; its workers
+        inherit it (their environment is the server's fixed list)."""
+        os.environ["ENCLAVEAI_TIMER_SLACK_NS"] = "200000"
+        try:
+            srv = Server().start()
+        finally:
+            del os.environ["ENCLAVEAI_TIMER_SLACK_NS"]
+        try:
+            r = srv.client()
+            r.execute_command("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", model("linear.onnx"))
+            r.execute_command("AI.TENSORSET", "xl", "FLOAT", 1, 4, "VALUES", 1, 2, 3, 4)
+            self.assertEqual(r.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 1, "xl", "OUTPUTS", 1, "yl"), b"OK")
+            self.assertEqual(timer_slacks(srv.proc.pid), {200000})
+            workers = children(srv.proc.pid)
+            self.assertTrue(workers)
+            for w in workers:
+                self.assertEqual(timer_slacks(w), {200000})
         finally:
             srv.stop()
 
