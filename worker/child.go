@@ -122,8 +122,8 @@ func (w *child) handle(msg []byte, fds []int) {
 	case opCompile:
 		go w.compile(id, d, fds)
 	case opLane:
-		if len(fds) == 1 {
-			go w.serveLane(fds[0])
+		if len(fds) == 2 {
+			go w.serveLane(fds[0], fds[1])
 		} else {
 			closeAll(fds)
 		}

@@ -8,15 +8,25 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Runs travel on lanes: socket pairs of their own beside the control
-// channel, one run at a time each. The goroutine that runs a model in the
-// server writes its request on a lane and reads the reply itself (through
-// the network poller: a goroutine blocked in recvmsg instead measured
-// slower, 100-160 µs per round trip, as returning from the system call
-// takes a processor back); in the worker one thread, locked to the lane,
-// waits in recvmsg, runs the session and writes the reply, all on the
-// thread the kernel woke. A run costs two wake-ups, one each way, and no
-// thread polls.
+// Runs travel on lanes beside the control channel, one run at a time
+// each. A lane is two socket pairs, one per direction. The goroutine that
+// runs a model in the server writes its request on the lane's request
+// socket (a blocking write, which never waits: the worker's queue holds a
+// group) and reads the reply itself from the reply socket (through the
+// network poller: a goroutine blocked in recvmsg instead measured slower,
+// 100-160 µs per round trip, as returning from the system call takes a
+// processor back); in the worker one thread, locked to the lane, waits in
+// recvmsg, runs the session and writes the reply, all on the thread the
+// kernel woke. A run costs two wake-ups, one each way, and no thread
+// polls.
+//
+// Why two pairs: the network poller watches a socket for writability too
+// (edge-triggered, always), and a Unix socket becomes writable again each
+// time its peer reads a message. On one pair, the worker's read of each
+// request woke the server's poller for nothing, 5% of the worker's CPU
+// (`perf record -g`, unix_write_space under recvmsg) and a wake-up of a
+// server thread in the middle of every run. The request socket is not in
+// the poller, so nobody waits on its writability.
 //
 // On the control channel a run cost a hand-off to a reader goroutine on
 // each side and a new reader started while the model ran: 8.5 context
@@ -33,10 +43,37 @@ import (
 // queue (modelstore's THREADS_PER_QUEUE) bounds them first.
 const maxLanes = 16
 
-// lane is the server's end of a lane.
+// lane is the server's end of a lane: req, a blocking socket it writes
+// requests on, and ch, the socket it reads replies from.
 type lane struct {
-	ch *channel
-	rb *recvBuf
+	req int
+	ch  *channel
+	rb  *recvBuf
+}
+
+// send writes one request on l (the fds' numbers stay the caller's).
+func (l *lane) send(msg []byte, fds ...int) error {
+	return sendMsg(l.req, msg, fds)
+}
+
+// close closes both of l's sockets.
+func (l *lane) close() {
+	unix.Close(l.req)
+	l.ch.close()
+}
+
+// sendMsg writes msg with fds on the blocking socket fd.
+func sendMsg(fd int, msg []byte, fds []int) error {
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	for {
+		err := unix.Sendmsg(fd, msg, oob, nil, unix.MSG_NOSIGNAL)
+		if err != unix.EINTR {
+			return err
+		}
+	}
 }
 
 // lane returns an idle lane of p, or a new one, or waits for one.
@@ -73,31 +110,40 @@ func (p *proc) lane(ctx context.Context) (*lane, error) {
 	}
 }
 
-// newLane makes a lane and hands its worker end to the worker.
+// newLane makes a lane and hands its worker ends (request, reply) to the
+// worker.
 func (p *proc) newLane() (*lane, error) {
+	req, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
 	parent, child, err := socketPair()
 	if err != nil {
+		closeAll(req[:])
 		return nil, err
 	}
 	e := &enc{}
 	e.head(opLane, 0)
-	err = p.ch.send(e.b, int(child.Fd()))
+	err = p.ch.send(e.b, req[1], int(child.Fd()))
+	unix.Close(req[1])
 	child.Close()
 	if err != nil {
+		unix.Close(req[0])
 		parent.Close()
 		return nil, err
 	}
 	ch, err := newChannel(parent)
 	if err != nil {
+		unix.Close(req[0])
 		return nil, err
 	}
-	return &lane{ch: ch, rb: newRecvBuf()}, nil
+	return &lane{req: req[0], ch: ch, rb: newRecvBuf()}, nil
 }
 
 // putLane makes l idle again; a dead worker's lanes are closed.
 func (p *proc) putLane(l *lane) {
 	if p.isDead() {
-		l.ch.close()
+		l.close()
 		return
 	}
 	p.lanes <- l // never blocks: at most maxLanes exist
@@ -108,7 +154,7 @@ func (p *proc) closeLanes() {
 	for {
 		select {
 		case l := <-p.lanes:
-			l.ch.close()
+			l.close()
 		default:
 			return
 		}
@@ -146,7 +192,7 @@ func (p *proc) runs(runs []laneRun, sess *session, done func(i int, msg []byte, 
 	p.mu.Lock()
 	if p.pending == nil {
 		p.mu.Unlock()
-		l.ch.close()
+		l.close()
 		err := p.deathError("run")
 		for i := range runs {
 			done(i, nil, nil, err)
@@ -175,7 +221,7 @@ func (p *proc) runs(runs []laneRun, sess *session, done func(i int, msg []byte, 
 	}
 	i, ok := 0, true
 	for _, r := range runs {
-		if ok = l.ch.send(r.msg, r.fds...) == nil; !ok {
+		if ok = l.send(r.msg, r.fds...) == nil; !ok {
 			break
 		}
 	}
@@ -201,7 +247,7 @@ func (p *proc) runs(runs []laneRun, sess *session, done func(i int, msg []byte, 
 		return
 	}
 	// The lane failed: the worker is gone, or will be.
-	l.ch.close()
+	l.close()
 	p.kill("")
 	for ; i < len(runs); i++ {
 		r := <-calls[i].reply
@@ -243,31 +289,22 @@ func (p *proc) deathError(stage string) error {
 	return deathError(stage, p.cause)
 }
 
-// rawLane is the worker's end of a lane: a blocking socket, read and
-// written by the one thread locked to it.
+// rawLane is the worker's end of a lane's reply socket: blocking, written
+// by the one thread locked to the lane.
 type rawLane struct{ fd int }
 
-func (l rawLane) send(msg []byte, fds ...int) error {
-	var oob []byte
-	if len(fds) > 0 {
-		oob = unix.UnixRights(fds...)
-	}
-	for {
-		err := unix.Sendmsg(l.fd, msg, oob, nil, 0)
-		if err != unix.EINTR {
-			return err
-		}
-	}
-}
+func (l rawLane) send(msg []byte, fds ...int) error { return sendMsg(l.fd, msg, fds) }
 
-// serveLane runs the runs that arrive on lane fd until the server closes it.
-func (w *child) serveLane(fd int) {
+// serveLane runs the runs that arrive on the lane's request socket req,
+// replying on rep, until the server closes it.
+func (w *child) serveLane(req, rep int) {
 	runtime.LockOSThread() // the thread the kernel wakes runs the model
-	defer unix.Close(fd)
-	l := rawLane{fd: fd}
+	defer unix.Close(req)
+	defer unix.Close(rep)
+	l := rawLane{fd: rep}
 	rb := newRecvBuf()
 	for {
-		n, oobn, flags, _, err := unix.Recvmsg(fd, rb.buf, rb.oob, unix.MSG_CMSG_CLOEXEC)
+		n, oobn, flags, _, err := unix.Recvmsg(req, rb.buf, rb.oob, unix.MSG_CMSG_CLOEXEC)
 		if err == unix.EINTR {
 			continue
 		}
