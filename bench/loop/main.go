@@ -24,7 +24,10 @@
 //     bytes. The "-off" kinds run the same loop on a second EnclaveAI
 //     server started with --engine-isolation off (ONNX Runtime in the
 //     server's process, no worker wall), for the wall's cost in the same
-//     run. Each client count runs every kind in turn, in rounds whose
+//     run; the "-nolog" kinds on a third started with --appendonly no
+//     (the floor's Redis runs without its append-only file, Redis's
+//     default, where EnclaveAI's default is its sealed log at everysec),
+//     for the loop like with like. Each client count runs every kind in turn, in rounds whose
 //     order alternates (ABBA), for -dur after -warm each;
 //   - latency: one connection, MODELEXECUTE (on both servers) and PING on
 //     EnclaveAI one at a time, and the model run in this process through onnxruntime_go with
@@ -204,6 +207,11 @@ func run(o *options) (*report, error) {
 		return nil, err
 	}
 	defer off.Stop()
+	nolog, err := benchproc.Start("enclaveai-server", o.server, o.serverEnv, append(slices.Clone(o.serverArgs), "--appendonly", "no")...)
+	if err != nil {
+		return nil, err
+	}
+	defer nolog.Stop()
 	rd, err := benchproc.Start("redis-server", o.redisServer, nil, "--appendonly", "no")
 	if err != nil {
 		return nil, err
@@ -211,7 +219,7 @@ func run(o *options) (*report, error) {
 	defer rd.Stop()
 	rep.redisVersion = serverVersion(rd.Addr)
 
-	for _, srv := range []*benchproc.Proc{ea, off} {
+	for _, srv := range []*benchproc.Proc{ea, off, nolog} {
 		if err := prepare(o, srv.Addr, onnx, blob, want); err != nil {
 			return nil, err
 		}
@@ -232,7 +240,7 @@ func run(o *options) (*report, error) {
 		}
 	}
 	if o.sections["loop"] {
-		if rep.loops, err = measureLoops(o, ea, off, rd, blob); err != nil {
+		if rep.loops, err = measureLoops(o, ea, off, nolog, rd, blob); err != nil {
 			return nil, fmt.Errorf("loop: %w", err)
 		}
 	}

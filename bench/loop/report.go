@@ -41,7 +41,7 @@ func (r *report) markdown() string {
 	p("Command: `bench/loop %s`.\n", strings.Join(os.Args[1:], " "))
 	var targets []target
 	if l := r.loops; l != nil {
-		p("\nLoop: per client AI.TENSORSET [1,784] FLOAT → AI.MODELEXECUTE mlp → AI.TENSORGET BLOB [1,10], against the floor: Redis SET 3136 B → PING → GET 40 B. ")
+		p("\nLoop: per client AI.TENSORSET [1,784] FLOAT → AI.MODELEXECUTE mlp → AI.TENSORGET BLOB [1,10], against the floor: Redis SET 3136 B → PING → GET 40 B (Redis's defaults: no append-only file). mlp runs on EnclaveAI's defaults (engine workers, sealed log fsynced every second), -off on a server with --engine-isolation off, -nolog on one with --appendonly no (like with like against the floor); batch32 is the model stored with BATCHSIZE 32. ")
 		p("%d rounds of %s (after %s unrecorded) per kind and client count; loops/s is the median over rounds, x floor the median of each round's ratio to the floor run beside it, p50/p99 are over every loop of every round; server CPU is the CPU time the server process, its engine workers included (Redis for the floor), used per loop, a figure that other load on the machine disturbs little.\n\n", r.o.rounds, r.o.dur, r.o.warm)
 		p("| clients | kind | loops/s | x floor | p50 µs | p99 µs | p99 / floor p99 | server CPU µs/loop |\n|---:|---|---:|---:|---:|---:|---:|---:|\n")
 		for _, c := range r.o.clients {
@@ -71,6 +71,9 @@ func (r *report) markdown() string {
 		add("mlp-off", 1, 0.75)
 		add("mlp-off", 32, 0.5)
 		add("mlp-off-batch32", 32, 0.8)
+		add("mlp-nolog", 1, 0.75)
+		add("mlp-nolog", 32, 0.5)
+		add("mlp-nolog-batch32", 32, 0.8)
 		if slices.Contains(r.o.clients, 32) && slices.Contains(r.o.kinds, "floor") {
 			fl := merge(l.by[loopKey("floor", 32)])
 			for _, k := range []string{"mlp", "mlp-batch32"} {

@@ -171,8 +171,9 @@ func measureLatency(o *options, addr, offAddr string, onnx, blob []byte) (*laten
 }
 
 // loopKinds are the loop's kinds, in the order of odd rounds; "-off" runs
-// on the server without the engine wall.
-var loopKinds = []string{"floor", "mlp", "mlp-batch32", "mlp-off", "mlp-off-batch32"}
+// on the server without the engine wall, "-nolog" on the one without the
+// append-only log.
+var loopKinds = []string{"floor", "mlp", "mlp-batch32", "mlp-off", "mlp-off-batch32", "mlp-nolog", "mlp-nolog-batch32"}
 
 // extraKinds run only when -kinds names them: "mlp-receipt" is the mlp
 // loop with RECEIPT on each AI.MODELEXECUTE (a signed receipt instead of
@@ -187,7 +188,7 @@ type loops struct {
 
 func loopKey(kind string, clients int) string { return kind + "/" + strconv.Itoa(clients) }
 
-func measureLoops(o *options, ea, off, rd *benchproc.Proc, blob []byte) (*loops, error) {
+func measureLoops(o *options, ea, off, nolog, rd *benchproc.Proc, blob []byte) (*loops, error) {
 	big := make([]byte, 4*inputLen)
 	copy(big, blob)
 	keys := func(prefix string, n int) []string {
@@ -239,12 +240,14 @@ func measureLoops(o *options, ea, off, rd *benchproc.Proc, blob []byte) (*loops,
 		srv *benchproc.Proc
 		f   body
 	}{
-		"floor":           {rd, floor},
-		"mlp":             {ea, loop("mlp", false)},
-		"mlp-batch32":     {ea, loop("mlp-batch32", false)},
-		"mlp-receipt":     {ea, loop("mlp", true)},
-		"mlp-off":         {off, loop("mlp", false)},
-		"mlp-off-batch32": {off, loop("mlp-batch32", false)},
+		"floor":             {rd, floor},
+		"mlp":               {ea, loop("mlp", false)},
+		"mlp-batch32":       {ea, loop("mlp-batch32", false)},
+		"mlp-receipt":       {ea, loop("mlp", true)},
+		"mlp-off":           {off, loop("mlp", false)},
+		"mlp-off-batch32":   {off, loop("mlp-batch32", false)},
+		"mlp-nolog":         {nolog, loop("mlp", false)},
+		"mlp-nolog-batch32": {nolog, loop("mlp-batch32", false)},
 	}
 	res := &loops{by: map[string][]sample{}}
 	for r := range o.rounds {
