@@ -252,7 +252,7 @@ func run(o *options) (*report, error) {
 		}
 	}
 	if o.sections["core"] {
-		if rep.core, err = measureCore(o, ea, rd); err != nil {
+		if rep.core, err = measureCore(o, ea, nolog, rd); err != nil {
 			return nil, fmt.Errorf("core: %w", err)
 		}
 	}

@@ -369,14 +369,9 @@ type core struct {
 var coreServers = []string{"redis", "enclaveai", "redis-aof", "enclaveai-log"}
 
 // measureCore runs redis-benchmark of SET/GET against TENSORSET/TENSORGET.
-// ea is the EnclaveAI server with its default log; rd Redis without AOF.
-// It starts the other two of coreServers.
-func measureCore(o *options, ea, rd *benchproc.Proc) (*core, error) {
-	nolog, err := benchproc.Start("enclaveai-server", o.server, o.serverEnv, append(slices.Clone(o.serverArgs), "--appendonly", "no")...)
-	if err != nil {
-		return nil, err
-	}
-	defer nolog.Stop()
+// ea is the EnclaveAI server with its default log, nolog the one without;
+// rd Redis without AOF. It starts Redis with AOF.
+func measureCore(o *options, ea, nolog, rd *benchproc.Proc) (*core, error) {
 	aof, err := benchproc.Start("redis-server", o.redisServer, nil, "--appendonly", "yes", "--appendfsync", "everysec")
 	if err != nil {
 		return nil, err
