@@ -66,7 +66,8 @@ def plot_loop(doc, img):
     for r in rows(sec):
         if len(r) == 8 and r[0].isdigit():
             data.setdefault(r[1], {})[int(r[0])] = (num(r[3]), num(r[4]))
-    kinds = [k for k in ("mlp", "mlp-batch32", "mlp-off", "mlp-off-batch32") if k in data]
+    kinds = [k for k in ("mlp", "mlp-batch32", "mlp-off", "mlp-off-batch32", "mlp-nolog", "mlp-nolog-batch32")
+             if k in data]
     if not kinds:
         return None
     clients = sorted(data[kinds[0]])
@@ -76,13 +77,13 @@ def plot_loop(doc, img):
         ax.bar([j + i * w for j in range(len(clients))], [data[k].get(c, (0, 0))[0] for c in clients], w, label=k)
     ax.axhline(1.0, color="grey", lw=0.8, ls="--")
     for c, target, left, right in ((1, 0.75, 0, len(kinds)), (32, 0.5, 0, 1), (32, 0.8, 1, 2), (32, 0.5, 2, 3),
-                                   (32, 0.8, 3, 4)):
+                                   (32, 0.8, 3, 4), (32, 0.5, 4, 5), (32, 0.8, 5, 6)):
         if c in clients and right <= len(kinds):
             j = clients.index(c)
             ax.plot([j + left * w - w / 2, j + right * w - w / 2], [target, target], color="red", lw=1.2)
     ax.set_xticks([j + 0.4 - w / 2 for j in range(len(clients))], ["%d client%s" % (c, "s"[:c > 1]) for c in clients])
     ax.set_ylabel("loops/s ÷ Redis floor")
-    ax.set_title("MODELEXECUTE loop against Redis's round trips (red: issue 9 targets; -off: engine wall off)", fontsize=8)
+    ax.set_title("MODELEXECUTE loop against Redis's round trips (red: issue 9 targets; -off: engine wall off; -nolog: log off)", fontsize=8)
     ax.legend(fontsize=7)
     return save(fig, img, "loop.png")
 
