@@ -55,6 +55,15 @@ def maps(pid):
         return f.read()
 
 
+def start_with_env(name, value, *args):
+    """A Server started with name=value in its environment."""
+    os.environ[name] = value
+    try:
+        return Server(*args).start()
+    finally:
+        del os.environ[name]
+
+
 def timer_slacks(pid):
     """The timer slacks (ns) of pid's threads, as a set."""
     return {int(open("/proc/%s/timerslack_ns" % tid).read()) for tid in os.listdir("/proc/%d/task" % pid)}
@@ -289,11 +298,7 @@ class HangTest(unittest.TestCase):
         """No model at hand hangs ONNX Runtime's session creation, so the
         worker's test hook (ENCLAVEAI_ENGINE_TEST_HOOKS=1) hangs on
         hang_store.onnx's marker; the server side is the real one."""
-        os.environ["ENCLAVEAI_ENGINE_TEST_HOOKS"] = "1"
-        try:
-            srv = Server("--engine-store-timeout", "2").start()
-        finally:
-            del os.environ["ENCLAVEAI_ENGINE_TEST_HOOKS"]
+        srv = start_with_env("ENCLAVEAI_ENGINE_TEST_HOOKS", "1", "--engine-store-timeout", "2")
         try:
             r = srv.client()
             r.execute_command("AI.MODELSTORE", "lin", "ONNX", "CPU", "BLOB", model("linear.onnx"))
@@ -378,11 +383,7 @@ class TimerSlackEnvTest(unittest.TestCase):
     def test_environment_sets_the_slack(self):
         """ENCLAVEAI_TIMER_SLACK_NS sets the server's slack; its workers
         inherit it (their environment is the server's fixed list)."""
-        os.environ["ENCLAVEAI_TIMER_SLACK_NS"] = "200000"
-        try:
-            srv = Server().start()
-        finally:
-            del os.environ["ENCLAVEAI_TIMER_SLACK_NS"]
+        srv = start_with_env("ENCLAVEAI_TIMER_SLACK_NS", "200000")
         try:
             r = srv.client()
             r.execute_command("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", model("linear.onnx"))
