@@ -11,8 +11,8 @@ package server
 // whose idle vCPUs halt, each of those wake-ups is a VM exit on the other
 // vCPU, the one the engine worker's run needs next. With a slack of 1 ms
 // sysmon ticks about once a millisecond instead: MODELEXECUTE's p50 at one
-// client fell by about 90 µs, and the server's CPU per inference loop by a
-// quarter (docs/BENCHMARKS.md, "Timer slack").
+// client fell by about 75 µs, and the server's CPU per one-client inference
+// loop by a quarter (docs/BENCHMARKS.md, "Timer slack").
 //
 // Slack is a property of each thread, inherited by the threads it creates
 // and kept across exec. Sysmon is the first thread the Go runtime creates,
