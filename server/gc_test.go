@@ -3,51 +3,61 @@ package server
 import (
 	"os"
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"testing"
 	"time"
 )
 
-func TestGCPercentFor(t *testing.T) {
-	for _, c := range []struct {
-		live uint64
-		want int
-	}{
-		{0, 400}, {3 << 20, 400}, {16 << 20, 400}, {32 << 20, 200},
-		{64 << 20, 100}, {128 << 20, 50}, {256 << 20, 25}, {4 << 30, 25},
+func TestGCGarbageFor(t *testing.T) {
+	for _, c := range []struct{ live, want uint64 }{
+		{0, 64 << 20}, {3 << 20, 64 << 20}, {256 << 20, 64 << 20},
+		{512 << 20, 128 << 20}, {4 << 30, 1 << 30},
 	} {
-		if got := gcPercentFor(c.live); got != c.want {
-			t.Errorf("gcPercentFor(%d MiB) = %d, want %d", c.live>>20, got, c.want)
+		if got := gcGarbageFor(c.live); got != c.want {
+			t.Errorf("gcGarbageFor(%d MiB) = %d MiB, want %d MiB", c.live>>20, got>>20, c.want>>20)
 		}
 	}
 }
 
-// The running process's GOGC follows its live heap: low while a large
-// allocation is live, back to the maximum once it is gone.
+// The running process's collector is paced by a memory limit that follows
+// its live heap: GOGC off, the limit above a large allocation while it is
+// live (and not by more than its share of garbage and the runtime's own
+// memory), back down once it is gone.
 func TestTuneGCFollowsLiveHeap(t *testing.T) {
-	if os.Getenv("GOGC") != "" {
-		t.Skip("GOGC is set: TuneGC leaves it alone")
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		t.Skip("GOGC or GOMEMLIMIT is set: TuneGC leaves the collector alone")
 	}
+	gogc, limit := debug.SetGCPercent(100), debug.SetMemoryLimit(-1)
+	defer func() {
+		debug.SetGCPercent(gogc)
+		debug.SetMemoryLimit(limit)
+	}()
 	TuneGC()
-	gogc := func() int {
-		s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
-		metrics.Read(s)
-		return int(s[0].Value.Uint64())
+	if p := debug.SetGCPercent(-1); p != -1 {
+		t.Fatalf("GOGC %d, want off (-1)", p)
 	}
-	wait := func(want int) {
+	memLimit := func() uint64 {
+		s := []metrics.Sample{{Name: "/gc/gomemlimit:bytes"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	wait := func(what string, ok func(uint64) bool) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
-		for gogc() != want {
+		for !ok(memLimit()) {
 			if time.Now().After(deadline) {
-				t.Fatalf("GOGC %d, want %d", gogc(), want)
+				t.Fatalf("memory limit %d MiB, want %s", memLimit()>>20, what)
 			}
 			runtime.GC()
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	wait(gcPercentMax)
+	small := func(l uint64) bool { return l >= gcHeadroom && l < gcHeadroom+64<<20 }
+	wait("64 to 128 MiB", small)
 	big := make([]byte, 512<<20)
-	wait(gcPercentMin)
+	wait("640 to 704 MiB", func(l uint64) bool { return l >= 640<<20 && l < 704<<20 })
 	runtime.KeepAlive(big)
-	wait(gcPercentMax)
+	big = nil
+	wait("64 to 128 MiB", small)
 }
