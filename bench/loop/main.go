@@ -29,6 +29,11 @@
 //     default, where EnclaveAI's default is its sealed log at everysec),
 //     for the loop like with like. Each client count runs every kind in turn, in rounds whose
 //     order alternates (ABBA), for -dur after -warm each;
+//   - machine: what this machine charges for the parts of any round trip,
+//     with raw system calls on locked threads: a system call, a page's
+//     first write (a minor fault), and a one-byte round trip over two
+//     pipes between two threads and between two processes (this binary
+//     re-executed as an echo), with the CPU the latter costs;
 //   - latency: one connection, MODELEXECUTE (on both servers) and PING on
 //     EnclaveAI one at a time, and the model run in this process through onnxruntime_go with
 //     tensors allocated once (ORT's default options, and 1 intra-op
@@ -84,6 +89,7 @@ type options struct {
 }
 
 func main() {
+	runEcho() // section machine's peer process, when it is one
 	var o options
 	var clients, sections, kinds, aiconfig, serverEnv, serverArgs string
 	flag.StringVar(&o.server, "server", "bin/enclaveai-server", "EnclaveAI server binary")
@@ -97,7 +103,7 @@ func main() {
 	flag.StringVar(&aiconfig, "aiconfig", "", "AI.CONFIG settings for the EnclaveAI server, NAME=VALUE,... (e.g. THREADS_PER_QUEUE=1)")
 	flag.StringVar(&serverEnv, "server-env", "", "environment of the EnclaveAI server, NAME=VALUE,... (e.g. GOMAXPROCS=1)")
 	flag.StringVar(&serverArgs, "server-args", "", "more arguments of the EnclaveAI server, space-separated (e.g. \"--engine-isolation off\")")
-	flag.StringVar(&sections, "sections", "latency,loop,transformer,core", "what to measure")
+	flag.StringVar(&sections, "sections", "machine,latency,loop,transformer,core", "what to measure")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds (each measures every kind once per client count)")
 	flag.DurationVar(&o.warm, "warm", 500*time.Millisecond, "unrecorded start of each loop run")
 	flag.DurationVar(&o.dur, "dur", 2*time.Second, "recorded time of each loop run")
@@ -134,10 +140,10 @@ func main() {
 	o.sections = map[string]bool{}
 	for _, s := range strings.Split(sections, ",") {
 		switch s = strings.TrimSpace(s); s {
-		case "latency", "loop", "transformer", "core":
+		case "machine", "latency", "loop", "transformer", "core":
 			o.sections[s] = true
 		default:
-			fatal(fmt.Errorf("unknown section %q (latency, loop, transformer, core)", s))
+			fatal(fmt.Errorf("unknown section %q (machine, latency, loop, transformer, core)", s))
 		}
 	}
 	if o.rounds < 1 {
@@ -234,6 +240,11 @@ func run(o *options) (*report, error) {
 		}
 	}
 
+	if o.sections["machine"] {
+		if rep.mach, err = measureMachine(); err != nil {
+			return nil, fmt.Errorf("machine: %w", err)
+		}
+	}
 	if o.sections["latency"] {
 		if rep.lat, err = measureLatency(o, ea.Addr, off.Addr, onnx, blob); err != nil {
 			return nil, fmt.Errorf("latency: %w", err)

@@ -18,6 +18,7 @@ type report struct {
 	start, end               time.Time
 	loadBefore, loadAfter    string
 	ortVersion, redisVersion string
+	mach                     *machine
 	lat                      *latency
 	loops                    *loops
 	tf                       *transformer
@@ -84,6 +85,14 @@ func (r *report) markdown() string {
 				x := us(m.pct(0.99)) / us(fl.pct(0.99))
 				targets = append(targets, target{k + " p99 at 32 clients ≤ 2x floor's p99", fmt.Sprintf("%.2fx (%.0f / %.0f µs)", x, us(m.pct(0.99)), us(fl.pct(0.99))), x <= 2})
 			}
+		}
+	}
+	if m := r.mach; m != nil {
+		p("\nThe machine's own costs, the floor under every round trip here (section machine; medians of %d batches): one system call (getppid) %.2f µs; a page's first write (a minor fault) %.1f µs. A round trip of one byte over two pipes, with plain blocking reads and writes, loops in C (the kernel's cost) and in Go on locked threads (with the Go runtime's entry and exit around each call):\n\n",
+			machineRounds, m.syscallNs/1000, m.faultUs)
+		p("| round trip | µs | CPU µs, both ends |\n|---|---:|---:|\n")
+		for _, k := range tripKinds {
+			p("| %s | %.1f | %.1f |\n", k, m.trip[k], m.tripCPU[k])
 		}
 	}
 	if l := r.lat; l != nil {
