@@ -143,9 +143,15 @@ func roundTrip(kind string, trips int) (float64, float64, error) {
 		}
 		cmd = exec.Command(self)
 		cmd.Env = append(os.Environ(), echoEnv+"="+map[bool]string{true: "c", false: "go"}[inC])
-		cmd.ExtraFiles = []*os.File{os.NewFile(uintptr(req[0]), "echo-in"), os.NewFile(uintptr(rep[1]), "echo-out")}
+		// The child's ends, closed here through their os.File (whose
+		// finalizer would otherwise close the numbers again, by then
+		// another file's).
+		ends := []*os.File{os.NewFile(uintptr(req[0]), "echo-in"), os.NewFile(uintptr(rep[1]), "echo-out")}
+		cmd.ExtraFiles = ends
 		err = cmd.Start()
-		closeFDs(req[0], rep[1]) // the child's now
+		for _, f := range ends {
+			f.Close()
+		}
 		if err != nil {
 			closeFDs(req[1], rep[0])
 			return 0, 0, err
