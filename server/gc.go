@@ -11,9 +11,9 @@ import (
 // Pacing of the Go garbage collector. The server's live heap is sometimes
 // 3 MB (tensors written and replaced at a high rate) and sometimes
 // gigabytes of stored tensors, so the garbage the heap may gather between
-// collections follows the live heap: gcHeadroom at least, or gcPercentMin
+// collections follows the live heap: a fixed headroom, or gcPercentMin
 // percent of the live heap when that is more. A small heap is then
-// collected every 64 MiB of allocation rather than every few milliseconds
+// collected every 32 MiB of allocation rather than every few milliseconds
 // (Go's default of 100 cost 11% of the server's CPU under TENSORSET load,
 // docs/BENCHMARKS.md), and a large one cannot multiply its memory (4.4 GB
 // of RSS for 1.07 GB of tensors overwritten in turn under a fixed 400%).
@@ -25,17 +25,26 @@ import (
 // use at the last collection (plus 10%), so a heap that fills with
 // garbage and empties again gives back, after each collection, the pages
 // the next cycle's allocations fault in again. On the 2-vCPU machine of
-// docs/BENCHMARKS.md a page fault costs about 10 µs: that was 0.02-0.03
+// docs/BENCHMARKS.md a page fault costs 11-15 µs: that was 0.02-0.03
 // faults and 15-20% of the CPU of a pipelined AI.TENSORSET of 3136 bytes
 // (`perf record -e page-faults`: all but a few in the copy of the blob).
 // With GOGC off and a memory limit the scavenger keeps what the limit
 // allows, and the limit, set again after every collection, is the pacing
-// above: faults fell 10-30x and CPU per TENSORSET by 15-20%
-// (server/gc.go's figures in docs/BENCHMARKS.md, "Core server").
+// above: faults fell 10x and CPU per TENSORSET by 15-20% (docs/BENCHMARKS.md,
+// "Core server"). A headroom of 32 MiB or more keeps that gain (a 24 MiB
+// limit in all lost it, 40 MiB kept it); the headroom is faulted in as the
+// process starts (prefault.go), not by its first requests.
+//
+// An engine worker's heap holds a run's tensors only, and there is one
+// worker per tenant with users enabled: its headroom is half the server's.
 const (
-	gcHeadroom   = 64 << 20
-	gcPercentMin = 25
+	ServerGCHeadroom = 32 << 20
+	WorkerGCHeadroom = 16 << 20
+	gcPercentMin     = 25
 )
+
+// gcHeadroom is the process's headroom, set by TuneGC.
+var gcHeadroom uint64 = ServerGCHeadroom
 
 // gcGarbageFor returns the garbage allowed over a live heap of live bytes.
 func gcGarbageFor(live uint64) uint64 {
@@ -43,16 +52,19 @@ func gcGarbageFor(live uint64) uint64 {
 }
 
 // TuneGC turns GOGC off and paces the collector by a memory limit that
-// follows the live heap (gcGarbageFor), set again after every collection,
-// unless GOGC or GOMEMLIMIT is set in the environment, which then wins. It
-// returns at once; the tuning lasts for the process.
-func TuneGC() {
+// follows the live heap (gcGarbageFor: headroom, or 25% of the live heap),
+// set again after every collection, unless GOGC or GOMEMLIMIT is set in the
+// environment, which then wins. It returns at once; the tuning lasts for
+// the process.
+func TuneGC(headroom uint64) {
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
+	gcHeadroom = headroom
 	debug.SetMemoryLimit(int64(gcLimit()))
 	debug.SetGCPercent(-1)
 	runtime.SetFinalizer(&gcSentinel{}, afterGC)
+	prefault(headroom)
 }
 
 // gcSentinel is an object kept only by its finalizer, which runs once per

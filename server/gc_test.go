@@ -5,13 +5,14 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"strconv"
 	"testing"
 	"time"
 )
 
 func TestGCGarbageFor(t *testing.T) {
 	for _, c := range []struct{ live, want uint64 }{
-		{0, 64 << 20}, {3 << 20, 64 << 20}, {256 << 20, 64 << 20},
+		{0, 32 << 20}, {3 << 20, 32 << 20}, {128 << 20, 32 << 20}, {256 << 20, 64 << 20},
 		{512 << 20, 128 << 20}, {4 << 30, 1 << 30},
 	} {
 		if got := gcGarbageFor(c.live); got != c.want {
@@ -23,17 +24,25 @@ func TestGCGarbageFor(t *testing.T) {
 // The running process's collector is paced by a memory limit that follows
 // its live heap: GOGC off, the limit above a large allocation while it is
 // live (and not by more than its share of garbage and the runtime's own
-// memory), back down once it is gone.
+// memory), back down once it is gone; for the server's headroom and for an
+// engine worker's.
 func TestTuneGCFollowsLiveHeap(t *testing.T) {
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
 		t.Skip("GOGC or GOMEMLIMIT is set: TuneGC leaves the collector alone")
 	}
-	gogc, limit := debug.SetGCPercent(100), debug.SetMemoryLimit(-1)
+	for _, headroom := range []uint64{ServerGCHeadroom, WorkerGCHeadroom} {
+		t.Run(strconv.Itoa(int(headroom>>20))+"MiB", func(t *testing.T) { followsLiveHeap(t, headroom) })
+	}
+}
+
+func followsLiveHeap(t *testing.T, headroom uint64) {
+	gogc, limit, was := debug.SetGCPercent(100), debug.SetMemoryLimit(-1), gcHeadroom
 	defer func() {
 		debug.SetGCPercent(gogc)
 		debug.SetMemoryLimit(limit)
+		gcHeadroom = was
 	}()
-	TuneGC()
+	TuneGC(headroom)
 	if p := debug.SetGCPercent(-1); p != -1 {
 		t.Fatalf("GOGC %d, want off (-1)", p)
 	}
@@ -42,22 +51,22 @@ func TestTuneGCFollowsLiveHeap(t *testing.T) {
 		metrics.Read(s)
 		return s[0].Value.Uint64()
 	}
-	wait := func(what string, ok func(uint64) bool) {
+	wait := func(lo, hi uint64) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
-		for !ok(memLimit()) {
+		for l := memLimit(); l < lo || l >= hi; l = memLimit() {
 			if time.Now().After(deadline) {
-				t.Fatalf("memory limit %d MiB, want %s", memLimit()>>20, what)
+				t.Fatalf("memory limit %d MiB, want %d to %d MiB", l>>20, lo>>20, hi>>20)
 			}
 			runtime.GC()
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	small := func(l uint64) bool { return l >= gcHeadroom && l < gcHeadroom+64<<20 }
-	wait("64 to 128 MiB", small)
+	// The runtime's own memory and the test's live heap: under 64 MiB.
+	wait(headroom, headroom+64<<20)
 	big := make([]byte, 512<<20)
-	wait("640 to 704 MiB", func(l uint64) bool { return l >= 640<<20 && l < 704<<20 })
+	wait(640<<20, 704<<20) // 512 MiB live, 25% of it (more than either headroom)
 	runtime.KeepAlive(big)
 	big = nil
-	wait("64 to 128 MiB", small)
+	wait(headroom, headroom+64<<20)
 }

@@ -27,7 +27,7 @@ func main() {
 	// of a worker's CPU running the transformer, on the cores ONNX Runtime
 	// needs (perf, 300 runs at one client); 3% with this policy and no
 	// payload buffer per message (worker.putInline).
-	server.TuneGC()
+	tuneGC()
 	runIfWorker()
 	if infoFlag(os.Args[1:], os.Stdout) {
 		return
