@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync"
+	"sync/atomic"
 )
 
 // Pacing of the Go garbage collector. The server's live heap is sometimes
@@ -43,13 +45,21 @@ const (
 	gcPercentMin     = 25
 )
 
-// gcHeadroom is the process's headroom, set by TuneGC.
-var gcHeadroom uint64 = ServerGCHeadroom
+// gcHeadroom is the process's headroom, set by TuneGC (ServerGCHeadroom
+// until then); afterGC reads it on the finalizer goroutine.
+var gcHeadroom atomic.Uint64
 
 // gcGarbageFor returns the garbage allowed over a live heap of live bytes.
 func gcGarbageFor(live uint64) uint64 {
-	return max(gcHeadroom, live*gcPercentMin/100)
+	h := gcHeadroom.Load()
+	if h == 0 {
+		h = ServerGCHeadroom
+	}
+	return max(h, live*gcPercentMin/100)
 }
+
+// gcSentinelOnce: one sentinel per process, however often TuneGC is called.
+var gcSentinelOnce sync.Once
 
 // TuneGC turns GOGC off and paces the collector by a memory limit that
 // follows the live heap (gcGarbageFor: headroom, or 25% of the live heap),
@@ -60,10 +70,10 @@ func TuneGC(headroom uint64) {
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
-	gcHeadroom = headroom
+	gcHeadroom.Store(headroom)
 	debug.SetMemoryLimit(int64(gcLimit()))
 	debug.SetGCPercent(-1)
-	runtime.SetFinalizer(&gcSentinel{}, afterGC)
+	gcSentinelOnce.Do(func() { runtime.SetFinalizer(&gcSentinel{}, afterGC) })
 	prefault(headroom)
 }
 

@@ -36,11 +36,11 @@ func TestTuneGCFollowsLiveHeap(t *testing.T) {
 }
 
 func followsLiveHeap(t *testing.T, headroom uint64) {
-	gogc, limit, was := debug.SetGCPercent(100), debug.SetMemoryLimit(-1), gcHeadroom
+	gogc, limit, was := debug.SetGCPercent(100), debug.SetMemoryLimit(-1), gcHeadroom.Load()
 	defer func() {
+		gcHeadroom.Store(was)
 		debug.SetGCPercent(gogc)
 		debug.SetMemoryLimit(limit)
-		gcHeadroom = was
 	}()
 	TuneGC(headroom)
 	if p := debug.SetGCPercent(-1); p != -1 {
