@@ -32,8 +32,8 @@ import (
 // (`perf record -e page-faults`: all but a few in the copy of the blob).
 // With GOGC off and a memory limit the scavenger keeps what the limit
 // allows, and the limit, set again after every collection, is the pacing
-// above: faults fell 10x and CPU per TENSORSET by 15-20% (docs/BENCHMARKS.md,
-// "Core server"). A headroom of 32 MiB or more keeps that gain (a 24 MiB
+// above: faults fell 4-10x and CPU per TENSORSET by 11-15%
+// (docs/BENCHMARKS.md, "Core server"). A headroom of 32 MiB or more keeps that gain (a 24 MiB
 // limit in all lost it, 40 MiB kept it); the headroom is faulted in as the
 // process starts (prefault.go), not by its first requests.
 //
