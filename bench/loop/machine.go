@@ -30,6 +30,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -129,20 +130,23 @@ func closeFDs(fds ...int) {
 // this process and the echo together. The calling goroutine is locked to
 // its thread.
 func roundTrip(kind string, trips int) (float64, float64, error) {
-	inC := kind == "thread-c" || kind == "process-c"
+	loop, inC := "go", strings.HasSuffix(kind, "-c")
+	if inC {
+		loop = "c"
+	}
 	req, rep, err := pipes()
 	if err != nil {
 		return 0, 0, err
 	}
 	var cmd *exec.Cmd
-	if kind == "process-c" || kind == "process-go" {
+	if strings.HasPrefix(kind, "process-") {
 		self, err := os.Executable()
 		if err != nil {
 			closeFDs(req[0], req[1], rep[0], rep[1])
 			return 0, 0, err
 		}
 		cmd = exec.Command(self)
-		cmd.Env = append(os.Environ(), echoEnv+"="+map[bool]string{true: "c", false: "go"}[inC])
+		cmd.Env = append(os.Environ(), echoEnv+"="+loop)
 		// The child's ends, closed here through their os.File (whose
 		// finalizer would otherwise close the numbers again, by then
 		// another file's).
