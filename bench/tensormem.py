@@ -16,7 +16,7 @@ round, both over the data held (N x SIZE), and the time for all rounds.
 EnclaveAI runs four ways: as it starts by default (its sealed append-only
 log on, appendfsync everysec); with --appendonly no, like with like against
 Redis, which runs without its AOF, so that the figure is the collector's
-alone (server/gc.go: a GOGC that follows the live heap);
+alone (server/gc.go: GOGC off, a memory limit that follows the live heap);
 and, without the log too, under GOGC=400 and GOGC=100 in its environment
 (which the server then keeps), to show what that policy buys.
 """
@@ -125,12 +125,10 @@ def main():
             nolog["peak"] / red["peak"], nolog["seconds"] / red["seconds"],
             dflt["peak"] / red["peak"], dflt["seconds"] / red["seconds"]),
         "",
-        "EnclaveAI's default lets the heap gather at most max(64 MiB, 25%..400% of the live heap) of",
-        "garbage (server/gc.go): 400% while the live heap is under 16 MiB, where tensors written and",
-        "replaced at a high rate would otherwise be collected every few milliseconds, 25% from 256 MiB up.",
-        "With the log on, the peak is the log's automatic rewrite (auto-aof-rewrite-percentage): the base",
-        "it writes holds the tensors as they were when it began while the rounds overwrite them, up to",
-        "twice the",
+        "EnclaveAI's collector runs with GOGC off and a memory limit, set again after every collection,",
+        "that lets the heap gather max(32 MiB, 25% of the live heap) of garbage (server/gc.go). With the",
+        "log on, the peak is the log's automatic rewrite (auto-aof-rewrite-percentage): the base it writes",
+        "holds the tensors as they were when it began while the rounds overwrite them, up to twice the",
         "data, as a forked Redis's copy-on-write pages can under BGREWRITEAOF. With",
         "--auto-aof-rewrite-percentage 0 the same run peaked at 1.28x (2026-12-04, by hand).",
         "",

@@ -1,49 +1,80 @@
 package server
 
 import (
+	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync"
+	"sync/atomic"
 )
 
-// Pacing of the Go garbage collector. GOGC is the garbage the heap may
-// gather, as a percentage of the live heap, before the next collection.
-// Neither a fixed low nor a fixed high value suits a server whose live heap
-// is sometimes 3 MB (tensors written and replaced at a high rate: Go's
-// default of 100 then collects every few milliseconds, 11% of the server's
-// CPU under TENSORSET load, docs/BENCHMARKS.md) and sometimes gigabytes of
-// stored tensors (where 400 lets the process grow to five times its data:
-// 4.4 GB of RSS for 1.07 GB of tensors overwritten in turn, measured).
-// So the percentage follows the live heap after every collection: garbage
-// of up to gcHeadroom is always allowed, but never more than gcPercentMax
-// percent of the live heap, and never less than gcPercentMin percent.
+// Pacing of the Go garbage collector. The server's live heap is sometimes
+// 3 MB (tensors written and replaced at a high rate) and sometimes
+// gigabytes of stored tensors, so the garbage the heap may gather between
+// collections follows the live heap: a fixed headroom, or gcPercentMin
+// percent of the live heap when that is more. A small heap is then
+// collected every 32 MiB of allocation rather than every few milliseconds
+// (Go's default of 100 cost 11% of the server's CPU under TENSORSET load,
+// docs/BENCHMARKS.md), and a large one cannot multiply its memory (4.4 GB
+// of RSS for 1.07 GB of tensors overwritten in turn under a fixed 400%).
 // Large model buffers are not on the Go heap (ModelBuffer maps them), so
 // this is about tensors and small models.
+//
+// Why a memory limit rather than GOGC: the collector's GOGC goal comes
+// with a scavenger that returns to the OS every page above the heap in
+// use at the last collection (plus 10%), so a heap that fills with
+// garbage and empties again gives back, after each collection, the pages
+// the next cycle's allocations fault in again. On the 2-vCPU machine of
+// docs/BENCHMARKS.md a page fault costs 11-15 µs: that was 0.02-0.03
+// faults and 15-20% of the CPU of a pipelined AI.TENSORSET of 3136 bytes
+// (`perf record -e page-faults`: all but a few in the copy of the blob).
+// With GOGC off and a memory limit the scavenger keeps what the limit
+// allows, and the limit, set again after every collection, is the pacing
+// above: faults fell 4-10x and CPU per TENSORSET by 11-15%
+// (docs/BENCHMARKS.md, "Core server"). A headroom of 32 MiB or more keeps that gain (a 24 MiB
+// limit in all lost it, 40 MiB kept it); the headroom is faulted in as the
+// process starts (prefault.go), not by its first requests.
+//
+// An engine worker's heap holds a run's tensors only, and there is one
+// worker per tenant with users enabled: its headroom is half the server's.
 const (
-	gcHeadroom   = 64 << 20
-	gcPercentMax = 400
-	gcPercentMin = 25
+	ServerGCHeadroom = 32 << 20
+	WorkerGCHeadroom = 16 << 20
+	gcPercentMin     = 25
 )
 
-// gcPercentFor returns the GOGC for a live heap of live bytes.
-func gcPercentFor(live uint64) int {
-	if live == 0 {
-		return gcPercentMax
+// gcHeadroom is the process's headroom, set by TuneGC (ServerGCHeadroom
+// until then); afterGC reads it on the finalizer goroutine.
+var gcHeadroom atomic.Uint64
+
+// gcGarbageFor returns the garbage allowed over a live heap of live bytes.
+func gcGarbageFor(live uint64) uint64 {
+	h := gcHeadroom.Load()
+	if h == 0 {
+		h = ServerGCHeadroom
 	}
-	p := uint64(gcHeadroom) * 100 / live
-	return int(min(max(p, gcPercentMin), gcPercentMax))
+	return max(h, live*gcPercentMin/100)
 }
 
-// TuneGC makes the collector's target follow the live heap (gcPercentFor),
-// adjusted after every collection, unless GOGC is set in the environment,
-// which then wins. It returns at once; the tuning lasts for the process.
-func TuneGC() {
-	if os.Getenv("GOGC") != "" {
+// gcSentinelOnce: one sentinel per process, however often TuneGC is called.
+var gcSentinelOnce sync.Once
+
+// TuneGC turns GOGC off and paces the collector by a memory limit that
+// follows the live heap (gcGarbageFor: headroom, or 25% of the live heap),
+// set again after every collection, unless GOGC or GOMEMLIMIT is set in the
+// environment, which then wins. It returns at once; the tuning lasts for
+// the process.
+func TuneGC(headroom uint64) {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
-	debug.SetGCPercent(gcPercentMax)
-	runtime.SetFinalizer(&gcSentinel{}, afterGC)
+	gcHeadroom.Store(headroom)
+	debug.SetMemoryLimit(int64(gcLimit()))
+	debug.SetGCPercent(-1)
+	gcSentinelOnce.Do(func() { runtime.SetFinalizer(&gcSentinel{}, afterGC) })
+	prefault(headroom)
 }
 
 // gcSentinel is an object kept only by its finalizer, which runs once per
@@ -51,19 +82,36 @@ func TuneGC() {
 // batched with other tiny objects, whose finalizers may never run.
 type gcSentinel struct{ _ *int }
 
-var liveHeap = []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+// The runtime's memory: its total, the heap's classes (what is not among
+// them, stacks and the runtime's own metadata, is counted at its size),
+// and the heap that the last collection found live.
+var gcSamples = []metrics.Sample{
+	{Name: "/memory/classes/total:bytes"},
+	{Name: "/memory/classes/heap/objects:bytes"},
+	{Name: "/memory/classes/heap/unused:bytes"},
+	{Name: "/memory/classes/heap/free:bytes"},
+	{Name: "/memory/classes/heap/released:bytes"},
+	{Name: "/gc/heap/live:bytes"},
+}
 
-// gcPercent is the last value set by afterGC; only the finalizer
-// goroutine touches it.
-var gcPercent = gcPercentMax
-
-func afterGC(s *gcSentinel) {
-	metrics.Read(liveHeap)
-	if v := liveHeap[0].Value; v.Kind() == metrics.KindUint64 {
-		if p := gcPercentFor(v.Uint64()); p != gcPercent {
-			gcPercent = p
-			debug.SetGCPercent(p)
+// gcLimit returns the memory limit for the heap the last collection found
+// live: the runtime's memory outside the heap, the live heap and the
+// garbage allowed over it. Before any collection, the live heap counts as
+// zero.
+func gcLimit() uint64 {
+	metrics.Read(gcSamples)
+	var v [6]uint64
+	for i, s := range gcSamples {
+		if s.Value.Kind() == metrics.KindUint64 {
+			v[i] = s.Value.Uint64()
 		}
 	}
+	total, heap, live := v[0], v[1]+v[2]+v[3]+v[4], v[5]
+	other := total - min(heap, total)
+	return min(other+live+gcGarbageFor(live), math.MaxInt64)
+}
+
+func afterGC(s *gcSentinel) {
+	debug.SetMemoryLimit(int64(gcLimit()))
 	runtime.SetFinalizer(s, afterGC)
 }

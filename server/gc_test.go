@@ -3,51 +3,70 @@ package server
 import (
 	"os"
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
+	"strconv"
 	"testing"
 	"time"
 )
 
-func TestGCPercentFor(t *testing.T) {
-	for _, c := range []struct {
-		live uint64
-		want int
-	}{
-		{0, 400}, {3 << 20, 400}, {16 << 20, 400}, {32 << 20, 200},
-		{64 << 20, 100}, {128 << 20, 50}, {256 << 20, 25}, {4 << 30, 25},
+func TestGCGarbageFor(t *testing.T) {
+	for _, c := range []struct{ live, want uint64 }{
+		{0, 32 << 20}, {3 << 20, 32 << 20}, {128 << 20, 32 << 20}, {256 << 20, 64 << 20},
+		{512 << 20, 128 << 20}, {4 << 30, 1 << 30},
 	} {
-		if got := gcPercentFor(c.live); got != c.want {
-			t.Errorf("gcPercentFor(%d MiB) = %d, want %d", c.live>>20, got, c.want)
+		if got := gcGarbageFor(c.live); got != c.want {
+			t.Errorf("gcGarbageFor(%d MiB) = %d MiB, want %d MiB", c.live>>20, got>>20, c.want>>20)
 		}
 	}
 }
 
-// The running process's GOGC follows its live heap: low while a large
-// allocation is live, back to the maximum once it is gone.
+// The running process's collector is paced by a memory limit that follows
+// its live heap: GOGC off, the limit above a large allocation while it is
+// live (and not by more than its share of garbage and the runtime's own
+// memory), back down once it is gone; for the server's headroom and for an
+// engine worker's.
 func TestTuneGCFollowsLiveHeap(t *testing.T) {
-	if os.Getenv("GOGC") != "" {
-		t.Skip("GOGC is set: TuneGC leaves it alone")
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		t.Skip("GOGC or GOMEMLIMIT is set: TuneGC leaves the collector alone")
 	}
-	TuneGC()
-	gogc := func() int {
-		s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	for _, headroom := range []uint64{ServerGCHeadroom, WorkerGCHeadroom} {
+		t.Run(strconv.Itoa(int(headroom>>20))+"MiB", func(t *testing.T) { followsLiveHeap(t, headroom) })
+	}
+}
+
+func followsLiveHeap(t *testing.T, headroom uint64) {
+	gogc, limit, was := debug.SetGCPercent(100), debug.SetMemoryLimit(-1), gcHeadroom.Load()
+	defer func() {
+		gcHeadroom.Store(was)
+		debug.SetGCPercent(gogc)
+		debug.SetMemoryLimit(limit)
+	}()
+	TuneGC(headroom)
+	if p := debug.SetGCPercent(-1); p != -1 {
+		t.Fatalf("GOGC %d, want off (-1)", p)
+	}
+	memLimit := func() uint64 {
+		s := []metrics.Sample{{Name: "/gc/gomemlimit:bytes"}}
 		metrics.Read(s)
-		return int(s[0].Value.Uint64())
+		return s[0].Value.Uint64()
 	}
-	wait := func(want int) {
+	wait := func(lo, hi uint64) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
-		for gogc() != want {
+		for l := memLimit(); l < lo || l >= hi; l = memLimit() {
 			if time.Now().After(deadline) {
-				t.Fatalf("GOGC %d, want %d", gogc(), want)
+				t.Fatalf("memory limit %d MiB, want %d to %d MiB", l>>20, lo>>20, hi>>20)
 			}
 			runtime.GC()
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	wait(gcPercentMax)
+	// The runtime's own memory and the test's live heap: under 64 MiB.
+	wait(headroom, headroom+64<<20)
 	big := make([]byte, 512<<20)
-	wait(gcPercentMin)
+	wait(640<<20, 704<<20) // 512 MiB live, 25% of it (more than either headroom)
 	runtime.KeepAlive(big)
-	wait(gcPercentMax)
+	big = nil
+	wait(headroom, headroom+64<<20)
 }

@@ -19,14 +19,15 @@ import (
 )
 
 func main() {
-	// GOGC follows the live heap (server/gc.go); GOGC in the environment
-	// wins. The engine workers too: their heap is each run's tensors, and
+	// The collector is paced by a memory limit that follows the live heap
+	// (server/gc.go); GOGC or GOMEMLIMIT in the environment wins. The
+	// engine workers too: their heap is each run's tensors, and
 	// under Go's default of 100 the collector, whose mark workers are a
 	// quarter of the worker's GOMAXPROCS (sized for its lanes), took 11%
 	// of a worker's CPU running the transformer, on the cores ONNX Runtime
 	// needs (perf, 300 runs at one client); 3% with this policy and no
 	// payload buffer per message (worker.putInline).
-	server.TuneGC()
+	tuneGC()
 	runIfWorker()
 	if infoFlag(os.Args[1:], os.Stdout) {
 		return
