@@ -556,3 +556,32 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+// An argument larger than the read buffer is read into memory of its own
+// that Go has not cleared (uncleared): it must come back byte for byte and
+// owned, and a cut-off one must be an error, never an argument holding
+// what the memory held before.
+func TestLargeArgumentUncleared(t *testing.T) {
+	for _, size := range []int{64<<10 + 1, 1 << 20, 3<<20 + 7} {
+		payload := make([]byte, size)
+		for i := range payload {
+			payload[i] = byte(i*7 + i>>9)
+		}
+		var in bytes.Buffer
+		fmt.Fprintf(&in, "*2\r\n$4\r\nECHO\r\n$%d\r\n", size)
+		in.Write(payload)
+		in.WriteString("\r\n")
+		cmd, err := NewReader(iotest.HalfReader(bytes.NewReader(in.Bytes()))).ReadCommand(open, nil)
+		if err != nil {
+			t.Fatalf("size %d: %v", size, err)
+		}
+		if !bytes.Equal(cmd.Args[1], payload) || !cmd.Owned(1) || cap(cmd.Args[1]) != size {
+			t.Fatalf("size %d: argument of %d bytes (cap %d, owned %v) is not the payload",
+				size, len(cmd.Args[1]), cap(cmd.Args[1]), cmd.Owned(1))
+		}
+		cut := in.Bytes()[:in.Len()-size/2]
+		if cmd, err := NewReader(bytes.NewReader(cut)).ReadCommand(open, nil); err != io.ErrUnexpectedEOF {
+			t.Fatalf("size %d cut in half: got %v, %v; want io.ErrUnexpectedEOF", size, cmd, err)
+		}
+	}
+}
