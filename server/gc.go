@@ -35,7 +35,11 @@ import (
 // above: faults fell 4-10x and CPU per TENSORSET by 11-15%
 // (docs/BENCHMARKS.md, "Core server"). A headroom of 32 MiB or more keeps that gain (a 24 MiB
 // limit in all lost it, 40 MiB kept it); the headroom is faulted in as the
-// process starts (prefault.go), not by its first requests.
+// process starts (prefault.go), not by its first requests. The heap then
+// keeps free pages that are committed, and Go clears an allocation that
+// reuses any of them whole: so the reader puts an argument larger than its
+// buffer in memory Go has not cleared (reader.go, uncleared), or a large
+// length announced and never sent would commit its memory at once.
 //
 // An engine worker's heap holds a run's tensors only, and there is one
 // worker per tenant with users enabled: its headroom is half the server's.
