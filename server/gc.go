@@ -86,26 +86,31 @@ func TuneGC(headroom uint64) {
 // batched with other tiny objects, whose finalizers may never run.
 type gcSentinel struct{ _ *int }
 
-// The runtime's memory: its total, the heap's classes (what is not among
-// them, stacks and the runtime's own metadata, is counted at its size),
-// and the heap that the last collection found live.
-var gcSamples = []metrics.Sample{
-	{Name: "/memory/classes/total:bytes"},
-	{Name: "/memory/classes/heap/objects:bytes"},
-	{Name: "/memory/classes/heap/unused:bytes"},
-	{Name: "/memory/classes/heap/free:bytes"},
-	{Name: "/memory/classes/heap/released:bytes"},
-	{Name: "/gc/heap/live:bytes"},
+// gcMetrics are the runtime's memory: its total, the heap's classes (what
+// is not among them, stacks and the runtime's own metadata, is counted at
+// its size), and the heap that the last collection found live.
+var gcMetrics = [...]string{
+	"/memory/classes/total:bytes",
+	"/memory/classes/heap/objects:bytes",
+	"/memory/classes/heap/unused:bytes",
+	"/memory/classes/heap/free:bytes",
+	"/memory/classes/heap/released:bytes",
+	"/gc/heap/live:bytes",
 }
 
 // gcLimit returns the memory limit for the heap the last collection found
 // live: the runtime's memory outside the heap, the live heap and the
 // garbage allowed over it. Before any collection, the live heap counts as
-// zero.
+// zero. It reads into samples of its own: TuneGC and the finalizer
+// goroutine's afterGC may call it at once.
 func gcLimit() uint64 {
-	metrics.Read(gcSamples)
-	var v [6]uint64
-	for i, s := range gcSamples {
+	var samples [len(gcMetrics)]metrics.Sample
+	for i, name := range gcMetrics {
+		samples[i].Name = name
+	}
+	metrics.Read(samples[:])
+	var v [len(gcMetrics)]uint64
+	for i, s := range samples {
 		if s.Value.Kind() == metrics.KindUint64 {
 			v[i] = s.Value.Uint64()
 		}
