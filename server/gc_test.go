@@ -62,6 +62,12 @@ func followsLiveHeap(t *testing.T, headroom uint64) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+	// At once, without another collection, the limit is the one for the
+	// heap the prefault left: not one that counts its buffer as live,
+	// which would let the heap fill a second headroom before coming down.
+	if l, want := memLimit(), gcLimit(); l > want+4<<20 {
+		t.Errorf("memory limit after TuneGC %d MiB, want %d MiB (the heap without the prefault's buffer)", l>>20, want>>20)
+	}
 	// The runtime's own memory and the test's live heap: under 64 MiB.
 	wait(headroom, headroom+64<<20)
 	big := make([]byte, 512<<20)
