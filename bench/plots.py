@@ -64,7 +64,7 @@ def plot_loop(doc, img):
     sec = section(doc, "Inference loop")
     data = {}
     for r in rows(sec):
-        if len(r) == 8 and r[0].isdigit():
+        if len(r) >= 8 and r[0].isdigit():
             data.setdefault(r[1], {})[int(r[0])] = (num(r[3]), num(r[4]))
     kinds = [k for k in ("mlp", "mlp-batch32", "mlp-off", "mlp-off-batch32", "mlp-nolog", "mlp-nolog-batch32")
              if k in data]
