@@ -14,13 +14,29 @@ import (
 type Args struct {
 	V      [][]byte
 	pos    int
-	owned  func(i int) bool
+	owned  Ownership
 	upload *modelstore.ModelBuffer // see Upload
 }
 
+// Ownership reports which of a command's arguments have an allocation of
+// their own (the front end's read Command). An interface rather than a
+// func: a method value made for each command was a heap allocation each.
+type Ownership interface{ Owned(i int) bool }
+
+// OwnedFunc is a func as an Ownership.
+type OwnedFunc func(i int) bool
+
+// Owned calls f.
+func (f OwnedFunc) Owned(i int) bool { return f(i) }
+
+// allOwned: every argument has its own allocation.
+type allOwned struct{}
+
+func (allOwned) Owned(int) bool { return true }
+
 // NewArgs wraps raw arguments; owned (may be nil) reports which arguments
 // have their own allocation.
-func NewArgs(v [][]byte, owned func(i int) bool) Args {
+func NewArgs(v [][]byte, owned Ownership) Args {
 	return Args{V: v, pos: 1, owned: owned}
 }
 
@@ -71,7 +87,7 @@ func (a *Args) Match(word string) bool {
 // Keep returns argument i in memory the caller may retain: the argument
 // itself if it owns its allocation, else a copy.
 func (a *Args) Keep(i int) []byte {
-	if a.owned != nil && a.owned(i) {
+	if a.owned != nil && a.owned.Owned(i) {
 		return a.V[i]
 	}
 	return bytes.Clone(a.V[i])
@@ -92,13 +108,13 @@ func (a *Args) Rest() [][]byte {
 func (a Args) Detach() Args {
 	v := make([][]byte, len(a.V))
 	for i, b := range a.V {
-		if a.owned != nil && a.owned(i) {
+		if a.owned != nil && a.owned.Owned(i) {
 			v[i] = b
 		} else {
 			v[i] = bytes.Clone(b)
 		}
 	}
-	return Args{V: v, pos: a.pos, owned: func(int) bool { return true }, upload: a.upload}
+	return Args{V: v, pos: a.pos, owned: allOwned{}, upload: a.upload}
 }
 
 // isWord compares case-insensitively without allocating.

@@ -22,7 +22,7 @@ import (
 // docs/BENCHMARKS.md measures end to end.
 var benchBlob = bytes.Repeat([]byte{0, 0, 128, 63}, 784) // 1.0f
 
-func benchServer(b *testing.B) (*commands.App, *commands.Client) {
+func benchServer(b testing.TB) (*commands.App, *commands.Client) {
 	b.Helper()
 	s := commands.NewApp(config.Default(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	return s, s.NewClient("127.0.0.1:1", "127.0.0.1:2", nil)
@@ -33,7 +33,7 @@ func BenchmarkTensorSet(b *testing.B) {
 	argv := [][]byte{[]byte("AI.TENSORSET"), []byte("t"), []byte("FLOAT"), []byte("784"), []byte("BLOB"), benchBlob}
 	// The reader hands over arguments of 512 bytes or more as their own
 	// allocations (server.smallArg), which the handler may keep.
-	owned := func(i int) bool { return len(argv[i]) >= 512 }
+	owned := commands.OwnedFunc(func(i int) bool { return len(argv[i]) >= 512 })
 	b.SetBytes(int64(len(benchBlob)))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -119,7 +119,7 @@ func BenchmarkTensorSetLogged(b *testing.B) {
 			defer s.CloseLog()
 			c := s.NewClient("127.0.0.1:1", "127.0.0.1:2", nil)
 			argv := [][]byte{[]byte("AI.TENSORSET"), []byte("t"), []byte("FLOAT"), []byte("784"), []byte("BLOB"), benchBlob}
-			owned := func(i int) bool { return len(argv[i]) >= 512 }
+			owned := commands.OwnedFunc(func(i int) bool { return len(argv[i]) >= 512 })
 			b.SetBytes(int64(len(benchBlob)))
 			b.ReportAllocs()
 			n := 0
@@ -135,5 +135,31 @@ func BenchmarkTensorSetLogged(b *testing.B) {
 				b.Fatalf("reply %q", got)
 			}
 		})
+	}
+}
+
+// TestTensorCommandAllocs bounds the allocations of the tensor commands as
+// the dispatcher runs them for a connection (issue 9: parsing and reply
+// building allocate nothing per command in steady state but what the
+// command keeps): AI.TENSORSET makes its parsed command, the shape and the
+// Tensor it stores (the blob is the front end's, kept as it is);
+// AI.TENSORGET its parsed command only.
+func TestTensorCommandAllocs(t *testing.T) {
+	s, c := benchServer(t)
+	set := [][]byte{[]byte("AI.TENSORSET"), []byte("t"), []byte("FLOAT"), []byte("784"), []byte("BLOB"), benchBlob}
+	owned := commands.OwnedFunc(func(i int) bool { return i == 5 })
+	get := [][]byte{[]byte("AI.TENSORGET"), []byte("t"), []byte("BLOB")}
+	for _, tc := range []struct {
+		argv  [][]byte
+		owned commands.Ownership
+		max   float64
+	}{{set, owned, 3}, {get, nil, 1}} {
+		got := testing.AllocsPerRun(1000, func() {
+			c.W.Reset()
+			s.Dispatch(c, tc.argv, tc.owned)
+		})
+		if got > tc.max {
+			t.Errorf("%s: %.1f allocations per command, want at most %.0f", tc.argv[0], got, tc.max)
+		}
 	}
 }

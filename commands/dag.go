@@ -197,8 +197,8 @@ func parseDAGOp(a Args, form dagForm) (dagOp, error) {
 			return dagOp{}, Reply("wrong number of arguments for 'AI.TENSORSET' command")
 		}
 		name := a.NextString()
-		t, err := parseTensorBody(&a)
-		if err != nil {
+		t := &tensorSpec{}
+		if err := parseTensorBody(&a, t); err != nil {
 			return dagOp{}, err
 		}
 		if t.blob != nil {

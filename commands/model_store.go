@@ -395,7 +395,7 @@ func (s *App) LoadStartupModels() error {
 			return fmt.Errorf("loadmodel %s: %w", line[0], err)
 		}
 		argv = append(argv, []byte("BLOB"), data)
-		r, err := parseModelStore(false)(NewArgs(argv, func(int) bool { return true }))
+		r, err := parseModelStore(false)(NewArgs(argv, allOwned{}))
 		if err != nil {
 			return fmt.Errorf("loadmodel %s: %s", line[0], errorText(err))
 		}

@@ -207,6 +207,9 @@ type Client struct {
 
 	// upload is the running command's payload buffer (DispatchUpload).
 	upload *modelstore.ModelBuffer
+	// ctx is the running command's Ctx (Dispatch): one per client rather
+	// than one allocated per command. No Runner keeps its Ctx past Run.
+	ctx Ctx
 
 	// logSeq is the log record the replies in W since offset logMark wait
 	// for (0: none); logReplies counts those replies (aof.go, CommitClient).
@@ -413,7 +416,13 @@ func (s *App) CommandLimits(c *Client, spec *Spec) Limits {
 // Dispatch runs one command and appends its reply to c.W. It enforces, in
 // Redis's order: known command, arity, authentication, MULTI queueing,
 // loading, maxmemory, then parse and run under the right lock.
-func (s *App) Dispatch(c *Client, argv [][]byte, owned func(int) bool) {
+func (s *App) Dispatch(c *Client, argv [][]byte, owned Ownership) {
+	s.dispatch(c, nil, argv, owned)
+}
+
+// dispatch is Dispatch with the command's table entry, when the caller
+// has looked it up (nil: look it up).
+func (s *App) dispatch(c *Client, spec *Spec, argv [][]byte, owned Ownership) {
 	s.stats.Commands.Add(1)
 	if c.logSeq != 0 {
 		c.logReplies++ // this command's reply follows an uncommitted write's
@@ -425,7 +434,9 @@ func (s *App) Dispatch(c *Client, argv [][]byte, owned func(int) bool) {
 	start := time.Now()
 	now := start.UnixMilli()
 	c.lastActive.Store(now)
-	spec := table.Lookup(argv[0])
+	if spec == nil {
+		spec = table.Lookup(argv[0])
+	}
 	if err := s.check(c, spec, argv, now); err != nil {
 		if spec != nil {
 			spec.stats.rejected.Add(1)
@@ -468,7 +479,8 @@ func (s *App) Dispatch(c *Client, argv [][]byte, owned func(int) bool) {
 		s.replyError(c.W, err)
 		return
 	}
-	err = s.run(&Ctx{App: s, C: c, W: c.W, fence: s.fenceSlot(spec, argv)}, spec, r)
+	c.ctx = Ctx{App: s, C: c, W: c.W, fence: s.fenceSlot(spec, argv)}
+	err = s.run(&c.ctx, spec, r)
 	s.recordRun(c, spec, argv, time.Since(start), err != nil)
 }
 

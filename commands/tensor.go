@@ -42,42 +42,44 @@ type tensorSpec struct {
 	hasVal bool
 }
 
-// parseTensorBody parses `type [dim...] [BLOB b | VALUES v...]` at the cursor.
-func parseTensorBody(a *Args) (*tensorSpec, error) {
+// parseTensorBody parses `type [dim...] [BLOB b | VALUES v...]` at the
+// cursor into t (the caller's: AI.TENSORSET's parsed command holds it, one
+// allocation rather than two).
+func parseTensorBody(a *Args, t *tensorSpec) error {
 	dt, ok := modelstore.ParseDType(a.Next())
 	if !ok {
-		return nil, errInvalidDType
+		return errInvalidDType
 	}
-	t := &tensorSpec{dtype: dt}
+	*t = tensorSpec{dtype: dt}
 	for a.More() {
 		if a.Match("BLOB") {
 			if a.Remaining() != 1 {
-				return nil, errBlobArgs
+				return errBlobArgs
 			}
 			t.blobAt = a.Pos()
 			t.blob = a.Next()
-			return t, nil
+			return nil
 		}
 		if a.Match("VALUES") {
 			t.values, t.hasVal = a.Rest(), true
 			n := modelstore.ShapeLen(t.shape)
 			if n < 0 || int64(len(t.values)) != n {
-				return nil, errValuesCount
+				return errValuesCount
 			}
-			return t, nil
+			return nil
 		}
 		// A dimension of 0 (an empty tensor) is accepted: RedisAI refusing
 		// it is one of the defects REDISAI.md §10 lists.
 		d, ok := parseInt(a.Next())
 		if !ok || d < 0 {
-			return nil, errBadShape
+			return errBadShape
 		}
 		if len(t.shape) == persistence.MaxRank {
-			return nil, errRank
+			return errRank
 		}
 		t.shape = append(t.shape, d)
 	}
-	return t, nil
+	return nil
 }
 
 // build makes the tensor; maxBytes bounds a zero tensor before allocation.
@@ -104,20 +106,19 @@ func (t *tensorSpec) build(maxBytes int64) (*modelstore.Tensor, error) {
 
 type tensorSetCmd struct {
 	key string
-	t   *tensorSpec
+	t   tensorSpec
 	err error // a parse error, reported after the key's type check
 }
 
 func parseTensorSet(a Args) (Runner, error) {
-	key := a.NextString()
-	t, err := parseTensorBody(&a)
-	if err != nil {
-		return &tensorSetCmd{key: key, err: err}, nil
+	c := &tensorSetCmd{key: a.NextString()}
+	if c.err = parseTensorBody(&a, &c.t); c.err != nil {
+		return c, nil
 	}
-	if t.blob != nil {
-		t.blob = a.Keep(t.blobAt)
+	if c.t.blob != nil {
+		c.t.blob = a.Keep(c.t.blobAt)
 	}
-	return &tensorSetCmd{key: key, t: t}, nil
+	return c, nil
 }
 
 // Run implements Runner. RedisAI checks the key's type before anything
@@ -134,7 +135,7 @@ func (c *tensorSetCmd) Run(x *Ctx) error {
 		return err
 	}
 	t.Owner = x.stamp()
-	if _, err := x.Keys.SetMany([]modelstore.Write{{Key: c.key, Value: t, SameType: true, Allow: x.allow()}}); err != nil {
+	if err := x.Keys.Apply([]modelstore.Write{{Key: c.key, Value: t, SameType: true, Allow: x.allow()}}); err != nil {
 		return err
 	}
 	x.W.OK()

@@ -79,7 +79,7 @@ func TestMultiKeepsArguments(t *testing.T) {
 	h := newHarness(t)
 	h.run(row("MULTI", "+OK"))
 	argv := [][]byte{[]byte("ECHO"), []byte("abc")}
-	h.s.Dispatch(h.c, argv, func(int) bool { return false })
+	h.s.Dispatch(h.c, argv, OwnedFunc(func(int) bool { return false }))
 	argv[1][0] = 'X'
 	h.c.W.Reset()
 	h.run(row("EXEC", `["abc"]`))
@@ -115,7 +115,7 @@ func TestExecIsAtomic(t *testing.T) {
 // from the connection's buffer, which the next command overwrites.
 func TestDetachKeepsOwnedArguments(t *testing.T) {
 	own, borrowed := []byte("owned"), []byte("arena")
-	d := NewArgs([][]byte{[]byte("x"), own, borrowed}, func(i int) bool { return i == 1 }).Detach()
+	d := NewArgs([][]byte{[]byte("x"), own, borrowed}, OwnedFunc(func(i int) bool { return i == 1 })).Detach()
 	if &d.V[1][0] != &own[0] {
 		t.Error("an owned argument was copied")
 	}

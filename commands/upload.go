@@ -166,12 +166,14 @@ func (u *Upload) End() {
 }
 
 // DispatchUpload is Dispatch for a command whose payload the front end read
-// into up (nil if none). The front end keeps its reference to up and drops
-// it after the call: a command that keeps the model takes its own.
-func (s *App) DispatchUpload(c *Client, argv [][]byte, owned func(int) bool, up *modelstore.ModelBuffer) {
+// into up (nil if none), and whose table entry it already looked up (spec:
+// Commands().Lookup(argv[0]), or nil to look it up here). The front end
+// keeps its reference to up and drops it after the call: a command that
+// keeps the model takes its own.
+func (s *App) DispatchUpload(c *Client, spec *Spec, argv [][]byte, owned Ownership, up *modelstore.ModelBuffer) {
 	c.upload = up
 	defer func() { c.upload = nil }()
-	s.Dispatch(c, argv, owned)
+	s.dispatch(c, spec, argv, owned)
 }
 
 // Upload is the buffer the front end read this command's payload into, or

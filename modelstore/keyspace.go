@@ -183,29 +183,44 @@ func (k *Keyspace) Set(key string, v Value, sameType bool) (Value, error) {
 // SetMany applies all writes or none: every type and memory check passes
 // before the first key changes. It returns the replaced values.
 func (k *Keyspace) SetMany(ws []Write) ([]Value, error) {
+	old := make([]Value, len(ws))
+	if err := k.setMany(ws, old); err != nil {
+		return nil, err
+	}
+	return old, nil
+}
+
+// Apply is SetMany for a caller that has no use for the replaced values
+// (AI.TENSORSET): it allocates nothing for them.
+func (k *Keyspace) Apply(ws []Write) error { return k.setMany(ws, nil) }
+
+// setMany is SetMany, storing the replaced values in old when it is not
+// nil (len(old) == len(ws)).
+func (k *Keyspace) setMany(ws []Write, old []Value) error {
 	now := k.instant()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var grow int64
-	old := make([]Value, len(ws))
 	for i, w := range ws {
 		e, ok := k.m[w.Key]
 		if ok && e.live(now) {
 			if w.SameType && e.v.TypeName() != w.Value.TypeName() {
-				return nil, ErrWrongType
+				return ErrWrongType
 			}
 			if w.Allow != nil {
 				if err := w.Allow(e.v); err != nil {
-					return nil, err
+					return err
 				}
 			}
-			old[i] = e.v
+			if old != nil {
+				old[i] = e.v
+			}
 			grow -= entrySize(w.Key, e.v)
 		}
 		grow += entrySize(w.Key, w.Value)
 	}
 	if max := k.maxmemory(); max > 0 && grow > 0 && k.used.Load()+grow > max {
-		return nil, ErrOOM
+		return ErrOOM
 	}
 	for _, w := range ws {
 		k.dropIfExpired(w.Key, now)
@@ -215,7 +230,7 @@ func (k *Keyspace) SetMany(ws []Write) ([]Value, error) {
 		}
 	}
 	k.dirty.Add(int64(len(ws)))
-	return old, nil
+	return nil
 }
 
 // CheckMemory reports ErrOOM if adding n bytes would pass maxmemory. It is

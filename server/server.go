@@ -181,8 +181,12 @@ func (s *Server) handle(conn net.Conn) {
 	}
 	up := &ingest{cmds: s.Cmds, client: c, log: s.log}
 	defer up.done()
+	// spec is the command's table entry, looked up by classify once its
+	// name is read (inline commands skip classify: nil, and Dispatch
+	// looks it up).
+	var spec *commands.Spec
 	classify := func(name []byte) Limits {
-		spec := commands.Commands().Lookup(name)
+		spec = commands.Commands().Lookup(name)
 		l := toLimits(s.Cmds.CommandLimits(c, spec))
 		if l.Unauth {
 			return l // refused with NOAUTH once read: no upload buffer for it
@@ -208,6 +212,7 @@ func (s *Server) handle(conn net.Conn) {
 		return err == nil
 	}
 	for {
+		spec = nil
 		cmd, err := rd.ReadCommand(toLimits(s.Cmds.PreLimits(c)), classify)
 		if skipping {
 			skipping = false
@@ -247,7 +252,7 @@ func (s *Server) handle(conn net.Conn) {
 			return
 		}
 		buf := up.take()
-		s.Cmds.DispatchUpload(c, cmd.Args, cmd.Owned, buf)
+		s.Cmds.DispatchUpload(c, spec, cmd.Args, cmd, buf)
 		if buf != nil {
 			buf.Unref() // the model took its own reference if it kept it
 		}
