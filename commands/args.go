@@ -16,6 +16,18 @@ type Args struct {
 	pos    int
 	owned  Ownership
 	upload *modelstore.ModelBuffer // see Upload
+	// scratch, when set, is the connection's memory for the parsed forms
+	// of the commands sent most (AI.TENSORSET, AI.TENSORGET): Dispatch
+	// runs the command and drops it before the connection's next one, so
+	// they need no allocation of their own. A parse result that outlives
+	// the command (MULTI's queue) is parsed from Args without it (Detach).
+	scratch *scratch
+}
+
+// scratch holds one parsed command of each hot kind (Args.scratch).
+type scratch struct {
+	tensorSet tensorSetCmd
+	tensorGet tensorGetCmd
 }
 
 // Ownership reports which of a command's arguments have an allocation of
@@ -114,7 +126,7 @@ func (a Args) Detach() Args {
 			v[i] = bytes.Clone(b)
 		}
 	}
-	return Args{V: v, pos: a.pos, owned: allOwned{}, upload: a.upload}
+	return Args{V: v, pos: a.pos, owned: allOwned{}, upload: a.upload} // no scratch
 }
 
 // isWord compares case-insensitively without allocating.

@@ -210,6 +210,8 @@ type Client struct {
 	// ctx is the running command's Ctx (Dispatch): one per client rather
 	// than one allocated per command. No Runner keeps its Ctx past Run.
 	ctx Ctx
+	// scratch holds the running command's parsed form (Args.scratch).
+	scratch scratch
 
 	// logSeq is the log record the replies in W since offset logMark wait
 	// for (0: none); logReplies counts those replies (aof.go, CommitClient).
@@ -451,6 +453,7 @@ func (s *App) dispatch(c *Client, spec *Spec, argv [][]byte, owned Ownership) {
 	s.feedMonitors(c, argv)
 	a := NewArgs(argv, owned)
 	a.upload = c.upload
+	a.scratch = &c.scratch
 	if c.inMulti && !spec.Has(txControl) {
 		// As in Redis, only an unknown command or a wrong arity (checked
 		// above) aborts the transaction; any other error is queued and
@@ -481,6 +484,8 @@ func (s *App) dispatch(c *Client, spec *Spec, argv [][]byte, owned Ownership) {
 	}
 	c.ctx = Ctx{App: s, C: c, W: c.W, fence: s.fenceSlot(spec, argv)}
 	err = s.run(&c.ctx, spec, r)
+	// The parsed command may hold its arguments (a blob): let them go.
+	c.scratch = scratch{}
 	s.recordRun(c, spec, argv, time.Since(start), err != nil)
 }
 

@@ -111,7 +111,13 @@ type tensorSetCmd struct {
 }
 
 func parseTensorSet(a Args) (Runner, error) {
-	c := &tensorSetCmd{key: a.NextString()}
+	var c *tensorSetCmd
+	if a.scratch != nil {
+		c = &a.scratch.tensorSet
+	} else {
+		c = new(tensorSetCmd)
+	}
+	*c = tensorSetCmd{key: a.NextString()}
 	if c.err = parseTensorBody(&a, &c.t); c.err != nil {
 		return c, nil
 	}
@@ -183,9 +189,16 @@ func parseTensorGet(a Args) (Runner, error) {
 	if a.Len() > 3 {
 		return nil, errorf("ERR wrong number of arguments for 'ai.tensorget' command")
 	}
+	var c *tensorGetCmd
+	if a.scratch != nil {
+		c = &a.scratch.tensorGet
+	} else {
+		c = new(tensorGetCmd)
+	}
 	key := a.NextString()
 	f, err := parseTensorFormat(a.Rest())
-	return &tensorGetCmd{key, f, err}, nil
+	*c = tensorGetCmd{key, f, err}
+	return c, nil
 }
 
 // Run implements Runner.

@@ -19,6 +19,14 @@ func TestMultiExec(t *testing.T) {
 		row("EXISTS t", "+QUEUED"),
 		row("EXEC", "[+OK [:1 :2] :1]"),
 		row("EXEC", "-ERR EXEC without MULTI"),
+		// Each queued command keeps a parsed form of its own (a command
+		// run at once is parsed into the connection's scratch).
+		row("MULTI", "+OK"),
+		row("AI.TENSORSET a INT8 1 VALUES 5", "+QUEUED"),
+		row("AI.TENSORSET b INT8 1 VALUES 6", "+QUEUED"),
+		row("AI.TENSORGET a VALUES", "+QUEUED"),
+		row("AI.TENSORGET b VALUES", "+QUEUED"),
+		row("EXEC", "[+OK +OK [:5] [:6]]"),
 		// An empty transaction.
 		row("MULTI", "+OK"),
 		row("EXEC", "[]"),
