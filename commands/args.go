@@ -116,7 +116,8 @@ func (a *Args) Rest() [][]byte {
 // MULTI): arguments in the connection's buffer are copied, those with an
 // allocation of their own are kept as they are. An upload's chunks are of
 // the latter kind, in its ModelBuffer, which the caller must then keep
-// referenced for as long as the Args live.
+// referenced for as long as the Args live. The result has no scratch: what
+// is parsed from it has an allocation of its own.
 func (a Args) Detach() Args {
 	v := make([][]byte, len(a.V))
 	for i, b := range a.V {
@@ -126,7 +127,7 @@ func (a Args) Detach() Args {
 			v[i] = bytes.Clone(b)
 		}
 	}
-	return Args{V: v, pos: a.pos, owned: allOwned{}, upload: a.upload} // no scratch
+	return Args{V: v, pos: a.pos, owned: allOwned{}, upload: a.upload}
 }
 
 // isWord compares case-insensitively without allocating.
