@@ -141,19 +141,23 @@ func BenchmarkTensorSetLogged(b *testing.B) {
 // TestTensorCommandAllocs bounds the allocations of the tensor commands as
 // the dispatcher runs them for a connection (issue 9: parsing and reply
 // building allocate nothing per command in steady state but what the
-// command keeps): AI.TENSORSET makes the shape and the Tensor it stores
-// (the blob is the front end's, kept as it is; the parsed command is the
+// command keeps): AI.TENSORSET makes the Tensor it stores, its shape
+// within it, and its key's string when the key is longer than a byte (the
+// blob is the front end's, kept as it is; the parsed command is the
 // connection's scratch), AI.TENSORGET nothing.
 func TestTensorCommandAllocs(t *testing.T) {
 	s, c := benchServer(t)
 	set := [][]byte{[]byte("AI.TENSORSET"), []byte("t"), []byte("FLOAT"), []byte("784"), []byte("BLOB"), benchBlob}
 	owned := commands.OwnedFunc(func(i int) bool { return i == 5 })
+	// The inference loop's input, [1, 784], at a two-byte key.
+	set2 := [][]byte{[]byte("AI.TENSORSET"), []byte("in"), []byte("FLOAT"), []byte("1"), []byte("784"), []byte("BLOB"), benchBlob}
+	owned2 := commands.OwnedFunc(func(i int) bool { return i == 6 })
 	get := [][]byte{[]byte("AI.TENSORGET"), []byte("t"), []byte("BLOB")}
 	for _, tc := range []struct {
 		argv  [][]byte
 		owned commands.Ownership
 		max   float64
-	}{{set, owned, 2}, {get, nil, 0}} {
+	}{{set, owned, 1}, {set2, owned2, 2}, {get, nil, 0}} {
 		got := testing.AllocsPerRun(1000, func() {
 			c.W.Reset()
 			s.Dispatch(c, tc.argv, tc.owned)

@@ -34,8 +34,10 @@ var (
 // tensorSpec is a parsed TENSORSET body (type, shape, data), shared with
 // the DAG's inline AI.TENSORSET.
 type tensorSpec struct {
-	dtype  modelstore.DType
+	dtype modelstore.DType
+	// shape is in dims up to four dimensions; the tensor built copies it.
 	shape  []int64
+	dims   [4]int64
 	blob   []byte   // BLOB, retained (Keep)
 	blobAt int      // argument index of the blob
 	values [][]byte // VALUES, aliasing the arguments
@@ -51,6 +53,7 @@ func parseTensorBody(a *Args, t *tensorSpec) error {
 		return errInvalidDType
 	}
 	*t = tensorSpec{dtype: dt}
+	t.shape = t.dims[:0]
 	for a.More() {
 		if a.Match("BLOB") {
 			if a.Remaining() != 1 {
@@ -85,9 +88,6 @@ func parseTensorBody(a *Args, t *tensorSpec) error {
 // build makes the tensor; maxBytes bounds a zero tensor before allocation.
 func (t *tensorSpec) build(maxBytes int64) (*modelstore.Tensor, error) {
 	shape := t.shape
-	if shape == nil {
-		shape = []int64{}
-	}
 	switch {
 	case t.blob != nil:
 		return modelstore.NewTensorFromBlob(t.dtype, shape, t.blob)

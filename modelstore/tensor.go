@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -110,8 +111,27 @@ func ShapeLen(shape []int64) int64 {
 	return n
 }
 
+// tensorDims is a Tensor allocated together with room for a shape of up to
+// four dimensions (newTensor).
+type tensorDims struct {
+	t    Tensor
+	dims [4]int64
+}
+
+// newTensor returns a Tensor of a copy of shape and data: one allocation
+// for up to four dimensions rather than two (AI.TENSORSET's, issue 9).
+func newTensor(dt DType, shape []int64, data []byte) *Tensor {
+	if len(shape) > len(tensorDims{}.dims) {
+		return &Tensor{DType: dt, Shape: slices.Clone(shape), Data: data}
+	}
+	w := &tensorDims{}
+	n := copy(w.dims[:], shape)
+	w.t = Tensor{DType: dt, Shape: w.dims[:n:n], Data: data}
+	return &w.t
+}
+
 // NewTensorFromBlob validates a raw blob against dtype and shape and wraps it.
-// The blob is kept, not copied.
+// The blob is kept, not copied; the shape is copied.
 func NewTensorFromBlob(dt DType, shape []int64, blob []byte) (*Tensor, error) {
 	n := ShapeLen(shape)
 	if n < 0 {
@@ -121,7 +141,7 @@ func NewTensorFromBlob(dt DType, shape []int64, blob []byte) (*Tensor, error) {
 		if len(blob) == 0 || blob[len(blob)-1] != 0 || int64(bytes.Count(blob, []byte{0})) != n {
 			return nil, ErrStringElements
 		}
-		return &Tensor{DType: dt, Shape: shape, Data: blob}, nil
+		return newTensor(dt, shape, blob), nil
 	}
 	size := int64(dt.Size())
 	if n > math.MaxInt64/size || int64(len(blob)) != n*size {
@@ -134,18 +154,18 @@ func NewTensorFromBlob(dt DType, shape []int64, blob []byte) (*Tensor, error) {
 			}
 		}
 	}
-	return &Tensor{DType: dt, Shape: shape, Data: blob}, nil
+	return newTensor(dt, shape, blob), nil
 }
 
-// NewZeroTensor returns a tensor of zeros (STRING: empty strings).
-// The caller must have checked that the size is within limits.
+// NewZeroTensor returns a tensor of zeros (STRING: empty strings), of a
+// copy of shape. The caller must have checked that the size is within limits.
 func NewZeroTensor(dt DType, shape []int64) *Tensor {
 	n := ShapeLen(shape)
 	size := int64(dt.Size())
 	if dt == String {
 		size = 1
 	}
-	return &Tensor{DType: dt, Shape: shape, Data: make([]byte, n*size)}
+	return newTensor(dt, shape, make([]byte, n*size))
 }
 
 // ByteSize is the number of data bytes a numeric tensor of this shape needs,
@@ -159,8 +179,9 @@ func ByteSize(dt DType, shape []int64) int64 {
 	return n * size
 }
 
-// NewTensorFromValues parses VALUES arguments. len(values) must equal the
-// shape's element count (checked by the caller, which owns the error text).
+// NewTensorFromValues parses VALUES arguments into a tensor of a copy of
+// shape. len(values) must equal the shape's element count (checked by the
+// caller, which owns the error text).
 func NewTensorFromValues(dt DType, shape []int64, values [][]byte) (*Tensor, error) {
 	if dt == String {
 		var buf []byte
@@ -175,7 +196,7 @@ func NewTensorFromValues(dt DType, shape []int64, values [][]byte) (*Tensor, err
 		if buf == nil {
 			buf = []byte{}
 		}
-		return &Tensor{DType: dt, Shape: shape, Data: buf}, nil
+		return newTensor(dt, shape, buf), nil
 	}
 	size := dt.Size()
 	data := make([]byte, len(values)*size)
@@ -197,7 +218,7 @@ func NewTensorFromValues(dt DType, shape []int64, values [][]byte) (*Tensor, err
 			return nil, err
 		}
 	}
-	return &Tensor{DType: dt, Shape: shape, Data: data}, nil
+	return newTensor(dt, shape, data), nil
 }
 
 // parseDouble parses a float VALUES element as RedisModule_StringToDouble

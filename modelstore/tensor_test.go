@@ -98,6 +98,8 @@ func TestNewTensorFromBlob(t *testing.T) {
 		{at(), Int16, []int64{1 << 62, 4}, "", ErrDataLength},
 		{at(), Double, []int64{1 << 61}, "", ErrDataLength},
 		{at(), Uint8, []int64{2, 2}, "abcd", nil},
+		{at(), Uint8, []int64{1, 1, 1, 2}, "ab", nil},
+		{at(), Uint8, []int64{1, 1, 1, 1, 2}, "ab", nil},
 		{at(), Bool, []int64{3}, "\x00\x01\x00", nil},
 		{at(), Bool, []int64{2}, "\x01\x02", ErrBoolValue},
 		{at(), Bool, []int64{1}, "\xff", ErrBoolValue},
@@ -119,6 +121,11 @@ func TestNewTensorFromBlob(t *testing.T) {
 		}
 		if err == nil && (len(tn.Data) != len(blob) || (len(blob) > 0 && &tn.Data[0] != &blob[0])) {
 			t.Errorf("%s: the blob was copied, not kept", r.at)
+		}
+		// The shape is copied: AI.TENSORSET parses it into memory the
+		// connection reuses.
+		if err == nil && (!slices.Equal(tn.Shape, r.shape) || (len(r.shape) > 0 && &tn.Shape[0] == &r.shape[0])) {
+			t.Errorf("%s: shape %v (aliased: %v), want a copy of %v", r.at, tn.Shape, len(r.shape) > 0 && &tn.Shape[0] == &r.shape[0], r.shape)
 		}
 	}
 }
