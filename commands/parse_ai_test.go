@@ -13,9 +13,9 @@ import (
 func TestAIParse(t *testing.T) {
 	parseTable(t,
 		parseCase{line: "AI.TENSORSET t FLOAT 2 VALUES 1 2", want: &tensorSetCmd{key: "t",
-			t: tensorSpec{dtype: modelstore.Float, shape: []int64{2}, dims: [4]int64{2}, values: [][]byte{[]byte("1"), []byte("2")}, hasVal: true}}},
+			t: tensorSpec{dtype: modelstore.Float, shape: []int64{2}, dims: [modelstore.InlineRank]int64{2}, values: [][]byte{[]byte("1"), []byte("2")}, hasVal: true}}},
 		parseCase{line: "AI.TENSORSET t INT8 2 BLOB ab", want: &tensorSetCmd{key: "t",
-			t: tensorSpec{dtype: modelstore.Int8, shape: []int64{2}, dims: [4]int64{2}, blob: []byte("ab"), blobAt: 5}}},
+			t: tensorSpec{dtype: modelstore.Int8, shape: []int64{2}, dims: [modelstore.InlineRank]int64{2}, blob: []byte("ab"), blobAt: 5}}},
 		parseCase{line: "AI.TENSORGET t META BLOB", want: &tensorGetCmd{key: "t", f: tensorGetFormat{meta: true, blob: true}}},
 		parseCase{line: "AI.TENSORGET t VALUES", want: &tensorGetCmd{key: "t", f: tensorGetFormat{values: true}}},
 		parseCase{line: "AI.MODELEXECUTE m INPUTS 2 a b OUTPUTS 1 y TIMEOUT 50", want: &modelExecCmd{key: "m",

@@ -35,9 +35,10 @@ var (
 // the DAG's inline AI.TENSORSET.
 type tensorSpec struct {
 	dtype modelstore.DType
-	// shape is in dims up to four dimensions; the tensor built copies it.
+	// shape is in dims up to modelstore.InlineRank dimensions; the tensor
+	// built copies it.
 	shape  []int64
-	dims   [4]int64
+	dims   [modelstore.InlineRank]int64
 	blob   []byte   // BLOB, retained (Keep)
 	blobAt int      // argument index of the blob
 	values [][]byte // VALUES, aliasing the arguments

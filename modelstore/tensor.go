@@ -111,17 +111,20 @@ func ShapeLen(shape []int64) int64 {
 	return n
 }
 
-// tensorDims is a Tensor allocated together with room for a shape of up to
-// four dimensions (newTensor).
+// InlineRank is the most dimensions a Tensor holds within its own
+// allocation (newTensor); AI.TENSORSET parses that many without one too.
+const InlineRank = 4
+
+// tensorDims is a Tensor allocated together with room for its shape.
 type tensorDims struct {
 	t    Tensor
-	dims [4]int64
+	dims [InlineRank]int64
 }
 
 // newTensor returns a Tensor of a copy of shape and data: one allocation
-// for up to four dimensions rather than two (AI.TENSORSET's, issue 9).
+// up to InlineRank dimensions rather than two (AI.TENSORSET's, issue 9).
 func newTensor(dt DType, shape []int64, data []byte) *Tensor {
-	if len(shape) > len(tensorDims{}.dims) {
+	if len(shape) > InlineRank {
 		return &Tensor{DType: dt, Shape: slices.Clone(shape), Data: data}
 	}
 	w := &tensorDims{}
