@@ -376,9 +376,9 @@ type Model struct {
 	Stats Stats
 
 	released atomic.Bool
-	// batching is set while a batch of this (batched) model runs; guarded
-	// by the lock of the RunQueue that runs it.
-	batching bool
+	// batching counts the batches of this (batched) model running now;
+	// guarded by the lock of the RunQueue that runs it.
+	batching int
 }
 
 // NewModel wraps an acquired blob; the model owns that reference.

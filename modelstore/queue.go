@@ -228,7 +228,7 @@ func (q *RunQueue) work() {
 		q.mu.Lock()
 		q.busy--
 		if gathered {
-			batch[0].m.batching = false
+			batch[0].m.batching--
 		}
 		if len(q.pending) > 0 {
 			q.cond.Signal() // this worker looks too, but may be told to stop
@@ -238,10 +238,17 @@ func (q *RunQueue) work() {
 
 // next removes and returns the first runnable work in the queue: the
 // oldest request, with the compatible requests behind it when its model
-// is batched. A batched model has one batch running at a time: its
-// requests wait in the queue meanwhile, to form the next batch with the
-// ones that arrive during the run (otherwise idle workers would take them
-// one by one as they come, and nothing would ever be batched). A batch
+// is batched. A batched model has one batch running at a time while at
+// least half the slots are busy (spareLocked): its requests wait in the
+// queue meanwhile, to form the next batch with the ones that arrive during
+// the run (otherwise idle workers would take them one by one as they come,
+// and nothing would ever be batched). With more than half the slots free,
+// as on a machine of many cores serving few clients, a free worker starts
+// another batch of the model at once: waiting for the running one would
+// leave cores idle while requests wait (on 16 cores at 8 clients, one batch
+// at a time ran the batched loop at 0.6x the unbatched one,
+// docs/BENCHMARKS.md). With one or two workers (a 2-CPU machine) a running
+// batch always holds half the slots, so nothing changes there. A batch
 // short of MINBATCHSIZE is passed over (its requests wait, the ones
 // behind are served). With nothing runnable it returns nil
 // and the earliest time a waiting batch's MINBATCHTIMEOUT passes (zero if
@@ -266,7 +273,7 @@ func (q *RunQueue) next(now time.Time) (batch []*job, gathered bool, at time.Tim
 			j.taken = true
 			return []*job{j}, false, time.Time{}
 		}
-		if j.m.batching || slices.Contains(waiting, j.m) {
+		if (j.m.batching > 0 && !q.spareLocked()) || slices.Contains(waiting, j.m) {
 			continue
 		}
 		batch, ready, at := gather(q.pending, i, now)
@@ -280,12 +287,17 @@ func (q *RunQueue) next(now time.Time) (batch []*job, gathered bool, at time.Tim
 		for _, b := range batch {
 			b.taken = true
 		}
-		j.m.batching = true
+		j.m.batching++
 		q.pending = slices.DeleteFunc(q.pending, func(x *job) bool { return x.taken })
 		return batch, true, time.Time{}
 	}
 	return nil, false, wake
 }
+
+// spareLocked reports whether more than half the slots are free, so that
+// a batched model may run another batch beside the one it is running
+// (next). q.mu is held.
+func (q *RunQueue) spareLocked() bool { return 2*q.busy < q.want }
 
 // armLocked makes sure the workers are woken at `at` (if not zero), when
 // a short batch's MINBATCHTIMEOUT passes.

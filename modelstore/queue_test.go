@@ -162,6 +162,78 @@ func TestRunQueueBatchesMergeAndSplit(t *testing.T) {
 	}
 }
 
+// gatedSession holds each run until open is closed, and counts the runs
+// it holds at once.
+type gatedSession struct {
+	EngineSession
+	open    chan struct{}
+	mu      sync.Mutex
+	running int
+	most    int
+}
+
+func (g *gatedSession) Run(ctx context.Context, in []*Tensor) ([]*Tensor, error) {
+	g.mu.Lock()
+	g.running++
+	g.most = max(g.most, g.running)
+	g.mu.Unlock()
+	<-g.open
+	defer func() { g.mu.Lock(); g.running--; g.mu.Unlock() }()
+	return g.EngineSession.Run(ctx, in)
+}
+
+func (g *gatedSession) held() int { g.mu.Lock(); defer g.mu.Unlock(); return g.running }
+
+// A batched model runs one batch at a time while at least half the queue's
+// workers are busy, so that requests arriving meanwhile form the next
+// batch; with more than half of them free (many cores, few clients), a
+// free worker starts another batch of it rather than leave the requests
+// waiting beside idle workers.
+func TestRunQueueBatchesInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		workers, want int
+	}{{2, 1}, {4, 2}, {8, 4}} {
+		t.Run(fmt.Sprintf("%d workers", tc.workers), func(t *testing.T) {
+			lin := queueModel(t, "linear.onnx", ModelMeta{BatchSize: 8})
+			g := &gatedSession{EngineSession: lin.Blob.Session, open: make(chan struct{})}
+			lin.Blob.Session = g
+			q := NewRunQueue(tc.workers)
+			t.Cleanup(func() { q.SetWorkers(1) })
+			const n = 6
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, errs[i] = q.Run(lin, &RunRequest{Inputs: []*Tensor{floats([]int64{1, 4}, float32(i), 1, 2, 3)}})
+				}()
+				// One at a time: each finds the batches before it running.
+				waitFor(t, "the request runs or waits", func() bool { return g.held()+q.Pending() == i+1 })
+			}
+			if got := g.held(); got != tc.want {
+				t.Errorf("%d batches running at once, want %d", got, tc.want)
+			}
+			if got := q.Pending(); got != n-tc.want {
+				t.Errorf("%d requests waiting, want %d", got, n-tc.want)
+			}
+			close(g.open)
+			wg.Wait()
+			for i, err := range errs {
+				if err != nil {
+					t.Errorf("request %d: %v", i, err)
+				}
+			}
+			if g.most != tc.want {
+				t.Errorf("at most %d batches at once, want %d", g.most, tc.want)
+			}
+			if c := lin.Stats.Calls.Load(); c != n {
+				t.Errorf("%d calls, want %d", c, n)
+			}
+		})
+	}
+}
+
 // groupRecorder is a session that says it runs in another process
 // (GroupRunner): it records the groups the queue hands it and runs each
 // request on its own.
