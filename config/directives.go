@@ -96,7 +96,7 @@ var table = []directive{
 		doc:   "workers of the run queue: at most this many model runs at once, however many clients (RedisAI's THREADS_PER_QUEUE, whose default is 1; AI.CONFIG changes it live; 0: one per CPU)",
 		value: integer(func(o *Options) *atomic.Int64 { return &o.ThreadsPerQueue }, 0, 1024)},
 	{name: "intra-op-parallelism", def: "0",
-		doc:   "threads of one model run (RedisAI's INTRA_OP_PARALLELISM; 0: one, the run queue worker's own, so runs use the cores side by side and no ONNX Runtime thread spins; AI.CONFIG sets it for models stored later)",
+		doc:   "threads of one model run (RedisAI's INTRA_OP_PARALLELISM; 0: one (the run queue worker's own, so runs use the cores side by side) below 8 CPUs, two from 8 CPUs; no ONNX Runtime thread spins; AI.CONFIG sets it for models stored later)",
 		value: integer(func(o *Options) *atomic.Int64 { return &o.IntraOpParallelism }, 0, 1024)},
 	{name: "inter-op-parallelism", def: "0",
 		doc:   "threads running independent operators of one run in parallel (RedisAI's INTER_OP_PARALLELISM; 0: none; AI.CONFIG sets it for models stored later)",

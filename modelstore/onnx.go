@@ -315,17 +315,22 @@ func newSession(model []byte, opts SessionOptions, share *sharePlan, buf *ModelB
 //
 // The server runs models on a run queue whose workers (THREADS_PER_QUEUE,
 // one per CPU by default) each call Run on their own thread. By default
-// (IntraOpThreads 0) a session has no pool at all: the calling worker does
-// all of a run's work, so concurrent requests use the cores side by side
-// and no thread is ever left spinning. ORT's own default, a pool of one
-// thread per core that spins for a while after each parallel section,
-// keeps a core busy between runs: on a 2-core machine that is the core
-// the connections' goroutines need (issue 9 measured 54% of the server's
-// CPU there). An explicit IntraOpThreads > 1 (AI.CONFIG
-// INTRA_OP_PARALLELISM) gives a session that many threads, still without
-// spinning; likewise the inter-op pool (INTER_OP_PARALLELISM).
+// (IntraOpThreads 0) a session on a machine of fewer than manyCPUs CPUs
+// has no pool at all: the calling worker does all of a run's work, so
+// concurrent requests use the cores side by side and no thread is ever
+// left spinning. ORT's own default, a pool of one thread per core that
+// spins for a while after each parallel section, keeps a core busy between
+// runs: on a 2-core machine that is the core the connections' goroutines
+// need (issue 9 measured 54% of the server's CPU there). From manyCPUs on,
+// the default is two threads (intraOpDefault). An explicit IntraOpThreads
+// (AI.CONFIG INTRA_OP_PARALLELISM) gives a session that many threads; no
+// pool spins (the inter-op pool, INTER_OP_PARALLELISM, neither).
 func setThreadPolicy(o *ort.SessionOptions, opts SessionOptions) error {
-	if err := o.SetIntraOpNumThreads(max(opts.IntraOpThreads, 1)); err != nil {
+	n := opts.IntraOpThreads
+	if n == 0 {
+		n = intraOpDefault(runtime.NumCPU())
+	}
+	if err := o.SetIntraOpNumThreads(n); err != nil {
 		return newORTError(err)
 	}
 	for _, key := range []string{"session.intra_op.allow_spinning", "session.inter_op.allow_spinning"} {
@@ -334,6 +339,29 @@ func setThreadPolicy(o *ort.SessionOptions, opts SessionOptions) error {
 		}
 	}
 	return nil
+}
+
+// manyCPUs is the machine size from which a run gets two threads by
+// default (intraOpDefault).
+const manyCPUs = 8
+
+// intraOpDefault is a run's threads when INTRA_OP_PARALLELISM is 0, on a
+// machine of cpus CPUs: one below manyCPUs, two from it. A second thread
+// halves a batch-1 run of the mlp (784x512x512x10) on a 16-core Xeon,
+// whose halves of the weights each fit one core's L2 cache, while the
+// cores the run queue leaves idle pay for it: MODELEXECUTE's p50 at one
+// client 194.9 and 203.8 µs with one thread, 122.3 and 120.7 with two;
+// the mlp loop 3,438 and 3,464 loops/s at one client against 4,897 and
+// 4,919, 20,221 and 19,890 against 22,019 and 21,907 at 8, and the same at
+// 32 (docs/BENCHMARKS.md, "Inference loop", 16 cores). On the 2-vCPU
+// machine the second thread takes the CPU the network needs and wakes
+// it for each run: MODELEXECUTE's p50 was 232.7 and 207.7 µs with two
+// threads against 178.1 and 191.8 with one.
+func intraOpDefault(cpus int) int {
+	if cpus >= manyCPUs {
+		return 2
+	}
+	return 1
 }
 
 // Inputs describes the model's inputs, in the order Run takes them.

@@ -820,3 +820,12 @@ func TestRunOptionsReused(t *testing.T) {
 		t.Errorf("the run options were not reused: %v then %v", pooled, again)
 	}
 }
+
+// A run gets one thread by default below manyCPUs CPUs, two from it.
+func TestIntraOpDefault(t *testing.T) {
+	for cpus, want := range map[int]int{1: 1, 2: 1, 7: 1, 8: 2, 16: 2, 64: 2} {
+		if got := intraOpDefault(cpus); got != want {
+			t.Errorf("intraOpDefault(%d) = %d, want %d", cpus, got, want)
+		}
+	}
+}

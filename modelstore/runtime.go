@@ -86,7 +86,8 @@ type SessionOptions struct {
 	// false disables them, which loads faster and keeps the graph as written.
 	Optimize bool
 	// IntraOpThreads is the number of threads that share the work within
-	// an operator, the caller's included; 0 means 1 (see threadPolicy).
+	// an operator, the caller's included; 0 means intraOpDefault's
+	// (setThreadPolicy).
 	IntraOpThreads int
 	// InterOpThreads > 1 runs independent operators in parallel (ORT's
 	// parallel execution mode) on that many threads; 0 or 1 runs them one
