@@ -203,11 +203,9 @@ func TestRunQueueBatchesInFlight(t *testing.T) {
 			errs := make([]error, n)
 			var wg sync.WaitGroup
 			for i := range n {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
+				wg.Go(func() {
 					_, errs[i] = q.Run(lin, &RunRequest{Inputs: []*Tensor{floats([]int64{1, 4}, float32(i), 1, 2, 3)}})
-				}()
+				})
 				// One at a time: each finds the batches before it running.
 				waitFor(t, "the request runs or waits", func() bool { return g.held()+q.Pending() == i+1 })
 			}
