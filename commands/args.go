@@ -17,17 +17,24 @@ type Args struct {
 	owned  Ownership
 	upload *modelstore.ModelBuffer // see Upload
 	// scratch, when set, is the connection's memory for the parsed forms
-	// of the commands sent most (AI.TENSORSET, AI.TENSORGET): Dispatch
-	// runs the command and drops it before the connection's next one, so
-	// they need no allocation of their own. A parse result that outlives
-	// the command (MULTI's queue) is parsed from Args without it (Detach).
+	// of the commands sent most (AI.TENSORSET, AI.TENSORGET,
+	// AI.MODELEXECUTE): Dispatch runs the command and drops it before the
+	// connection's next one, so they need no allocation of their own. A
+	// parse result that outlives the command (MULTI's queue) is parsed
+	// from Args without it (Detach).
 	scratch *scratch
 }
+
+// scratchKeys is how many AI.MODELEXECUTE keys, inputs and outputs
+// together, the scratch holds; a command naming more allocates its lists.
+const scratchKeys = 8
 
 // scratch holds one parsed command of each hot kind (Args.scratch).
 type scratch struct {
 	tensorSet tensorSetCmd
 	tensorGet tensorGetCmd
+	modelExec modelExecCmd
+	keys      [scratchKeys]string // modelExec's inputs and outputs
 }
 
 // Ownership reports which of a command's arguments have an allocation of

@@ -220,7 +220,7 @@ func parseDAGOp(a Args, form dagForm) (dagOp, error) {
 			return dagOp{}, Reply("ERR wrong number of arguments for 'AI.MODELEXECUTE' command")
 		}
 		e := &modelExecCmd{key: a.NextString()}
-		if err := parseExecBody(&a, e); err != nil {
+		if err := parseExecBody(&a, e, nil); err != nil {
 			return dagOp{}, err
 		}
 		if a.Match("TIMEOUT") {

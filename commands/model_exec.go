@@ -60,18 +60,22 @@ func parseTimeout(a *Args) (time.Duration, error) {
 }
 
 // parseExecBody parses `INPUTS n ... OUTPUTS m ...` with RedisAI's errors.
-func parseExecBody(a *Args, c *modelExecCmd) error {
+// The key lists are made in room while they fit (nil: always allocated).
+func parseExecBody(a *Args, c *modelExecCmd, room []string) error {
 	var err error
-	if c.nIn, c.inputs, err = parseKeyClause(a, "INPUTS", "input", "Input"); err != nil {
+	if c.nIn, c.inputs, err = parseKeyClause(a, "INPUTS", "input", "Input", room); err != nil {
 		return err
 	}
-	c.nOut, c.outputs, err = parseKeyClause(a, "OUTPUTS", "output", "Output")
+	if len(c.inputs) <= len(room) {
+		room = room[len(c.inputs):]
+	}
+	c.nOut, c.outputs, err = parseKeyClause(a, "OUTPUTS", "output", "Output", room)
 	return err
 }
 
 // parseKeyClause parses `WORD n key...` (INPUTS or OUTPUTS); kind and Kind
-// fill RedisAI's error texts.
-func parseKeyClause(a *Args, word, kind, Kind string) (int64, []string, error) {
+// fill RedisAI's error texts. The keys are made in room when they fit.
+func parseKeyClause(a *Args, word, kind, Kind string, room []string) (int64, []string, error) {
 	if !a.Match(word) {
 		return 0, nil, errorf("ERR %s not specified", word)
 	}
@@ -85,7 +89,12 @@ func parseKeyClause(a *Args, word, kind, Kind string) (int64, []string, error) {
 	if int64(a.Remaining()) < n {
 		return n, nil, errorf("ERR number of %s keys to AI.MODELEXECUTE command does not match the number of given arguments", kind)
 	}
-	keys := make([]string, n)
+	var keys []string
+	if n <= int64(len(room)) {
+		keys = room[:n:n] // capped: an append must not reach the next list
+	} else {
+		keys = make([]string, n)
+	}
 	for i := range keys {
 		keys[i] = a.NextString()
 	}
@@ -96,8 +105,15 @@ func parseModelExecute(a Args) (Runner, error) {
 	if len(a.V) < 8 {
 		return nil, Reply("ERR wrong number of arguments for 'AI.MODELEXECUTE' command")
 	}
-	c := &modelExecCmd{key: a.NextString()}
-	c.syntaxErr = parseExecBody(&a, c)
+	var c *modelExecCmd
+	var room []string
+	if a.scratch != nil {
+		c, room = &a.scratch.modelExec, a.scratch.keys[:]
+	} else {
+		c = new(modelExecCmd)
+	}
+	*c = modelExecCmd{key: a.NextString()}
+	c.syntaxErr = parseExecBody(&a, c, room)
 	timeout := false
 	for c.syntaxErr == nil && a.More() {
 		switch {

@@ -20,9 +20,40 @@ func TestAIParse(t *testing.T) {
 		parseCase{line: "AI.TENSORGET t VALUES", want: &tensorGetCmd{key: "t", f: tensorGetFormat{values: true}}},
 		parseCase{line: "AI.MODELEXECUTE m INPUTS 2 a b OUTPUTS 1 y TIMEOUT 50", want: &modelExecCmd{key: "m",
 			inputs: []string{"a", "b"}, outputs: []string{"y"}, timeout: 50 * time.Millisecond, nIn: 2, nOut: 1}},
+		// More keys than the scratch holds: the outputs get their own list.
+		parseCase{line: "AI.MODELEXECUTE m INPUTS 6 a b c d e f OUTPUTS 3 x y z", want: &modelExecCmd{key: "m",
+			inputs: []string{"a", "b", "c", "d", "e", "f"}, outputs: []string{"x", "y", "z"}, nIn: 6, nOut: 3}},
 		parseCase{line: "AI.MODELEXECUTE m INPUTS 1", err: "ERR wrong number of arguments for 'AI.MODELEXECUTE' command"},
 		parseCase{line: "AI.DAGEXECUTE LOAD 1 a PERSIST 1 y |> AI.MODELEXECUTE m INPUTS 1 a OUTPUTS 1 y", want: &dagCmd{
 			cmdName: "AI.DAGEXECUTE", load: []string{"a"}, persist: []string{"y"},
 			ops: []dagOp{{kind: opModelExec, exec: &modelExecCmd{key: "m", inputs: []string{"a"}, outputs: []string{"y"}, nIn: 1, nOut: 1}}}}},
 	)
+}
+
+// TestModelExecuteParseAllocs: AI.MODELEXECUTE run at once parses into the
+// connection's scratch (issue 9: argument parsing allocates nothing per
+// command in steady state), its key lists in the scratch's room while they
+// fit, each list capped so that one cannot grow into the other.
+func TestModelExecuteParseAllocs(t *testing.T) {
+	argv := [][]byte{[]byte("AI.MODELEXECUTE"), []byte("m"), []byte("INPUTS"), []byte("2"), []byte("a"), []byte("b"),
+		[]byte("OUTPUTS"), []byte("1"), []byte("y"), []byte("TIMEOUT"), []byte("50")}
+	var sc scratch
+	got := testing.AllocsPerRun(1000, func() {
+		a := NewArgs(argv, nil)
+		a.scratch = &sc
+		if _, err := parseModelExecute(a); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if got > 0 {
+		t.Errorf("%.1f allocations per AI.MODELEXECUTE parsed into the scratch, want 0", got)
+	}
+	c := &sc.modelExec
+	if len(c.inputs) != 2 || cap(c.inputs) != 2 || len(c.outputs) != 1 || cap(c.outputs) != 1 {
+		t.Errorf("key lists %q (cap %d) and %q (cap %d), want 2 and 1 capped", c.inputs, cap(c.inputs), c.outputs, cap(c.outputs))
+	}
+	_ = append(c.inputs, "z")
+	if c.outputs[0] != "y" {
+		t.Errorf("an append to the inputs overwrote the outputs: %q", c.outputs)
+	}
 }

@@ -34,16 +34,22 @@ func parseTable(t *testing.T, cases ...parseCase) {
 			t.Errorf("%q: unknown command", c.line)
 			continue
 		}
-		got, err := spec.Parse(NewArgs(argv, nil))
-		switch {
-		case c.err != "":
-			if err == nil || err.Error() != c.err {
-				t.Errorf("%q: error %v, want %q", c.line, err, c.err)
+		// Parsed as a queued command (its own memory) and as one run at
+		// once (into the connection's scratch): the same result.
+		withScratch := NewArgs(argv, nil)
+		withScratch.scratch = new(scratch)
+		for _, a := range []Args{NewArgs(argv, nil), withScratch} {
+			got, err := spec.Parse(a)
+			switch {
+			case c.err != "":
+				if err == nil || err.Error() != c.err {
+					t.Errorf("%q: error %v, want %q", c.line, err, c.err)
+				}
+			case err != nil:
+				t.Errorf("%q: error %v, want %#v", c.line, err, c.want)
+			case !reflect.DeepEqual(got, c.want):
+				t.Errorf("%q (scratch %v):\n got %#v\nwant %#v", c.line, a.scratch != nil, got, c.want)
 			}
-		case err != nil:
-			t.Errorf("%q: error %v, want %#v", c.line, err, c.want)
-		case !reflect.DeepEqual(got, c.want):
-			t.Errorf("%q:\n got %#v\nwant %#v", c.line, got, c.want)
 		}
 	}
 }
