@@ -240,5 +240,16 @@ func (w *child) run(ctx context.Context, l sender, id uint64, d *dec, fds []int)
 		w.reply(l, id, err, nil)
 		return
 	}
-	w.reply(l, id, nil, func(e *enc) error { return sendTensors(l, e, outs) })
+	w.replyTensors(l, id, outs)
+}
+
+// replyTensors answers run id with its outputs, the message built in one
+// allocation (payloadSize), or with the error of sending them.
+func (w *child) replyTensors(l sender, id uint64, outs []*modelstore.Tensor) {
+	e := &enc{b: make([]byte, 0, headSize+1+payloadSize(outs))}
+	e.head(opReply, id)
+	e.u8(0)
+	if err := sendTensors(l, e, outs); err != nil {
+		w.reply(l, id, err, nil)
+	}
 }

@@ -939,7 +939,7 @@ func (s *session) check(ctx context.Context, inputs []*modelstore.Tensor) error 
 // request encodes a run of inputs (its id left 0) and their payload
 // (putPayload: the caller closes the descriptors once sent).
 func (s *session) request(inputs []*modelstore.Tensor) ([]byte, []int, error) {
-	e := &enc{}
+	e := &enc{b: make([]byte, 0, headSize+8+payloadSize(inputs))}
 	e.head(opRun, 0)
 	e.u64(s.sid)
 	fds, err := putPayload(e, inputs)

@@ -54,6 +54,10 @@ func (e *enc) u8(v byte)    { e.b = append(e.b, v) }
 func (e *enc) u32(v uint32) { e.b = binary.LittleEndian.AppendUint32(e.b, v) }
 func (e *enc) u64(v uint64) { e.b = binary.LittleEndian.AppendUint64(e.b, v) }
 func (e *enc) str(s string) { e.u32(uint32(len(s))); e.b = append(e.b, s...) }
+
+// headSize is the size of a message's head: its op and id.
+const headSize = 1 + 8
+
 func (e *enc) head(op byte, id uint64) {
 	e.u8(op)
 	e.u64(id)
@@ -132,14 +136,32 @@ func putTensors(e *enc, ts []*modelstore.Tensor, payload []byte) {
 // their bytes into e: a message carrying its payload, which takes no
 // buffer of its own on the way (a transformer's 64 KB input or output).
 func putInline(e *enc, ts []*modelstore.Tensor) {
+	e.b = slices.Grow(e.b, payloadSize(ts))
 	putTensorRefs(e, ts)
 	e.u8(payloadInline)
-	e.b = slices.Grow(e.b, tensorsSize(ts))
 	for _, t := range ts {
 		if t != nil {
 			e.b = append(e.b, t.Data...)
 		}
 	}
+}
+
+// payloadSize is how many bytes putPayload appends for ts: their
+// descriptions, the placement, and their bytes when they go inline. A
+// message sized with it is built in one allocation, not grown as it is
+// written (the run's request and reply, issue 9).
+func payloadSize(ts []*modelstore.Tensor) int {
+	n := 4 + 1 // the count; the placement
+	for _, t := range ts {
+		n += 2 // dtype, present
+		if t != nil {
+			n += 4 + 8*len(t.Shape) + 8 + 8 // rank, dims, offset, length
+		}
+	}
+	if size := tensorsSize(ts); size <= inlineMax {
+		return n + size
+	}
+	return n + 8 // the memfd's size
 }
 
 // putTensorRefs writes the tensors' descriptions, each with the offset of

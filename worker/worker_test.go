@@ -548,3 +548,51 @@ func BenchmarkRun(b *testing.B) {
 		})
 	}
 }
+
+// payloadSize is exactly what putPayload appends, inline or in a memfd, so
+// that a run's request and its reply are each built in one allocation
+// (issue 9: no garbage on the hot path).
+func TestPayloadSizeAndAllocs(t *testing.T) {
+	small := []*modelstore.Tensor{floats([]int64{1, 784}, func(i int) float32 { return float32(i) }), nil,
+		floats([]int64{3}, func(int) float32 { return 7 })}
+	big := []*modelstore.Tensor{floats([]int64{1, inlineMax/4 + 1}, func(int) float32 { return 1 })}
+	for _, ts := range [][]*modelstore.Tensor{small, big, {}} {
+		e := &enc{}
+		fds, err := putPayload(e, ts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		closeAll(fds)
+		if len(e.b) != payloadSize(ts) {
+			t.Errorf("%d tensors of %d bytes: putPayload appended %d bytes, payloadSize says %d", len(ts), tensorsSize(ts), len(e.b), payloadSize(ts))
+		}
+	}
+	s := &session{sid: 1}
+	if got := testing.AllocsPerRun(100, func() {
+		if _, _, err := s.request(small); err != nil {
+			t.Fatal(err)
+		}
+	}); got != 1 {
+		t.Errorf("a run's request: %.1f allocations, want 1", got)
+	}
+	var sent []byte
+	l := senderFunc(func(msg []byte, fds ...int) error { sent = msg; return nil })
+	w := &child{}
+	if got := testing.AllocsPerRun(100, func() { w.replyTensors(l, 5, small) }); got != 1 {
+		t.Errorf("a run's reply: %.1f allocations, want 1", got)
+	}
+	d := &dec{b: sent}
+	if op, id, ok := d.u8(), d.u64(), d.u8(); op != opReply || id != 5 || ok != 0 {
+		t.Fatalf("reply head %d %d %d", op, id, ok)
+	}
+	out, done, err := recvTensors(d, nil, true)
+	if err != nil || len(out) != 3 || !bytes.Equal(out[0].Data, small[0].Data) || out[1] != nil || !bytes.Equal(out[2].Data, small[2].Data) {
+		t.Fatalf("reply read back: %v %v", out, err)
+	}
+	done()
+}
+
+// senderFunc is a func as a sender.
+type senderFunc func(msg []byte, fds ...int) error
+
+func (f senderFunc) send(msg []byte, fds ...int) error { return f(msg, fds...) }
