@@ -406,13 +406,12 @@ func (m *Model) Inputs() []IOInfo  { return m.Blob.Session.Inputs() }
 func (m *Model) Outputs() []IOInfo { return m.Blob.Session.Outputs() }
 
 func (m *Model) runSession(inputs []*Tensor, execTimeout time.Duration) ([]*Tensor, error) {
-	ctx := context.Background()
 	if execTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, execTimeout)
-		defer cancel()
+		rc := NewRunContext(execTimeout)
+		defer rc.Release()
+		return m.Blob.Session.Run(rc, inputs)
 	}
-	return m.Blob.Session.Run(ctx, inputs)
+	return m.Blob.Session.Run(context.Background(), inputs)
 }
 
 // meanRun is the mean time of m's successful runs so far (false before

@@ -425,7 +425,7 @@ func (s *Session) freeLocked() {
 // "Got invalid dimensions for input: ..."), returned as *ORTError. If ctx
 // is done before the run starts, Run returns ctx.Err() without running;
 // if it becomes done during the run, Run sets ORT's terminate flag (within
-// watchTick, watchdog.go) and returns ORT's error "Exiting due to terminate
+// watchTick, watch.go) and returns ORT's error "Exiting due to terminate
 // flag being set to true." (callers that want to know why can check
 // ctx.Err()). A run that
 // completes anyway returns its results.
@@ -493,15 +493,15 @@ func (s *Session) Run(ctx context.Context, inputs []*Tensor) ([]*Tensor, error) 
 	}
 
 	var ro *ort.RunOptions
-	if ctx.Done() != nil {
+	if Watchable(ctx) {
 		r, err := s.takeRunOpts()
 		if err != nil {
 			return nil, err
 		}
-		watch(r, ctx)
+		Watch(&r.w, ctx, r)
 		// Deferred after release, so it runs before: the options go back
 		// to the pool while the session is still held.
-		defer func() { s.putRunOpts(r, unwatch(r)) }()
+		defer func() { s.putRunOpts(r, Unwatch(&r.w)) }()
 		ro = r.ro
 	}
 	err := s.sess.RunWithOptions(in, out, ro)

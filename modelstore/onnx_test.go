@@ -791,7 +791,8 @@ func TestErrorMessageCleanup(t *testing.T) {
 
 // Runs under a deadline reuse their ORT run options, and a terminated run
 // leaves no terminate flag behind: the next run on the same options runs
-// until its own deadline, not a moment.
+// until its own deadline, not a moment. The watchdog stops a run bounded by
+// a context.WithTimeout and one bounded by a RunContext alike.
 func TestRunOptionsReused(t *testing.T) {
 	s := openSession(t, "slow.onnx", SessionOptions{Optimize: true})
 	x := floats([]int64{1, 1}, 0.5)
@@ -802,13 +803,14 @@ func TestRunOptionsReused(t *testing.T) {
 	s.mu.Lock()
 	pooled := slices.Clone(s.pool)
 	s.mu.Unlock()
-	if len(pooled) != 1 || pooled[0].terminated || pooled[0].ctx != nil {
+	if len(pooled) != 1 || pooled[0].w.ctx != nil {
 		t.Fatalf("pool after a terminated run: %+v", pooled)
 	}
+	// The second run is bounded by a RunContext, as the run queue's are.
 	start := time.Now()
-	ctx, cancel = context.WithTimeout(context.Background(), 600*time.Millisecond)
-	_, err = s.Run(ctx, []*Tensor{x})
-	cancel()
+	rc := NewRunContext(600 * time.Millisecond)
+	_, err = s.Run(rc, []*Tensor{x})
+	rc.Release()
 	wantORTError(t, err, "Exiting due to terminate flag being set to true")
 	if e := time.Since(start); e < 500*time.Millisecond {
 		t.Errorf("the second run ended after %v, before its deadline: a stale terminate flag", e)

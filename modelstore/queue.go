@@ -376,12 +376,16 @@ func runGroup(group []*job) {
 	runs := make([]GroupRun, len(group))
 	start := time.Now()
 	for i, j := range group {
-		ctx, cancel := context.Background(), context.CancelFunc(func() {})
+		var ctx context.Context = context.Background()
+		var rc *RunContext
 		if t := j.req.ExecTimeout; t > 0 {
-			ctx, cancel = context.WithTimeout(ctx, t)
+			rc = NewRunContext(t)
+			ctx = rc
 		}
 		runs[i] = GroupRun{Ctx: ctx, Inputs: j.req.Inputs, Done: func(outs []*Tensor, err error) {
-			cancel()
+			if rc != nil {
+				rc.Release()
+			}
 			m.account(start, outs, err) // a run's time: since the one before it ended
 			start = time.Now()
 			j.finish(outs, err)

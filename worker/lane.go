@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/enclaveai/enclaveai/modelstore"
 )
 
 // Runs travel on lanes beside the control channel, one run at a time
@@ -161,6 +163,30 @@ func (p *proc) closeLanes() {
 	}
 }
 
+// laneCall is a run's call on a lane: the call the worker's death answers,
+// and what the watchdog needs to stop the run once its context ends.
+type laneCall struct {
+	call
+	p  *proc
+	id uint64
+	// finished is closed once the run's reply is in (nil: not watched).
+	finished chan struct{}
+	w        modelstore.Watched
+}
+
+// Stop implements modelstore.Stopper: the run is asked to stop, and its
+// worker killed if it has not stopped KillGrace later (cancelRun, on a
+// goroutine of its own: Stop must not block).
+func (c *laneCall) Stop() { go c.p.cancelRun(c.id, c.finished) }
+
+// end takes c off the watchdog once its run is over.
+func (c *laneCall) end() {
+	if c.finished != nil {
+		modelstore.Unwatch(&c.w)
+		close(c.finished)
+	}
+}
+
 // laneRun is one run's request for proc.runs: msg is a whole opRun
 // message (its id is filled in), fds go with it.
 type laneRun struct {
@@ -176,9 +202,10 @@ type laneRun struct {
 // one per run, and its runs follow each other on a warm core. The group's
 // requests must fit the socket's buffers together (maxGroupBytes): they
 // are all written before the first reply is read. When a run's ctx ends
-// first, the run is asked to stop (opCancel, on the control channel; one
-// still queued is answered without running) and gets KillGrace more
-// before its worker is killed.
+// first, the run is asked to stop within modelstore's watchTick (the
+// watchdog; opCancel, on the control channel; one still queued is
+// answered without running) and gets KillGrace more before its worker is
+// killed.
 func (p *proc) runs(runs []laneRun, sess *session, done func(i int, msg []byte, fds []int, err error)) {
 	l, err := p.lane(runs[0].ctx)
 	if err != nil {
@@ -187,8 +214,7 @@ func (p *proc) runs(runs []laneRun, sess *session, done func(i int, msg []byte, 
 		}
 		return
 	}
-	calls := make([]*call, len(runs))
-	ids := make([]uint64, len(runs))
+	calls := make([]*laneCall, len(runs))
 	p.mu.Lock()
 	if p.pending == nil {
 		p.mu.Unlock()
@@ -201,22 +227,17 @@ func (p *proc) runs(runs []laneRun, sess *session, done func(i int, msg []byte, 
 	}
 	for i := range runs {
 		p.nextID++
-		ids[i] = p.nextID
-		calls[i] = &call{sess: sess, stage: "run", reply: make(chan reply, 1)}
-		p.pending[ids[i]] = calls[i] // so that the worker's death answers and blames it
+		c := &laneCall{call: call{sess: sess, stage: "run", reply: make(chan reply, 1)}, p: p, id: p.nextID}
+		calls[i] = c
+		p.pending[c.id] = &c.call // so that the worker's death answers and blames it
 	}
 	p.mu.Unlock()
-	ends := make([]func(), len(runs))
 	for i, r := range runs {
-		putID(r.msg, ids[i])
-		ends[i] = func() {}
-		if r.ctx.Done() != nil {
-			id, finished := ids[i], make(chan struct{})
-			stop := context.AfterFunc(r.ctx, func() { p.cancelRun(id, finished) })
-			ends[i] = func() {
-				stop()
-				close(finished)
-			}
+		c := calls[i]
+		putID(r.msg, c.id)
+		if modelstore.Watchable(r.ctx) {
+			c.finished = make(chan struct{})
+			modelstore.Watch(&c.w, r.ctx, c)
 		}
 	}
 	i, ok := 0, true
@@ -231,11 +252,11 @@ func (p *proc) runs(runs []laneRun, sess *session, done func(i int, msg []byte, 
 			break
 		}
 		p.mu.Lock()
-		delete(p.pending, ids[i])
+		delete(p.pending, calls[i].id)
 		p.mu.Unlock()
-		ends[i]()
+		calls[i].end()
 		d := &dec{b: rmsg}
-		if op, rid := d.u8(), d.u64(); d.err == nil && op == opReply && rid == ids[i] {
+		if op, rid := d.u8(), d.u64(); d.err == nil && op == opReply && rid == calls[i].id {
 			done(i, d.b, rfds, nil)
 		} else {
 			closeAll(rfds)
@@ -251,7 +272,7 @@ func (p *proc) runs(runs []laneRun, sess *session, done func(i int, msg []byte, 
 	p.kill("")
 	for ; i < len(runs); i++ {
 		r := <-calls[i].reply
-		ends[i]()
+		calls[i].end()
 		done(i, r.msg, r.fds, r.err)
 	}
 }

@@ -1,0 +1,136 @@
+package modelstore
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// A RunContext ends at its deadline by the clock alone: no channel or
+// timer until Done is asked for, one allocation in all (issue 9), and the
+// first error it reports is the one it keeps.
+func TestRunContext(t *testing.T) {
+	if got := testing.AllocsPerRun(100, func() {
+		rc := NewRunContext(time.Second)
+		if rc.Err() != nil || !Watchable(rc) {
+			t.Fatal("a fresh RunContext ended, or is not watchable")
+		}
+		rc.Release()
+	}); got != 1 {
+		t.Errorf("a RunContext made, checked and released: %.1f allocations, want 1", got)
+	}
+
+	rc := NewRunContext(30 * time.Millisecond)
+	if d, ok := rc.Deadline(); !ok || time.Until(d) > 30*time.Millisecond {
+		t.Errorf("deadline %v %v", d, ok)
+	}
+	if Watchable(rc); rc.done != nil {
+		t.Error("Watchable made the Done channel")
+	}
+	done := rc.Done()
+	select {
+	case <-done:
+		t.Fatal("Done closed before the deadline")
+	default:
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Done not closed after the deadline")
+	}
+	if err := rc.Err(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("after the deadline: %v", err)
+	}
+	rc.Release()
+	if err := rc.Err(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("released after the deadline: %v, want the deadline's error kept", err)
+	}
+
+	// Released first: canceled, kept past the deadline; a Done asked for
+	// afterwards is closed already.
+	rc = NewRunContext(20 * time.Millisecond)
+	rc.Release()
+	time.Sleep(30 * time.Millisecond)
+	if err := rc.Err(); !errors.Is(err, context.Canceled) {
+		t.Errorf("released, then past the deadline: %v", err)
+	}
+	select {
+	case <-rc.Done():
+	default:
+		t.Error("Done of a released RunContext is open")
+	}
+
+	// Expired by Err before anyone asked for Done.
+	rc = NewRunContext(time.Millisecond)
+	time.Sleep(5 * time.Millisecond)
+	if err := rc.Err(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("past the deadline: %v", err)
+	}
+	select {
+	case <-rc.Done():
+	default:
+		t.Error("Done of an expired RunContext is open")
+	}
+}
+
+// Done, Err and Release race without a double close or a lost close (run
+// under -race by make test).
+func TestRunContextConcurrent(t *testing.T) {
+	for range 200 {
+		rc := NewRunContext(time.Millisecond)
+		var wg sync.WaitGroup
+		wg.Go(func() { <-rc.Done() })
+		wg.Go(func() { rc.Release() })
+		wg.Go(func() {
+			for rc.Err() == nil {
+				runtime.Gosched()
+			}
+		})
+		wg.Wait()
+	}
+}
+
+type countStops struct{ n atomic.Int32 }
+
+func (c *countStops) Stop() { c.n.Add(1) }
+
+// The watchdog stops a run once its context ends, once, and not after
+// Unwatch; a context that cannot end is not watchable.
+func TestWatch(t *testing.T) {
+	if Watchable(context.Background()) {
+		t.Error("context.Background is watchable")
+	}
+	var s countStops
+	var w Watched
+	rc := NewRunContext(20 * time.Millisecond)
+	start := time.Now()
+	Watch(&w, rc, &s)
+	for s.n.Load() == 0 && time.Since(start) < 5*time.Second {
+		time.Sleep(time.Millisecond)
+	}
+	if e := time.Since(start); s.n.Load() != 1 || e < 20*time.Millisecond {
+		t.Fatalf("%d stops after %v", s.n.Load(), e)
+	}
+	time.Sleep(3 * watchTick)
+	if !Unwatch(&w) || s.n.Load() != 1 {
+		t.Errorf("stopped %d times, or Unwatch did not tell", s.n.Load())
+	}
+
+	// Unwatched before its deadline: never stopped.
+	var s2 countStops
+	ctx, cancel := context.WithTimeout(context.Background(), 3*watchTick)
+	defer cancel()
+	Watch(&w, ctx, &s2)
+	if Unwatch(&w) {
+		t.Error("Unwatch says stopped")
+	}
+	<-ctx.Done()
+	time.Sleep(3 * watchTick)
+	if s2.n.Load() != 0 {
+		t.Error("the watchdog stopped a run after Unwatch")
+	}
+}
