@@ -50,30 +50,27 @@ func TestRunContext(t *testing.T) {
 		t.Errorf("released after the deadline: %v, want the deadline's error kept", err)
 	}
 
-	// Released first: canceled, kept past the deadline; a Done asked for
-	// afterwards is closed already.
-	rc = NewRunContext(20 * time.Millisecond)
-	rc.Release()
-	time.Sleep(30 * time.Millisecond)
-	if err := rc.Err(); !errors.Is(err, context.Canceled) {
-		t.Errorf("released, then past the deadline: %v", err)
-	}
-	select {
-	case <-rc.Done():
-	default:
-		t.Error("Done of a released RunContext is open")
-	}
-
-	// Expired by Err before anyone asked for Done.
-	rc = NewRunContext(time.Millisecond)
-	time.Sleep(5 * time.Millisecond)
-	if err := rc.Err(); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("past the deadline: %v", err)
-	}
-	select {
-	case <-rc.Done():
-	default:
-		t.Error("Done of an expired RunContext is open")
+	// Released first: canceled, kept past the deadline. Expired by Err
+	// before anyone asked for Done. Either way a Done asked for afterwards
+	// is closed already.
+	for _, tc := range []struct {
+		name    string
+		release bool
+		want    error
+	}{{"released, then past the deadline", true, context.Canceled}, {"past the deadline", false, context.DeadlineExceeded}} {
+		rc := NewRunContext(time.Millisecond)
+		if tc.release {
+			rc.Release()
+		}
+		time.Sleep(5 * time.Millisecond)
+		if err := rc.Err(); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+		select {
+		case <-rc.Done():
+		default:
+			t.Errorf("%s: Done is open", tc.name)
+		}
 	}
 }
 
