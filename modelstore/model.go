@@ -2,7 +2,6 @@ package modelstore
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"slices"
@@ -406,12 +405,9 @@ func (m *Model) Inputs() []IOInfo  { return m.Blob.Session.Inputs() }
 func (m *Model) Outputs() []IOInfo { return m.Blob.Session.Outputs() }
 
 func (m *Model) runSession(inputs []*Tensor, execTimeout time.Duration) ([]*Tensor, error) {
-	if execTimeout > 0 {
-		rc := NewRunContext(execTimeout)
-		defer rc.Release()
-		return m.Blob.Session.Run(rc, inputs)
-	}
-	return m.Blob.Session.Run(context.Background(), inputs)
+	ctx, rc := execContext(execTimeout)
+	defer rc.Release()
+	return m.Blob.Session.Run(ctx, inputs)
 }
 
 // meanRun is the mean time of m's successful runs so far (false before

@@ -215,7 +215,7 @@ type Session struct {
 	active int  // Runs in flight
 	closed bool // Close was called; sess is freed when active drops to 0
 	sess   *ort.DynamicAdvancedSession
-	pool   []*runOpts // run options for reuse (watchdog.go)
+	pool   []*runOpts // run options for reuse (runopts.go)
 	// shared holds the initializers ORT reads in the model's own bytes
 	// (extinit.go); nil when ORT copied them.
 	shared *sharedWeights

@@ -1,7 +1,6 @@
 package modelstore
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"sync"
@@ -376,16 +375,9 @@ func runGroup(group []*job) {
 	runs := make([]GroupRun, len(group))
 	start := time.Now()
 	for i, j := range group {
-		var ctx context.Context = context.Background()
-		var rc *RunContext
-		if t := j.req.ExecTimeout; t > 0 {
-			rc = NewRunContext(t)
-			ctx = rc
-		}
+		ctx, rc := execContext(j.req.ExecTimeout)
 		runs[i] = GroupRun{Ctx: ctx, Inputs: j.req.Inputs, Done: func(outs []*Tensor, err error) {
-			if rc != nil {
-				rc.Release()
-			}
+			rc.Release()
 			m.account(start, outs, err) // a run's time: since the one before it ended
 			start = time.Now()
 			j.finish(outs, err)

@@ -124,6 +124,17 @@ func NewRunContext(timeout time.Duration) *RunContext {
 	return &RunContext{at: time.Now().Add(timeout)}
 }
 
+// execContext is the context of a run under MODEL_EXECUTION_TIMEOUT t,
+// and the RunContext to Release once the run is over: nil, and
+// context.Background, when t is 0 (no limit).
+func execContext(t time.Duration) (context.Context, *RunContext) {
+	if t <= 0 {
+		return context.Background(), nil
+	}
+	rc := NewRunContext(t)
+	return rc, rc
+}
+
 // Deadline implements context.Context.
 func (c *RunContext) Deadline() (time.Time, bool) { return c.at, true }
 
@@ -162,8 +173,12 @@ func (c *RunContext) Done() <-chan struct{} {
 }
 
 // Release ends the context if it has not ended (context.Canceled): the
-// run it bounds is over.
-func (c *RunContext) Release() { c.end(ctxCanceled) }
+// run it bounds is over. A nil RunContext's does nothing (execContext).
+func (c *RunContext) Release() {
+	if c != nil {
+		c.end(ctxCanceled)
+	}
+}
 
 // end moves the context from live to state s (once), closing Done if it
 // was made.

@@ -24,6 +24,17 @@ func TestRunContext(t *testing.T) {
 		t.Errorf("a RunContext made, checked and released: %.1f allocations, want 1", got)
 	}
 
+	// Without MODEL_EXECUTION_TIMEOUT a run has no deadline, and nothing
+	// to release.
+	if ctx, none := execContext(0); ctx != context.Background() || none != nil || Watchable(ctx) {
+		t.Errorf("execContext(0) = %v, %v", ctx, none)
+	} else {
+		none.Release()
+	}
+	if ctx, rc := execContext(time.Second); ctx != context.Context(rc) || rc == nil {
+		t.Errorf("execContext(1s) = %v, %v", ctx, rc)
+	}
+
 	rc := NewRunContext(30 * time.Millisecond)
 	if d, ok := rc.Deadline(); !ok || time.Until(d) > 30*time.Millisecond {
 		t.Errorf("deadline %v %v", d, ok)
