@@ -37,7 +37,8 @@
 //   - latency: one connection, MODELEXECUTE (on both servers) and PING on
 //     EnclaveAI one at a time, and the model run in this process through onnxruntime_go with
 //     tensors allocated once (ORT's default options, and 1 intra-op
-//     thread), in alternating blocks;
+//     thread at batch 1 and at a full batch of 32, with the calling
+//     thread's CPU time), in alternating blocks;
 //   - transformer: the 4-layer transformer (`make models`) run in this
 //     process back to back with 1 and with 2 intra-op threads, and the
 //     same loop as above with it at 1 and 8 clients;
@@ -45,6 +46,10 @@
 //     3136 bytes against Redis's SET / GET of the same bytes, alternating,
 //     like with like: both without a log, and both with their append-only
 //     log at appendfsync everysec (two more servers, started for it).
+//
+// The report ends with issue 9's targets, each with what this machine
+// allows it at best from the same run's figures (bounds.go): which targets
+// no server could meet here.
 //
 // The server's environment is this process's: ENCLAVEAI_CPUPROFILE=file
 // gets a CPU profile of the server over the sections run.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	ort "github.com/yalue/onnxruntime_go"
+	"golang.org/x/sys/unix"
 
 	"github.com/enclaveai/enclaveai/modelstore"
 )
@@ -23,9 +25,9 @@ import (
 // its input tensor allocated once, as a program that owns its buffers
 // would; threads 0 keeps ORT's default intra-op pool (one thread per
 // core, spinning between runs), the fastest back-to-back setting. The
-// model must have one FLOAT input; its -1 dimensions are taken as 1.
-// ORT allocates the outputs.
-func rawORT(onnx []byte, threads int) (call func() error, closeFn func(), err error) {
+// model must have one FLOAT input; its first dimension, if -1, is taken as
+// batch, the others as 1. ORT allocates the outputs.
+func rawORT(onnx []byte, threads, batch int) (call func() error, closeFn func(), err error) {
 	info, err := modelstore.NewSession(onnx, modelstore.SessionOptions{})
 	if err != nil {
 		return nil, nil, err
@@ -38,6 +40,9 @@ func rawORT(onnx []byte, threads int) (call func() error, closeFn func(), err er
 	shape := make([]int64, len(ins[0].Shape))
 	for i, d := range ins[0].Shape {
 		shape[i] = max(d, 1)
+		if i == 0 && d < 0 {
+			shape[i] = int64(batch)
+		}
 	}
 	data := make([]float32, modelstore.ShapeLen(shape))
 	for i := range data {
@@ -97,16 +102,25 @@ type latency struct {
 // MODELEXECUTE over one to the wall-off server at offAddr) and the model
 // in this process, in alternating blocks.
 func measureLatency(o *options, addr, offAddr string, onnx, blob []byte) (*latency, error) {
-	ortDefault, close1, err := rawORT(onnx, 0)
+	ortDefault, close1, err := rawORT(onnx, 0, 1)
 	if err != nil {
 		return nil, err
 	}
 	defer close1()
-	ort1, close2, err := rawORT(onnx, 1)
+	ort1, close2, err := rawORT(onnx, 1, 1)
 	if err != nil {
 		return nil, err
 	}
 	defer close2()
+	ort32, close3, err := rawORT(onnx, 1, batchSize)
+	if err != nil {
+		return nil, err
+	}
+	defer close3()
+	// The ort kinds' CPU is this thread's: with one intra-op thread ORT
+	// runs the model on the calling thread.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	ctx := context.Background()
 	cl := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, PoolSize: 1})
 	defer cl.Close()
@@ -124,6 +138,9 @@ func measureLatency(o *options, addr, offAddr string, onnx, blob []byte) (*laten
 	calls := map[string]func() error{
 		"ort":      ortDefault,
 		"ort-1thr": ort1,
+		// A full batch of the BATCHSIZE 32 model: what a batched row costs
+		// at best.
+		"ort-1thr-b32": ort32,
 		// The same run after the thread has slept 100 µs (untimed), as a
 		// server's thread has between one client's commands: its core idles
 		// (or runs something else) meanwhile and the run starts cold.
@@ -136,7 +153,7 @@ func measureLatency(o *options, addr, offAddr string, onnx, blob []byte) (*laten
 		},
 		"PING": func() error { return conn.Ping(ctx).Err() },
 	}
-	l := &latency{kinds: []string{"ort", "ort-1thr", "ort-1thr-idle", "MODELEXECUTE", "MODELEXECUTE-off", "PING"}, by: map[string]sample{}}
+	l := &latency{kinds: []string{"ort", "ort-1thr", "ort-1thr-b32", "ort-1thr-idle", "MODELEXECUTE", "MODELEXECUTE-off", "PING"}, by: map[string]sample{}}
 	const blocks, warm = 4, 50
 	per := max(o.latencyN/blocks, 1)
 	parts := map[string][]sample{}
@@ -152,9 +169,13 @@ func measureLatency(o *options, addr, offAddr string, onnx, blob []byte) (*laten
 			if k == "ort-1thr-idle" {
 				pause = func() { time.Sleep(100 * time.Microsecond) }
 			}
+			cpu0 := threadCPU()
 			s, err := timeCalls(per, pause, f)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", k, err)
+			}
+			if k == "ort-1thr" || k == "ort-1thr-b32" {
+				s.cpuPerOp = (threadCPU() - cpu0) / time.Duration(per)
 			}
 			parts[k] = append(parts[k], s)
 			if strings.HasPrefix(k, "ort") {
@@ -165,9 +186,20 @@ func measureLatency(o *options, addr, offAddr string, onnx, blob []byte) (*laten
 		}
 	}
 	for k, ss := range parts {
-		l.by[k] = merge(ss)
+		m := merge(ss)
+		m.cpuPerOp = medianCPU(ss)
+		l.by[k] = m
 	}
 	return l, nil
+}
+
+// threadCPU is the CPU time the calling thread has used so far.
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
 }
 
 // loopKinds are the loop's kinds, in the order of odd rounds; "-off" runs
@@ -298,12 +330,12 @@ func measureTransformer(o *options, ea *benchproc.Proc) (*transformer, error) {
 		args = append(args, shape[i])
 	}
 	_, blob := floatBlob(int(modelstore.ShapeLen(shape)))
-	ort1, close1, err := rawORT(onnx, 1)
+	ort1, close1, err := rawORT(onnx, 1, 1)
 	if err != nil {
 		return nil, err
 	}
 	defer close1()
-	ort2, close2, err := rawORT(onnx, 2)
+	ort2, close2, err := rawORT(onnx, 2, 1)
 	if err != nil {
 		return nil, err
 	}

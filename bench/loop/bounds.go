@@ -1,0 +1,130 @@
+//go:build cgo && !noort
+
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+// bounds are the least any server could spend on this machine, from
+// figures of the same run: what rules a target out here, whatever the
+// server does. Each assumes the cheapest of what was measured:
+//   - the loop's three round trips cost a server at least what they cost
+//     Redis (the floor's server CPU at 32 clients, its loop time at 1),
+//     and the clients at least what the floor's clients spent;
+//   - the model's run costs at least ORT on one thread, back to back in
+//     this process (ort-1thr's CPU; ort-1thr-b32's over 32 rows for a
+//     batched kind, as if every batch were full), and takes at least the
+//     faster of ort's and ort-1thr's p50;
+//   - with the engine wall, a run crosses between two processes at least
+//     once each way: the cheaper of section machine's process round trips,
+//     in CPU (over 32 rows batched) and in latency.
+//
+// The log's cost is left out, so the bounds hold for every kind.
+type bounds struct {
+	r                        *report
+	runCPU, rowCPU, runLat   float64 // µs
+	tripCPU, tripLat         float64 // µs; 0 without section machine
+	haveLat, haveMach, haveF bool
+}
+
+func newBounds(r *report) *bounds {
+	b := &bounds{r: r}
+	if l := r.lat; l != nil {
+		one, b32 := l.by["ort-1thr"], l.by["ort-1thr-b32"]
+		b.runCPU, b.rowCPU = us(one.cpuPerOp), us(b32.cpuPerOp)/batchSize
+		b.runLat = min(us(l.by["ort"].pct(0.5)), us(one.pct(0.5)))
+		b.haveLat = b.runCPU > 0 && b.rowCPU > 0
+	}
+	if m := r.mach; m != nil {
+		b.tripCPU = min(m.tripCPU["process-c"], m.tripCPU["process-go"])
+		b.tripLat = min(m.trip["process-c"], m.trip["process-go"])
+		b.haveMach = b.tripLat > 0
+	}
+	b.haveF = r.loops != nil && len(r.loops.by[loopKey("floor", 1)])+len(r.loops.by[loopKey("floor", 32)]) > 0
+	return b
+}
+
+// verdict is a bound's cell for a goal that best (the most this machine
+// allows) must reach: out of reach when best misses it by more than
+// margin, at the edge within it either way (the bounds rest on figures
+// as noisy as the ones they bound), else not ruled out.
+func verdict(best, goal float64, why string) string {
+	const margin = 0.05
+	switch {
+	case best < goal*(1-margin):
+		return "**out of reach**: " + why
+	case best < goal*(1+margin):
+		return "at the edge: " + why
+	}
+	return "not ruled out: " + why
+}
+
+// loop is the bound of a loop target: kind at clients ≥ goal times the
+// floor. It is "" where this run lacks what the bound needs, or where no
+// bound applies (client counts other than 1 and 32).
+func (b *bounds) loop(kind string, clients int, goal float64) string {
+	if !b.haveLat || !b.haveF {
+		return ""
+	}
+	wall := !strings.Contains(kind, "-off")
+	if wall && !b.haveMach {
+		return ""
+	}
+	batched := strings.HasSuffix(kind, "batch32")
+	fl := b.r.loops.by[loopKey("floor", clients)]
+	if len(fl) == 0 {
+		return ""
+	}
+	switch clients {
+	case 32:
+		// Every CPU busy: a loop costs the server's CPU and the clients'.
+		run, trip := b.runCPU, 0.0
+		if batched {
+			run = b.rowCPU
+		}
+		if wall {
+			trip = b.tripCPU
+			if batched {
+				trip /= batchSize
+			}
+		}
+		server, client := us(medianCPU(fl)), us(medianClientCPU(fl))
+		least := server + run + trip
+		best := (server + client) / (least + client)
+		return verdict(best, goal, fmt.Sprintf("at best %.2fx: a loop costs a server at least %.1f + %.1f + %.1f = %.1f µs of CPU, against the floor's %.1f (clients %.1f)",
+			best, server, run, trip, least, server, client))
+	case 1:
+		// One loop at a time: its time is the floor's, the run's and the
+		// wall's round trip, one after another.
+		floor := 1e6 / medianRate(fl)
+		trip := 0.0
+		if wall {
+			trip = b.tripLat
+		}
+		least := floor + b.runLat + trip
+		best := floor / least
+		return verdict(best, goal, fmt.Sprintf("at best %.2fx: a loop takes at least %.0f + %.1f + %.1f = %.0f µs, against the floor's %.0f",
+			best, floor, b.runLat, trip, least, floor))
+	}
+	return ""
+}
+
+// modelExecute is the bound of MODELEXECUTE p50 ≤ PING p50 + ort p50 + 20
+// µs: with the wall, the run's round trip between processes must fit in
+// the 20 µs.
+func (b *bounds) modelExecute() string {
+	if !b.haveMach {
+		return ""
+	}
+	return verdict(20/b.tripLat, 1, fmt.Sprintf("the wall's round trip between processes takes at least %.1f µs of the 20", b.tripLat))
+}
+
+// wall is the bound of issue 18's ≤ 15 µs for the engine wall.
+func (b *bounds) wall() string {
+	if !b.haveMach {
+		return ""
+	}
+	return verdict(15/b.tripLat, 1, fmt.Sprintf("a round trip between processes takes at least %.1f µs", b.tripLat))
+}

@@ -1,0 +1,102 @@
+//go:build cgo && !noort
+
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// boundsReport is a report with the figures the bounds read: a floor of
+// 20 µs of server and 30 µs of clients CPU a loop at 32 clients and 5,000
+// loops/s at 1 client; runs of 40 µs (12.8 µs a row in a batch of 32);
+// a process round trip of 16 µs of CPU and 18 µs of latency.
+func boundsReport() *report {
+	u := time.Microsecond
+	floor32 := sample{ops: 30000, secs: 1, cpuPerOp: 20 * u, clientPerOp: 30 * u}
+	floor1 := sample{ops: 5000, secs: 1}
+	lat := func(p50 time.Duration, cpu time.Duration) sample {
+		return sample{lat: []time.Duration{p50}, cpuPerOp: cpu}
+	}
+	return &report{
+		loops: &loops{by: map[string][]sample{
+			loopKey("floor", 32): {floor32},
+			loopKey("floor", 1):  {floor1},
+		}},
+		lat: &latency{by: map[string]sample{
+			"ort":          lat(25*u, 0),
+			"ort-1thr":     lat(38*u, 40*u),
+			"ort-1thr-b32": lat(400*u, 32*12800*time.Nanosecond),
+		}},
+		mach: &machine{
+			trip:    map[string]float64{"process-c": 35, "process-go": 18},
+			tripCPU: map[string]float64{"process-c": 25, "process-go": 16},
+		},
+	}
+}
+
+func TestBounds(t *testing.T) {
+	b := newBounds(boundsReport())
+	for _, c := range []struct {
+		kind    string
+		clients int
+		goal    float64
+		want    []string
+	}{
+		// (20 + 30) / (20 + 40 + 16 + 30) = 0.47: 6% under 0.5.
+		{"mlp", 32, 0.5, []string{"**out of reach**", "at best 0.47x", "20.0 + 40.0 + 16.0 = 76.0"}},
+		// Without the wall (20 + 30) / (20 + 40 + 30) = 0.56.
+		{"mlp-off", 32, 0.5, []string{"not ruled out", "at best 0.56x", "20.0 + 40.0 + 0.0 = 60.0"}},
+		// A full batch's row and the round trip over 32 rows:
+		// (20 + 30) / (20 + 12.8 + 0.5 + 30) = 0.79, within 5% of 0.8.
+		{"mlp-batch32", 32, 0.8, []string{"at the edge", "at best 0.79x", "20.0 + 12.8 + 0.5 = 33.3"}},
+		// 200 µs a loop, the faster run (25) and the cheaper trip (18):
+		// 200 / 243 = 0.82.
+		{"mlp-nolog", 1, 0.75, []string{"not ruled out", "at best 0.82x", "200 + 25.0 + 18.0 = 243"}},
+		{"mlp", 8, 0.5, nil},
+	} {
+		got := b.loop(c.kind, c.clients, c.goal)
+		if c.want == nil {
+			if got != "" {
+				t.Errorf("%s at %d: %q, want no bound", c.kind, c.clients, got)
+			}
+			continue
+		}
+		if !strings.HasPrefix(got, c.want[0]) {
+			t.Errorf("%s at %d: %q, want it to start %q", c.kind, c.clients, got, c.want[0])
+		}
+		for _, w := range c.want[1:] {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s at %d: %q, want %q in it", c.kind, c.clients, got, w)
+			}
+		}
+	}
+	if got := b.wall(); !strings.HasPrefix(got, "**out of reach**") || !strings.Contains(got, "18.0 µs") {
+		t.Errorf("wall: %q", got)
+	}
+	if got := b.modelExecute(); !strings.HasPrefix(got, "not ruled out") {
+		t.Errorf("MODELEXECUTE: %q, want not ruled out (18 of 20 µs)", got)
+	}
+}
+
+// TestBoundsNeedTheirFigures: without section machine the wall's kinds
+// get no bound (the round trip is unknown); the others still do.
+func TestBoundsNeedTheirFigures(t *testing.T) {
+	r := boundsReport()
+	r.mach = nil
+	b := newBounds(r)
+	if got := b.loop("mlp", 32, 0.5); got != "" {
+		t.Errorf("mlp without section machine: %q", got)
+	}
+	if got := b.loop("mlp-off", 32, 0.5); got == "" {
+		t.Error("mlp-off without section machine: no bound")
+	}
+	if b.wall() != "" || b.modelExecute() != "" {
+		t.Error("wall bounds without section machine")
+	}
+	r.lat = nil
+	if got := newBounds(r).loop("mlp-off", 32, 0.5); got != "" {
+		t.Errorf("without section latency: %q", got)
+	}
+}
