@@ -21,28 +21,21 @@ import (
 //     once each way: the cheaper of section machine's process round trips,
 //     in CPU (over 32 rows batched) and in latency.
 //
-// The log's cost is left out, so the bounds hold for every kind.
+// The model's runs are timed just before each round's loops at each
+// client count (loops.runs), so each round gives a bound from figures
+// taken together, and a target's is the median over rounds, as its ratio
+// is (the parts shown are each the median over rounds). The log's cost is left out, so the bounds hold for every kind.
 type bounds struct {
-	r                        *report
-	runCPU, rowCPU, runLat   float64 // µs
-	tripCPU, tripLat         float64 // µs; 0 without section machine
-	haveLat, haveMach, haveF bool
+	r                *report
+	tripCPU, tripLat float64 // µs; 0 without section machine
 }
 
 func newBounds(r *report) *bounds {
 	b := &bounds{r: r}
-	if l := r.lat; l != nil {
-		one, b32 := l.by["ort-1thr"], l.by["ort-1thr-b32"]
-		b.runCPU, b.rowCPU = us(one.cpuPerOp), us(b32.cpuPerOp)/batchSize
-		b.runLat = min(us(l.by["ort"].pct(0.5)), us(one.pct(0.5)))
-		b.haveLat = b.runCPU > 0 && b.rowCPU > 0
-	}
 	if m := r.mach; m != nil {
 		b.tripCPU = min(m.tripCPU["process-c"], m.tripCPU["process-go"])
 		b.tripLat = min(m.trip["process-c"], m.trip["process-go"])
-		b.haveMach = b.tripLat > 0
 	}
-	b.haveF = r.loops != nil && len(r.loops.by[loopKey("floor", 1)])+len(r.loops.by[loopKey("floor", 32)]) > 0
 	return b
 }
 
@@ -65,57 +58,63 @@ func verdict(best, goal float64, why string) string {
 // floor. It is "" where this run lacks what the bound needs, or where no
 // bound applies (client counts other than 1 and 32).
 func (b *bounds) loop(kind string, clients int, goal float64) string {
-	if !b.haveLat || !b.haveF {
-		return ""
-	}
+	l := b.r.loops
 	wall := !strings.Contains(kind, "-off")
-	if wall && !b.haveMach {
+	if l == nil || (clients != 1 && clients != 32) || (wall && b.tripLat == 0) {
 		return ""
 	}
 	batched := strings.HasSuffix(kind, "batch32")
-	fl := b.r.loops.by[loopKey("floor", clients)]
-	if len(fl) == 0 {
+	fl := l.by[loopKey("floor", clients)]
+	ort, one, b32 := l.runs[loopKey("ort", clients)], l.runs[loopKey("ort-1thr", clients)], l.runs[loopKey("ort-1thr-b32", clients)]
+	rounds := min(len(fl), len(ort), len(one), len(b32))
+	if rounds == 0 {
 		return ""
 	}
-	switch clients {
-	case 32:
-		// Every CPU busy: a loop costs the server's CPU and the clients'.
-		run, trip := b.runCPU, 0.0
-		if batched {
-			run = b.rowCPU
-		}
-		if wall {
-			trip = b.tripCPU
+	// Per round: the floor's part, the run's, the round trip's, the
+	// floor's clients' (32 clients) and the best ratio they allow.
+	var floors, runs, trips, clientsCPU, bests []float64
+	for i := range rounds {
+		var floor, run, trip, client, best float64
+		if clients == 32 {
+			// Every CPU busy: a loop costs the server's CPU and the clients'.
+			floor, client, run = us(fl[i].cpuPerOp), us(fl[i].clientPerOp), us(one[i].cpuPerOp)
 			if batched {
-				trip /= batchSize
+				run = us(b32[i].cpuPerOp) / batchSize
 			}
+			if wall {
+				trip = b.tripCPU
+				if batched {
+					trip /= batchSize
+				}
+			}
+			best = (floor + client) / (floor + run + trip + client)
+		} else {
+			// One loop at a time: its time is the floor's, the run's and
+			// the wall's round trip, one after another.
+			floor, run = 1e6/fl[i].rate(), min(us(ort[i].pct(0.5)), us(one[i].pct(0.5)))
+			if wall {
+				trip = b.tripLat
+			}
+			best = floor / (floor + run + trip)
 		}
-		server, client := us(medianCPU(fl)), us(medianClientCPU(fl))
-		least := server + run + trip
-		best := (server + client) / (least + client)
-		return verdict(best, goal, fmt.Sprintf("at best %.2fx: a loop costs a server at least %.1f + %.1f + %.1f = %.1f µs of CPU, against the floor's %.1f (clients %.1f)",
-			best, server, run, trip, least, server, client))
-	case 1:
-		// One loop at a time: its time is the floor's, the run's and the
-		// wall's round trip, one after another.
-		floor := 1e6 / medianRate(fl)
-		trip := 0.0
-		if wall {
-			trip = b.tripLat
-		}
-		least := floor + b.runLat + trip
-		best := floor / least
-		return verdict(best, goal, fmt.Sprintf("at best %.2fx: a loop takes at least %.0f + %.1f + %.1f = %.0f µs, against the floor's %.0f",
-			best, floor, b.runLat, trip, least, floor))
+		floors, runs, trips = append(floors, floor), append(runs, run), append(trips, trip)
+		clientsCPU, bests = append(clientsCPU, client), append(bests, best)
 	}
-	return ""
+	best := median(bests)
+	f, run, trip := median(floors), median(runs), median(trips)
+	if clients == 32 {
+		return verdict(best, goal, fmt.Sprintf("at best %.2fx: a loop costs a server at least %.1f + %.1f + %.1f = %.1f µs of CPU, against the floor's %.1f and its clients' %.1f",
+			best, f, run, trip, f+run+trip, f, median(clientsCPU)))
+	}
+	return verdict(best, goal, fmt.Sprintf("at best %.2fx: a loop takes at least %.0f + %.1f + %.1f = %.0f µs, against the floor's %.0f",
+		best, f, run, trip, f+run+trip, f))
 }
 
 // modelExecute is the bound of MODELEXECUTE p50 ≤ PING p50 + ort p50 + 20
 // µs: with the wall, the run's round trip between processes must fit in
 // the 20 µs.
 func (b *bounds) modelExecute() string {
-	if !b.haveMach {
+	if b.tripLat == 0 {
 		return ""
 	}
 	return verdict(20/b.tripLat, 1, fmt.Sprintf("the wall's round trip between processes takes at least %.1f µs of the 20", b.tripLat))
@@ -123,7 +122,7 @@ func (b *bounds) modelExecute() string {
 
 // wall is the bound of issue 18's ≤ 15 µs for the engine wall.
 func (b *bounds) wall() string {
-	if !b.haveMach {
+	if b.tripLat == 0 {
 		return ""
 	}
 	return verdict(15/b.tripLat, 1, fmt.Sprintf("a round trip between processes takes at least %.1f µs", b.tripLat))

@@ -8,27 +8,35 @@ import (
 	"time"
 )
 
-// boundsReport is a report with the figures the bounds read: a floor of
-// 20 µs of server and 30 µs of clients CPU a loop at 32 clients and 5,000
-// loops/s at 1 client; runs of 40 µs (12.8 µs a row in a batch of 32);
-// a process round trip of 16 µs of CPU and 18 µs of latency.
+// boundsReport is a report with the figures the bounds read, in two
+// rounds whose medians are: a floor of 20 µs of server and 30 µs of
+// clients CPU a loop at 32 clients and 5,000 loops/s at 1 client; runs of
+// 40 µs of CPU (12.8 µs a row in a batch of 32), ort's p50 25 µs against
+// ort-1thr's 38; a process round trip of 16 µs of CPU and 18 µs of latency.
 func boundsReport() *report {
 	u := time.Microsecond
-	floor32 := sample{ops: 30000, secs: 1, cpuPerOp: 20 * u, clientPerOp: 30 * u}
-	floor1 := sample{ops: 5000, secs: 1}
-	lat := func(p50 time.Duration, cpu time.Duration) sample {
+	cpu := func(server, client time.Duration) sample {
+		return sample{ops: 30000, secs: 1, cpuPerOp: server, clientPerOp: client}
+	}
+	run := func(p50, cpu time.Duration) sample {
 		return sample{lat: []time.Duration{p50}, cpuPerOp: cpu}
 	}
+	// Each pair's mean is the median of two.
 	return &report{
-		loops: &loops{by: map[string][]sample{
-			loopKey("floor", 32): {floor32},
-			loopKey("floor", 1):  {floor1},
-		}},
-		lat: &latency{by: map[string]sample{
-			"ort":          lat(25*u, 0),
-			"ort-1thr":     lat(38*u, 40*u),
-			"ort-1thr-b32": lat(400*u, 32*12800*time.Nanosecond),
-		}},
+		loops: &loops{
+			by: map[string][]sample{
+				loopKey("floor", 32): {cpu(19*u, 29*u), cpu(21*u, 31*u)},
+				loopKey("floor", 1):  {{ops: 4000, secs: 0.8}, {ops: 6000, secs: 1.2}},
+			},
+			runs: map[string][]sample{
+				loopKey("ort", 32):          {run(25*u, 0), run(25*u, 0)},
+				loopKey("ort-1thr", 32):     {run(38*u, 39*u), run(38*u, 41*u)},
+				loopKey("ort-1thr-b32", 32): {run(400*u, 32*12700*time.Nanosecond), run(400*u, 32*12900*time.Nanosecond)},
+				loopKey("ort", 1):           {run(24*u, 0), run(26*u, 0)},
+				loopKey("ort-1thr", 1):      {run(38*u, 40*u), run(38*u, 40*u)},
+				loopKey("ort-1thr-b32", 1):  {run(400*u, 0), run(400*u, 0)},
+			},
+		},
 		mach: &machine{
 			trip:    map[string]float64{"process-c": 35, "process-go": 18},
 			tripCPU: map[string]float64{"process-c": 25, "process-go": 16},
@@ -81,7 +89,8 @@ func TestBounds(t *testing.T) {
 }
 
 // TestBoundsNeedTheirFigures: without section machine the wall's kinds
-// get no bound (the round trip is unknown); the others still do.
+// get no bound (the round trip is unknown); the others still do; without
+// the model's runs beside the loops, none does.
 func TestBoundsNeedTheirFigures(t *testing.T) {
 	r := boundsReport()
 	r.mach = nil
@@ -95,8 +104,8 @@ func TestBoundsNeedTheirFigures(t *testing.T) {
 	if b.wall() != "" || b.modelExecute() != "" {
 		t.Error("wall bounds without section machine")
 	}
-	r.lat = nil
+	r.loops.runs = nil
 	if got := newBounds(r).loop("mlp-off", 32, 0.5); got != "" {
-		t.Errorf("without section latency: %q", got)
+		t.Errorf("without the model's runs: %q", got)
 	}
 }

@@ -245,18 +245,24 @@ func run(o *options) (*report, error) {
 		}
 	}
 
+	runs, err := newModelRuns(onnx)
+	if err != nil {
+		return nil, err
+	}
+	defer runs.Close()
+
 	if o.sections["machine"] {
 		if rep.mach, err = measureMachine(); err != nil {
 			return nil, fmt.Errorf("machine: %w", err)
 		}
 	}
 	if o.sections["latency"] {
-		if rep.lat, err = measureLatency(o, ea.Addr, off.Addr, onnx, blob); err != nil {
+		if rep.lat, err = measureLatency(o, ea.Addr, off.Addr, runs, blob); err != nil {
 			return nil, fmt.Errorf("latency: %w", err)
 		}
 	}
 	if o.sections["loop"] {
-		if rep.loops, err = measureLoops(o, ea, off, nolog, rd, blob); err != nil {
+		if rep.loops, err = measureLoops(o, ea, off, nolog, rd, runs, blob); err != nil {
 			return nil, fmt.Errorf("loop: %w", err)
 		}
 	}

@@ -98,28 +98,71 @@ type latency struct {
 	by    map[string]sample
 }
 
+// modelRuns are the model run in this process, the kinds the bounds
+// read: "ort" (ORT's default options), "ort-1thr" (one intra-op thread)
+// and "ort-1thr-b32" (the same, a full batch of 32 rows: what a batched row
+// costs at best).
+type modelRuns struct {
+	calls map[string]func() error
+	close []func()
+}
+
+// modelRunKinds are modelRuns' kinds, in the order they are timed.
+var modelRunKinds = []string{"ort", "ort-1thr", "ort-1thr-b32"}
+
+func newModelRuns(onnx []byte) (*modelRuns, error) {
+	m := &modelRuns{calls: map[string]func() error{}}
+	for _, k := range []struct {
+		kind           string
+		threads, batch int
+	}{{"ort", 0, 1}, {"ort-1thr", 1, 1}, {"ort-1thr-b32", 1, batchSize}} {
+		call, closeFn, err := rawORT(onnx, k.threads, k.batch)
+		if err != nil {
+			m.Close()
+			return nil, err
+		}
+		m.calls[k.kind], m.close = call, append(m.close, closeFn)
+	}
+	return m, nil
+}
+
+func (m *modelRuns) Close() {
+	for _, f := range m.close {
+		f()
+	}
+}
+
+// time runs kind n times after warm untimed runs, one at a time, after
+// pause (untimed, if not nil). For the one-thread kinds it records the
+// calling thread's CPU time a call, which is the run's: ORT runs them on
+// the calling thread, so the caller must be locked to its thread. After
+// "ort" it waits for ORT's pool threads, which spin for a while after a
+// run, to stop before anything else is timed.
+func (m *modelRuns) time(kind string, n, warm int, pause func()) (sample, error) {
+	f := m.calls[kind]
+	for range warm {
+		if err := f(); err != nil {
+			return sample{}, fmt.Errorf("%s: %w", kind, err)
+		}
+	}
+	cpu0 := threadCPU()
+	s, err := timeCalls(n, pause, f)
+	if err != nil {
+		return sample{}, fmt.Errorf("%s: %w", kind, err)
+	}
+	if kind != "ort" && pause == nil {
+		s.cpuPerOp = (threadCPU() - cpu0) / time.Duration(n)
+	} else {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return s, nil
+}
+
 // measureLatency times MODELEXECUTE and PING over one connection (and
 // MODELEXECUTE over one to the wall-off server at offAddr) and the model
 // in this process, in alternating blocks.
-func measureLatency(o *options, addr, offAddr string, onnx, blob []byte) (*latency, error) {
-	ortDefault, close1, err := rawORT(onnx, 0, 1)
-	if err != nil {
-		return nil, err
-	}
-	defer close1()
-	ort1, close2, err := rawORT(onnx, 1, 1)
-	if err != nil {
-		return nil, err
-	}
-	defer close2()
-	ort32, close3, err := rawORT(onnx, 1, batchSize)
-	if err != nil {
-		return nil, err
-	}
-	defer close3()
-	// The ort kinds' CPU is this thread's: with one intra-op thread ORT
-	// runs the model on the calling thread.
-	runtime.LockOSThread()
+func measureLatency(o *options, addr, offAddr string, runs *modelRuns, blob []byte) (*latency, error) {
+	runtime.LockOSThread() // for modelRuns.time
 	defer runtime.UnlockOSThread()
 	ctx := context.Background()
 	cl := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, PoolSize: 1})
@@ -136,15 +179,6 @@ func measureLatency(o *options, addr, offAddr string, onnx, blob []byte) (*laten
 		}
 	}
 	calls := map[string]func() error{
-		"ort":      ortDefault,
-		"ort-1thr": ort1,
-		// A full batch of the BATCHSIZE 32 model: what a batched row costs
-		// at best.
-		"ort-1thr-b32": ort32,
-		// The same run after the thread has slept 100 µs (untimed), as a
-		// server's thread has between one client's commands: its core idles
-		// (or runs something else) meanwhile and the run starts cold.
-		"ort-1thr-idle": ort1,
 		"MODELEXECUTE": func() error {
 			return conn.Do(ctx, "AI.MODELEXECUTE", "mlp", "INPUTS", 1, "lat:x", "OUTPUTS", 1, "lat:y").Err()
 		},
@@ -159,30 +193,30 @@ func measureLatency(o *options, addr, offAddr string, onnx, blob []byte) (*laten
 	parts := map[string][]sample{}
 	for range blocks {
 		for _, k := range l.kinds {
-			f := calls[k]
-			for range warm {
-				if err := f(); err != nil {
-					return nil, fmt.Errorf("%s: %w", k, err)
+			var s sample
+			var err error
+			switch k {
+			case "ort-1thr-idle":
+				// ort-1thr after the thread has slept 100 µs (untimed),
+				// as a server's thread has between one client's commands:
+				// its core idles (or runs something else) meanwhile and
+				// the run starts cold.
+				s, err = runs.time("ort-1thr", per, warm, func() { time.Sleep(100 * time.Microsecond) })
+			case "ort", "ort-1thr", "ort-1thr-b32":
+				s, err = runs.time(k, per, warm, nil)
+			default:
+				f := calls[k]
+				for range warm {
+					if err := f(); err != nil {
+						return nil, fmt.Errorf("%s: %w", k, err)
+					}
 				}
+				s, err = timeCalls(per, nil, f)
 			}
-			var pause func()
-			if k == "ort-1thr-idle" {
-				pause = func() { time.Sleep(100 * time.Microsecond) }
-			}
-			cpu0 := threadCPU()
-			s, err := timeCalls(per, pause, f)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", k, err)
 			}
-			if k == "ort-1thr" || k == "ort-1thr-b32" {
-				s.cpuPerOp = (threadCPU() - cpu0) / time.Duration(per)
-			}
 			parts[k] = append(parts[k], s)
-			if strings.HasPrefix(k, "ort") {
-				// ORT's pool threads in this process spin for a while
-				// after a run: let them stop before the server is timed.
-				time.Sleep(20 * time.Millisecond)
-			}
 		}
 	}
 	for k, ss := range parts {
@@ -213,14 +247,17 @@ var loopKinds = []string{"floor", "mlp", "mlp-batch32", "mlp-off", "mlp-off-batc
 var extraKinds = []string{"mlp-receipt"}
 
 // loops is section loop's figures: per client count and kind, one sample
-// per round.
+// per round; and the model run in this process (modelRuns' kinds) just
+// before each round's loops at each client count, for the bounds.
 type loops struct {
-	by map[string][]sample // key: kind + "/" + clients
+	by, runs map[string][]sample // key: kind + "/" + clients
 }
 
 func loopKey(kind string, clients int) string { return kind + "/" + strconv.Itoa(clients) }
 
-func measureLoops(o *options, ea, off, nolog, rd *benchproc.Proc, blob []byte) (*loops, error) {
+func measureLoops(o *options, ea, off, nolog, rd *benchproc.Proc, runs *modelRuns, blob []byte) (*loops, error) {
+	runtime.LockOSThread() // for modelRuns.time
+	defer runtime.UnlockOSThread()
 	big := make([]byte, 4*inputLen)
 	copy(big, blob)
 	keys := func(prefix string, n int) []string {
@@ -281,13 +318,24 @@ func measureLoops(o *options, ea, off, nolog, rd *benchproc.Proc, blob []byte) (
 		"mlp-nolog":         {nolog, loop("mlp", false)},
 		"mlp-nolog-batch32": {nolog, loop("mlp-batch32", false)},
 	}
-	res := &loops{by: map[string][]sample{}}
+	res := &loops{by: map[string][]sample{}, runs: map[string][]sample{}}
 	for r := range o.rounds {
 		fmt.Printf("-- loop round %d/%d (load average %s)\n", r+1, o.rounds, loadAvg())
 		for _, c := range o.clients {
 			order := slices.Clone(o.kinds)
 			if r%2 == 1 {
 				slices.Reverse(order)
+			}
+			for _, k := range modelRunKinds {
+				n := 200
+				if k == "ort-1thr-b32" {
+					n = 20
+				}
+				s, err := runs.time(k, n, 10, nil)
+				if err != nil {
+					return nil, err
+				}
+				res.runs[loopKey(k, c)] = append(res.runs[loopKey(k, c)], s)
 			}
 			for _, k := range order {
 				b := bodies[k]
