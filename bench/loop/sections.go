@@ -135,10 +135,14 @@ func (m *modelRuns) Close() {
 // time runs kind n times after warm untimed runs, one at a time, after
 // pause (untimed, if not nil). For the one-thread kinds it records the
 // calling thread's CPU time a call, which is the run's: ORT runs them on
-// the calling thread, so the caller must be locked to its thread. After
-// "ort" it waits for ORT's pool threads, which spin for a while after a
-// run, to stop before anything else is timed.
+// the calling thread, to which the goroutine is locked meanwhile (only
+// meanwhile: a goroutine locked to its thread waits for the network
+// slower, on a thread that must be woken for it). After "ort" it waits
+// for ORT's pool threads, which spin for a while after a run, to stop
+// before anything else is timed.
 func (m *modelRuns) time(kind string, n, warm int, pause func()) (sample, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	f := m.calls[kind]
 	for range warm {
 		if err := f(); err != nil {
@@ -162,8 +166,6 @@ func (m *modelRuns) time(kind string, n, warm int, pause func()) (sample, error)
 // MODELEXECUTE over one to the wall-off server at offAddr) and the model
 // in this process, in alternating blocks.
 func measureLatency(o *options, addr, offAddr string, runs *modelRuns, blob []byte) (*latency, error) {
-	runtime.LockOSThread() // for modelRuns.time
-	defer runtime.UnlockOSThread()
 	ctx := context.Background()
 	cl := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, PoolSize: 1})
 	defer cl.Close()
@@ -256,8 +258,6 @@ type loops struct {
 func loopKey(kind string, clients int) string { return kind + "/" + strconv.Itoa(clients) }
 
 func measureLoops(o *options, ea, off, nolog, rd *benchproc.Proc, runs *modelRuns, blob []byte) (*loops, error) {
-	runtime.LockOSThread() // for modelRuns.time
-	defer runtime.UnlockOSThread()
 	big := make([]byte, 4*inputLen)
 	copy(big, blob)
 	keys := func(prefix string, n int) []string {
