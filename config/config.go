@@ -54,6 +54,9 @@ type Options struct {
 	// EngineStoreTimeout is how long a worker may take to create a
 	// session, in seconds.
 	EngineStoreTimeout int64
+	// EngineReplyPoll is how long, in microseconds, a run that is all the
+	// server is doing polls for its engine worker's reply (0: never).
+	EngineReplyPoll int64
 	// InferenceEngine is the engine that compiles and runs models:
 	// EngineONNXRuntime or EngineGo (the default where the build has no
 	// ONNX Runtime, which then refuses EngineONNXRuntime).

@@ -457,3 +457,52 @@ func TestRunQueueReleasedModelRuns(t *testing.T) {
 		t.Fatal("the request of a deleted model still waits")
 	}
 }
+
+// aloneRecorder records what Alone reports during each of its runs.
+type aloneRecorder struct {
+	EngineSession
+	mu   sync.Mutex
+	seen []bool
+}
+
+func (a *aloneRecorder) Run(ctx context.Context, in []*Tensor) ([]*Tensor, error) {
+	a.mu.Lock()
+	a.seen = append(a.seen, Alone())
+	a.mu.Unlock()
+	return a.EngineSession.Run(ctx, in)
+}
+
+// Alone holds during a run only while one client's commands execute
+// (BeginWork) and the run is the only request in the run queues.
+func TestAlone(t *testing.T) {
+	slow := queueModel(t, "slow.onnx", ModelMeta{})
+	lin := queueModel(t, "linear.onnx", ModelMeta{})
+	rec := &aloneRecorder{EngineSession: lin.Blob.Session}
+	lin.Blob.Session = rec
+	q := NewRunQueue(2)
+	run := func() {
+		t.Helper()
+		if _, err := q.Run(lin, &RunRequest{Inputs: []*Tensor{floats([]int64{1, 4}, 1, 2, 3, 4)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run() // no client's commands executing (a run the front end did not start)
+	BeginWork()
+	run() // one client
+	BeginWork()
+	run() // two clients
+	EndWork()
+	busy := make(chan error, 1)
+	go func() { busy <- slowRun(q, slow, 200*time.Millisecond) }()
+	waitFor(t, "a slow run executes", func() bool { return q.Busy() == 1 })
+	run() // one client, but another run in the queue
+	<-busy
+	run() // one client again, one run
+	EndWork()
+	if got, want := fmt.Sprint(rec.seen), "[false true false false true]"; got != want {
+		t.Errorf("Alone during the runs: %s, want %s", got, want)
+	}
+	if Alone() {
+		t.Error("Alone with nothing executing")
+	}
+}

@@ -398,6 +398,54 @@ class TimerSlackEnvTest(unittest.TestCase):
             srv.stop()
 
 
+class ReplyPollTest(unittest.TestCase):
+    """engine-reply-poll (worker/lane.go): a run that is all the server is
+    doing polls its lane for the reply instead of sleeping in the poller.
+    The answers are the same as a server's that does not poll, for one
+    client and for several at once (when runs stop polling)."""
+
+    def test_same_answers_with_polling(self):
+        polling, plain = Server("--engine-reply-poll", "500").start(), Server().start()
+        try:
+            rng = np.random.default_rng(3)
+            inputs = [rng.random((1, 784), dtype=np.float32) for _ in range(4)]
+            want = []
+            r = plain.client()
+            r.execute_command("AI.MODELSTORE", "mlp", "ONNX", "CPU", "BLOB", model("mlp.onnx"))
+            for x in inputs:
+                r.execute_command("AI.TENSORSET", "x", "FLOAT", 1, 784, "BLOB", x.tobytes())
+                r.execute_command("AI.MODELEXECUTE", "mlp", "INPUTS", 1, "x", "OUTPUTS", 1, "y")
+                want.append(r.execute_command("AI.TENSORGET", "y", "BLOB"))
+            r = polling.client()
+            self.assertEqual(r.config_get("engine-reply-poll"), {"engine-reply-poll": "500"})
+            r.execute_command("AI.MODELSTORE", "mlp", "ONNX", "CPU", "BLOB", model("mlp.onnx"))
+            failures = []
+
+            def client(i, rounds):
+                c = polling.client()
+                try:
+                    c.execute_command("AI.TENSORSET", "x%d" % i, "FLOAT", 1, 784, "BLOB", inputs[i].tobytes())
+                    for _ in range(rounds):
+                        c.execute_command("AI.MODELEXECUTE", "mlp", "INPUTS", 1, "x%d" % i, "OUTPUTS", 1, "y%d" % i)
+                        got = c.execute_command("AI.TENSORGET", "y%d" % i, "BLOB")
+                        if got != want[i]:
+                            failures.append((i, "output differs"))
+                            return
+                except Exception as e:  # noqa: BLE001 (reported below)
+                    failures.append((i, repr(e)))
+
+            client(0, 50)  # one client: every run polls
+            threads = [threading.Thread(target=client, args=(i, 50)) for i in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            self.assertEqual(failures, [])
+        finally:
+            polling.stop()
+            plain.stop()
+
+
 class WallOffTest(unittest.TestCase):
     def test_off_runs_in_process(self):
         srv = Server("--engine-isolation", "off").start()

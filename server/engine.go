@@ -50,6 +50,7 @@ func (s *Server) startEngine() error {
 	pool, err := worker.NewPool(worker.Config{
 		Exe: exe, Lib: lib, Workers: workers, Memory: EngineWorkerMemory(o.EngineWorkerMemory),
 		Isolation: o.EngineIsolation, CompileTimeout: time.Duration(o.EngineStoreTimeout) * time.Second,
+		ReplyPoll: time.Duration(o.EngineReplyPoll) * time.Microsecond,
 		TestHooks: os.Getenv("ENCLAVEAI_ENGINE_TEST_HOOKS") == "1", Log: s.log,
 	})
 	if err != nil {

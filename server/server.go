@@ -33,6 +33,7 @@ import (
 
 	"github.com/enclaveai/enclaveai/commands"
 	"github.com/enclaveai/enclaveai/config"
+	"github.com/enclaveai/enclaveai/modelstore"
 )
 
 // Server listens for clients and serves them.
@@ -211,9 +212,24 @@ func (s *Server) handle(conn net.Conn) {
 		c.W.Reset()
 		return err == nil
 	}
+	// working: the client's commands are executing (modelstore.BeginWork),
+	// from the first that arrives until the replies to all it sent are
+	// written (rest).
+	working := false
+	rest := func() {
+		if working {
+			modelstore.EndWork()
+			working = false
+		}
+	}
+	defer rest()
 	for {
 		spec = nil
 		cmd, err := rd.ReadCommand(toLimits(s.Cmds.PreLimits(c)), classify)
+		if err == nil && !working {
+			modelstore.BeginWork()
+			working = true
+		}
 		if skipping {
 			skipping = false
 			conn.SetReadDeadline(time.Time{})
@@ -243,6 +259,9 @@ func (s *Server) handle(conn net.Conn) {
 				if rd.Buffered() == 0 && !flush() {
 					return
 				}
+				if rd.Buffered() == 0 {
+					rest()
+				}
 				continue
 			case errors.As(err, &ne) && ne.Timeout():
 				s.log.Warn("refused command not sent in time to skip it: closing client", "addr", c.Addr,
@@ -264,6 +283,9 @@ func (s *Server) handle(conn net.Conn) {
 			if !flush() {
 				return
 			}
+		}
+		if rd.Buffered() == 0 {
+			rest()
 		}
 		if c.CloseAfterReply() {
 			return

@@ -77,6 +77,29 @@ func (ch *channel) recv(rb *recvBuf) ([]byte, []int, error) {
 	return rb.message(n, oobn, flags)
 }
 
+// awaitPolling polls ch for a message for as long as poll says so and
+// returns when one is waiting (or the socket is closed or fails: the read
+// that follows says which), or when poll returns false. It reads nothing:
+// ch.recv does, then without waiting in the poller. Between polls it
+// yields its CPU to any other thread that wants it (sched_yield): a
+// client's or the engine worker's, on the same machine, come first.
+func (ch *channel) awaitPolling(poll func() bool) {
+	rc, err := ch.c.SyscallConn()
+	if err != nil {
+		return
+	}
+	rc.Control(func(fd uintptr) {
+		var b [1]byte
+		for poll() {
+			_, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+			if err != unix.EAGAIN && err != unix.EINTR {
+				return // a message, the peer's close, or an error
+			}
+			unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+		}
+	})
+}
+
 // message returns a copy of the message of n bytes that a read left in rb
 // (with oobn bytes of control data and the read's flags).
 func (rb *recvBuf) message(n, oobn, flags int) ([]byte, []int, error) {

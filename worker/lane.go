@@ -20,7 +20,7 @@ import (
 // processor back); in the worker one thread, locked to the lane, waits in
 // recvmsg, runs the session and writes the reply, all on the thread the
 // kernel woke. A run costs two wake-ups, one each way, and no thread
-// polls.
+// polls (unless engine-reply-poll says so: below).
 //
 // Why two pairs: the network poller watches a socket for writability too
 // (edge-triggered, always), and a Unix socket becomes writable again each
@@ -40,6 +40,26 @@ import (
 // one's worker end over the control channel (opLane). A lane read that
 // fails means the worker is gone: the run then reports its death as the
 // control channel's calls do.
+
+// A run alone may poll for its reply (Config.ReplyPoll, the
+// engine-reply-poll directive; off by default). A reply that wakes a
+// thread asleep in the poller costs what waking an idle CPU costs, which
+// on a virtual machine is dear: on the 2-vCPU VM of docs/BENCHMARKS.md,
+// AI.MODELEXECUTE of the mlp at one client took 103 µs at p50 with the
+// server and its worker pinned to one CPU against 183 µs spread over two.
+// So a run that is all the server is doing (modelstore.Alone: one client's
+// commands executing, one request in the run queues) polls its lane for
+// at most ReplyPoll, yielding its CPU between polls, and stops as soon as
+// anything else arrives; past that it sleeps in the poller, as every run
+// does under load. With 100 µs, MODELEXECUTE at one client
+// (`redis-benchmark -c 1`) took 119-151 µs at p50 against 159-183, but
+// the go-redis loop of bench/loop with its clients on the same two CPUs
+// ran 5-7% slower at 8 clients, which is why it is off by default. On one
+// CPU no run polls: the worker needs that CPU.
+var multiCPU = runtime.NumCPU() > 1
+
+// alone is modelstore.Alone (tests replace it).
+var alone = modelstore.Alone
 
 // maxLanes bounds the lanes of one worker (its runs at once); the run
 // queue (modelstore's THREADS_PER_QUEUE) bounds them first.
@@ -247,6 +267,10 @@ func (p *proc) runs(runs []laneRun, sess *session, done func(i int, msg []byte, 
 		}
 	}
 	for ; ok && i < len(runs); i++ {
+		if poll := p.slot.pool.cfg.ReplyPoll; poll > 0 && multiCPU && alone() {
+			deadline := time.Now().Add(poll)
+			l.ch.awaitPolling(func() bool { return alone() && time.Now().Before(deadline) })
+		}
 		rmsg, rfds, err := l.ch.recv(l.rb)
 		if ok = err == nil; !ok {
 			break

@@ -46,6 +46,10 @@ type Config struct {
 	Isolation string
 	// CompileTimeout bounds a session creation (0: one minute).
 	CompileTimeout time.Duration
+	// ReplyPoll is how long a run that is all the server is doing
+	// (modelstore.Alone) polls its lane for the reply before it sleeps in
+	// the poller (0: never; never on one CPU).
+	ReplyPoll time.Duration
 	// KillGrace is how long a run may go on after its deadline, which
 	// asks ONNX Runtime to stop it, before its worker is killed (0: 1 s).
 	KillGrace time.Duration

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -596,3 +597,90 @@ func TestPayloadSizeAndAllocs(t *testing.T) {
 type senderFunc func(msg []byte, fds ...int) error
 
 func (f senderFunc) send(msg []byte, fds ...int) error { return f(msg, fds...) }
+
+// TestReplyPoll: a run that is all the server is doing polls its lane for
+// the reply (Config.ReplyPoll) and gets the same answer as one that
+// sleeps in the poller; with ReplyPoll 0, or while it is not alone, no
+// run polls.
+func TestReplyPoll(t *testing.T) {
+	if !multiCPU {
+		t.Skip("no run polls on one CPU")
+	}
+	requireRuntime(t) // for the run in process
+	var asked atomic.Int32
+	isAlone := true
+	alone = func() bool { asked.Add(1); return isAlone }
+	t.Cleanup(func() { alone = modelstore.Alone })
+	in := []*modelstore.Tensor{floats([]int64{1, 4}, func(i int) float32 { return float32(i + 1) })}
+	want, err := compile(t, modelstore.InProcess{}, "linear.onnx").Run(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		poll  time.Duration
+		alone bool
+		polls bool
+	}{
+		{time.Second, true, true},
+		{time.Second, false, false},
+		{0, true, false},
+	} {
+		isAlone = c.alone
+		lin := compile(t, newTestPool(t, Config{ReplyPoll: c.poll}), "linear.onnx")
+		asked.Store(0)
+		got, err := lin.Run(context.Background(), in)
+		if err != nil || !bytes.Equal(got[0].Data, want[0].Data) {
+			t.Fatalf("poll %v alone %v: %v, or the output differs from the run in process", c.poll, c.alone, err)
+		}
+		// Polling asks at every poll: more than the one question before it.
+		if polled := asked.Load() > 1; polled != c.polls {
+			t.Errorf("poll %v alone %v: asked %d times, want polling %v", c.poll, c.alone, asked.Load(), c.polls)
+		}
+	}
+}
+
+// TestAwaitPolling: awaitPolling returns once a message waits (leaving it
+// for recv), once its poll says stop, and once the peer has gone.
+func TestAwaitPolling(t *testing.T) {
+	pair := func() (*channel, *os.File) {
+		a, b, err := socketPair()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch, err := newChannel(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ch.close(); b.Close() })
+		return ch, b
+	}
+
+	ch, peer := pair()
+	calls := 0
+	ch.awaitPolling(func() bool { calls++; return calls < 3 })
+	if calls != 3 {
+		t.Errorf("with nothing to read: %d polls, want 3 (until poll says stop)", calls)
+	}
+
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		peer.Write([]byte("reply"))
+	}()
+	start := time.Now()
+	ch.awaitPolling(func() bool { return time.Since(start) < 10*time.Second })
+	if took := time.Since(start); took < 20*time.Millisecond || took > 5*time.Second {
+		t.Errorf("returned after %v, want once the message came (20 ms)", took)
+	}
+	msg, _, err := ch.recv(newRecvBuf())
+	if err != nil || string(msg) != "reply" {
+		t.Errorf("recv after awaitPolling: %q %v", msg, err)
+	}
+
+	ch, peer = pair()
+	peer.Close()
+	start = time.Now()
+	ch.awaitPolling(func() bool { return time.Since(start) < 10*time.Second })
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("a closed peer: returned after %v", took)
+	}
+}
