@@ -662,10 +662,12 @@ func TestAwaitPolling(t *testing.T) {
 		t.Errorf("with nothing to read: %d polls, want 3 (until poll says stop)", calls)
 	}
 
-	go func() {
+	wrote := make(chan struct{})
+	go func(peer *os.File) {
+		defer close(wrote)
 		time.Sleep(20 * time.Millisecond)
 		peer.Write([]byte("reply"))
-	}()
+	}(peer)
 	start := time.Now()
 	ch.awaitPolling(func() bool { return time.Since(start) < 10*time.Second })
 	if took := time.Since(start); took < 20*time.Millisecond || took > 5*time.Second {
@@ -675,6 +677,7 @@ func TestAwaitPolling(t *testing.T) {
 	if err != nil || string(msg) != "reply" {
 		t.Errorf("recv after awaitPolling: %q %v", msg, err)
 	}
+	<-wrote
 
 	ch, peer = pair()
 	peer.Close()
