@@ -214,8 +214,9 @@ func (s *Server) handle(conn net.Conn) {
 	}
 	// working: the client's commands are executing (modelstore.BeginWork),
 	// from the first that arrives until the replies to all it sent are
-	// written (rest).
-	working := false
+	// written (rest). Only engine-reply-poll reads it: without it the
+	// commands do not count it.
+	track, working := s.opts.EngineReplyPoll > 0, false
 	rest := func() {
 		if working {
 			modelstore.EndWork()
@@ -226,7 +227,7 @@ func (s *Server) handle(conn net.Conn) {
 	for {
 		spec = nil
 		cmd, err := rd.ReadCommand(toLimits(s.Cmds.PreLimits(c)), classify)
-		if err == nil && !working {
+		if err == nil && track && !working {
 			modelstore.BeginWork()
 			working = true
 		}

@@ -24,7 +24,8 @@ import (
 // The model's runs are timed just before each round's loops at each
 // client count (loops.runs), so each round gives a bound from figures
 // taken together, and a target's is the median over rounds, as its ratio
-// is (the parts shown are each the median over rounds). The log's cost is left out, so the bounds hold for every kind.
+// is (the parts shown are each the median over rounds). The log's cost
+// is left out, so the bounds hold for every kind.
 type bounds struct {
 	r                *report
 	tripCPU, tripLat float64 // µs; 0 without section machine

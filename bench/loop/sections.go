@@ -107,15 +107,16 @@ type modelRuns struct {
 	close []func()
 }
 
-// modelRunKinds are modelRuns' kinds, in the order they are timed.
-var modelRunKinds = []string{"ort", "ort-1thr", "ort-1thr-b32"}
+// modelRunKinds are modelRuns' kinds, in the order they are timed, with
+// their intra-op threads (0: ORT's default) and batch.
+var modelRunKinds = []struct {
+	kind           string
+	threads, batch int
+}{{"ort", 0, 1}, {"ort-1thr", 1, 1}, {"ort-1thr-b32", 1, batchSize}}
 
 func newModelRuns(onnx []byte) (*modelRuns, error) {
 	m := &modelRuns{calls: map[string]func() error{}}
-	for _, k := range []struct {
-		kind           string
-		threads, batch int
-	}{{"ort", 0, 1}, {"ort-1thr", 1, 1}, {"ort-1thr-b32", 1, batchSize}} {
+	for _, k := range modelRunKinds {
 		call, closeFn, err := rawORT(onnx, k.threads, k.batch)
 		if err != nil {
 			m.Close()
@@ -328,14 +329,14 @@ func measureLoops(o *options, ea, off, nolog, rd *benchproc.Proc, runs *modelRun
 			}
 			for _, k := range modelRunKinds {
 				n := 200
-				if k == "ort-1thr-b32" {
-					n = 20
+				if k.batch > 1 {
+					n = 20 // a batch of 32 takes about ten runs' time
 				}
-				s, err := runs.time(k, n, 10, nil)
+				s, err := runs.time(k.kind, n, 10, nil)
 				if err != nil {
 					return nil, err
 				}
-				res.runs[loopKey(k, c)] = append(res.runs[loopKey(k, c)], s)
+				res.runs[loopKey(k.kind, c)] = append(res.runs[loopKey(k.kind, c)], s)
 			}
 			for _, k := range order {
 				b := bodies[k]
