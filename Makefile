@@ -8,7 +8,7 @@ PYTHON      := /usr/bin/python3
 GO          ?= go
 export ENCLAVEAI_ONNXRUNTIME_LIB := $(ORT_LIB)
 
-.PHONY: enclave build run test lint test-go test-redis deps ort models crash-models crash-test fuzz-models bench bench-cluster bench-readers bench-core bench-snapshot bench-huge bench-mem bench-aof bench-wall bench-loop bench-engines bench-plots fuzz test-nocgo race clean
+.PHONY: enclave build run test lint test-go test-redis deps ort models crash-models crash-test fuzz-models bench bench-cluster bench-readers bench-core bench-snapshot bench-huge bench-mem bench-clients bench-aof bench-wall bench-loop bench-engines bench-plots fuzz test-nocgo race clean
 
 build: bin/enclaveai-server bin/enclaveai-cli bin/enclaveai-server-nocgo
 
@@ -167,6 +167,12 @@ bench-wall: build models
 bench: bench-mem
 bench-mem: build deps
 	$(PYTHON) bench/tensormem.py --doc docs/BENCHMARKS.md
+
+# What an idle client costs after a burst of pipelined commands, against
+# Redis (bench/clientmem.py); rewrites the "Client memory" section.
+bench: bench-clients
+bench-clients: build deps
+	$(PYTHON) bench/clientmem.py --doc docs/BENCHMARKS.md
 
 # The inference loop (AI.TENSORSET -> AI.MODELEXECUTE -> AI.TENSORGET) at 1, 8
 # and 32 clients, plain and batched, against Redis's SET -> PING -> GET of the

@@ -224,6 +224,9 @@ type Client struct {
 	lastCmd    atomic.Pointer[Spec]
 	killed     atomic.Bool
 	proto      atomic.Int32 // mirror of W.proto for CLIENT LIST
+	// qbuf and qbufFree are the front end's input buffer after its last
+	// read (SetQueryBuf), for CLIENT LIST.
+	qbuf, qbufFree atomic.Int32
 
 	mu      sync.Mutex // guards the fields below, read by CLIENT LIST
 	user    string     // who authenticated ("default" until AUTH)
@@ -237,6 +240,13 @@ type queued struct {
 	runner Runner
 	err    error
 	up     *modelstore.ModelBuffer // a queued upload's buffer, referenced
+}
+
+// SetQueryBuf records c's input buffer for CLIENT LIST: the bytes read and
+// not yet parsed, and the room left after them (0, 0: it holds none).
+func (c *Client) SetQueryBuf(used, free int) {
+	c.qbuf.Store(int32(used))
+	c.qbufFree.Store(int32(free))
 }
 
 // endMulti leaves MULTI and returns what was queued; the caller drops it
@@ -634,7 +644,7 @@ func (s *App) clientInfo(c *Client) string {
 	return "id=" + strconv.FormatInt(c.ID, 10) + " addr=" + c.Addr + " laddr=" + c.LAddr +
 		" fd=0 name=" + name + " age=" + strconv.FormatInt(int64(now.Sub(c.created).Seconds()), 10) +
 		" idle=" + strconv.FormatInt(idle, 10) + " flags=N db=0 sub=0 psub=0 ssub=0 multi=-1" +
-		" qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=" + cmd +
+		" qbuf=" + strconv.Itoa(int(c.qbuf.Load())) + " qbuf-free=" + strconv.Itoa(int(c.qbufFree.Load())) + " argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=" + cmd +
 		" user=" + user + " redir=-1 resp=" + strconv.Itoa(int(c.proto.Load())) + " lib-name=" + lib + " lib-ver=" + ver
 }
 

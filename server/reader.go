@@ -77,6 +77,9 @@ const (
 	// sinkStep: a Sink's memory is filled (and Filled told) this much at a
 	// time at most.
 	sinkStep = 1 << 20
+	// arenaIdleMax: a larger arena is dropped when the client has sent
+	// nothing more, rather than kept for its next command.
+	arenaIdleMax = 16 << 10
 )
 
 // Command is one parsed request. Args alias reader memory that is reused by
@@ -92,7 +95,7 @@ func (c *Command) Owned(i int) bool { return i < len(c.owned) && c.owned[i] }
 
 // Reader reads RESP2 multibulk and inline commands with limits.
 type Reader struct {
-	br    *bufio.Reader
+	in    *inBuf
 	arena []byte
 	cmd   Command
 	// OnRefuse, when set, is called when a Sink refuses a command, before
@@ -100,20 +103,33 @@ type Reader struct {
 	OnRefuse func()
 }
 
-// NewReader wraps r.
-func NewReader(r io.Reader) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, 64<<10)}
+// NewReader wraps r. A connection with a descriptor (a TCP or Unix
+// socket) holds an input buffer only while it has unparsed bytes
+// (inbuf.go).
+func NewReader(r io.Reader) *Reader { return newReader(r, nil) }
+
+// newReader is NewReader telling count the size of each read.
+func newReader(r io.Reader, count func(int)) *Reader {
+	return &Reader{in: newInBuf(r, count)}
 }
 
 // Buffered reports how many bytes are already read and not yet parsed; the
 // connection flushes replies when it is 0 (pipelining).
-func (r *Reader) Buffered() int { return r.br.Buffered() }
+func (r *Reader) Buffered() int { return r.in.Buffered() }
+
+// ReportBuffer has report told, before and after each read into the
+// input buffer, the bytes of input read and not yet parsed and the room
+// left after them, and (0, 0) when the connection gives its buffer back
+// (CLIENT LIST's qbuf and qbuf-free). A command's arguments already
+// parsed are not in the buffer: a client that stops in the middle of one
+// holds only the part not yet parsed.
+func (r *Reader) ReportBuffer(report func(used, free int)) { r.in.report = report }
 
 // readLine returns one CRLF- or LF-terminated line without its terminator,
 // or a ProtocolError saying tooBig when the line is longer than the buffer.
 // The slice is valid until the next read.
 func (r *Reader) readLine(tooBig string) ([]byte, error) {
-	line, err := r.br.ReadSlice('\n')
+	line, err := r.in.ReadSlice('\n')
 	if err == bufio.ErrBufferFull {
 		return nil, &ProtocolError{tooBig}
 	}
@@ -131,14 +147,17 @@ func (r *Reader) readLine(tooBig string) ([]byte, error) {
 // name is known; classify, given the name, returns the limits for the rest.
 // Empty commands (blank inline lines, *0) are skipped.
 func (r *Reader) ReadCommand(pre Limits, classify func(name []byte) Limits) (*Command, error) {
+	defer r.in.settle() // all parsed: the buffer goes back to the pool
 	for {
-		if len(r.arena) > 4<<20 {
-			r.arena = nil // do not keep a big arena alive after one large command
+		if len(r.arena) > 4<<20 || (cap(r.arena) > arenaIdleMax && r.in.Buffered() == 0) {
+			// Do not keep a big arena alive after one large command, nor
+			// a middling one while the client may stay idle.
+			r.arena = nil
 		}
 		r.arena = r.arena[:0]
 		r.cmd.Args = r.cmd.Args[:0]
 		r.cmd.owned = r.cmd.owned[:0]
-		b, err := r.br.Peek(1)
+		b, err := r.in.Peek(1)
 		if err != nil {
 			return nil, err
 		}
@@ -266,21 +285,21 @@ func (r *Reader) readMultibulk(lim Limits, classify func([]byte) Limits) error {
 			}
 			r.cmd.Args = append(r.cmd.Args, dst[:size:size])
 			r.cmd.owned = append(r.cmd.owned, true)
-		case size >= smallArg && size <= int64(r.br.Size()):
+		case size >= smallArg && size <= inSize:
 			// Copied out of the buffer by append, which (unlike make)
 			// does not clear the allocation first: 5% of a pipelined
 			// TENSORSET's CPU was that clearing.
-			b, err := r.br.Peek(int(size))
+			b, err := r.in.Peek(int(size))
 			if err != nil {
 				return err
 			}
 			dst = append([]byte(nil), b...)
-			r.br.Discard(int(size))
+			r.in.Discard(int(size))
 			r.cmd.Args = append(r.cmd.Args, dst[:size:size])
 			r.cmd.owned = append(r.cmd.owned, true)
 		case size >= smallArg:
 			dst = uncleared(int(size))
-			if _, err := io.ReadFull(r.br, dst); err != nil {
+			if _, err := io.ReadFull(r.in, dst); err != nil {
 				return err
 			}
 			r.cmd.Args = append(r.cmd.Args, dst[:size:size])
@@ -288,7 +307,7 @@ func (r *Reader) readMultibulk(lim Limits, classify func([]byte) Limits) error {
 		default:
 			start := len(r.arena)
 			r.arena = slices.Grow(r.arena, int(size))[:start+int(size)]
-			if _, err := io.ReadFull(r.br, r.arena[start:]); err != nil {
+			if _, err := io.ReadFull(r.in, r.arena[start:]); err != nil {
 				return err
 			}
 			r.cmd.Args = append(r.cmd.Args, r.arena[start:len(r.arena):len(r.arena)])
@@ -311,12 +330,12 @@ func (r *Reader) readMultibulk(lim Limits, classify func([]byte) Limits) error {
 }
 
 // readSink fills a Sink's memory, telling filled (if set) as it goes. The
-// bufio.Reader copies only what it already buffered: the rest is read
+// input buffer copies only what it already buffered: the rest is read
 // from the connection straight into p.
 func (r *Reader) readSink(p []byte, filled func(int)) error {
 	for len(p) > 0 {
 		k := min(len(p), sinkStep)
-		if _, err := io.ReadFull(r.br, p[:k]); err != nil {
+		if _, err := io.ReadFull(r.in, p[:k]); err != nil {
 			return err
 		}
 		if filled != nil {
@@ -345,16 +364,7 @@ func uncleared(n int) []byte {
 }
 
 // discard drops n bytes of input.
-func (r *Reader) discard(n int64) error {
-	for n > 0 {
-		k := min(n, 1<<30)
-		if _, err := r.br.Discard(int(k)); err != nil {
-			return err
-		}
-		n -= k
-	}
-	return nil
-}
+func (r *Reader) discard(n int64) error { return r.in.skip(n) }
 
 // refused is the protocol error for a length over a limit.
 func (l *Limits) refused(what string) error {
@@ -367,15 +377,15 @@ func (l *Limits) refused(what string) error {
 var crlf = []byte("\r\n")
 
 func (r *Reader) readCRLF() error {
-	b, err := r.br.Peek(2)
+	b, err := r.in.Peek(2)
 	if err != nil {
 		return err
 	}
 	if !bytes.Equal(b, crlf) {
 		return &ProtocolError{"invalid bulk terminator"}
 	}
-	_, err = r.br.Discard(2)
-	return err
+	r.in.Discard(2)
+	return nil
 }
 
 // IsProtocol reports whether err is a ProtocolError.

@@ -130,15 +130,17 @@ func TestReadCommand(t *testing.T) {
 	}
 	readers := []struct {
 		name string
-		wrap func(io.Reader) io.Reader
+		open func(string) io.Reader
 	}{
-		{"whole", func(r io.Reader) io.Reader { return r }},
-		{"bytewise", iotest.OneByteReader},
-		{"halves", iotest.HalfReader},
+		{"whole", func(in string) io.Reader { return strings.NewReader(in) }},
+		{"bytewise", func(in string) io.Reader { return iotest.OneByteReader(strings.NewReader(in)) }},
+		{"halves", func(in string) io.Reader { return iotest.HalfReader(strings.NewReader(in)) }},
+		// A socket: the reader waits holding no buffer (inbuf.go).
+		{"socket", func(in string) io.Reader { return overSocket(t, in, 4096) }},
 	}
 	for _, row := range rows {
 		for _, rd := range readers {
-			got := transcript(NewReader(rd.wrap(strings.NewReader(row.in))), open, nil)
+			got := transcript(NewReader(rd.open(row.in)), open, nil)
 			if got != row.want {
 				t.Errorf("%s (%s): %q\n got  %s\n want %s", row.at, rd.name, trim(row.in), got, row.want)
 			}

@@ -148,18 +148,6 @@ func (s *Server) tick() {
 	}
 }
 
-// countingConn counts bytes for INFO stats.
-type countingConn struct {
-	net.Conn
-	st *commands.Stats
-}
-
-func (c countingConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	c.st.NetInput.Add(int64(n))
-	return n, err
-}
-
 func (s *Server) handle(conn net.Conn) {
 	defer s.wg.Done()
 	defer conn.Close()
@@ -174,7 +162,8 @@ func (s *Server) handle(conn net.Conn) {
 		return
 	}
 	st := s.Cmds.Stats()
-	rd := NewReader(countingConn{conn, st})
+	rd := newReader(conn, func(n int) { st.NetInput.Add(int64(n)) })
+	rd.ReportBuffer(c.SetQueryBuf)
 	skipping := false
 	rd.OnRefuse = func() {
 		skipping = true

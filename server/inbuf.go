@@ -1,0 +1,349 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"os"
+	"sync"
+	"syscall"
+)
+
+// inBuf is the reader's input buffer: what bufio.Reader does for it
+// (peek, discard, read a line, read through), with one difference, the
+// reason it exists: a connection whose input is all parsed holds no
+// buffer. Its 64 KiB buffer comes from a pool when bytes arrive and goes
+// back as soon as they are all parsed, as Redis 7.4's reusable query
+// buffer does; only a connection that sent part of a command keeps one
+// while it waits for the rest.
+//
+// Why: a bufio.Reader per connection keeps its buffer for the
+// connection's life, and a burst of pipelined commands commits all of
+// it. 5,000 clients idle after 40 pipelined EXISTS of 100 keys cost the
+// server 87.8 kB each that way, against Redis 7.0's 29.2 (878 MB at the
+// default maxclients, in an enclave whose memory is scarce); with the
+// pool, 14.7 (`make bench-clients`, docs/BENCHMARKS.md). A buffer handed
+// from one connection to the next might also stay in the CPU's caches;
+// on the noisy 2-vCPU VM of docs/BENCHMARKS.md the server's CPU for
+// pipelined AI.TENSORSETs (`redis-benchmark -c 50 -P 16`) did not change
+// measurably either way.
+//
+// Waiting without a buffer takes the socket's descriptor: the read is
+// made in syscall.RawConn.Read, whose function takes a buffer, reads, and
+// gives the buffer back when there is nothing to read yet, so the
+// goroutine waits in the network poller holding nothing. A connection
+// without a descriptor (TLS, tests' readers) keeps a buffer of its own.
+type inBuf struct {
+	src  inSource
+	blk  *inBlock // the memory behind buf when it came from the pool
+	buf  []byte   // nil while the connection holds no buffer
+	r, w int      // buf[r:w] is read and not yet consumed
+	err  error    // the source's error, returned (once) when buf[r:w] is consumed
+	// scanned: how much of buf[r:w] ReadSlice has searched already.
+	scanned int
+	// report, when set, is told the bytes unparsed and the room after them
+	// before and after each read into the buffer, and (0, 0) when the
+	// buffer goes back to the pool (CLIENT LIST's qbuf and qbuf-free).
+	report func(used, free int)
+}
+
+// inSize is the size of an input buffer: the longest inline command or
+// header line (inlineMax, as bufio.Reader's size was).
+const inSize = inlineMax
+
+// inBlock is a pooled input buffer.
+type inBlock [inSize]byte
+
+var inPool = sync.Pool{New: func() any { return new(inBlock) }}
+
+// inSource is where an inBuf's bytes come from.
+type inSource interface {
+	// read reads at least one byte into p, or fails.
+	read(p []byte) (int, error)
+	// readLent, for a source that lends (lends is true), waits for input
+	// holding no buffer, then reads it into a pooled block.
+	readLent() (*inBlock, int, error)
+	lends() bool
+}
+
+// newInBuf reads from rd; count, if set, is told each read's size.
+func newInBuf(rd io.Reader, count func(int)) *inBuf {
+	if sc, ok := rd.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			s := &fdSource{rc: rc, count: count}
+			s.readFn, s.lentFn = s.readCall, s.lentCall // bound once: no allocation a read
+			return &inBuf{src: s}
+		}
+	}
+	return &inBuf{src: &ioSource{rd: rd, count: count}}
+}
+
+// Buffered is the number of bytes read and not yet consumed.
+func (b *inBuf) Buffered() int { return b.w - b.r }
+
+// held reports whether b holds a buffer now.
+func (b *inBuf) held() bool { return b.buf != nil }
+
+// settle gives the buffer back to the pool when all it holds is consumed
+// (a lending source's; a connection's own buffer stays).
+func (b *inBuf) settle() {
+	if b.r == b.w && b.blk != nil {
+		inPool.Put(b.blk)
+		b.blk, b.buf = nil, nil
+		b.r, b.w, b.scanned = 0, 0, 0
+		if b.report != nil {
+			b.report(0, 0)
+		}
+	}
+}
+
+// fill reads more bytes after buf[r:w], which it first moves to the
+// buffer's start. It returns the error that stopped it (also kept in err).
+func (b *inBuf) fill() error {
+	if err := b.takeErr(); err != nil {
+		return err
+	}
+	if b.r > 0 {
+		copy(b.buf, b.buf[b.r:b.w])
+		b.w -= b.r
+		b.scanned -= b.r
+		b.r = 0
+	}
+	var n int
+	var err error
+	switch {
+	case b.w == 0 && b.src.lends():
+		b.settle()
+		b.blk, n, err = b.src.readLent()
+		if b.blk != nil {
+			b.buf = b.blk[:]
+		}
+	case b.buf == nil:
+		b.buf = make([]byte, inSize)
+		fallthrough
+	default:
+		if b.w == len(b.buf) {
+			return bufio.ErrBufferFull
+		}
+		if b.report != nil {
+			b.report(b.w, len(b.buf)-b.w) // what it holds while it waits
+		}
+		n, err = b.readSome(b.buf[b.w:])
+	}
+	b.w += n
+	if b.report != nil && b.buf != nil {
+		b.report(b.w-b.r, len(b.buf)-b.w)
+	}
+	if err != nil && n > 0 {
+		b.err = err // the bytes first; err next time
+		return nil
+	}
+	return err
+}
+
+// takeErr returns the source's pending error and forgets it, as
+// bufio.Reader does: a read deadline that passed, once cleared, does not
+// end the next read.
+func (b *inBuf) takeErr() error {
+	err := b.err
+	b.err = nil
+	return err
+}
+
+// readSome reads at least one byte into p, as bufio.Reader does: a reader
+// that keeps returning nothing and no error fails with io.ErrNoProgress.
+func (b *inBuf) readSome(p []byte) (int, error) {
+	for range 100 {
+		n, err := b.src.read(p)
+		if n > 0 || err != nil {
+			return n, err
+		}
+	}
+	return 0, io.ErrNoProgress
+}
+
+// Peek returns the next n bytes without consuming them (valid until the
+// next call), or fewer with the error that stopped them.
+func (b *inBuf) Peek(n int) ([]byte, error) {
+	if n > inSize {
+		return nil, bufio.ErrBufferFull
+	}
+	for b.w-b.r < n {
+		if err := b.fill(); err != nil {
+			return b.buf[b.r:b.w], err
+		}
+	}
+	return b.buf[b.r : b.r+n], nil
+}
+
+// Discard consumes n bytes, which a Peek returned.
+func (b *inBuf) Discard(n int) {
+	b.r += n
+	b.scanned = max(b.scanned, b.r)
+}
+
+// ReadSlice consumes and returns the bytes up to and including delim
+// (valid until the next call); bufio.ErrBufferFull when the buffer fills
+// without it, as bufio.Reader says.
+func (b *inBuf) ReadSlice(delim byte) ([]byte, error) {
+	for {
+		if i := bytes.IndexByte(b.buf[max(b.scanned, b.r):b.w], delim); i >= 0 {
+			end := max(b.scanned, b.r) + i + 1
+			line := b.buf[b.r:end]
+			b.r, b.scanned = end, end
+			return line, nil
+		}
+		b.scanned = b.w
+		if b.w-b.r == inSize {
+			return nil, bufio.ErrBufferFull
+		}
+		if err := b.fill(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// Read reads into p what is buffered, or, with nothing buffered, straight
+// from the source into p when p is at least a buffer's size (a model
+// chunk, a large argument: no copy, and no buffer held for it).
+func (b *inBuf) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if b.r == b.w {
+		if err := b.takeErr(); err != nil {
+			return 0, err
+		}
+		if len(p) >= inSize {
+			b.settle()
+			return b.readSome(p[:min(len(p), maxRead)])
+		}
+		if err := b.fill(); err != nil && b.r == b.w {
+			return 0, err
+		}
+	}
+	n := copy(p, b.buf[b.r:b.w])
+	b.Discard(n)
+	return n, nil
+}
+
+// maxRead bounds one read system call (as the net package does).
+const maxRead = 1 << 30
+
+// Discarding more than is buffered (skipping a refused upload) reads and
+// drops the rest through the buffer.
+func (b *inBuf) skip(n int64) error {
+	for n > 0 {
+		if b.r == b.w {
+			if err := b.fill(); err != nil && b.r == b.w {
+				return err
+			}
+		}
+		k := int(min(n, int64(b.w-b.r)))
+		b.Discard(k)
+		n -= int64(k)
+	}
+	return nil
+}
+
+// ioSource reads an io.Reader; it does not lend (the inBuf keeps a buffer
+// of its own).
+type ioSource struct {
+	rd    io.Reader
+	count func(int)
+}
+
+func (s *ioSource) read(p []byte) (int, error) {
+	n, err := s.rd.Read(p)
+	if s.count != nil && n > 0 {
+		s.count(n)
+	}
+	return n, err
+}
+
+func (s *ioSource) readLent() (*inBlock, int, error) { panic("server: ioSource does not lend") }
+func (s *ioSource) lends() bool                      { return false }
+
+// fdSource reads a socket's descriptor in syscall.RawConn.Read: the
+// function given to it reads, and returns false when there is nothing to
+// read, which makes RawConn wait in the network poller (read deadlines
+// included) and call it again once the socket is readable.
+type fdSource struct {
+	rc    syscall.RawConn
+	count func(int)
+	// The call's arguments and results, in fields so that the functions
+	// handed to rc.Read are bound once (a closure a call would allocate).
+	p              []byte
+	blk            *inBlock
+	n              int
+	err            error
+	readFn, lentFn func(fd uintptr) bool
+}
+
+func (s *fdSource) lends() bool { return true }
+
+func (s *fdSource) read(p []byte) (int, error) {
+	s.p = p
+	err := s.rc.Read(s.readFn)
+	s.p = nil
+	return s.result(err)
+}
+
+func (s *fdSource) readCall(fd uintptr) bool {
+	s.n, s.err = readFD(fd, s.p)
+	return s.err != syscall.EAGAIN
+}
+
+func (s *fdSource) readLent() (*inBlock, int, error) {
+	err := s.rc.Read(s.lentFn)
+	blk := s.blk
+	s.blk = nil
+	n, err := s.result(err)
+	if n == 0 && blk != nil {
+		inPool.Put(blk) // nothing read (EOF, an error): hold nothing
+		blk = nil
+	}
+	return blk, n, err
+}
+
+func (s *fdSource) lentCall(fd uintptr) bool {
+	if s.blk == nil {
+		s.blk = inPool.Get().(*inBlock)
+	}
+	s.n, s.err = readFD(fd, s.blk[:])
+	if s.err == syscall.EAGAIN {
+		inPool.Put(s.blk) // wait for input holding no buffer
+		s.blk = nil
+		return false
+	}
+	return true
+}
+
+// result turns a read's outcome into io.Reader's: io.EOF for the peer's
+// close, the poller's error (a deadline, a closed connection) as is.
+func (s *fdSource) result(pollErr error) (int, error) {
+	n, err := s.n, s.err
+	s.n, s.err = 0, nil
+	switch {
+	case pollErr != nil:
+		return 0, pollErr
+	case err != nil:
+		return 0, os.NewSyscallError("read", err)
+	case n == 0:
+		return 0, io.EOF
+	}
+	if s.count != nil {
+		s.count(n)
+	}
+	return n, nil
+}
+
+// readFD is read(2), retried on EINTR.
+func readFD(fd uintptr, p []byte) (int, error) {
+	for {
+		n, err := syscall.Read(int(fd), p)
+		if err != syscall.EINTR {
+			return max(n, 0), err
+		}
+	}
+}

@@ -1,0 +1,165 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// tcpPair returns both ends of a loopback TCP connection.
+func tcpPair(t testing.TB) (server, client *net.TCPConn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := <-accepted
+	if s == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { s.Close(); c.Close() })
+	return s.(*net.TCPConn), c.(*net.TCPConn)
+}
+
+// overSocket returns the server end of a TCP connection on which in
+// arrives in pieces of piece bytes, each written after the reader has had
+// time to wait for it, then the end of input.
+func overSocket(t testing.TB, in string, piece int) io.Reader {
+	s, c := tcpPair(t)
+	go func() {
+		for len(in) > 0 {
+			k := min(piece, len(in))
+			if _, err := c.Write([]byte(in[:k])); err != nil {
+				return
+			}
+			in = in[k:]
+			time.Sleep(50 * time.Microsecond)
+		}
+		c.CloseWrite()
+	}()
+	return s
+}
+
+// The socket's reader parses what the io.Reader's parses: TestReadCommand
+// runs every row over a socket too (socketReaders); this adds pipelines
+// split across reads at every kind of boundary.
+func TestReadCommandOverSocket(t *testing.T) {
+	pipeline := strings.Repeat(bulkCmd("AI.TENSORSET", "t", "FLOAT", "784", "BLOB", strings.Repeat("b", 3136)), 20) +
+		bulkCmd("ECHO", strings.Repeat("e", 200000)) + "PING\r\n" + bulkCmd("GET", "k")
+	small := bulkCmd("ECHO", strings.Repeat("s", 600)) + "PING\r\n" + bulkCmd("SET", "k", "v") + "ECHO 'a b'\r\n"
+	for _, c := range []struct {
+		in     string
+		pieces []int
+	}{{pipeline, []int{1 << 20, 65536, 3000, 977}}, {small, []int{101, 7}}} {
+		want := transcript(NewReader(strings.NewReader(c.in)), open, nil)
+		for _, piece := range c.pieces {
+			got := transcript(NewReader(overSocket(t, c.in, piece)), open, nil)
+			if got != want {
+				t.Errorf("pieces of %d bytes: got %s", piece, trim(got))
+			}
+		}
+	}
+}
+
+// A connection holds an input buffer only while it has unparsed bytes,
+// reports it as CLIENT LIST's qbuf and qbuf-free do, and gives it back
+// once all is parsed, whatever ended the read.
+func TestInBufHoldsNothingIdle(t *testing.T) {
+	s, c := tcpPair(t)
+	r := NewReader(s)
+	var reported atomic.Pointer[[2]int] // qbuf, qbuf-free
+	r.ReportBuffer(func(u, f int) { reported.Store(&[2]int{u, f}) })
+	report := func() [2]int { return *reported.Load() }
+	read := func(want string) {
+		t.Helper()
+		cmd, err := r.ReadCommand(open, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(cmd.Args[0]); got != want {
+			t.Fatalf("read %q, want %q", got, want)
+		}
+	}
+	if r.in.held() {
+		t.Fatal("a new connection holds a buffer")
+	}
+	first := "PING\r\n*2\r\n$4\r\nECHO\r\n$3"
+	c.Write([]byte(first))
+	read("PING")
+	if !r.in.held() || r.Buffered() != len(first)-6 {
+		t.Fatalf("after a command and part of the next: held %v, %d bytes buffered", r.in.held(), r.Buffered())
+	}
+	if got := report(); got != [2]int{len(first), inSize - len(first)} {
+		t.Fatalf("reported qbuf, qbuf-free %v after the read, want [%d %d]", got, len(first), inSize-len(first))
+	}
+	done := make(chan [2]int, 1)
+	go func() {
+		// The reader waits holding the part of a header it has.
+		time.Sleep(10 * time.Millisecond)
+		done <- report()
+		c.Write([]byte("\r\nabc\r\n"))
+	}()
+	read("ECHO")
+	if waiting := <-done; waiting != [2]int{2, inSize - 2} {
+		t.Fatalf("reported qbuf, qbuf-free %v while waiting for the rest of a header, want [2 %d]", waiting, inSize-2)
+	}
+	if got := report(); r.in.held() || got != [2]int{0, 0} {
+		t.Fatalf("all parsed: held %v, reported qbuf, qbuf-free %v", r.in.held(), got)
+	}
+	// A large argument is read straight into its own memory.
+	big := bulkCmd("ECHO", strings.Repeat("x", 3*inSize))
+	go c.Write([]byte(big))
+	read("ECHO")
+	if r.in.held() {
+		t.Fatal("held a buffer after a large argument")
+	}
+	// A read deadline still ends a wait, as a timeout.
+	s.SetReadDeadline(time.Now().Add(time.Millisecond))
+	_, err := r.ReadCommand(open, nil)
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("past the deadline: %v, want a timeout", err)
+	}
+	if r.in.held() {
+		t.Fatal("held a buffer after a timeout")
+	}
+	s.SetReadDeadline(time.Time{})
+	c.Close()
+	if _, err := r.ReadCommand(open, nil); err != io.EOF {
+		t.Fatalf("after the peer's close: %v, want EOF", err)
+	}
+	if r.in.held() {
+		t.Fatal("held a buffer after EOF")
+	}
+}
+
+// Reading a command from a socket allocates nothing in steady state: the
+// buffer comes from the pool and the function RawConn calls is bound once.
+func TestInBufReadsWithoutAllocating(t *testing.T) {
+	s, c := tcpPair(t)
+	r := NewReader(s)
+	cmd := []byte(bulkCmd("GET", "k"))
+	allocs := testing.AllocsPerRun(200, func() {
+		c.Write(cmd)
+		if _, err := r.ReadCommand(open, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 0 {
+		t.Fatalf("%.1f allocations a command", allocs)
+	}
+}
