@@ -33,7 +33,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import huge  # noqa: E402
 from huge import Proc, SERVER, huge_model, upload  # noqa: E402
-from benchdoc import write_section  # noqa: E402
+from benchdoc import publish  # noqa: E402
 
 COMMAND = "make bench-aof"
 VALUE = "x" * 3136
@@ -145,10 +145,7 @@ def main():
     add("written (one write(2) for every client's records queued meanwhile) before its reply; under always")
     add("it is also fsynced, one fsync per group. The load average above is that of a machine shared with")
     add("other builds and benchmarks: compare the runs of one round, not rounds.")
-    text = "\n".join(lines)
-    print(text)
-    if args.doc:
-        write_section(args.doc, "Append-only log", text)
+    publish(lines, args.doc, "Append-only log")
 
 
 if __name__ == "__main__":

@@ -15,3 +15,12 @@ def write_section(path, heading, text):
         doc = doc.rstrip("\n") + "\n\n" + text + "\n"
     with open(path, "w") as f:
         f.write(doc)
+
+
+def publish(lines, doc, heading):
+    """Prints a report's lines and, when doc is set, rewrites its section
+    there (write_section)."""
+    text = "\n".join(lines)
+    print(text)
+    if doc:
+        write_section(doc, heading, text)

@@ -34,7 +34,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "redis_tests"))
 from harness import RawConn, free_port, poll, proc_status  # noqa: E402
-from benchdoc import write_section  # noqa: E402
+from benchdoc import publish  # noqa: E402
 
 SERVER = os.environ.get("ENCLAVEAI_SERVER") or os.path.join(REPO, "bin", "enclaveai-server")
 COMMAND = "make bench-clients"
@@ -137,10 +137,7 @@ def main():
         "client, against Redis's 29.2 and 33.4.",
         "",
     ]
-    text = "\n".join(lines)
-    print(text)
-    if args.doc:
-        write_section(args.doc, "Client memory", text)
+    publish(lines, args.doc, "Client memory")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "redis_tests"))
 import redis  # noqa: E402
 from harness import free_port, poll, proc_status, reset_peak  # noqa: E402
-from benchdoc import write_section  # noqa: E402
+from benchdoc import publish  # noqa: E402
 
 SERVER = os.environ.get("ENCLAVEAI_SERVER") or os.path.join(REPO, "bin", "enclaveai-server")
 COMMAND = "make bench-mem"
@@ -133,10 +133,7 @@ def main():
         "--auto-aof-rewrite-percentage 0 the same run peaked at 1.21x (2026-12-04 12:58 UTC, by hand).",
         "",
     ]
-    text = "\n".join(lines)
-    print(text)
-    if args.doc:
-        write_section(args.doc, "Tensor memory", text)
+    publish(lines, args.doc, "Tensor memory")
 
 
 if __name__ == "__main__":
