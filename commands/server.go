@@ -224,8 +224,8 @@ type Client struct {
 	lastCmd    atomic.Pointer[Spec]
 	killed     atomic.Bool
 	proto      atomic.Int32 // mirror of W.proto for CLIENT LIST
-	// qbuf and qbufFree are the front end's input buffer after its last
-	// read (SetQueryBuf), for CLIENT LIST.
+	// qbuf and qbufFree are the front end's input buffer as it last
+	// reported it, before or after a read (SetQueryBuf), for CLIENT LIST.
 	qbuf, qbufFree atomic.Int32
 
 	mu      sync.Mutex // guards the fields below, read by CLIENT LIST
