@@ -69,3 +69,45 @@ func TestWriterReset(t *testing.T) {
 		t.Errorf("after Reset: %q", w.Bytes())
 	}
 }
+
+// An idle connection keeps a small reply buffer, pools a middling one and
+// drops a large one; pending bytes are never released; the round trip
+// through the pool allocates nothing.
+func TestWriterRelease(t *testing.T) {
+	w := NewWriter()
+	w.OK()
+	w.Reset()
+	w.Release()
+	if w.buf == nil {
+		t.Fatal("a small buffer was released")
+	}
+	for _, size := range []int{16 << 10, 512 << 10} {
+		w := NewWriter()
+		w.BulkString(strings.Repeat("x", size))
+		w.Release()
+		if len(w.Bytes()) == 0 {
+			t.Fatalf("%d bytes pending were released", size)
+		}
+		w.Reset()
+		w.Release()
+		if w.buf != nil || w.held != nil {
+			t.Fatalf("a buffer of %d bytes kept after Release", size)
+		}
+		w.Acquire() // the pool's buffer, or none: the next write allocates
+		w.OK()
+		if got := string(w.Bytes()); got != "+OK\r\n" {
+			t.Fatalf("after Acquire, wrote %q", got)
+		}
+	}
+	w = NewWriter()
+	reply := strings.Repeat("y", 20<<10)
+	allocs := testing.AllocsPerRun(100, func() {
+		w.Acquire()
+		w.BulkString(reply)
+		w.Reset()
+		w.Release()
+	})
+	if allocs >= 1 {
+		t.Fatalf("%.2f allocations a reply through the pool", allocs)
+	}
+}

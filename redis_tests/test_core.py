@@ -1414,13 +1414,11 @@ class TestMemoryOverhead(unittest.TestCase):
         self.assertLess(peak - before, 1.6 * data,
                         "RSS grew by %.2fx the data held" % ((peak - before) / data))
 
-    def test_idle_clients_hold_no_input_buffer(self):
-        """A client whose commands are all parsed holds no input buffer
-        (server/inbuf.go): after a pipelined burst that filled a 64 KiB
-        buffer each, idle clients cost what a connection costs, CLIENT LIST
-        says qbuf=0 qbuf-free=0 for them, and only a client that sent part
-        of a command holds one, with the part not yet parsed in it."""
-        n = 2000
+    def idle_server(self, n):
+        """A server for n idle clients, its heap's garbage headroom
+        (server/gc.go, 32 MiB) faulted in first, as the ONNX Runtime
+        build does at start (prefault.go) and the pure-Go build does under
+        its first load: it is not the clients'."""
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if hard != resource.RLIM_INFINITY and hard < n + 200:
             self.skipTest("%d clients need more descriptors than RLIMIT_NOFILE allows (%d)" % (n, hard))
@@ -1428,21 +1426,19 @@ class TestMemoryOverhead(unittest.TestCase):
         self.addCleanup(resource.setrlimit, resource.RLIMIT_NOFILE, (soft, hard))
         srv = Server("--save", "").start()
         self.addCleanup(srv.stop)
-        # 40 EXISTS of 100 keys: 75 KB of input a client, all of it small
-        # arguments (no values, nothing left for the collector), and
-        # replies of 4 bytes.
-        exists = RawConn.encode("EXISTS", *["key-%06d" % i for i in range(100)])
-        burst = exists * 40
-        self.assertGreater(len(burst), 64 << 10)
-        # The heap's garbage headroom (server/gc.go, 32 MiB) is faulted in
-        # first, as the ONNX Runtime build does at start (prefault.go) and
-        # the pure-Go build does under its first load: it is not the
-        # clients'.
         warm = srv.client()
         self.addCleanup(warm.close)
         for _ in range(12):
             warm.execute_command("AI.TENSORSET", "warm", "UINT8", 8 << 20, "BLOB", bytes(8 << 20))
         warm.delete("warm")
+        return srv
+
+    def burst_and_idle(self, srv, n, burst, reply):
+        """Connects n clients, each sending burst and reading the replies,
+        which are reply's bytes; returns them and the RSS they added, a
+        client. A connection that holds neither buffer costs about 10-15 KB
+        here (its goroutine's stack, a small reply buffer); the heap's free
+        pages hide 32 MiB of what they add (hence so many clients)."""
         before = srv.rss()
         clients = []
         for _ in range(n):
@@ -1451,14 +1447,29 @@ class TestMemoryOverhead(unittest.TestCase):
             c.send(burst)
             clients.append(c)
         for c in clients:
-            for _ in range(40):
-                self.assertEqual(c.read_reply(), 0)
-        grown = srv.rss() - before
-        # A connection without its buffer costs about 10-15 KB here (its
-        # goroutine's stack, its reply buffer); with a 64 KiB buffer kept
-        # each (a bufio.Reader per connection) this grew by 75 KB a client
-        # (the heap's free pages hide 32 MiB of it: hence 2000 clients).
-        self.assertLess(grown / n, 32 << 10, "RSS grew by %d bytes a client" % (grown / n))
+            got = b""
+            while len(got) < len(reply):
+                got += c.sock.recv(1 << 20)
+            self.assertEqual(got, reply)
+        return clients, (srv.rss() - before) / n
+
+    def test_idle_clients_hold_no_input_buffer(self):
+        """A client whose commands are all parsed holds no input buffer
+        (server/inbuf.go): after a pipelined burst that filled a 64 KiB
+        buffer each, idle clients cost what a connection costs, CLIENT LIST
+        says qbuf=0 qbuf-free=0 for them, and only a client that sent part
+        of a command holds one, with the part not yet parsed in it."""
+        n = 2000
+        srv = self.idle_server(n)
+        # 40 EXISTS of 100 keys: 75 KB of input a client, all of it small
+        # arguments (no values, nothing left for the collector), and
+        # replies of 4 bytes.
+        exists = RawConn.encode("EXISTS", *["key-%06d" % i for i in range(100)])
+        self.assertGreater(len(exists * 40), 64 << 10)
+        clients, grown = self.burst_and_idle(srv, n, exists * 40, b":0\r\n" * 40)
+        # With a 64 KiB buffer kept each (a bufio.Reader per connection, the
+        # build of e7c2c31): 68 KB a client.
+        self.assertLess(grown, 32 << 10, "RSS grew by %d bytes a client" % grown)
         ids = [c.cmd("CLIENT", "ID") for c in clients[:50]]
         partial, partial_id = clients[0], ids[0]
         # Up to the middle of a bulk header: what the buffer keeps then
@@ -1480,6 +1491,24 @@ class TestMemoryOverhead(unittest.TestCase):
         partial.send(exists[len(cut):])
         self.assertEqual(partial.read_reply(), 0)
         poll(lambda: listed()[partial_id]["qbuf"] == "0", what="the buffer given back")
+
+    def test_idle_clients_hold_no_reply_buffer(self):
+        """A client whose replies are sent keeps no large reply buffer
+        (commands/writer.go, Release): after 20 pipelined TENSORGETs of
+        3136 bytes (63 KB of replies), idle clients cost what a connection
+        costs."""
+        n = 2000
+        srv = self.idle_server(n)
+        value = bytes(range(256)) * 12 + bytes(64)
+        r = srv.client()
+        self.addCleanup(r.close)
+        r.execute_command("AI.TENSORSET", "t", "UINT8", len(value), "BLOB", value)
+        get = RawConn.encode("AI.TENSORGET", "t", "BLOB")
+        reply = b"$%d\r\n%s\r\n" % (len(value), value)
+        _, grown = self.burst_and_idle(srv, n, get * 20, reply * 20)
+        # With the reply buffer kept by each idle connection (the build of
+        # fe2ecd8): 72 KB a client.
+        self.assertLess(grown, 32 << 10, "RSS grew by %d bytes a client" % grown)
 
 
 class TestMaxClients(unittest.TestCase):

@@ -261,6 +261,7 @@ func (s *Server) handle(conn net.Conn) {
 			return
 		}
 		buf := up.take()
+		c.W.Acquire()
 		s.Cmds.DispatchUpload(c, spec, cmd.Args, cmd, buf)
 		if buf != nil {
 			buf.Unref() // the model took its own reference if it kept it
@@ -276,6 +277,7 @@ func (s *Server) handle(conn net.Conn) {
 		}
 		if rd.Buffered() == 0 {
 			rest()
+			c.W.Release() // it waits for input: no reply buffer held meanwhile
 		}
 		if c.CloseAfterReply() {
 			return
