@@ -34,7 +34,10 @@ import (
 // goroutine waits in the network poller holding nothing. A connection
 // without a descriptor (TLS, tests' readers) keeps a buffer of its own.
 type inBuf struct {
-	src  inSource
+	src inSource
+	// fd is src when it is a socket's descriptor, which lends: the
+	// connection waits for input holding no buffer (nil otherwise).
+	fd   *fdSource
 	blk  *inBlock // the memory behind buf when it came from the pool
 	buf  []byte   // nil while the connection holds no buffer
 	r, w int      // buf[r:w] is read and not yet consumed
@@ -60,10 +63,6 @@ var inPool = sync.Pool{New: func() any { return new(inBlock) }}
 type inSource interface {
 	// read reads at least one byte into p, or fails.
 	read(p []byte) (int, error)
-	// readLent, for a source that lends (lends is true), waits for input
-	// holding no buffer, then reads it into a pooled block.
-	readLent() (*inBlock, int, error)
-	lends() bool
 }
 
 // newInBuf reads from rd; count, if set, is told each read's size.
@@ -72,7 +71,7 @@ func newInBuf(rd io.Reader, count func(int)) *inBuf {
 		if rc, err := sc.SyscallConn(); err == nil {
 			s := &fdSource{rc: rc, count: count}
 			s.readFn, s.lentFn = s.readCall, s.lentCall // bound once: no allocation a read
-			return &inBuf{src: s}
+			return &inBuf{src: s, fd: s}
 		}
 	}
 	return &inBuf{src: &ioSource{rd: rd, count: count}}
@@ -112,9 +111,9 @@ func (b *inBuf) fill() error {
 	var n int
 	var err error
 	switch {
-	case b.w == 0 && b.src.lends():
+	case b.w == 0 && b.fd != nil:
 		b.settle()
-		b.blk, n, err = b.src.readLent()
+		b.blk, n, err = b.fd.readLent()
 		if b.blk != nil {
 			b.buf = b.blk[:]
 		}
@@ -246,8 +245,7 @@ func (b *inBuf) skip(n int64) error {
 	return nil
 }
 
-// ioSource reads an io.Reader; it does not lend (the inBuf keeps a buffer
-// of its own).
+// ioSource reads an io.Reader; the inBuf keeps a buffer of its own.
 type ioSource struct {
 	rd    io.Reader
 	count func(int)
@@ -260,9 +258,6 @@ func (s *ioSource) read(p []byte) (int, error) {
 	}
 	return n, err
 }
-
-func (s *ioSource) readLent() (*inBlock, int, error) { panic("server: ioSource does not lend") }
-func (s *ioSource) lends() bool                      { return false }
 
 // fdSource reads a socket's descriptor in syscall.RawConn.Read: the
 // function given to it reads, and returns false when there is nothing to
@@ -280,8 +275,6 @@ type fdSource struct {
 	readFn, lentFn func(fd uintptr) bool
 }
 
-func (s *fdSource) lends() bool { return true }
-
 func (s *fdSource) read(p []byte) (int, error) {
 	s.p = p
 	err := s.rc.Read(s.readFn)
@@ -294,6 +287,8 @@ func (s *fdSource) readCall(fd uintptr) bool {
 	return s.err != syscall.EAGAIN
 }
 
+// readLent waits for input holding no buffer, then reads it into a pooled
+// block (nil when nothing was read).
 func (s *fdSource) readLent() (*inBlock, int, error) {
 	err := s.rc.Read(s.lentFn)
 	blk := s.blk

@@ -201,16 +201,18 @@ func (s *Server) handle(conn net.Conn) {
 		c.W.Reset()
 		return err == nil
 	}
-	// working: the client's commands are executing (modelstore.BeginWork),
-	// from the first that arrives until the replies to all it sent are
-	// written (rest). Only engine-reply-poll reads it: without it the
-	// commands do not count it.
+	// rest: the replies to all the client sent are written and it waits
+	// for input. It holds no reply buffer meanwhile (Writer.Release), and
+	// its commands stop counting as working: they are executing
+	// (modelstore.BeginWork) from the first that arrives until rest. Only
+	// engine-reply-poll reads that: without it the commands do not count.
 	track, working := s.opts.EngineReplyPoll > 0, false
 	rest := func() {
 		if working {
 			modelstore.EndWork()
 			working = false
 		}
+		c.W.Release()
 	}
 	defer rest()
 	for {
@@ -277,7 +279,6 @@ func (s *Server) handle(conn net.Conn) {
 		}
 		if rd.Buffered() == 0 {
 			rest()
-			c.W.Release() // it waits for input: no reply buffer held meanwhile
 		}
 		if c.CloseAfterReply() {
 			return
