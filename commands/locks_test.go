@@ -17,7 +17,7 @@ import (
 
 // TestLockOrderUnderLoad drives every lock of docs/LOCKS.md at once:
 // writers, readers, transactions (App.tx's write side), SAVE and
-// BGSAVE (Snapshotter.mu), BGREWRITEAOF and the log's group commit
+// BGSAVE (with no lock of their own: Keyspace.mu), BGREWRITEAOF and the log's group commit
 // (Log.wmu, mu, syncMu), CONFIG SET (Options.mu), CLIENT SETNAME and
 // CLIENT LIST (clientsMu, Client.mu), SLOWLOG, expiry from Tick, and,
 // when ONNX Runtime is found, model store, run and delete (Registry.mu,

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,8 +39,7 @@ func init() {
 type Snapshotter struct {
 	SealKey []byte // 32 bytes from the enclave layer
 
-	mu         sync.Mutex // one save at a time
-	inProgress atomic.Bool
+	inProgress atomic.Bool  // one save at a time: taken by takeSnapshot
 	lastSave   atomic.Int64 // unix seconds of the last success
 	lastStatus atomic.Bool  // true = ok
 	lastSecs   atomic.Int64 // duration of the last save
@@ -56,6 +54,9 @@ func (sn *Snapshotter) lastErr() string {
 	}
 	return "unknown error"
 }
+
+// errNoSealKey refuses a save where the enclave layer gave no seal key.
+var errNoSealKey = Reply("ERR snapshots are disabled: no seal key")
 
 // ErrSaveInProgress is returned when a save is already running.
 var ErrSaveInProgress = Reply("ERR Background save already in progress")
@@ -130,33 +131,58 @@ func (src *savingSource) Written(n int64) {
 // the items until it returns, so a model deleted meanwhile is still saved
 // as it was at the snapshot instant.
 func (s *App) Save() error {
+	snap, err := s.takeSnapshot()
+	if err != nil {
+		return err
+	}
+	return snap.write()
+}
+
+// snapshot is a save claimed and its instant taken: the keyspace's items
+// retained and the change count they include. write streams it and gives
+// the save slot back.
+type snapshot struct {
+	s     *App
+	start time.Time
+	dirty int64
+	items []modelstore.Item
+}
+
+// takeSnapshot claims the one save slot (ErrSaveInProgress when taken)
+// and copies the keyspace: the snapshot's instant. BGSAVE calls it before
+// it answers, so that INFO shows rdb_bgsave_in_progress:1 from its reply
+// on and no write acknowledged after the reply is in the file, as with
+// Redis's fork.
+func (s *App) takeSnapshot() (*snapshot, error) {
 	sn := &s.Snapshot
 	if len(sn.SealKey) == 0 {
-		return errors.New("no seal key: snapshots are disabled")
+		return nil, errNoSealKey
 	}
 	if !sn.inProgress.CompareAndSwap(false, true) {
-		return ErrSaveInProgress
+		return nil, ErrSaveInProgress
 	}
+	return &snapshot{s: s, start: time.Now(), dirty: s.Keys.Dirty(), items: s.retainItems()}, nil
+}
+
+// write streams the snapshot to disk with no lock held, records the
+// outcome and frees the save slot.
+func (snap *snapshot) write() error {
+	s, sn := snap.s, &snap.s.Snapshot
 	defer sn.inProgress.Store(false)
-	sn.mu.Lock()
-	defer sn.mu.Unlock()
-	start := time.Now()
-	dirty := s.Keys.Dirty()
-	items := s.retainItems()
-	defer s.releaseItems(items)
+	defer s.releaseItems(snap.items)
 	err := persistence.SaveFile(s.Opts.Dir, s.Opts.DBFilename, sn.SealKey,
-		&savingSource{snapshotSource: items, s: s, start: start, next: s.Opts.LogProgressBytes.Load()})
-	sn.lastSecs.Store(int64(time.Since(start).Seconds()))
+		&savingSource{snapshotSource: snap.items, s: s, start: snap.start, next: s.Opts.LogProgressBytes.Load()})
+	sn.lastSecs.Store(int64(time.Since(snap.start).Seconds()))
 	sn.lastStatus.Store(err == nil)
 	if err != nil {
 		sn.lastError.Store(&err)
 		s.Log.Error("snapshot failed", "file", s.snapshotPath(), "err", err)
 		return err
 	}
-	s.Keys.ResetDirty(dirty)
+	s.Keys.ResetDirty(snap.dirty)
 	sn.lastSave.Store(time.Now().Unix())
 	sn.saves.Add(1)
-	s.Log.Info("snapshot saved", "file", s.snapshotPath(), "keys", len(items), "seconds", time.Since(start).Seconds())
+	s.Log.Info("snapshot saved", "file", s.snapshotPath(), "keys", len(snap.items), "seconds", time.Since(snap.start).Seconds())
 	return nil
 }
 
@@ -181,16 +207,14 @@ func (s *App) releaseItems(items []modelstore.Item) {
 	}
 }
 
-// BackgroundSave starts a save in a goroutine.
+// BackgroundSave takes the snapshot's instant now and writes it in a
+// goroutine.
 func (s *App) BackgroundSave() error {
-	if s.Snapshot.inProgress.Load() {
-		return ErrSaveInProgress
+	snap, err := s.takeSnapshot()
+	if err != nil {
+		return err
 	}
-	go func() {
-		if err := s.Save(); err != nil && err != ErrSaveInProgress {
-			s.Log.Error("background save failed", "err", err)
-		}
-	}()
+	go snap.write() // a failure is logged and shown by INFO and MISCONF
 	return nil
 }
 
@@ -204,7 +228,7 @@ type saveCmd struct{}
 // Run implements Runner.
 func (saveCmd) Run(x *Ctx) error {
 	if err := x.Save(); err != nil {
-		if err == ErrSaveInProgress {
+		if err == ErrSaveInProgress || err == errNoSealKey {
 			return err
 		}
 		return Reply("ERR snapshot failed: see the server log")
