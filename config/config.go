@@ -55,7 +55,8 @@ type Options struct {
 	// session, in seconds.
 	EngineStoreTimeout int64
 	// EngineReplyPoll is how long, in microseconds, a run that is all the
-	// server is doing polls for its engine worker's reply (0: never).
+	// server is doing polls for its engine worker's reply, and the worker
+	// then for the next request (0: never).
 	EngineReplyPoll int64
 	// InferenceEngine is the engine that compiles and runs models:
 	// EngineONNXRuntime or EngineGo (the default where the build has no

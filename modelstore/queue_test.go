@@ -487,11 +487,16 @@ func TestAlone(t *testing.T) {
 		}
 	}
 	run() // no client's commands executing (a run the front end did not start)
-	BeginWork()
-	run() // one client
-	BeginWork()
+	BeginWork(1)
+	run() // one client, but only just
+	time.Sleep(SoloAfter)
+	run() // one client, the only one for SoloAfter
+	BeginWork(2)
 	run() // two clients
 	EndWork()
+	run() // one client executing, but another's commands came within SoloAfter
+	time.Sleep(SoloAfter)
+	run() // one client
 	busy := make(chan error, 1)
 	go func() { busy <- slowRun(q, slow, 200*time.Millisecond) }()
 	waitFor(t, "a slow run executes", func() bool { return q.Busy() == 1 })
@@ -499,7 +504,7 @@ func TestAlone(t *testing.T) {
 	<-busy
 	run() // one client again, one run
 	EndWork()
-	if got, want := fmt.Sprint(rec.seen), "[false true false false true]"; got != want {
+	if got, want := fmt.Sprint(rec.seen), "[false false true false false true false true]"; got != want {
 		t.Errorf("Alone during the runs: %s, want %s", got, want)
 	}
 	if Alone() {

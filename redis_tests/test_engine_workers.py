@@ -399,13 +399,14 @@ class TimerSlackEnvTest(unittest.TestCase):
 
 
 class ReplyPollTest(unittest.TestCase):
-    """engine-reply-poll (worker/lane.go): a run that is all the server is
-    doing polls its lane for the reply instead of sleeping in the poller.
-    The answers are the same as a server's that does not poll, for one
-    client and for several at once (when runs stop polling)."""
+    """engine-reply-poll (worker/lane.go, on by default): a run that is
+    all the server is doing polls its lane for the reply instead of
+    sleeping in the poller, and its worker for the next request. The
+    answers are the same as a server's that does not poll, for one client
+    and for several at once (when runs stop polling)."""
 
     def test_same_answers_with_polling(self):
-        polling, plain = Server("--engine-reply-poll", "500").start(), Server().start()
+        polling, plain = Server().start(), Server("--engine-reply-poll", "0").start()
         try:
             rng = np.random.default_rng(3)
             inputs = [rng.random((1, 784), dtype=np.float32) for _ in range(4)]
@@ -417,7 +418,7 @@ class ReplyPollTest(unittest.TestCase):
                 r.execute_command("AI.MODELEXECUTE", "mlp", "INPUTS", 1, "x", "OUTPUTS", 1, "y")
                 want.append(r.execute_command("AI.TENSORGET", "y", "BLOB"))
             r = polling.client()
-            self.assertEqual(r.config_get("engine-reply-poll"), {"engine-reply-poll": "500"})
+            self.assertEqual(r.config_get("engine-reply-poll"), {"engine-reply-poll": "200"})
             r.execute_command("AI.MODELSTORE", "mlp", "ONNX", "CPU", "BLOB", model("mlp.onnx"))
             failures = []
 
@@ -434,7 +435,7 @@ class ReplyPollTest(unittest.TestCase):
                 except Exception as e:  # noqa: BLE001 (reported below)
                     failures.append((i, repr(e)))
 
-            client(0, 50)  # one client: every run polls
+            client(0, 50)  # one client: the runs poll once it has been alone 10 ms
             threads = [threading.Thread(target=client, args=(i, 50)) for i in range(4)]
             for t in threads:
                 t.start()

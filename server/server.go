@@ -204,8 +204,9 @@ func (s *Server) handle(conn net.Conn) {
 	// rest: the replies to all the client sent are written and it waits
 	// for input. It holds no reply buffer meanwhile (Writer.Release), and
 	// its commands stop counting as working: they are executing
-	// (modelstore.BeginWork) from the first that arrives until rest. Only
-	// engine-reply-poll reads that: without it the commands do not count.
+	// (modelstore.BeginWork, which also notes whose they are) from the
+	// first that arrives until rest. Only engine-reply-poll reads that:
+	// with it 0 the commands do not count.
 	track, working := s.opts.EngineReplyPoll > 0, false
 	rest := func() {
 		if working {
@@ -219,7 +220,7 @@ func (s *Server) handle(conn net.Conn) {
 		spec = nil
 		cmd, err := rd.ReadCommand(toLimits(s.Cmds.PreLimits(c)), classify)
 		if err == nil && track && !working {
-			modelstore.BeginWork()
+			modelstore.BeginWork(c.ID)
 			working = true
 		}
 		if skipping {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -78,26 +79,37 @@ func (ch *channel) recv(rb *recvBuf) ([]byte, []int, error) {
 }
 
 // awaitPolling polls ch for a message for as long as poll says so and
-// returns when one is waiting (or the socket is closed or fails: the read
+// returns when one is there (or the peer has closed, or an error: the read
 // that follows says which), or when poll returns false. It reads nothing:
-// ch.recv does, then without waiting in the poller. Between polls it
-// yields its CPU to any other thread that wants it (sched_yield): a
-// client's or the engine worker's, on the same machine, come first.
+// ch.recv does, then without waiting in the poller.
 func (ch *channel) awaitPolling(poll func() bool) {
 	rc, err := ch.c.SyscallConn()
 	if err != nil {
 		return
 	}
-	rc.Control(func(fd uintptr) {
-		var b [1]byte
-		for poll() {
-			_, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-			if err != unix.EAGAIN && err != unix.EINTR {
-				return // a message, the peer's close, or an error
-			}
-			unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+	rc.Control(func(fd uintptr) { pollFD(int(fd), poll) })
+}
+
+// awaitPolling polls the blocking socket fd for a message for at most d
+// (the worker's end of a lane, before it sleeps in recvmsg).
+func awaitPolling(fd int, d time.Duration) {
+	deadline := time.Now().Add(d)
+	pollFD(fd, func() bool { return time.Now().Before(deadline) })
+}
+
+// pollFD peeks at fd, without waiting, until a message is there (or the
+// peer has closed, or an error) or poll returns false. Between peeks it
+// yields its CPU to any other thread that wants it (sched_yield): a
+// polling thread takes a CPU only while nothing else needs it.
+func pollFD(fd int, poll func() bool) {
+	var b [1]byte
+	for poll() {
+		_, _, err := unix.Recvfrom(fd, b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		if err != unix.EAGAIN && err != unix.EINTR {
+			return
 		}
-	})
+		unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+	}
 }
 
 // message returns a copy of the message of n bytes that a read left in rb

@@ -41,21 +41,30 @@ import (
 // fails means the worker is gone: the run then reports its death as the
 // control channel's calls do.
 
-// A run alone may poll for its reply (Config.ReplyPoll, the
-// engine-reply-poll directive; off by default). A reply that wakes a
-// thread asleep in the poller costs what waking an idle CPU costs, which
-// on a virtual machine is dear: on the 2-vCPU VM of docs/BENCHMARKS.md,
-// AI.MODELEXECUTE of the mlp at one client took 103 µs at p50 with the
-// server and its worker pinned to one CPU against 183 µs spread over two.
-// So a run that is all the server is doing (modelstore.Alone: one client's
-// commands executing, one request in the run queues) polls its lane for
-// at most ReplyPoll, yielding its CPU between polls, and stops as soon as
-// anything else arrives; past that it sleeps in the poller, as every run
-// does under load. With 100 µs, MODELEXECUTE at one client
-// (`redis-benchmark -c 1`) took 119-151 µs at p50 against 159-183, but
-// the go-redis loop of bench/loop with its clients on the same two CPUs
-// ran 5-7% slower at 8 clients, which is why it is off by default. On one
-// CPU no run polls: the worker needs that CPU.
+// A run alone polls (Config.ReplyPoll, the engine-reply-poll directive,
+// 200 µs by default). A message that wakes a thread asleep on an idle CPU
+// costs what waking that CPU costs, which on a virtual machine is dear: on
+// the 2-vCPU VM of docs/BENCHMARKS.md, AI.MODELEXECUTE of the mlp at one
+// client took 103 µs at p50 with the server and its worker pinned to one
+// CPU against 183 µs spread over two, and a profile of the worker put 10%
+// of its CPU in waking the server's thread (sock_def_readable: the
+// interrupt to the idle CPU) and 12% in its own switches back from sleep.
+// So a run that is all the server is doing (modelstore.Alone: one client,
+// the only one to send commands for modelstore.SoloAfter, its commands
+// executing, one request in the run queues) polls its lane for the reply
+// for at most ReplyPoll, yielding its CPU between polls, and stops as soon
+// as anything else arrives; its request tells the worker's thread to poll
+// for the next request as long once it has replied (putPoll), so that the
+// client's next run finds it awake. Past that, each side sleeps, as every
+// run does when several clients send commands. With both polls (200 µs),
+// MODELEXECUTE at one client (`redis-benchmark -c 1`) took 79 µs at p50
+// against 159-175 µs, and bench/loop's mlp loop at one client ran at
+// 0.79-0.85x the floor (five runs, polls of 100 to 300 µs) against
+// 0.60-0.62x, its server and worker using about 90 µs more CPU a loop; at
+// 8 clients nothing polls and the loop ran as fast as without. (An earlier poll, on the reply only and
+// allowed whenever one client's commands were executing, cost that loop
+// 5-7% at 8 clients: their commands often took turns without
+// overlapping.) On one CPU nothing polls: the worker needs that CPU.
 var multiCPU = runtime.NumCPU() > 1
 
 // alone is modelstore.Alone (tests replace it).
@@ -252,9 +261,16 @@ func (p *proc) runs(runs []laneRun, sess *session, done func(i int, msg []byte, 
 		p.pending[c.id] = &c.call // so that the worker's death answers and blames it
 	}
 	p.mu.Unlock()
+	// A run alone asks the worker's thread to poll for the next request
+	// too: the same client's next run then finds it awake.
+	poll := p.slot.pool.cfg.ReplyPoll
+	if poll <= 0 || !multiCPU || !alone() {
+		poll = 0
+	}
 	for i, r := range runs {
 		c := calls[i]
 		putID(r.msg, c.id)
+		putPoll(r.msg, poll)
 		if modelstore.Watchable(r.ctx) {
 			c.finished = make(chan struct{})
 			modelstore.Watch(&c.w, r.ctx, c)
@@ -267,7 +283,7 @@ func (p *proc) runs(runs []laneRun, sess *session, done func(i int, msg []byte, 
 		}
 	}
 	for ; ok && i < len(runs); i++ {
-		if poll := p.slot.pool.cfg.ReplyPoll; poll > 0 && multiCPU && alone() {
+		if poll > 0 && alone() {
 			deadline := time.Now().Add(poll)
 			l.ch.awaitPolling(func() bool { return alone() && time.Now().Before(deadline) })
 		}
@@ -363,7 +379,7 @@ func (w *child) serveLane(req, rep int) {
 			return
 		}
 		d := &dec{b: msg}
-		op, id := d.u8(), d.u64()
+		op, id, poll := d.u8(), d.u64(), time.Duration(d.u32())*time.Microsecond
 		if d.err != nil || op != opRun {
 			closeAll(fds)
 			w.reply(l, id, errShort, nil)
@@ -379,5 +395,8 @@ func (w *child) serveLane(req, rep int) {
 		w.mu.Unlock()
 		w.run(ctx, l, id, d, fds)
 		cancel()
+		if poll > 0 {
+			awaitPolling(req, poll)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -48,7 +49,9 @@ type Config struct {
 	CompileTimeout time.Duration
 	// ReplyPoll is how long a run that is all the server is doing
 	// (modelstore.Alone) polls its lane for the reply before it sleeps in
-	// the poller (0: never; never on one CPU).
+	// the poller, and how long the worker's end of the lane then polls for
+	// the next request before it sleeps in recvmsg (0: never; never on one
+	// CPU).
 	ReplyPoll time.Duration
 	// KillGrace is how long a run may go on after its deadline, which
 	// asks ONNX Runtime to stop it, before its worker is killed (0: 1 s).
@@ -680,6 +683,12 @@ func putID(msg []byte, id uint64) {
 	}
 }
 
+// putPoll sets an opRun request's poll: how long the lane's worker thread
+// polls for the next request once it has replied (lane.go).
+func putPoll(msg []byte, poll time.Duration) {
+	binary.LittleEndian.PutUint32(msg[headSize:], uint32(poll.Microseconds()))
+}
+
 // session is a model compiled in a worker of a slot. It survives the
 // worker: a replacement recompiles it from the shared buffer.
 type session struct {
@@ -940,11 +949,12 @@ func (s *session) check(ctx context.Context, inputs []*modelstore.Tensor) error 
 	return nil
 }
 
-// request encodes a run of inputs (its id left 0) and their payload
+// request encodes a run of inputs (its id and poll left 0) and their payload
 // (putPayload: the caller closes the descriptors once sent).
 func (s *session) request(inputs []*modelstore.Tensor) ([]byte, []int, error) {
-	e := &enc{b: make([]byte, 0, headSize+8+payloadSize(inputs))}
+	e := &enc{b: make([]byte, 0, headSize+4+8+payloadSize(inputs))}
 	e.head(opRun, 0)
+	e.u32(0) // poll: putPoll
 	e.u64(s.sid)
 	fds, err := putPayload(e, inputs)
 	if err != nil {

@@ -8,7 +8,7 @@ package worker
 // inlineMax (else they follow the fields in the message itself).
 //
 //	opCompile  sid u64, optimize u8, intra u32, inter u32, size u64, hook u8 [+ model fd]
-//	opRun      sid u64, tensors, payload (on a lane, lane.go)
+//	opRun      poll u32, sid u64, tensors, payload (on a lane, lane.go)
 //	opCancel   (the id of a run in flight)
 //	opClose    sid u64
 //	opReply    status u8: 0 ok + fields, 1 error: kind u8, message str

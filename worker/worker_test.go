@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -600,8 +601,9 @@ func (f senderFunc) send(msg []byte, fds ...int) error { return f(msg, fds...) }
 
 // TestReplyPoll: a run that is all the server is doing polls its lane for
 // the reply (Config.ReplyPoll) and gets the same answer as one that
-// sleeps in the poller; with ReplyPoll 0, or while it is not alone, no
-// run polls.
+// sleeps in the poller, and its worker's thread then polls for the next
+// request (seen as the worker's CPU time while nothing runs); with
+// ReplyPoll 0, or while it is not alone, nothing polls.
 func TestReplyPoll(t *testing.T) {
 	if !multiCPU {
 		t.Skip("no run polls on one CPU")
@@ -616,6 +618,7 @@ func TestReplyPoll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	const idle = 300 * time.Millisecond
 	for _, c := range []struct {
 		poll  time.Duration
 		alone bool
@@ -632,11 +635,36 @@ func TestReplyPoll(t *testing.T) {
 		if err != nil || !bytes.Equal(got[0].Data, want[0].Data) {
 			t.Fatalf("poll %v alone %v: %v, or the output differs from the run in process", c.poll, c.alone, err)
 		}
-		// Polling asks at every poll: more than the one question before it.
-		if polled := asked.Load() > 1; polled != c.polls {
+		// Polling asks at every poll: more than the questions before it
+		// (one for the request's poll, one for the reply's).
+		if polled := asked.Load() > 2; polled != c.polls {
 			t.Errorf("poll %v alone %v: asked %d times, want polling %v", c.poll, c.alone, asked.Load(), c.polls)
 		}
+		// The worker's thread polls for the next request, or sleeps: a
+		// polling thread takes what CPU it is given, a sleeping one none.
+		pid := workerPID(t, lin)
+		cpu0 := procCPU(t, pid)
+		time.Sleep(idle)
+		cpu := procCPU(t, pid) - cpu0
+		if polled := cpu >= idle/6; polled != c.polls {
+			t.Errorf("poll %v alone %v: the idle worker used %v of CPU in %v, want polling %v", c.poll, c.alone, cpu, idle, c.polls)
+		}
 	}
+}
+
+// procCPU is the CPU time process pid has used (/proc/pid/stat).
+func procCPU(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fields after the command's name, in parentheses: utime and stime
+	// are the 14th and 15th of the line, in clock ticks (100 a second).
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	utime, _ := strconv.Atoi(f[11])
+	stime, _ := strconv.Atoi(f[12])
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 // TestAwaitPolling: awaitPolling returns once a message waits (leaving it
