@@ -12,7 +12,10 @@ import (
 // server does. Each assumes the cheapest of what was measured:
 //   - the loop's three round trips cost a server at least what they cost
 //     Redis (the floor's server CPU at 32 clients, its loop time at 1),
-//     and the clients at least what the floor's clients spent;
+//     and the clients at least what the floor's clients spent. At one
+//     client that holds only for a server that sleeps while it waits, as
+//     Redis does: waking a sleeping thread on an idle CPU is dear here,
+//     and a server that polls instead (engine-reply-poll) has beaten it;
 //   - the model's run costs at least ORT on one thread, back to back in
 //     this process (ort-1thr's CPU; ort-1thr-b32's over 32 rows for a
 //     batched kind, as if every batch were full), and takes at least the
@@ -107,7 +110,7 @@ func (b *bounds) loop(kind string, clients int, goal float64) string {
 		return verdict(best, goal, fmt.Sprintf("at best %.2fx: a loop costs a server at least %.1f + %.1f + %.1f = %.1f µs of CPU, against the floor's %.1f and its clients' %.1f",
 			best, f, run, trip, f+run+trip, f, median(clientsCPU)))
 	}
-	return verdict(best, goal, fmt.Sprintf("at best %.2fx: a loop takes at least %.0f + %.1f + %.1f = %.0f µs, against the floor's %.0f",
+	return verdict(best, goal, fmt.Sprintf("at best %.2fx for a server that sleeps while it waits, as Redis does (one that polls can do better): a loop takes at least %.0f + %.1f + %.1f = %.0f µs, against the floor's %.0f",
 		best, f, run, trip, f+run+trip, f))
 }
 
