@@ -225,8 +225,10 @@ type Client struct {
 	killed     atomic.Bool
 	proto      atomic.Int32 // mirror of W.proto for CLIENT LIST
 	// qbuf and qbufFree are the front end's input buffer as it last
-	// reported it, before or after a read (SetQueryBuf), for CLIENT LIST.
-	qbuf, qbufFree atomic.Int32
+	// reported it, before or after a read (SetQueryBuf), for CLIENT LIST;
+	// rbs the reply buffer's size as of its last command's start or its
+	// last rest (SetReplyBuf).
+	qbuf, qbufFree, rbs atomic.Int32
 
 	mu      sync.Mutex // guards the fields below, read by CLIENT LIST
 	user    string     // who authenticated ("default" until AUTH)
@@ -248,6 +250,10 @@ func (c *Client) SetQueryBuf(used, free int) {
 	c.qbuf.Store(int32(used))
 	c.qbufFree.Store(int32(free))
 }
+
+// SetReplyBuf records the size of c's reply buffer for CLIENT LIST (0:
+// it holds none).
+func (c *Client) SetReplyBuf(size int) { c.rbs.Store(int32(size)) }
 
 // endMulti leaves MULTI and returns what was queued; the caller drops it
 // with release once done with it.
@@ -636,6 +642,9 @@ func (s *App) clientInfo(c *Client) string {
 	if sp := c.lastCmd.Load(); sp != nil {
 		cmd = sp.Name
 	}
+	// The buffers the connection holds; tot-mem is their sum (Redis's adds
+	// the client's own structures).
+	qbuf, qfree, rbs := int(c.qbuf.Load()), int(c.qbufFree.Load()), int(c.rbs.Load())
 	now := time.Now()
 	idle := (s.clock.Load() - c.lastActive.Load()) / 1000
 	if idle < 0 {
@@ -644,7 +653,8 @@ func (s *App) clientInfo(c *Client) string {
 	return "id=" + strconv.FormatInt(c.ID, 10) + " addr=" + c.Addr + " laddr=" + c.LAddr +
 		" fd=0 name=" + name + " age=" + strconv.FormatInt(int64(now.Sub(c.created).Seconds()), 10) +
 		" idle=" + strconv.FormatInt(idle, 10) + " flags=N db=0 sub=0 psub=0 ssub=0 multi=-1" +
-		" qbuf=" + strconv.Itoa(int(c.qbuf.Load())) + " qbuf-free=" + strconv.Itoa(int(c.qbufFree.Load())) + " argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=" + cmd +
+		" qbuf=" + strconv.Itoa(qbuf) + " qbuf-free=" + strconv.Itoa(qfree) + " argv-mem=0 multi-mem=0 rbs=" + strconv.Itoa(rbs) +
+		" rbp=0 obl=0 oll=0 omem=0 tot-mem=" + strconv.Itoa(qbuf+qfree+rbs) + " events=r cmd=" + cmd +
 		" user=" + user + " redir=-1 resp=" + strconv.Itoa(int(c.proto.Load())) + " lib-name=" + lib + " lib-ver=" + ver
 }
 

@@ -81,6 +81,9 @@ func (w *Writer) Acquire() {
 	}
 }
 
+// Cap is the size of the reply buffer held (0: none).
+func (w *Writer) Cap() int { return cap(w.buf) }
+
 // Len is the number of pending bytes.
 func (w *Writer) Len() int { return len(w.buf) }
 

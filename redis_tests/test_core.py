@@ -783,6 +783,31 @@ class TestClient(TensorTestCase):
         self.assertIn("name=conn-a ", only)
         self.assertError(self.r.execute_command, "ERR syntax error", "CLIENT", "LIST", "FOO")
 
+    def test_list_shows_reply_buffer(self):
+        """CLIENT LIST's rbs is the reply buffer a client holds, and tot-mem
+        the buffers' sum: a client that does not read a 7 MB reply holds
+        it (the server's write waits), and gives it back once read."""
+        self.r.execute_command("AI.TENSORSET", "big", "FLOAT", 1 << 20, "BLOB", bytes(4 << 20))
+        slow = self.raw()
+        slow_id = slow.cmd("CLIENT", "ID")
+        # A small receive window, so that the 7 MB of replies cannot all
+        # go into the sockets' buffers.
+        slow.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        slow.send(RawConn.encode("AI.TENSORGET", "big", "VALUES"))
+
+        def listed():
+            return {int(c["id"]): c for c in self.r.client_list()}[slow_id]
+
+        c = poll(lambda: (lambda c: c if int(c["rbs"]) > 4 << 20 else None)(listed()),
+                 what="the unread reply in rbs")
+        self.assertEqual(int(c["tot-mem"]), int(c["qbuf"]) + int(c["qbuf-free"]) + int(c["rbs"]))
+        self.assertEqual(len(slow.read_reply()), 1 << 20)
+        self.assertEqual(slow.cmd("PING"), "PONG")
+        # Over 256 KiB, a buffer is dropped, not kept for the next reply.
+        c = listed()
+        self.assertLessEqual(int(c["rbs"]), 4096)
+        self.assertEqual(int(c["tot-mem"]), int(c["qbuf"]) + int(c["qbuf-free"]) + int(c["rbs"]))
+
     def test_kill_by_id_closes_the_other_connection(self):
         victim = self.raw()
         self.assertEqual(victim.cmd("PING"), "PONG")

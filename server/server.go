@@ -196,6 +196,7 @@ func (s *Server) handle(conn net.Conn) {
 		if c.W.Len() == 0 {
 			return true
 		}
+		c.SetReplyBuf(c.W.Cap()) // a write the client does not read may wait
 		n, err := conn.Write(c.W.Bytes())
 		st.NetOutput.Add(int64(n))
 		c.W.Reset()
@@ -214,6 +215,7 @@ func (s *Server) handle(conn net.Conn) {
 			working = false
 		}
 		c.W.Release()
+		c.SetReplyBuf(c.W.Cap())
 	}
 	defer rest()
 	for {
@@ -265,6 +267,7 @@ func (s *Server) handle(conn net.Conn) {
 		}
 		buf := up.take()
 		c.W.Acquire()
+		c.SetReplyBuf(c.W.Cap())
 		s.Cmds.DispatchUpload(c, spec, cmd.Args, cmd, buf)
 		if buf != nil {
 			buf.Unref() // the model took its own reference if it kept it
