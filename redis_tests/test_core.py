@@ -790,9 +790,9 @@ class TestClient(TensorTestCase):
         self.r.execute_command("AI.TENSORSET", "big", "FLOAT", 1 << 20, "BLOB", bytes(4 << 20))
         slow = self.raw()
         slow_id = slow.cmd("CLIENT", "ID")
-        # A small receive window, so that the 7 MB of replies cannot all
-        # go into the sockets' buffers.
-        slow.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        # 7 MB of replies: more than the sockets' buffers hold for a
+        # client that does not read (tcp_wmem's 4 MB at most, and a
+        # receive window that grows only as the client reads).
         slow.send(RawConn.encode("AI.TENSORGET", "big", "VALUES"))
 
         def listed():
