@@ -21,7 +21,7 @@ import redis
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (  # noqa: E402
-    Double, RawConn, Server, ServerError, ServerTestCase, Verbatim, poll, rss_of)
+    Double, RawConn, Server, ServerError, ServerTestCase, Verbatim, free_port, poll, rss_of)
 
 # Every type AI.TENSORSET accepts, with its numpy dtype. UINT32/UINT64 are
 # EnclaveAI extensions (RedisAI 1.2.7 refuses them).
@@ -1516,6 +1516,28 @@ class TestMemoryOverhead(unittest.TestCase):
         partial.send(exists[len(cut):])
         self.assertEqual(partial.read_reply(), 0)
         poll(lambda: listed()[partial_id]["qbuf"] == "0", what="the buffer given back")
+
+    def test_idle_tls_client_holds_no_input_buffer(self):
+        """A TLS connection, which has no descriptor to wait on, holds no
+        input buffer once its commands are parsed either (server/inbuf.go:
+        it waits in a read of one byte): CLIENT LIST says qbuf=0
+        qbuf-free=0 for it after a pipelined burst of 75 KB, as for a
+        plain connection (it held 64 KiB before)."""
+        srv = Server("--save", "", "--tls-port", free_port()).start()
+        self.addCleanup(srv.stop)
+        tls = redis.Redis(host="127.0.0.1", port=int(srv.args[srv.args.index("--tls-port") + 1]),
+                          ssl=True, ssl_cert_reqs=None, socket_timeout=10)
+        self.addCleanup(tls.close)
+        tls.client_setname("tls")
+        p = tls.pipeline(transaction=False)
+        for _ in range(40):
+            p.exists(*["key-%06d" % i for i in range(100)])
+        self.assertEqual(p.execute(), [0] * 40)
+        admin = srv.client()
+        self.addCleanup(admin.close)
+        [c] = [c for c in admin.client_list() if c["name"] == "tls"]
+        self.assertEqual((c["qbuf"], c["qbuf-free"]), ("0", "0"))
+        self.assertEqual(tls.ping(), True)
 
     def test_idle_clients_hold_no_reply_buffer(self):
         """A client whose replies are sent keeps no large reply buffer

@@ -32,12 +32,17 @@ import (
 // made in syscall.RawConn.Read, whose function takes a buffer, reads, and
 // gives the buffer back when there is nothing to read yet, so the
 // goroutine waits in the network poller holding nothing. A connection
-// without a descriptor (TLS, tests' readers) keeps a buffer of its own.
+// without a descriptor (TLS, tests' readers) waits in a read of one byte
+// of its own (wait), and takes a pooled buffer for what follows it: a
+// TLS connection has decrypted the whole record by then, and hands over
+// the rest of it without waiting again.
 type inBuf struct {
 	src inSource
 	// fd is src when it is a socket's descriptor, which lends: the
 	// connection waits for input holding no buffer (nil otherwise).
-	fd   *fdSource
+	fd *fdSource
+	// wait is where a source without a descriptor waits for input.
+	wait [1]byte
 	blk  *inBlock // the memory behind buf when it came from the pool
 	buf  []byte   // nil while the connection holds no buffer
 	r, w int      // buf[r:w] is read and not yet consumed
@@ -83,8 +88,7 @@ func (b *inBuf) Buffered() int { return b.w - b.r }
 // held reports whether b holds a buffer now.
 func (b *inBuf) held() bool { return b.buf != nil }
 
-// settle gives the buffer back to the pool when all it holds is consumed
-// (a lending source's; a connection's own buffer stays).
+// settle gives the buffer back to the pool when all it holds is consumed.
 func (b *inBuf) settle() {
 	if b.r == b.w && b.blk != nil {
 		inPool.Put(b.blk)
@@ -117,9 +121,14 @@ func (b *inBuf) fill() error {
 		if b.blk != nil {
 			b.buf = b.blk[:]
 		}
-	case b.buf == nil:
-		b.buf = make([]byte, inSize)
-		fallthrough
+	case b.w == 0:
+		b.settle()
+		n, err = b.readSome(b.wait[:])
+		if n > 0 {
+			b.blk = inPool.Get().(*inBlock)
+			b.buf = b.blk[:]
+			b.buf[0] = b.wait[0]
+		}
 	default:
 		if b.w == len(b.buf) {
 			return bufio.ErrBufferFull
@@ -245,7 +254,8 @@ func (b *inBuf) skip(n int64) error {
 	return nil
 }
 
-// ioSource reads an io.Reader; the inBuf keeps a buffer of its own.
+// ioSource reads an io.Reader (a TLS connection); the inBuf waits on it
+// in a read of one byte (inBuf.wait).
 type ioSource struct {
 	rd    io.Reader
 	count func(int)

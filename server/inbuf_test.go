@@ -77,10 +77,24 @@ func TestReadCommandOverSocket(t *testing.T) {
 
 // A connection holds an input buffer only while it has unparsed bytes,
 // reports it as CLIENT LIST's qbuf and qbuf-free do, and gives it back
-// once all is parsed, whatever ended the read.
+// once all is parsed, whatever ended the read: over a socket's descriptor,
+// and over a reader without one (a TLS connection), which waits in a read
+// of one byte.
 func TestInBufHoldsNothingIdle(t *testing.T) {
+	t.Run("descriptor", func(t *testing.T) { testHoldsNothingIdle(t, false) })
+	t.Run("reader", func(t *testing.T) { testHoldsNothingIdle(t, true) })
+}
+
+func testHoldsNothingIdle(t *testing.T, hideFD bool) {
 	s, c := tcpPair(t)
-	r := NewReader(s)
+	var src io.Reader = s
+	if hideFD {
+		src = struct{ net.Conn }{s} // no SyscallConn: an ioSource
+	}
+	r := NewReader(src)
+	if (r.in.fd == nil) != hideFD {
+		t.Fatalf("descriptor source %v, want %v", r.in.fd != nil, !hideFD)
+	}
 	var reported atomic.Pointer[[2]int] // qbuf, qbuf-free
 	r.ReportBuffer(func(u, f int) { reported.Store(&[2]int{u, f}) })
 	report := func() [2]int { return *reported.Load() }
