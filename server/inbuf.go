@@ -49,6 +49,8 @@ type inBuf struct {
 	err  error    // the source's error, returned (once) when buf[r:w] is consumed
 	// scanned: how much of buf[r:w] ReadSlice has searched already.
 	scanned int
+	// skipping is set while skip reads and drops a refused argument.
+	skipping bool
 	// report, when set, is told the bytes unparsed and the room after them
 	// before and after each read into the buffer, and (0, 0) when the
 	// buffer goes back to the pool (CLIENT LIST's qbuf and qbuf-free).
@@ -114,20 +116,33 @@ func (b *inBuf) fill() error {
 	}
 	var n int
 	var err error
+	// With nothing buffered the read waits holding no buffer, except in
+	// skip, which holds the one it has (reading into it rather than
+	// taking one from the pool and giving it back every read).
+	lend := b.w == 0 && (b.buf == nil || !b.skipping)
 	switch {
-	case b.w == 0 && b.fd != nil:
+	case lend && b.fd != nil:
 		b.settle()
 		b.blk, n, err = b.fd.readLent()
 		if b.blk != nil {
 			b.buf = b.blk[:]
 		}
-	case b.w == 0:
+	case lend:
 		b.settle()
 		n, err = b.readSome(b.wait[:])
 		if n > 0 {
 			b.blk = inPool.Get().(*inBlock)
 			b.buf = b.blk[:]
 			b.buf[0] = b.wait[0]
+		}
+		if n > 0 && err == nil {
+			// Then what came with that byte (TLS decrypts a record whole).
+			// Only a record of one byte makes this read wait, and that
+			// byte is part of a command: it waits for the rest holding
+			// the buffer, as a descriptor's part does.
+			var m int
+			m, err = b.readSome(b.buf[1:])
+			n += m
 		}
 	default:
 		if b.w == len(b.buf) {
@@ -241,6 +256,8 @@ const maxRead = 1 << 30
 // Discarding more than is buffered (skipping a refused upload) reads and
 // drops the rest through the buffer.
 func (b *inBuf) skip(n int64) error {
+	b.skipping = true
+	defer func() { b.skipping = false }()
 	for n > 0 {
 		if b.r == b.w {
 			if err := b.fill(); err != nil && b.r == b.w {

@@ -167,6 +167,17 @@ func TestReadCommandCleanEOF(t *testing.T) {
 	}
 }
 
+// readCounter counts its reads.
+type readCounter struct {
+	rd    io.Reader
+	reads int
+}
+
+func (c *readCounter) Read(p []byte) (int, error) {
+	c.reads++
+	return c.rd.Read(p)
+}
+
 // headerOnly serves its data, then counts the reads that ask for more: a
 // refused header must be answered without waiting for its payload, that
 // is without a read past the data.
@@ -364,7 +375,8 @@ func TestSinkRefusalSkipsCommand(t *testing.T) {
 	}
 	payload := strings.Repeat("m", 3<<20)
 	in := bulkCmd("UPLOAD", "key", "BLOB", payload, "more") + bulkCmd("ECHO", "after") + bulkCmd("UPLOAD", "k")
-	r := NewReader(iotest.HalfReader(strings.NewReader(in)))
+	reads := &readCounter{rd: iotest.HalfReader(strings.NewReader(in))}
+	r := NewReader(reads)
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
 	_, err := r.ReadCommand(open, classify)
@@ -375,6 +387,10 @@ func TestSinkRefusalSkipsCommand(t *testing.T) {
 	}
 	if grew := ms1.TotalAlloc - ms0.TotalAlloc; grew > 1<<20 {
 		t.Errorf("skipping a refused 3 MiB argument allocated %d bytes", grew)
+	}
+	// Half a buffer a read (HalfReader): about 100 reads, not one a byte.
+	if reads.reads > 2*(3<<20)/(inSize/2) {
+		t.Errorf("skipping a refused 3 MiB argument took %d reads", reads.reads)
 	}
 	if got := fmt.Sprint(calls); got != "[{1 3} {2 4}]" {
 		t.Errorf("Sink calls %s, want [{1 3} {2 4}]: none after the refusal", got)
