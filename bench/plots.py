@@ -91,7 +91,7 @@ def plot_loop(doc, img):
 def plot_latency(doc, img):
     sec = section(doc, "Inference loop")
     lat = {r[0]: num(r[1]) for r in rows(sec) if len(r) == 3 and num(r[1]) is not None}
-    kinds = [k for k in ("PING", "ort", "ort-1thr", "ort-1thr-idle", "MODELEXECUTE-off", "MODELEXECUTE") if k in lat]
+    kinds = [k for k in ("PING", "ort", "ort-1thr", "ort-1thr-idle", "ort-2thr-nospin", "MODELEXECUTE-off", "MODELEXECUTE") if k in lat]
     if len(kinds) < 2:
         return None
     fig, ax = plt.subplots(figsize=(7, 2.6))

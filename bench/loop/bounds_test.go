@@ -83,8 +83,14 @@ func TestBounds(t *testing.T) {
 	if got := b.wall(); !strings.HasPrefix(got, "**out of reach**") || !strings.Contains(got, "18.0 µs") {
 		t.Errorf("wall: %q", got)
 	}
-	if got := b.modelExecute(); !strings.HasPrefix(got, "not ruled out") {
-		t.Errorf("MODELEXECUTE: %q, want not ruled out (18 of 20 µs)", got)
+	// PING 20 + ort 24 + 20 = 64 µs allowed; a run that does not spin
+	// takes 38, the trip 18: 76 µs at least, 64 / 76 = 0.84.
+	if got := b.modelExecute(20, 24, 38); !strings.HasPrefix(got, "**out of reach**") || !strings.Contains(got, "20.0 + 38.0 + 18.0 = 76.0") {
+		t.Errorf("MODELEXECUTE: %q, want out of reach (76 µs against 64)", got)
+	}
+	// A run of 20 µs leaves room: 64 / 58 = 1.10.
+	if got := b.modelExecute(20, 24, 20); !strings.HasPrefix(got, "not ruled out") {
+		t.Errorf("MODELEXECUTE with a run of 20 µs: %q, want not ruled out", got)
 	}
 }
 
@@ -101,7 +107,7 @@ func TestBoundsNeedTheirFigures(t *testing.T) {
 	if got := b.loop("mlp-off", 32, 0.5); got == "" {
 		t.Error("mlp-off without section machine: no bound")
 	}
-	if b.wall() != "" || b.modelExecute() != "" {
+	if b.wall() != "" || b.modelExecute(20, 24, 38) != "" {
 		t.Error("wall bounds without section machine")
 	}
 	r.loops.runs = nil
