@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -596,6 +597,45 @@ func TestLargeArgumentUncleared(t *testing.T) {
 		cut := in.Bytes()[:in.Len()-size/2]
 		if cmd, err := NewReader(bytes.NewReader(cut)).ReadCommand(open, nil); err != io.ErrUnexpectedEOF {
 			t.Fatalf("size %d cut in half: got %v, %v; want io.ErrUnexpectedEOF", size, cmd, err)
+		}
+	}
+}
+
+// parseLen agrees with Redis's rules as strconv applies them (the slow
+// path alone) on every kind of header: signs, zeros, overflow, junk.
+func TestParseLen(t *testing.T) {
+	ref := func(line []byte) (int64, bool) {
+		digits := line
+		if len(digits) > 0 && digits[0] == '-' {
+			digits = digits[1:]
+		}
+		if len(digits) == 0 || len(line) > 20 || digits[0] < '0' || digits[0] > '9' || (digits[0] == '0' && len(line) > 1) {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(string(line), 10, 64)
+		return n, err == nil
+	}
+	cases := []string{"", "0", "00", "01", "1", "-1", "-0", "+1", "12a", "a12", "3136", " 1", "1 ",
+		"999999999999999999", "1000000000000000000", "9223372036854775807", "9223372036854775808",
+		"-9223372036854775808", "-9223372036854775809", "99999999999999999999", "123456789012345678901"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	const alphabet = "0123456789-+ a"
+	for range 20000 {
+		b := make([]byte, rng.IntN(22))
+		for i := range b {
+			if rng.IntN(8) == 0 {
+				b[i] = alphabet[rng.IntN(len(alphabet))]
+			} else {
+				b[i] = '0' + byte(rng.IntN(10))
+			}
+		}
+		cases = append(cases, string(b))
+	}
+	for _, c := range cases {
+		gn, gok := parseLen([]byte(c))
+		wn, wok := ref([]byte(c))
+		if gn != wn || gok != wok {
+			t.Fatalf("parseLen(%q) = %d, %v; want %d, %v", c, gn, gok, wn, wok)
 		}
 	}
 }
