@@ -129,6 +129,23 @@ func (t Table) Lookup(name []byte) *Spec {
 	return t[string(buf[:len(name)])]
 }
 
+// Is reports whether name (any case) is s's name: a connection that repeats
+// its last command (a pipeline) finds its entry without the table's hash.
+func (s *Spec) Is(name []byte) bool {
+	if len(name) != len(s.Name) {
+		return false
+	}
+	for i, c := range name {
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != s.Name[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // Commands returns the table.
 func Commands() Table { return table }
 

@@ -81,3 +81,14 @@ func TestEveryCommandParses(t *testing.T) {
 		}
 	}
 }
+
+// Spec.Is matches its name in any case, and nothing else.
+func TestSpecIs(t *testing.T) {
+	s := Commands().Lookup([]byte("ai.tensorget"))
+	for name, want := range map[string]bool{"ai.tensorget": true, "AI.TENSORGET": true, "Ai.TensorGet": true,
+		"ai.tensorset": false, "ai.tensorge": false, "ai.tensorgett": false, "": false, "ai.tensorget\x00": false} {
+		if got := s.Is([]byte(name)); got != want {
+			t.Errorf("Is(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

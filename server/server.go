@@ -174,9 +174,12 @@ func (s *Server) handle(conn net.Conn) {
 	// spec is the command's table entry, looked up by classify once its
 	// name is read (inline commands skip classify: nil, and Dispatch
 	// looks it up).
-	var spec *commands.Spec
+	var spec, last *commands.Spec // last: the previous command's entry
 	classify := func(name []byte) Limits {
-		spec = commands.Commands().Lookup(name)
+		if last == nil || !last.Is(name) {
+			last = commands.Commands().Lookup(name)
+		}
+		spec = last
 		l := toLimits(s.Cmds.CommandLimits(c, spec))
 		if l.Unauth {
 			return l // refused with NOAUTH once read: no upload buffer for it
