@@ -129,16 +129,18 @@ func parseTensorSet(a Args) (Runner, error) {
 }
 
 // Run implements Runner. RedisAI checks the key's type before anything
-// else, so WRONGTYPE wins over a bad argument.
+// else, so WRONGTYPE wins over a bad argument: the key is looked at for it
+// when an argument is bad (Apply checks it for a good command).
 func (c *tensorSetCmd) Run(x *Ctx) error {
-	if _, err := x.Keys.GetTensor(c.key); err == modelstore.ErrWrongType {
-		return err
+	err := c.err
+	var t *modelstore.Tensor
+	if err == nil {
+		t, err = c.t.build(x.Opts.ProtoMaxBulkLen.Load())
 	}
-	if c.err != nil {
-		return c.err
-	}
-	t, err := c.t.build(x.Opts.ProtoMaxBulkLen.Load())
 	if err != nil {
+		if _, terr := x.Keys.GetTensor(c.key); terr == modelstore.ErrWrongType {
+			return terr
+		}
 		return err
 	}
 	t.Owner = x.stamp()

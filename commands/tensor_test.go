@@ -110,6 +110,7 @@ func TestTensorSetErrors(t *testing.T) {
 		row("AI.TENSORSET m FOO 1", wrongType),
 		row("AI.TENSORSET m FLOAT 0", wrongType),
 		row("AI.TENSORSET m FLOAT 1 VALUES x", wrongType),
+		row("AI.TENSORSET m FLOAT 1 BLOB abc", wrongType), // a blob of the wrong length
 		// Nothing was written.
 		row("EXISTS t", ":0"),
 		row("TYPE m", "+AI__MODEL"),
