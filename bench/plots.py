@@ -90,7 +90,10 @@ def plot_loop(doc, img):
 
 def plot_latency(doc, img):
     sec = section(doc, "Inference loop")
-    lat = {r[0]: num(r[1]) for r in rows(sec) if len(r) == 3 and num(r[1]) is not None}
+    # The latency table alone (kind | p50 | p99 | CPU): the transformer's
+    # after it has rows of the same kinds.
+    m = re.search(r"^Latency, one connection.*?(?=^Transformer|\Z)", sec, re.S | re.M)
+    lat = {r[0]: num(r[1]) for r in rows(m.group(0) if m else "") if len(r) >= 3 and num(r[1]) is not None}
     kinds = [k for k in ("PING", "ort", "ort-1thr", "ort-1thr-idle", "ort-2thr-nospin", "MODELEXECUTE-off", "MODELEXECUTE") if k in lat]
     if len(kinds) < 2:
         return None
