@@ -207,6 +207,11 @@ func parseLen(line []byte) (int64, bool) {
 		}
 		return n, true
 	}
+	return parseLenSlow(line)
+}
+
+// parseLenSlow is parseLen for any header, through strconv.
+func parseLenSlow(line []byte) (int64, bool) {
 	digits := line
 	if len(digits) > 0 && digits[0] == '-' {
 		digits = digits[1:]
