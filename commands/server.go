@@ -229,6 +229,10 @@ type Client struct {
 	// rbs the reply buffer's size as of its last command's start or its
 	// last rest (SetReplyBuf).
 	qbuf, qbufFree, rbs atomic.Int32
+	// omem is the size of the reply a write in progress was given (0
+	// between writes; SetPending): what a client that does not read
+	// leaves waiting, Redis's omem.
+	omem atomic.Int64
 
 	mu      sync.Mutex // guards the fields below, read by CLIENT LIST
 	user    string     // who authenticated ("default" until AUTH)
@@ -254,6 +258,10 @@ func (c *Client) SetQueryBuf(used, free int) {
 // SetReplyBuf records the size of c's reply buffer for CLIENT LIST (0:
 // it holds none).
 func (c *Client) SetReplyBuf(size int) { c.rbs.Store(int32(size)) }
+
+// SetPending records the size of the reply being written to c, for CLIENT
+// LIST (0 once written).
+func (c *Client) SetPending(n int64) { c.omem.Store(n) }
 
 // endMulti leaves MULTI and returns what was queued; the caller drops it
 // with release once done with it.
@@ -645,6 +653,13 @@ func (s *App) clientInfo(c *Client) string {
 	// The buffers the connection holds; tot-mem is their sum (Redis's adds
 	// the client's own structures).
 	qbuf, qfree, rbs := int(c.qbuf.Load()), int(c.qbufFree.Load()), int(c.rbs.Load())
+	// A reply being written is one block (oll 1) of omem bytes, in the
+	// reply buffer (rbs) or where a streamed chunk lies: tot-mem does not
+	// count it again. There is no fixed buffer apart from it (obl 0).
+	omem, oll := c.omem.Load(), 0
+	if omem > 0 {
+		oll = 1
+	}
 	now := time.Now()
 	idle := (s.clock.Load() - c.lastActive.Load()) / 1000
 	if idle < 0 {
@@ -654,7 +669,7 @@ func (s *App) clientInfo(c *Client) string {
 		" fd=0 name=" + name + " age=" + strconv.FormatInt(int64(now.Sub(c.created).Seconds()), 10) +
 		" idle=" + strconv.FormatInt(idle, 10) + " flags=N db=0 sub=0 psub=0 ssub=0 multi=-1" +
 		" qbuf=" + strconv.Itoa(qbuf) + " qbuf-free=" + strconv.Itoa(qfree) + " argv-mem=0 multi-mem=0 rbs=" + strconv.Itoa(rbs) +
-		" rbp=0 obl=0 oll=0 omem=0 tot-mem=" + strconv.Itoa(qbuf+qfree+rbs) + " events=r cmd=" + cmd +
+		" rbp=0 obl=0 oll=" + strconv.Itoa(oll) + " omem=" + strconv.FormatInt(omem, 10) + " tot-mem=" + strconv.Itoa(qbuf+qfree+rbs) + " events=r cmd=" + cmd +
 		" user=" + user + " redir=-1 resp=" + strconv.Itoa(int(c.proto.Load())) + " lib-name=" + lib + " lib-ver=" + ver
 }
 

@@ -784,9 +784,10 @@ class TestClient(TensorTestCase):
         self.assertError(self.r.execute_command, "ERR syntax error", "CLIENT", "LIST", "FOO")
 
     def test_list_shows_reply_buffer(self):
-        """CLIENT LIST's rbs is the reply buffer a client holds, and tot-mem
-        the buffers' sum: a client that does not read a 7 MB reply holds
-        it (the server's write waits), and gives it back once read."""
+        """CLIENT LIST's rbs is the reply buffer a client holds, tot-mem
+        the buffers' sum, omem the reply being written: a client that does
+        not read a 7 MB reply holds it (the server's write waits) and shows
+        it in omem, and gives it back once read."""
         self.r.execute_command("AI.TENSORSET", "big", "FLOAT", 1 << 20, "BLOB", bytes(4 << 20))
         slow = self.raw()
         slow_id = slow.cmd("CLIENT", "ID")
@@ -801,11 +802,16 @@ class TestClient(TensorTestCase):
         c = poll(lambda: (lambda c: c if int(c["rbs"]) > 4 << 20 else None)(listed()),
                  what="the unread reply in rbs")
         self.assertEqual(int(c["tot-mem"]), int(c["qbuf"]) + int(c["qbuf-free"]) + int(c["rbs"]))
+        # The reply being written: omem, one block (Redis's slow-reader signal).
+        c = poll(lambda: (lambda c: c if int(c["omem"]) > 4 << 20 else None)(listed()),
+                 what="the unread reply in omem")
+        self.assertEqual((c["oll"], c["obl"]), ("1", "0"))
         self.assertEqual(len(slow.read_reply()), 1 << 20)
         self.assertEqual(slow.cmd("PING"), "PONG")
         # Over 256 KiB, a buffer is dropped, not kept for the next reply.
         c = listed()
         self.assertLessEqual(int(c["rbs"]), 4096)
+        self.assertEqual((c["omem"], c["oll"]), ("0", "0"))
         self.assertEqual(int(c["tot-mem"]), int(c["qbuf"]) + int(c["qbuf-free"]) + int(c["rbs"]))
 
     def test_kill_by_id_closes_the_other_connection(self):

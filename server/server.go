@@ -189,8 +189,14 @@ func (s *Server) handle(conn net.Conn) {
 	// Large bulk replies (MODELGET's chunks) are written straight from
 	// where they lie, with the pending replies before them.
 	c.W.SetStream(func(bufs ...[]byte) error {
+		var size int64
+		for _, b := range bufs {
+			size += int64(len(b))
+		}
+		c.SetPending(size)
 		nb := net.Buffers(bufs)
 		n, err := nb.WriteTo(conn)
+		c.SetPending(0)
 		st.NetOutput.Add(n)
 		return err
 	})
@@ -200,7 +206,9 @@ func (s *Server) handle(conn net.Conn) {
 			return true
 		}
 		c.SetReplyBuf(c.W.Cap()) // a write the client does not read may wait
+		c.SetPending(int64(c.W.Len()))
 		n, err := conn.Write(c.W.Bytes())
+		c.SetPending(0)
 		st.NetOutput.Add(int64(n))
 		c.W.Reset()
 		return err == nil
