@@ -12,6 +12,7 @@ import math
 import os
 import resource
 import socket
+import ssl
 import sys
 import time
 import unittest
@@ -1226,6 +1227,31 @@ class TestBadInput(TensorTestCase):
                b"".join(RawConn.encode("AI.TENSORGET", "k%d" % i, "VALUES") for i in range(n)))
         self.assertEqual([c.read_reply() for _ in range(n)], ["OK"] * n)
         self.assertEqual([c.read_reply() for _ in range(n)], [[i] for i in range(n)])
+
+    def test_replies_written_while_the_rest_of_a_command_is_awaited(self):
+        """The replies to the commands that arrived whole are written before
+        the server waits for the rest of a command (as Redis writes its
+        replies before it waits for events): a client that holds back the
+        rest until then (a TCP stack whose short segment waits for the
+        acknowledgement, over TLS 40 ms a pipeline) gets them at once. Over
+        TCP and over TLS."""
+        tls_port = free_port()
+        srv = Server("--save", "", "--tls-port", tls_port).start()
+        self.addCleanup(srv.stop)
+        plain = RawConn(srv.port)
+        self.addCleanup(plain.close)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+        tls = RawConn(srv.port)
+        self.addCleanup(tls.close)
+        tls.sock = ctx.wrap_socket(socket.create_connection(("127.0.0.1", tls_port), timeout=5))
+        for c in (plain, tls):
+            whole = RawConn.encode("AI.TENSORSET", "t", "UINT8", 4, "BLOB", b"abcd") + RawConn.encode("PING")
+            part = RawConn.encode("AI.TENSORGET", "t", "BLOB")
+            c.send(whole + part[:-5])
+            self.assertEqual([c.read_reply(), c.read_reply()], ["OK", "PONG"])
+            c.send(part[-5:])
+            self.assertEqual(c.read_reply(), b"abcd")
 
     def test_disconnect_mid_command(self):
         clients = self.r.info("clients")["connected_clients"]

@@ -87,6 +87,18 @@ func newInBuf(rd io.Reader, count func(int)) *inBuf {
 // Buffered is the number of bytes read and not yet consumed.
 func (b *inBuf) Buffered() int { return b.w - b.r }
 
+// setWaiting has f called when a read of the connection is about to wait
+// for input: for a socket, once a read has found nothing; for a source
+// without a descriptor (TLS), before every read.
+func (b *inBuf) setWaiting(f func()) {
+	switch s := b.src.(type) {
+	case *fdSource:
+		s.waiting = f
+	case *ioSource:
+		s.waiting = f
+	}
+}
+
 // held reports whether b holds a buffer now.
 func (b *inBuf) held() bool { return b.buf != nil }
 
@@ -276,9 +288,15 @@ func (b *inBuf) skip(n int64) error {
 type ioSource struct {
 	rd    io.Reader
 	count func(int)
+	// waiting, if set, is called before every read: whether an io.Reader
+	// will wait cannot be told before it does (inBuf.setWaiting).
+	waiting func()
 }
 
 func (s *ioSource) read(p []byte) (int, error) {
+	if s.waiting != nil {
+		s.waiting()
+	}
 	n, err := s.rd.Read(p)
 	if s.count != nil && n > 0 {
 		s.count(n)
@@ -293,6 +311,9 @@ func (s *ioSource) read(p []byte) (int, error) {
 type fdSource struct {
 	rc    syscall.RawConn
 	count func(int)
+	// waiting, if set, is called when a read finds nothing and is about
+	// to wait (inBuf.setWaiting).
+	waiting func()
 	// The call's arguments and results, in fields so that the functions
 	// handed to rc.Read are bound once (a closure a call would allocate).
 	p              []byte
@@ -311,7 +332,18 @@ func (s *fdSource) read(p []byte) (int, error) {
 
 func (s *fdSource) readCall(fd uintptr) bool {
 	s.n, s.err = readFD(fd, s.p)
-	return s.err != syscall.EAGAIN
+	if s.err == syscall.EAGAIN {
+		s.wait()
+		return false
+	}
+	return true
+}
+
+// wait tells waiting that the read is about to wait.
+func (s *fdSource) wait() {
+	if s.waiting != nil {
+		s.waiting()
+	}
 }
 
 // readLent waits for input holding no buffer, then reads it into a pooled
@@ -336,6 +368,7 @@ func (s *fdSource) lentCall(fd uintptr) bool {
 	if s.err == syscall.EAGAIN {
 		inPool.Put(s.blk) // wait for input holding no buffer
 		s.blk = nil
+		s.wait()
 		return false
 	}
 	return true

@@ -177,3 +177,45 @@ func TestInBufReadsWithoutAllocating(t *testing.T) {
 		t.Fatalf("%.1f allocations a command", allocs)
 	}
 }
+
+// The reader calls BeforeWait when it is about to wait for the rest of a
+// command, after parsing the commands before it (the connection writes
+// their replies then): over a socket once a read has found nothing, over a
+// reader without a descriptor (TLS) before every read.
+func TestBeforeWait(t *testing.T) {
+	for _, hideFD := range []bool{false, true} {
+		s, c := tcpPair(t)
+		var src io.Reader = s
+		if hideFD {
+			src = struct{ net.Conn }{s}
+		}
+		r := NewReader(src)
+		waited := make(chan struct{}, 16)
+		r.BeforeWait(func() { waited <- struct{}{} })
+		c.Write([]byte("PING\r\n*2\r\n$4\r\nECHO\r\n$3\r\nab"))
+		if cmd, err := r.ReadCommand(open, nil); err != nil || string(cmd.Args[0]) != "PING" {
+			t.Fatalf("fd hidden %v: %v, %v", hideFD, cmd, err)
+		}
+		for len(waited) > 0 {
+			<-waited // a reader without a descriptor is told before every read
+		}
+		done := make(chan string, 1)
+		go func() {
+			cmd, err := r.ReadCommand(open, nil)
+			if err != nil {
+				done <- err.Error()
+				return
+			}
+			done <- string(cmd.Args[1])
+		}()
+		select {
+		case <-waited:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("fd hidden %v: not told before waiting for the rest of a command", hideFD)
+		}
+		c.Write([]byte("c\r\n"))
+		if got := <-done; got != "abc" {
+			t.Fatalf("fd hidden %v: read %q, want abc", hideFD, got)
+		}
+	}
+}

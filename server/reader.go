@@ -125,6 +125,14 @@ func (r *Reader) Buffered() int { return r.in.Buffered() }
 // holds only the part not yet parsed.
 func (r *Reader) ReportBuffer(report func(used, free int)) { r.in.report = report }
 
+// BeforeWait has f called when the reader is about to wait for more of the
+// connection's input (over TLS, before every read: whether one will wait
+// cannot be told). The connection writes the replies it holds then: a
+// client may wait for them before it sends the rest of a command, as a TCP
+// stack that holds back a short segment until what it sent before is
+// acknowledged does, and the acknowledgement waits for a reply to ride on.
+func (r *Reader) BeforeWait(f func()) { r.in.setWaiting(f) }
+
 // readLine returns one CRLF- or LF-terminated line without its terminator,
 // or a ProtocolError saying tooBig when the line is longer than the buffer.
 // The slice is valid until the next read.

@@ -213,6 +213,14 @@ func (s *Server) handle(conn net.Conn) {
 		c.W.Reset()
 		return err == nil
 	}
+	// Replies to the commands read so far go out before the reader waits
+	// for the rest of a command (Redis writes its replies before it
+	// waits for events, too).
+	rd.BeforeWait(func() {
+		if c.W.Len() > 0 {
+			flush()
+		}
+	})
 	// rest: the replies to all the client sent are written and it waits
 	// for input. It holds no reply buffer meanwhile (Writer.Release), and
 	// its commands stop counting as working: they are executing
