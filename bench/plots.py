@@ -110,7 +110,7 @@ def plot_core(doc, img):
             if len(r) == 5 and "/ TENSOR" in r[0]]
     if not data:
         return None
-    fig, ax = plt.subplots(figsize=(7, 2.4))
+    fig, ax = plt.subplots(figsize=(7, 2.8))
     hbars(ax, [d[0] for d in data], [d[1] for d in data], "%.2fx", "tab:blue")
     ax.axvline(1.0, color="red", lw=1)
     ax.set_xlabel("ops/s ÷ Redis SET/GET of the same 3136 bytes (redis-benchmark -c 50 -P 16; red: issue 9 target)")

@@ -176,13 +176,18 @@ func timeFor(warm, dur time.Duration, f func() error) (sample, error) {
 
 var rpsLine = regexp.MustCompile(`: ([0-9.]+) requests per second`)
 
-// redisBenchmark runs redis-benchmark against port and returns its rate;
-// -q redraws its line with carriage returns, the last figure is final.
-func redisBenchmark(port string, requests, clients, pipeline int, args ...string) (float64, error) {
+// redisBenchmark runs redis-benchmark against port (over TLS when tls)
+// and returns its rate; -q redraws its line with carriage returns, the
+// last figure is final.
+func redisBenchmark(port string, tls bool, requests, clients, pipeline int, args ...string) (float64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	full := append([]string{"-h", "127.0.0.1", "-p", port, "-n", strconv.Itoa(requests),
-		"-c", strconv.Itoa(clients), "-P", strconv.Itoa(pipeline), "-q"}, args...)
+	full := []string{"-h", "127.0.0.1", "-p", port, "-n", strconv.Itoa(requests),
+		"-c", strconv.Itoa(clients), "-P", strconv.Itoa(pipeline), "-q"}
+	if tls {
+		full = append(full, "--tls", "--insecure") // the servers' own certificates
+	}
+	full = append(full, args...)
 	out, err := exec.CommandContext(ctx, "redis-benchmark", full...).Output()
 	if err != nil {
 		return 0, fmt.Errorf("redis-benchmark %s: %w", args[0], err)

@@ -135,14 +135,16 @@ func (r *report) markdown() string {
 			fmt.Sprintf("%.1f vs %.1f runs/s (%.2fx)", s8, o2, s8/o2), "", s8 >= o2})
 	}
 	if c := r.core; c != nil {
-		p("\nTensors against Redis strings: `redis-benchmark -n %d -c %d -P %d` of AI.TENSORSET t FLOAT 784 BLOB <3136 B> / AI.TENSORGET t BLOB against SET t <3136 B> / GET t, %d rounds alternating; medians, and x the median of per-round ratios. Like with like: both without a log (EnclaveAI `--appendonly no`, Redis `--appendonly no`), and both with their append-only log fsynced every second (EnclaveAI's default, sealed; Redis `--appendonly yes --appendfsync everysec`).\n\n",
+		p("\nTensors against Redis strings: `redis-benchmark -n %d -c %d -P %d` of AI.TENSORSET t FLOAT 784 BLOB <3136 B> / AI.TENSORGET t BLOB against SET t <3136 B> / GET t, %d rounds alternating; medians, and x the median of per-round ratios. Like with like: both without a log (EnclaveAI `--appendonly no`, Redis `--appendonly no`), both with their append-only log fsynced every second (EnclaveAI's default, sealed; Redis `--appendonly yes --appendfsync everysec`), and both without a log over TLS (redis-benchmark `--tls`; EnclaveAI's `--tls-port`, Redis's with a self-signed certificate; no target, the way an attested client talks to EnclaveAI).\n\n",
 			c.requests, c.clients, c.pipeline, len(c.by["redis SET"]))
 		p("| operation | log | Redis ops/s | EnclaveAI ops/s | x |\n|---|---|---:|---:|---:|\n")
-		for _, pair := range [][3]string{{"redis", "enclaveai", "none"}, {"redis-aof", "enclaveai-log", "everysec"}} {
+		for _, pair := range [][3]string{{"redis", "enclaveai", "none"}, {"redis-aof", "enclaveai-log", "everysec"}, {"redis-tls", "enclaveai-tls", "none, TLS"}} {
 			for _, op := range []string{"SET", "GET"} {
 				x := c.ratio(pair[0], pair[1], op)
 				p("| %s / TENSOR%s | %s | %.0f | %.0f | %.2f |\n", op, op, pair[2], median(c.by[pair[0]+" "+op]), median(c.by[pair[1]+" "+op]), x)
-				targets = append(targets, target{"TENSOR" + op + " ≥ 1.0x Redis " + op + ", log " + pair[2] + " on both", fmt.Sprintf("%.2fx", x), "", x >= 1})
+				if pair[0] != "redis-tls" {
+					targets = append(targets, target{"TENSOR" + op + " ≥ 1.0x Redis " + op + ", log " + pair[2] + " on both", fmt.Sprintf("%.2fx", x), "", x >= 1})
+				}
 			}
 		}
 	}

@@ -4,8 +4,18 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
+	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -455,9 +465,64 @@ type core struct {
 }
 
 // coreServers are the servers of section core: Redis and EnclaveAI each
-// without a log and with its append-only log at appendfsync everysec
-// (EnclaveAI's default), so that each pair compares like with like.
-var coreServers = []string{"redis", "enclaveai", "redis-aof", "enclaveai-log"}
+// without a log, with its append-only log at appendfsync everysec
+// (EnclaveAI's default), and without a log over TLS (the way an attested
+// client talks to EnclaveAI), so that each pair compares like with like.
+var coreServers = []string{"redis", "enclaveai", "redis-aof", "enclaveai-log", "redis-tls", "enclaveai-tls"}
+
+// selfSignedCert writes a key and a self-signed certificate for
+// 127.0.0.1 into dir, for Redis's TLS port (EnclaveAI makes its own).
+func selfSignedCert(dir string) (certFile, keyFile string, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", err
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return "", "", err
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return "", "", err
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		return "", "", err
+	}
+	return certFile, keyFile, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)
+}
+
+// startTLS starts the TLS servers of section core, Redis (with a
+// certificate of its own in dir) and EnclaveAI, and returns them with
+// their TLS ports.
+func startTLS(o *options, dir string) (rd, ea *benchproc.Proc, rdPort, eaPort string, err error) {
+	cert, key, err := selfSignedCert(dir)
+	if err != nil {
+		return nil, nil, "", "", err
+	}
+	ports := [2]string{}
+	for i := range ports {
+		p, err := benchproc.FreePort()
+		if err != nil {
+			return nil, nil, "", "", err
+		}
+		ports[i] = strconv.Itoa(p)
+	}
+	rd, err = benchproc.Start("redis-server", o.redisServer, nil, "--appendonly", "no", "--tls-port", ports[0],
+		"--tls-cert-file", cert, "--tls-key-file", key, "--tls-auth-clients", "no")
+	if err != nil {
+		return nil, nil, "", "", err
+	}
+	ea, err = benchproc.Start("enclaveai-server", o.server, o.serverEnv, append(slices.Clone(o.serverArgs), "--appendonly", "no", "--tls-port", ports[1])...)
+	if err != nil {
+		rd.Stop()
+		return nil, nil, "", "", err
+	}
+	return rd, ea, ports[0], ports[1], nil
+}
 
 // measureCore runs redis-benchmark of SET/GET against TENSORSET/TENSORGET.
 // ea is the EnclaveAI server with its default log, nolog the one without;
@@ -468,12 +533,24 @@ func measureCore(o *options, ea, nolog, rd *benchproc.Proc) (*core, error) {
 		return nil, err
 	}
 	defer aof.Stop()
-	procs := map[string]*benchproc.Proc{"redis": rd, "enclaveai": nolog, "redis-aof": aof, "enclaveai-log": ea}
+	dir, err := os.MkdirTemp("", "enclaveai-bench-tls-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	rdTLS, eaTLS, rdTLSPort, eaTLSPort, err := startTLS(o, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer rdTLS.Stop()
+	defer eaTLS.Stop()
+	procs := map[string]*benchproc.Proc{"redis": rd, "enclaveai": nolog, "redis-aof": aof, "enclaveai-log": ea, "redis-tls": rdTLS, "enclaveai-tls": eaTLS}
+	tlsPorts := map[string]string{"redis-tls": rdTLSPort, "enclaveai-tls": eaTLSPort}
 	value := strings.Repeat("x", 4*inputLen)
 	c := &core{clients: 50, pipeline: 16, requests: o.rbRequests, by: map[string][]float64{}}
 	set := [][]string{{"SET", "t", value}, {"GET", "t"}}
 	tensor := [][]string{{"AI.TENSORSET", "t", "FLOAT", strconv.Itoa(inputLen), "BLOB", value}, {"AI.TENSORGET", "t", "BLOB"}}
-	cmds := map[string][][]string{"redis": set, "redis-aof": set, "enclaveai": tensor, "enclaveai-log": tensor}
+	cmds := map[string][][]string{"redis": set, "redis-aof": set, "redis-tls": set, "enclaveai": tensor, "enclaveai-log": tensor, "enclaveai-tls": tensor}
 	for r := range o.rounds {
 		fmt.Printf("-- core round %d/%d (load average %s)\n", r+1, o.rounds, loadAvg())
 		order := slices.Clone(coreServers)
@@ -482,7 +559,11 @@ func measureCore(o *options, ea, nolog, rd *benchproc.Proc) (*core, error) {
 		}
 		for _, srv := range order {
 			for i, op := range []string{"SET", "GET"} {
-				rps, err := redisBenchmark(procs[srv].Port(), c.requests, c.clients, c.pipeline, cmds[srv][i]...)
+				port, tls := procs[srv].Port(), tlsPorts[srv] != ""
+				if tls {
+					port = tlsPorts[srv]
+				}
+				rps, err := redisBenchmark(port, tls, c.requests, c.clients, c.pipeline, cmds[srv][i]...)
 				if err != nil {
 					return nil, err
 				}
@@ -491,10 +572,16 @@ func measureCore(o *options, ea, nolog, rd *benchproc.Proc) (*core, error) {
 			}
 		}
 	}
-	// redis-benchmark counts error replies as answers: check the replies.
+	// redis-benchmark counts error replies as answers: check the replies
+	// (over TLS to a TLS pair, whose plain port has none of its keys).
 	ctx := context.Background()
 	for srv, p := range procs {
-		cl := redis.NewClient(&redis.Options{Addr: p.Addr, Protocol: 2})
+		opts := &redis.Options{Addr: p.Addr, Protocol: 2}
+		if port := tlsPorts[srv]; port != "" {
+			opts.Addr = net.JoinHostPort("127.0.0.1", port)
+			opts.TLSConfig = &tls.Config{InsecureSkipVerify: true} // the servers' own certificates
+		}
+		cl := redis.NewClient(opts)
 		args := make([]any, len(cmds[srv][1]))
 		for i, a := range cmds[srv][1] {
 			args[i] = a
