@@ -113,7 +113,7 @@ def plot_core(doc, img):
     fig, ax = plt.subplots(figsize=(7, 2.8))
     hbars(ax, [d[0] for d in data], [d[1] for d in data], "%.2fx", "tab:blue")
     ax.axvline(1.0, color="red", lw=1)
-    ax.set_xlabel("ops/s ÷ Redis SET/GET of the same 3136 bytes (redis-benchmark -c 50 -P 16; red: issue 9 target)")
+    ax.set_xlabel("ops/s ÷ Redis SET/GET, same 3136 bytes (redis-benchmark -c 50 -P 16; red: 1.0x)", fontsize=8)
     return save(fig, img, "core.png")
 
 
