@@ -78,7 +78,7 @@ func (s *Server) listenTLS() error {
 	case s.opts.TLSCertFile != "":
 		cert, err = tls.LoadX509KeyPair(s.opts.TLSCertFile, s.opts.TLSKeyFile)
 	default:
-		cert, err = selfSignedCert()
+		cert, err = SelfSignedCert()
 	}
 	if err != nil {
 		return fmt.Errorf("TLS key pair: %w", err)
@@ -101,7 +101,10 @@ func (s *Server) listenTLS() error {
 	return nil
 }
 
-func selfSignedCert() (tls.Certificate, error) {
+// SelfSignedCert returns a fresh P-256 key and a certificate for it,
+// signed by itself, for localhost and 127.0.0.1 (the TLS listener's when
+// it is given none; bench/loop's Redis over TLS).
+func SelfSignedCert() (tls.Certificate, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return tls.Certificate{}, err

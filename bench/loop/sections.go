@@ -4,15 +4,10 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -29,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/enclaveai/enclaveai/modelstore"
+	"github.com/enclaveai/enclaveai/server"
 )
 
 // rawORT returns a call that runs the model through onnxruntime_go with
@@ -470,36 +466,29 @@ type core struct {
 // client talks to EnclaveAI), so that each pair compares like with like.
 var coreServers = []string{"redis", "enclaveai", "redis-aof", "enclaveai-log", "redis-tls", "enclaveai-tls"}
 
-// selfSignedCert writes a key and a self-signed certificate for
-// 127.0.0.1 into dir, for Redis's TLS port (EnclaveAI makes its own).
-func selfSignedCert(dir string) (certFile, keyFile string, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+// writeCert writes server.SelfSignedCert's certificate and key into dir
+// as PEM files, for Redis's TLS port (EnclaveAI makes its own).
+func writeCert(dir string) (certFile, keyFile string, err error) {
+	c, err := server.SelfSignedCert()
 	if err != nil {
 		return "", "", err
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return "", "", err
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
+	key, err := x509.MarshalPKCS8PrivateKey(c.PrivateKey)
 	if err != nil {
 		return "", "", err
 	}
 	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate[0]}), 0o600); err != nil {
 		return "", "", err
 	}
-	return certFile, keyFile, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)
+	return certFile, keyFile, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key}), 0o600)
 }
 
 // startTLS starts the TLS servers of section core, Redis (with a
 // certificate of its own in dir) and EnclaveAI, and returns them with
 // their TLS ports.
 func startTLS(o *options, dir string) (rd, ea *benchproc.Proc, rdPort, eaPort string, err error) {
-	cert, key, err := selfSignedCert(dir)
+	cert, key, err := writeCert(dir)
 	if err != nil {
 		return nil, nil, "", "", err
 	}
