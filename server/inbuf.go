@@ -146,15 +146,15 @@ func (b *inBuf) fill() error {
 			b.blk = inPool.Get().(*inBlock)
 			b.buf = b.blk[:]
 			b.buf[0] = b.wait[0]
-		}
-		if n > 0 && err == nil {
-			// Then what came with that byte (TLS decrypts a record whole).
-			// Only a record of one byte makes this read wait, and that
-			// byte is part of a command: it waits for the rest holding
-			// the buffer, as a descriptor's part does.
-			var m int
-			m, err = b.readSome(b.buf[1:])
-			n += m
+			if err == nil {
+				// Then what came with that byte (TLS decrypts a record
+				// whole). Only a record of one byte makes this read wait,
+				// and that byte is part of a command: it waits for the
+				// rest holding the buffer, as a descriptor's part does.
+				var m int
+				m, err = b.readSome(b.buf[1:])
+				n += m
+			}
 		}
 	default:
 		if b.w == len(b.buf) {
