@@ -260,7 +260,7 @@ type resetCmd struct{}
 // Run implements Runner.
 func (resetCmd) Run(x *Ctx) error {
 	c := x.C
-	c.endMulti().release()
+	x.endMulti(c).release()
 	c.setProto(2)
 	c.mu.Lock()
 	c.name, c.user = "", "default"

@@ -43,6 +43,10 @@ type App struct {
 	// of the resumable uploads held (up, upload_session.go).
 	uploading atomic.Int64
 	up        uploads
+	// queuedMem is the argument bytes of the commands MULTI holds queued,
+	// every client's (Client.multiMem): memory that maxmemory bounds, as
+	// Redis counts a transaction's queue in used_memory.
+	queuedMem atomic.Int64
 	// slow is SLOWLOG's ring, mon the MONITOR clients, latency LATENCY's
 	// record (observe.go).
 	slow    slowLog
@@ -233,6 +237,11 @@ type Client struct {
 	// between writes; SetPending): what a client that does not read
 	// leaves waiting, Redis's omem.
 	omem atomic.Int64
+	// multiLen and multiMem mirror multi for CLIENT LIST: its length (-1
+	// outside MULTI) and its arguments' bytes (queued.mem summed), which
+	// App.queuedMem counts too.
+	multiLen atomic.Int32
+	multiMem atomic.Int64
 
 	mu      sync.Mutex // guards the fields below, read by CLIENT LIST
 	user    string     // who authenticated ("default" until AUTH)
@@ -246,6 +255,7 @@ type queued struct {
 	runner Runner
 	err    error
 	up     *modelstore.ModelBuffer // a queued upload's buffer, referenced
+	mem    int64                   // its arguments' bytes (an upload's chunks included)
 }
 
 // SetQueryBuf records c's input buffer for CLIENT LIST: the bytes read and
@@ -263,11 +273,28 @@ func (c *Client) SetReplyBuf(size int) { c.rbs.Store(int32(size)) }
 // LIST (0 once written).
 func (c *Client) SetPending(n int64) { c.omem.Store(n) }
 
-// endMulti leaves MULTI and returns what was queued; the caller drops it
-// with release once done with it.
-func (c *Client) endMulti() queue {
+// startMulti enters MULTI with an empty queue.
+func (c *Client) startMulti() {
+	c.inMulti, c.multi, c.multiDirty = true, nil, false
+	c.multiLen.Store(0)
+}
+
+// enqueue adds a command to c's MULTI queue, counting its memory.
+func (s *App) enqueue(c *Client, q queued) {
+	c.multi = append(c.multi, q)
+	c.multiLen.Store(int32(len(c.multi)))
+	c.multiMem.Add(q.mem)
+	s.queuedMem.Add(q.mem)
+}
+
+// endMulti leaves MULTI and returns what was queued, its memory no longer
+// counted (EXEC's commands are about to store what they hold); the caller
+// drops it with release once done with it.
+func (s *App) endMulti(c *Client) queue {
 	q := c.multi
 	c.inMulti, c.multi, c.multiDirty = false, nil, false
+	c.multiLen.Store(-1)
+	s.queuedMem.Add(-c.multiMem.Swap(0))
 	return q
 }
 
@@ -290,6 +317,7 @@ func (s *App) NewClient(addr, laddr string, closer io.Closer) *Client {
 	c.authed = *s.Opts.Requirepass.Load() == ""
 	c.user = "default"
 	c.proto.Store(2)
+	c.multiLen.Store(-1)
 	c.lastActive.Store(time.Now().UnixMilli())
 	s.clientsMu.Lock()
 	s.clients[c.ID] = c
@@ -300,7 +328,7 @@ func (s *App) NewClient(addr, laddr string, closer io.Closer) *Client {
 
 // RemoveClient unregisters a closed connection.
 func (s *App) RemoveClient(c *Client) {
-	c.endMulti().release()
+	s.endMulti(c).release()
 	s.stopMonitor(c)
 	s.clientsMu.Lock()
 	delete(s.clients, c.ID)
@@ -496,7 +524,11 @@ func (s *App) dispatch(c *Client, spec *Spec, argv [][]byte, owned Ownership) {
 			up = a.upload
 			up.Ref()
 		}
-		c.multi = append(c.multi, queued{spec, r, err, up})
+		var mem int64
+		for _, v := range a.V {
+			mem += int64(len(v))
+		}
+		s.enqueue(c, queued{spec, r, err, up, mem})
 		c.W.Simple("QUEUED")
 		return
 	}
@@ -660,6 +692,12 @@ func (s *App) clientInfo(c *Client) string {
 	if omem > 0 {
 		oll = 1
 	}
+	// A transaction's queue: its length (-1 outside MULTI, flag x inside)
+	// and its arguments' bytes.
+	multi, mmem, flags := int(c.multiLen.Load()), c.multiMem.Load(), "N"
+	if multi >= 0 {
+		flags = "x"
+	}
 	now := time.Now()
 	idle := (s.clock.Load() - c.lastActive.Load()) / 1000
 	if idle < 0 {
@@ -667,14 +705,15 @@ func (s *App) clientInfo(c *Client) string {
 	}
 	return "id=" + strconv.FormatInt(c.ID, 10) + " addr=" + c.Addr + " laddr=" + c.LAddr +
 		" fd=0 name=" + name + " age=" + strconv.FormatInt(int64(now.Sub(c.created).Seconds()), 10) +
-		" idle=" + strconv.FormatInt(idle, 10) + " flags=N db=0 sub=0 psub=0 ssub=0 multi=-1" +
-		" qbuf=" + strconv.Itoa(qbuf) + " qbuf-free=" + strconv.Itoa(qfree) + " argv-mem=0 multi-mem=0 rbs=" + strconv.Itoa(rbs) +
-		" rbp=0 obl=0 oll=" + strconv.Itoa(oll) + " omem=" + strconv.FormatInt(omem, 10) + " tot-mem=" + strconv.Itoa(qbuf+qfree+rbs) + " events=r cmd=" + cmd +
+		" idle=" + strconv.FormatInt(idle, 10) + " flags=" + flags + " db=0 sub=0 psub=0 ssub=0 multi=" + strconv.Itoa(multi) +
+		" qbuf=" + strconv.Itoa(qbuf) + " qbuf-free=" + strconv.Itoa(qfree) + " argv-mem=0 multi-mem=" + strconv.FormatInt(mmem, 10) + " rbs=" + strconv.Itoa(rbs) +
+		" rbp=0 obl=0 oll=" + strconv.Itoa(oll) + " omem=" + strconv.FormatInt(omem, 10) + " tot-mem=" + strconv.FormatInt(int64(qbuf+qfree+rbs)+mmem, 10) + " events=r cmd=" + cmd +
 		" user=" + user + " redir=-1 resp=" + strconv.Itoa(int(c.proto.Load())) + " lib-name=" + lib + " lib-ver=" + ver
 }
 
-// UsedMemory is the memory accounted to keys, values and model blobs.
-func (s *App) UsedMemory() int64 { return s.Keys.Used() + s.Models.Bytes() }
+// UsedMemory is the memory accounted to keys, values and model blobs, and
+// to the commands that transactions hold queued.
+func (s *App) UsedMemory() int64 { return s.Keys.Used() + s.Models.Bytes() + s.queuedMem.Load() }
 
 // ReplyError answers c with err's RESP error text.
 func (s *App) ReplyError(c *Client, err error) { s.replyError(c.W, err) }

@@ -23,7 +23,7 @@ func (multiCmd) Run(x *Ctx) error {
 	if x.C.inMulti {
 		return Reply("ERR MULTI calls can not be nested")
 	}
-	x.C.inMulti, x.C.multi, x.C.multiDirty = true, nil, false
+	x.C.startMulti()
 	x.W.OK()
 	return nil
 }
@@ -40,7 +40,7 @@ func (discardCmd) Run(x *Ctx) error {
 	if !x.C.inMulti {
 		return Reply("ERR DISCARD without MULTI")
 	}
-	x.C.endMulti().release()
+	x.endMulti(x.C).release()
 	x.W.OK()
 	return nil
 }
@@ -61,7 +61,7 @@ func (execCmd) Run(x *Ctx) error {
 		return Reply("ERR EXEC without MULTI")
 	}
 	dirty := c.multiDirty
-	q := c.endMulti()
+	q := x.endMulti(c)
 	defer q.release()
 	if dirty {
 		return Reply("EXECABORT Transaction discarded because of previous errors.")

@@ -1,6 +1,8 @@
 package commands
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -130,5 +132,44 @@ func TestDetachKeepsOwnedArguments(t *testing.T) {
 	borrowed[0] = 'X'
 	if string(d.V[2]) != "arena" {
 		t.Errorf("a borrowed argument was kept: %q", d.V[2])
+	}
+}
+
+// What MULTI holds queued counts in UsedMemory, in CLIENT LIST and against
+// maxmemory, until EXEC, DISCARD, RESET or the connection's end.
+func TestMultiQueueCountsAgainstMaxmemory(t *testing.T) {
+	h := newHarness(t)
+	other := h.client("127.0.0.1:50002")
+	h.s.Opts.MaxMemory.Store(150)
+	set := "AI.TENSORSET t UINT8 40 BLOB " + strings.Repeat("x", 40)
+	argBytes := int64(len(strings.ReplaceAll(set, " ", "")))
+	list := func() string { return render(other.do("CLIENT LIST")) }
+	h.run(row("MULTI", "+OK"), row(set, "+QUEUED"), row(set, "+QUEUED"))
+	if got := h.s.UsedMemory(); got != 2*argBytes {
+		t.Fatalf("UsedMemory with two commands queued: %d, want %d", got, 2*argBytes)
+	}
+	for _, want := range []string{" flags=x ", " multi=2 ", " multi-mem=" + strconv.FormatInt(2*argBytes, 10) + " "} {
+		if l := list(); !strings.Contains(l, want) {
+			t.Errorf("CLIENT LIST in MULTI lacks %q: %s", want, l)
+		}
+	}
+	// Past maxmemory (150 bytes, 192 queued): the fourth is refused, and
+	// EXEC aborts.
+	h.run(row(set, "+QUEUED"), row(set, "-OOM command not allowed when used memory > 'maxmemory'."), row("EXEC", execAbort))
+	for _, end := range []string{"DISCARD", "RESET", ""} {
+		if got := h.s.UsedMemory(); got != 0 {
+			t.Fatalf("UsedMemory after the transaction ended: %d", got)
+		}
+		h.run(row("MULTI", "+OK"), row(set, "+QUEUED"))
+		if end != "" {
+			h.do(end)
+		}
+	}
+	if l := list(); !strings.Contains(l, " flags=x db=0 sub=0 psub=0 ssub=0 multi=1 ") {
+		t.Fatalf("CLIENT LIST: %s", l)
+	}
+	h.s.RemoveClient(h.c)
+	if got := h.s.UsedMemory(); got != 0 {
+		t.Fatalf("UsedMemory after the client left in MULTI: %d", got)
 	}
 }

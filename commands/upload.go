@@ -133,13 +133,18 @@ func (u *Upload) Reserve(n int64) error {
 	if u.sess != nil {
 		return nil // reserved whole at AI.UPLOAD BEGIN
 	}
-	if err := s.Keys.CheckMemory(s.uploading.Load() + n); err != nil {
+	if err := s.Keys.CheckMemory(s.heldApart() + n); err != nil {
 		return err
 	}
 	s.uploading.Add(n)
 	u.reserved += n
 	return nil
 }
+
+// heldApart is the memory held for commands outside the keyspace that
+// maxmemory bounds with it: uploads in flight and resumable uploads
+// (uploading), and the commands transactions hold queued (queuedMem).
+func (s *App) heldApart() int64 { return s.uploading.Load() + s.queuedMem.Load() }
 
 // NewBuffer is a model buffer for the upload (modelstore.NewModelBuffer),
 // whose model file the append-only log writes as it fills.

@@ -283,7 +283,7 @@ func (c uploadCmd) begin(x *Ctx) error {
 	}
 	// Reserved first, then checked: two BEGINs at once see each other.
 	x.uploading.Add(c.size)
-	if err := x.Keys.CheckMemory(x.uploading.Load()); err != nil {
+	if err := x.Keys.CheckMemory(x.heldApart()); err != nil {
 		x.uploading.Add(-c.size)
 		return err
 	}

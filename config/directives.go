@@ -55,7 +55,7 @@ var table = []directive{
 		doc:   "largest command, not counting the BLOB chunks of a model upload (bounded by max-model-size)",
 		value: memory(func(o *Options) *atomic.Int64 { return &o.ClientQueryBufferLimit }, 1<<20, 1<<62)},
 	{name: "maxmemory", def: "0", mutable: true,
-		doc:   "writes that would pass it get -OOM (0: no limit); model blobs count once however many keys share them",
+		doc:   "writes that would pass it get -OOM (0: no limit); model blobs count once however many keys share them, and the commands a transaction holds queued count too",
 		value: memory(func(o *Options) *atomic.Int64 { return &o.MaxMemory }, 0, 1<<62)},
 	{name: "loglevel", def: "notice", mutable: true, doc: "debug, verbose, notice or warning",
 		value: atomicText(func(o *Options) *atomic.Pointer[string] { return &o.LogLevel }, setLogLevel)},

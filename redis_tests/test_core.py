@@ -634,6 +634,62 @@ class TestTransactions(TensorTestCase):
         self.assertEqual(c.cmd("MULTI"), "OK")
         self.assertEqual(c.cmd_raw("EXEC"), b"*0\r\n")
 
+    def test_queued_commands_count_against_maxmemory(self):
+        """What a transaction holds queued is memory the server holds: it
+        counts in used_memory, in CLIENT LIST's multi-mem and against
+        maxmemory (a write queued past it is refused and EXEC aborts, as
+        in Redis, rather than every command being queued whatever its
+        size), and EXEC, DISCARD, RESET and a closed connection give it
+        back."""
+        self.assertTrue(self.r.config_set("maxmemory", "10mb"))
+        self.addCleanup(self.r.config_set, "maxmemory", "0")
+        blob = bytes(4 << 20)
+        used = lambda: self.r.info("memory")["used_memory"]
+        base = used()
+        c = self.raw()
+        cid = c.cmd("CLIENT", "ID")
+
+        def listed():
+            return {int(x["id"]): x for x in self.r.client_list()}[cid]
+
+        def queue(n):
+            self.assertEqual(c.cmd("MULTI"), "OK")
+            for i in range(n):
+                self.assertEqual(c.cmd("AI.TENSORSET", "t%d" % i, "UINT8", len(blob), "BLOB", blob), "QUEUED")
+
+        e = listed()
+        self.assertEqual((e["flags"], e["multi"], e["multi-mem"]), ("N", "-1", "0"))
+        queue(3)
+        self.assertGreaterEqual(used(), base + 3 * len(blob))
+        e = listed()
+        self.assertEqual((e["flags"], e["multi"]), ("x", "3"))
+        self.assertGreaterEqual(int(e["multi-mem"]), 3 * len(blob))
+        self.assertEqual(int(e["tot-mem"]), sum(int(e[k]) for k in ("qbuf", "qbuf-free", "rbs", "multi-mem")))
+        # 12 MB queued, over the 10 MB: the next write is refused, and EXEC
+        # aborts the transaction.
+        self.assertEqual(c.cmd("AI.TENSORSET", "t3", "UINT8", 1, "VALUES", 1).text,
+                         "OOM command not allowed when used memory > 'maxmemory'.")
+        self.assertEqual(c.cmd("EXEC").text, "EXECABORT Transaction discarded because of previous errors.")
+        self.assertEqual(self.r.exists("t0", "t1", "t2", "t3"), 0)
+        self.assertLess(used(), base + len(blob))
+        e = listed()
+        self.assertEqual((e["flags"], e["multi"], e["multi-mem"]), ("N", "-1", "0"))
+        for end in ("DISCARD", "RESET"):
+            queue(2)
+            self.assertGreaterEqual(used(), base + 2 * len(blob))
+            self.assertIn(c.cmd(end), ("OK", "RESET"))
+            self.assertLess(used(), base + len(blob), end)
+        queue(2)
+        c.close()
+        poll(lambda: used() < base + len(blob), what="a closed connection's queue to be given back")
+        # EXEC: the queue becomes the keys' memory, counted once.
+        c = self.raw()
+        queue(2)
+        self.assertEqual(c.cmd("EXEC"), ["OK", "OK"])
+        self.assertEqual(self.r.exists("t0", "t1"), 2)
+        self.assertGreaterEqual(used(), base + 2 * len(blob))
+        self.assertLess(used(), base + 3 * len(blob))
+
     def test_exec_is_atomic_for_other_clients(self):
         c = self.raw()
         self.assertEqual(c.cmd("MULTI"), "OK")
