@@ -141,7 +141,9 @@ func NewTensorFromBlob(dt DType, shape []int64, blob []byte) (*Tensor, error) {
 		return nil, ErrDataLength
 	}
 	if dt == String {
-		if len(blob) == 0 || blob[len(blob)-1] != 0 || int64(bytes.Count(blob, []byte{0})) != n {
+		// NUL-terminated elements; none at all (a dimension 0) is an
+		// empty blob, as NewZeroTensor and the engines make it.
+		if (len(blob) > 0 && blob[len(blob)-1] != 0) || int64(bytes.Count(blob, []byte{0})) != n {
 			return nil, ErrStringElements
 		}
 		return newTensor(dt, shape, blob), nil

@@ -109,7 +109,12 @@ func TestNewTensorFromBlob(t *testing.T) {
 		{at(), String, []int64{2}, "a\x00b", ErrStringElements},
 		{at(), String, []int64{1}, "a\x00b\x00", ErrStringElements},
 		{at(), String, []int64{1}, "", ErrStringElements},
-		{at(), String, []int64{0}, "", ErrStringElements},
+		// No elements: an empty blob, as a STRING tensor of a dimension 0
+		// is stored (AI.TENSORSET t STRING 0) and must load again.
+		{at(), String, []int64{0}, "", nil},
+		{at(), String, []int64{2, 0}, "", nil},
+		{at(), String, []int64{0}, "\x00", ErrStringElements},
+		{at(), String, []int64{}, "", ErrStringElements},
 		{at(), String, []int64{1 << 62, 4}, "a\x00", ErrDataLength},
 	}
 	for _, r := range rows {

@@ -116,6 +116,7 @@ class SurvivesTest(unittest.TestCase):
             a = (np.arange(6) % 2).astype(npt).reshape(2, 3)
             r.execute_command("AI.TENSORSET", "t:" + dt, dt, 2, 3, "BLOB", a.tobytes())
         r.execute_command("AI.TENSORSET", "t:str", "STRING", 2, "VALUES", "ab", "c")
+        r.execute_command("AI.TENSORSET", "t:str0", "STRING", 0)  # no elements: an empty blob
         # A large model in 1 MiB chunks (the upload buffer), a small one in many.
         chunks = [mlp[i:i + (1 << 20)] for i in range(0, len(mlp), 1 << 20)]
         self.assertEqual(r.execute_command("AI.MODELSTORE", "m:big", "ONNX", "CPU", "TAG", "v1", "BLOB", *chunks), b"OK")
@@ -146,6 +147,8 @@ class SurvivesTest(unittest.TestCase):
         r = d.start()
         self.assertEqual(set(r.keys()), keys - {b"short"})
         self.assertEqual(r.execute_command("AI.TENSORGET", "t:str", "VALUES"), [b"ab", b"c"])
+        self.assertEqual(r.execute_command("AI.TENSORGET", "t:str0", "META", "BLOB"),
+                         [b"dtype", b"STRING", b"shape", [0], b"blob", b""])
         self.assertEqual(r.execute_command("AI.TENSORGET", "y", "BLOB"), y)
         self.assertEqual(model_get(r, "m:big"), mlp)
         info = r.execute_command("AI.MODELINFO", "m:big")

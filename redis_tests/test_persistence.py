@@ -277,6 +277,10 @@ class RoundTripTest(PersistCase):
             tensors[key] = same
         strblob = "héllo".encode() + b"\0\0" + b"x" * 300 + b"\0" + b"last\0"
         self.assertOK(r.execute_command("AI.TENSORSET", "t:str", "STRING", 4, "BLOB", strblob))
+        # STRING tensors without elements: an empty blob (the snapshot once
+        # held one the load then refused, and the server did not start).
+        self.assertOK(r.execute_command("AI.TENSORSET", "t:str0", "STRING", 0))
+        self.assertOK(r.execute_command("AI.TENSORSET", "t:str00", "STRING", 2, 0, "BLOB", b""))
         self.assertOK(r.execute_command("AI.TENSORSET", "t:ttl", "FLOAT", 2, "VALUES", 1.5, -2))
         self.assertEqual(r.execute_command("EXPIRE", "t:ttl", 1000), 1)
         self.assertOK(r.execute_command("AI.TENSORSET", "t:pttl", "INT8", 1, "VALUES", 7))
@@ -315,7 +319,7 @@ class RoundTripTest(PersistCase):
         np.testing.assert_allclose(y_before, linear_np(x), rtol=1e-6, atol=1e-6)
 
         nkeys = r.dbsize()
-        self.assertEqual(nkeys, len(tensors) + 3 + len(models) + 1)
+        self.assertEqual(nkeys, len(tensors) + 5 + len(models) + 1)
         inf = info(r, "persistence")
         self.assertGreater(int(inf["rdb_changes_since_last_save"]), 0)
 
@@ -354,6 +358,10 @@ class RoundTripTest(PersistCase):
                          [b"dtype", b"STRING", b"shape", [4], b"blob", strblob])
         self.assertEqual(r.execute_command("AI.TENSORGET", "t:str", "VALUES"),
                          ["héllo".encode(), b"", b"x" * 300, b"last"])
+        self.assertEqual(r.execute_command("AI.TENSORGET", "t:str0", "META", "BLOB"),
+                         [b"dtype", b"STRING", b"shape", [0], b"blob", b""])
+        self.assertEqual(r.execute_command("AI.TENSORGET", "t:str00", "META", "VALUES"),
+                         [b"dtype", b"STRING", b"shape", [2, 0], b"values", []])
         self.assertEqual(r.execute_command("AI.TENSORGET", "t:ttl", "VALUES"), [b"1.5", b"-2"])
         self.assertTrue(990 <= r.ttl("t:ttl") <= 1000, r.ttl("t:ttl"))
         self.assertTrue(590_000 <= r.pttl("t:pttl") <= 600_000, r.pttl("t:pttl"))
