@@ -353,73 +353,83 @@ func (flushCmd) Run(x *Ctx) error {
 }
 
 // globMatch is Redis's stringmatchlen: * ? [abc] [^a-z] and \ escapes.
+//
+// It does not recurse on '*' as stringmatchlen first did: that tried
+// every split for every star, so a pattern of a few stars over a long key
+// (KEYS *a*a*a*a*a*a*a*ab on 300 bytes, CVE-2022-36021 in Redis) ran for
+// hours, on as many cores as clients sent it. Every other element matches
+// one byte, so on a mismatch it is enough to let the last star take one
+// byte more and go on from there: what an earlier star could take, the
+// last one can take as well. Time is at most len(p) * len(s) steps.
 func globMatch(p, s []byte) bool {
-	for len(p) > 0 {
-		switch p[0] {
-		case '*':
-			for len(p) > 1 && p[1] == '*' {
-				p = p[1:]
+	pi, si := 0, 0
+	star, from := -1, 0 // the pattern after the last star, and where in s its match starts
+	for {
+		if pi < len(p) && p[pi] == '*' {
+			for pi < len(p) && p[pi] == '*' {
+				pi++
 			}
-			if len(p) == 1 {
+			if pi == len(p) {
 				return true
 			}
-			for i := 0; i <= len(s); i++ {
-				if globMatch(p[1:], s[i:]) {
-					return true
-				}
-			}
-			return false
-		case '?':
-			if len(s) == 0 {
-				return false
-			}
-			s = s[1:]
-		case '[':
-			if len(s) == 0 {
-				return false
-			}
-			p = p[1:]
-			not := len(p) > 0 && p[0] == '^'
-			if not {
-				p = p[1:]
-			}
-			match := false
-			for len(p) > 0 && p[0] != ']' {
-				switch {
-				case p[0] == '\\' && len(p) >= 2:
-					p = p[1:]
-					match = match || p[0] == s[0]
-				case len(p) >= 3 && p[1] == '-':
-					lo, hi := p[0], p[2]
-					if lo > hi {
-						lo, hi = hi, lo
-					}
-					match = match || (s[0] >= lo && s[0] <= hi)
-					p = p[2:]
-				default:
-					match = match || p[0] == s[0]
-				}
-				p = p[1:]
-			}
-			if len(p) == 0 { // unterminated class: Redis treats the end as ']'
-				p = []byte{']'}
-			}
-			if match == not {
-				return false
-			}
-			s = s[1:]
-		case '\\':
-			if len(p) >= 2 {
-				p = p[1:]
-			}
-			fallthrough
-		default:
-			if len(s) == 0 || p[0] != s[0] {
-				return false
-			}
-			s = s[1:]
+			star, from = pi, si
+			continue
 		}
-		p = p[1:]
+		if pi < len(p) && si < len(s) {
+			if n, ok := globOne(p[pi:], s[si]); ok {
+				pi += n
+				si++
+				continue
+			}
+		} else if pi == len(p) && si == len(s) {
+			return true
+		}
+		if star < 0 || from == len(s) {
+			return false
+		}
+		from++
+		pi, si = star, from
 	}
-	return len(s) == 0
+}
+
+// globOne matches c against the pattern element p starts with (not a
+// star): ok is whether it matches, n the element's length in p.
+func globOne(p []byte, c byte) (n int, ok bool) {
+	switch p[0] {
+	case '?':
+		return 1, true
+	case '[':
+		i := 1
+		not := i < len(p) && p[i] == '^'
+		if not {
+			i++
+		}
+		match := false
+		for i < len(p) && p[i] != ']' {
+			switch {
+			case p[i] == '\\' && i+1 < len(p):
+				i++
+				match = match || p[i] == c
+			case i+2 < len(p) && p[i+1] == '-':
+				lo, hi := p[i], p[i+2]
+				if lo > hi {
+					lo, hi = hi, lo
+				}
+				match = match || (c >= lo && c <= hi)
+				i += 2
+			default:
+				match = match || p[i] == c
+			}
+			i++
+		}
+		if i < len(p) {
+			i++ // the ']'; an unterminated class ends with the pattern, as in Redis
+		}
+		return i, match != not
+	case '\\':
+		if len(p) >= 2 {
+			return 2, p[1] == c
+		}
+	}
+	return 1, p[0] == c
 }

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
@@ -308,4 +309,77 @@ func TestKeysGlob(t *testing.T) {
 		row("KEYS *", `["-" "[x]" "]" "^" "a" "a*" "a?" "a\\" "ab" "b" "c" "hallo" "heeeello" "hello" "hllo" "hxllo" "x"]`),
 		row("KEYS", "-ERR wrong number of arguments for 'keys' command"),
 	)
+}
+
+// globMatchRecursive is globMatch as it was, the way stringmatchlen once
+// matched a star (every split tried, exponential in the stars): the
+// reference TestGlobMatchAgrees compares the iterative one with.
+func globMatchRecursive(p, s []byte) bool {
+	for len(p) > 0 {
+		if p[0] == '*' {
+			for len(p) > 1 && p[1] == '*' {
+				p = p[1:]
+			}
+			if len(p) == 1 {
+				return true
+			}
+			for i := 0; i <= len(s); i++ {
+				if globMatchRecursive(p[1:], s[i:]) {
+					return true
+				}
+			}
+			return false
+		}
+		if len(s) == 0 {
+			return false
+		}
+		n, ok := globOne(p, s[0])
+		if !ok {
+			return false
+		}
+		p, s = p[n:], s[1:]
+	}
+	return len(s) == 0
+}
+
+// The iterative glob agrees with the recursive one on every pattern and
+// key of a small alphabet that has each element (stars, ?, classes,
+// ranges, negation, escapes, unterminated classes).
+func TestGlobMatchAgrees(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	const pat, str = `ab*?[]^-\`, `ab-]\^`
+	for n := 0; n < 200000; n++ {
+		p := make([]byte, rng.IntN(9))
+		for i := range p {
+			p[i] = pat[rng.IntN(len(pat))]
+		}
+		s := make([]byte, rng.IntN(9))
+		for i := range s {
+			s[i] = str[rng.IntN(len(str))]
+		}
+		if got, want := globMatch(p, s), globMatchRecursive(p, s); got != want {
+			t.Fatalf("globMatch(%q, %q) = %v, want %v", p, s, got, want)
+		}
+	}
+}
+
+// A pattern of many stars over a long key, which the recursive match took
+// hours over (CVE-2022-36021 in Redis), is answered: KEYS and SCAN MATCH
+// no longer give a client a way to hold a core for as long as it likes.
+func TestGlobManyStars(t *testing.T) {
+	key := []byte(strings.Repeat("a", 300))
+	pattern := []byte(strings.Repeat("*a", 20) + "b")
+	done := make(chan bool)
+	go func() { done <- globMatch(pattern, key) }()
+	select {
+	case got := <-done:
+		if got {
+			t.Fatal("matched a key without a b")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer in 10 s: the match is exponential again")
+	}
+	if !globMatch(pattern[:len(pattern)-1], key) {
+		t.Fatal("*a repeated does not match a run of a")
+	}
 }

@@ -415,6 +415,20 @@ class TestKeys(TensorTestCase):
         self.assertEqual(keys("nomatch*"), [])
         self.assertEqual(keys("?"), ["h"])
 
+    def test_pattern_of_many_stars_is_answered(self):
+        """KEYS and SCAN MATCH with many stars over a long key: the match
+        once tried every split for every star (CVE-2022-36021 in Redis)
+        and held a core for hours, past the client's disconnection and the
+        server's SIGTERM. The socket timeout bounds the wait here."""
+        key = "a" * 300
+        self.ts(key, "FLOAT", 1)
+        c = self.raw(timeout=10)
+        pattern = "*a" * 20 + "b"
+        self.assertEqual(c.cmd("KEYS", pattern), [])
+        self.assertEqual(c.cmd("SCAN", 0, "MATCH", pattern, "COUNT", 1000), [b"0", []])
+        self.assertEqual(c.cmd("KEYS", "*a" * 20), [key.encode()])
+        self.srv.assert_serving()
+
     def test_scan_full_iteration(self):
         names = ["key:%d" % i for i in range(1000)]
         self.mk(*names)
