@@ -1126,6 +1126,12 @@ func (w *ModelWriter) Finish(id [32]byte) error {
 	}
 	final := l.modelPath(id)
 	if err == nil {
+		// Marked before it is in place, not after: a rewrite that lists
+		// the directory in between would take it for a file nothing names
+		// and remove it, and the record that names it would follow.
+		l.wmu.Lock()
+		l.recent[filepath.Base(final)] = true
+		l.wmu.Unlock()
 		err = l.fs.Rename(w.tmp, final)
 	}
 	if err == nil && always {
@@ -1141,7 +1147,6 @@ func (w *ModelWriter) Finish(id [32]byte) error {
 	if l.Policy() == FsyncEverysec {
 		l.modelSync = append(l.modelSync, final)
 	}
-	l.recent[filepath.Base(final)] = true
 	l.wmu.Unlock()
 	return nil
 }
@@ -1222,8 +1227,9 @@ func (l *Log) ReadModelInto(id [32]byte, size int64, dst []byte) ([]byte, error)
 
 // removeModelsLocked removes model files that live does not name and that
 // were neither finished nor named by a record written since the last
-// rewrite: a model file is finished just before the record naming it is
-// appended, so a file still about to be named is never removed.
+// rewrite: a model file is marked before it is renamed into place
+// (ModelWriter.Finish) and the record naming it is appended just after,
+// so a file still about to be named is never removed.
 func (l *Log) removeModelsLocked(live map[[32]byte]bool) {
 	keep := map[string]bool{}
 	for id := range live {

@@ -644,3 +644,64 @@ func TestManifestCrashBeforeRename(t *testing.T) {
 		t.Fatalf("%v %v", st.keys, err)
 	}
 }
+
+// renameHookFS runs after each rename of a model file into place.
+type renameHookFS struct {
+	OSFS
+	after func()
+}
+
+func (f *renameHookFS) Rename(a, b string) error {
+	err := os.Rename(a, b)
+	if err == nil && strings.HasSuffix(b, ".model") && f.after != nil {
+		after := f.after
+		f.after = nil
+		after()
+	}
+	return err
+}
+
+// A rewrite that lists the model files between a model file's rename into
+// place and the record that names it keeps the file: the file was marked
+// before the rename. A rewrite racing uploads once removed such a file,
+// and the log then named a file that was gone: the server did not start.
+func TestRewriteKeepsModelFileAboutToBeNamed(t *testing.T) {
+	dir := t.TempDir()
+	fs := &renameHookFS{}
+	l := openTestLog(t, dir, fs)
+	if err := l.Create(newLogState().source()); err != nil {
+		t.Fatal(err)
+	}
+	rewrite := func(live map[[32]byte]bool) {
+		cut, err := l.BeginRewrite()
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Append(cut)
+		if err := l.FinishRewrite(cut, newLogState().source(), live); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rewrite(nil) // as after an earlier rewrite: nothing marked
+	data := []byte("model bytes")
+	sum := sha256.Sum256(data)
+	fs.after = func() { rewrite(nil) } // its copy was taken before the record
+	w, err := l.NewModelWriter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(data)
+	if err := w.Finish(sum); err != nil {
+		t.Fatal(err)
+	}
+	if fs.after != nil {
+		t.Fatal("no rewrite ran during the rename")
+	}
+	if !l.HasModel(sum) {
+		t.Fatal("the rewrite removed the model file before its record came")
+	}
+	commitAll(t, l, Op{Model: &LogModel{ModelRecord: ModelRecord{Key: "m"}, File: sum, Digest: true, Size: int64(len(data))}})
+	if got, err := l.ReadModel(sum, int64(len(data))); err != nil || string(got) != string(data) {
+		t.Fatalf("ReadModel: %q, %v", got, err)
+	}
+}
