@@ -5,6 +5,7 @@ import (
 	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -866,17 +867,41 @@ func (l *Log) replayFile(name string, kind byte, sink LogSink) (*logFile, int64,
 }
 
 // tornTail reports whether the bytes from a bad frame on look like a write
-// cut short rather than damage in the middle of the file: the frame claims
-// more bytes than the file has, or nothing but zeros follows its claimed end.
+// cut short rather than damage in the middle of the file: no whole frame
+// follows, and the frame claims more bytes than the file has, or nothing
+// but zeros follows its claimed end.
 func tornTail(b []byte) bool {
 	if len(b) < logFrameHdr {
 		return true
+	}
+	if frameFollows(b) {
+		return false
 	}
 	l := int(uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]))
 	if l < tagSize || logFrameHdr+l >= len(b) {
 		return true
 	}
 	return !bytes.ContainsFunc(b[logFrameHdr+l:], func(r rune) bool { return r != 0 })
+}
+
+// frameFollows reports whether a whole frame (its length within the file,
+// its checksum right) starts anywhere in b after its first byte. The bad
+// frame's own length cannot tell: a damaged length field, or a frame
+// overwritten with zeros, reads as a frame cut short, and cutting there
+// dropped every acknowledged record after it. The checksum is not
+// authenticated, and need not be: a forged one only makes the start
+// refuse.
+func frameFollows(b []byte) bool {
+	for j := 1; j+logFrameHdr <= len(b); j++ {
+		l := int(binary.BigEndian.Uint32(b[j:]))
+		if l < tagSize || l > maxLogFrame || l > len(b)-j-logFrameHdr {
+			continue
+		}
+		if f := b[j : j+logFrameHdr+l]; frameCRC(f) == binary.BigEndian.Uint32(f[5:]) {
+			return true
+		}
+	}
+	return false
 }
 
 // ---- rewrite ----

@@ -274,6 +274,21 @@ func TestLogTamperingRefusesStart(t *testing.T) {
 	if _, _, err := replayed(t, dir, true); !errors.Is(err, ErrLogCorrupt) {
 		t.Fatalf("damaged middle frame: %v", err)
 	}
+	// A length field damaged, or a frame overwritten with zeros, with
+	// frames after it: they read as a frame cut short, but whole frames
+	// follow, so it is damage, not a torn tail to cut off.
+	b = bytes.Clone(orig)
+	b[logHeaderSize+1] ^= 0x10
+	os.WriteFile(path, b, 0o600)
+	if _, _, err := replayed(t, dir, true); !errors.Is(err, ErrLogCorrupt) {
+		t.Fatalf("damaged length of the first frame: %v", err)
+	}
+	b = bytes.Clone(orig)
+	clear(b[logHeaderSize : logHeaderSize+logFrameHdr+l1])
+	os.WriteFile(path, b, 0o600)
+	if _, _, err := replayed(t, dir, true); !errors.Is(err, ErrLogCorrupt) {
+		t.Fatalf("first frame zeroed: %v", err)
+	}
 	// A manifest edited to drop a file.
 	os.WriteFile(path, orig, 0o600)
 	mp := filepath.Join(dir, manifestName)
