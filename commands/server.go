@@ -238,7 +238,7 @@ type Client struct {
 	// leaves waiting, Redis's omem.
 	omem atomic.Int64
 	// multiLen and multiMem mirror multi for CLIENT LIST: its length (-1
-	// outside MULTI) and its arguments' bytes (queued.mem summed), which
+	// outside MULTI) and its commands' argument bytes (enqueue), which
 	// App.queuedMem counts too.
 	multiLen atomic.Int32
 	multiMem atomic.Int64
@@ -255,7 +255,6 @@ type queued struct {
 	runner Runner
 	err    error
 	up     *modelstore.ModelBuffer // a queued upload's buffer, referenced
-	mem    int64                   // its arguments' bytes (an upload's chunks included)
 }
 
 // SetQueryBuf records c's input buffer for CLIENT LIST: the bytes read and
@@ -279,12 +278,17 @@ func (c *Client) startMulti() {
 	c.multiLen.Store(0)
 }
 
-// enqueue adds a command to c's MULTI queue, counting its memory.
-func (s *App) enqueue(c *Client, q queued) {
+// enqueue adds a command to c's MULTI queue, counting the bytes of its
+// arguments (an upload's chunks included) as its memory.
+func (s *App) enqueue(c *Client, q queued, args [][]byte) {
+	var mem int64
+	for _, v := range args {
+		mem += int64(len(v))
+	}
 	c.multi = append(c.multi, q)
 	c.multiLen.Store(int32(len(c.multi)))
-	c.multiMem.Add(q.mem)
-	s.queuedMem.Add(q.mem)
+	c.multiMem.Add(mem)
+	s.queuedMem.Add(mem)
 }
 
 // endMulti leaves MULTI and returns what was queued, its memory no longer
@@ -524,11 +528,7 @@ func (s *App) dispatch(c *Client, spec *Spec, argv [][]byte, owned Ownership) {
 			up = a.upload
 			up.Ref()
 		}
-		var mem int64
-		for _, v := range a.V {
-			mem += int64(len(v))
-		}
-		s.enqueue(c, queued{spec, r, err, up, mem})
+		s.enqueue(c, queued{spec, r, err, up}, a.V)
 		c.W.Simple("QUEUED")
 		return
 	}
