@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -126,6 +127,13 @@ func OpenLog(o LogOptions) (*Log, error) {
 	if err := os.MkdirAll(filepath.Join(o.Dir, modelsDir), 0o700); err != nil {
 		return nil, fmt.Errorf("persistence: log directory: %w", err)
 	}
+	// The directories' own entries must survive a power cut too, or the
+	// first fsynced record could sit in a directory that is not there.
+	for _, d := range []string{filepath.Dir(o.Dir), o.Dir} {
+		if err := o.FS.SyncDir(d); err != nil {
+			return nil, fmt.Errorf("persistence: log directory: %w", err)
+		}
+	}
 	l := &Log{o: o, fs: o.FS, recent: map[string]bool{}}
 	// Temporary files are what a crash left of a model file or a
 	// manifest being written.
@@ -140,10 +148,52 @@ func OpenLog(o LogOptions) (*Log, error) {
 	return l, nil
 }
 
-// Exists reports whether the directory holds a log (its manifest).
+// Exists reports whether the directory holds a log: its manifest, or log
+// files without one, which Replay refuses: starting afresh would load an
+// older snapshot and write over the files of the log that replaced it.
 func (l *Log) Exists() bool {
-	_, err := os.Stat(filepath.Join(l.o.Dir, manifestName))
+	if _, err := os.Stat(filepath.Join(l.o.Dir, manifestName)); err == nil {
+		return true
+	}
+	return len(l.logFiles()) > 0
+}
+
+// logFiles lists the base and incr files in the directory.
+func (l *Log) logFiles() []string {
+	var names []string
+	entries, _ := os.ReadDir(l.o.Dir)
+	for _, e := range entries {
+		if isLogFile(e.Name()) {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
+
+// isLogFile reports whether name is a base or incr file's: base.N.log or
+// incr.N.log.
+func isLogFile(name string) bool {
+	rest, ok := strings.CutPrefix(name, "base.")
+	if !ok {
+		rest, ok = strings.CutPrefix(name, "incr.")
+	}
+	n, ok2 := strings.CutSuffix(rest, ".log")
+	if !ok || !ok2 || n == "" {
+		return false
+	}
+	_, err := strconv.ParseUint(n, 10, 32)
 	return err == nil
+}
+
+// removeUnnamedLocked removes the base and incr files m does not name:
+// what a crash during a rewrite left (its base, half written) and the
+// files a rewrite replaced when it could not remove them.
+func (l *Log) removeUnnamedLocked(m manifest) {
+	for _, name := range l.logFiles() {
+		if name != m.base && !contains(m.incrs, name) {
+			l.fs.Remove(filepath.Join(l.o.Dir, name))
+		}
+	}
 }
 
 // SetPolicy sets appendfsync.
@@ -782,6 +832,9 @@ func (l *Log) Replay(sink LogSink, loadTruncated bool) (ReplayInfo, error) {
 	var info ReplayInfo
 	sink = countingSink{sink, &info.Records}
 	m, err := l.readManifest()
+	if errors.Is(err, fs.ErrNotExist) {
+		err = fmt.Errorf("%w: the manifest is missing, but log files are there (%s)", ErrLogCorrupt, strings.Join(l.logFiles(), ", "))
+	}
 	if err != nil {
 		return info, fmt.Errorf("persistence: %w", err)
 	}
@@ -821,6 +874,7 @@ func (l *Log) Replay(sink LogSink, loadTruncated bool) (ReplayInfo, error) {
 	}
 	last.f = f
 	l.wmu.Lock()
+	l.removeUnnamedLocked(m)
 	l.man, l.cur = m, last
 	l.oldSize = total - last.size
 	l.wmu.Unlock()
@@ -995,7 +1049,6 @@ func (l *Log) FinishRewrite(cut Op, src func(yield func(Op) error) error, live m
 	}
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	old := append([]string{l.man.base}, l.man.incrs...)
 	i := 0
 	for i < len(l.man.incrs) && l.man.incrs[i] != cut.cut.next.name {
 		i++
@@ -1006,11 +1059,7 @@ func (l *Log) FinishRewrite(cut Op, src func(yield func(Op) error) error, live m
 		return err
 	}
 	l.man = m
-	for _, name := range old {
-		if name != base && !contains(m.incrs, name) {
-			l.fs.Remove(filepath.Join(l.o.Dir, name))
-		}
-	}
+	l.removeUnnamedLocked(m)
 	l.baseSize = size
 	l.oldSize = 0
 	for _, name := range m.incrs[:len(m.incrs)-1] {
@@ -1115,17 +1164,28 @@ func (w *ModelWriter) Write(p []byte) (int, error) {
 }
 
 func (w *ModelWriter) frame(flags byte, pt []byte) {
+	var err error
 	if w.d != nil {
 		b := w.h.sealFrame(w.d.Stage(), w.index, flags, pt)
-		w.index++
-		w.err = w.d.Commit(b)
-		return
+		err = w.d.Commit(b)
+	} else {
+		w.buf = w.h.sealFrame(w.buf[:0], w.index, flags, pt)
+		_, err = w.f.Write(w.buf)
 	}
-	w.buf = w.h.sealFrame(w.buf[:0], w.index, flags, pt)
 	w.index++
-	if _, err := w.f.Write(w.buf); err != nil {
-		w.err = err
+	if err != nil {
+		w.fail(err)
 	}
+}
+
+// fail records err and removes the file at once: a writer that failed
+// never finishes, and its bytes would otherwise hold the disk (a full one,
+// often) until the caller's Abort, which for a resumable upload comes only
+// when its session ends.
+func (w *ModelWriter) fail(err error) {
+	w.err = err
+	w.f.Close()
+	w.l.fs.Remove(w.tmp)
 }
 
 // Finish writes the last frame, holding id (the LogModel.File that will
@@ -1138,7 +1198,9 @@ func (w *ModelWriter) Finish(id [32]byte) error {
 		w.frame(lastFrame, id[:])
 	}
 	if w.err == nil && w.d != nil {
-		w.err = w.d.Flush()
+		if err := w.d.Flush(); err != nil {
+			w.fail(err)
+		}
 	}
 	err := w.err
 	l := w.l

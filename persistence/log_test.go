@@ -720,3 +720,103 @@ func TestRewriteKeepsModelFileAboutToBeNamed(t *testing.T) {
 		t.Fatalf("ReadModel: %q, %v", got, err)
 	}
 }
+
+// A crash during a rewrite leaves a base file no manifest names; the next
+// start (and the next rewrite) removes it, and nothing else.
+func TestUnnamedLogFilesAreRemoved(t *testing.T) {
+	dir := t.TempDir()
+	l := openTestLog(t, dir, nil)
+	if err := l.Create(newLogState().source()); err != nil {
+		t.Fatal(err)
+	}
+	commitAll(t, l, tensorOp("k", "1"))
+	l.Close()
+	for _, name := range []string{"base.7.log", "incr.9.log", "notes.txt", "base.x.log"} {
+		os.WriteFile(filepath.Join(dir, name), []byte("left by a crash"), 0o600)
+	}
+	st, _, err := replayed(t, dir, false)
+	if err != nil || st.keys["k"] != "tensor:1" {
+		t.Fatalf("replay: %v %v", st.keys, err)
+	}
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if got := strings.Join(names, " "); got != "base.1.log base.x.log incr.1.log manifest models notes.txt" {
+		t.Errorf("files after the start: %s", got)
+	}
+}
+
+// A log whose manifest is gone is refused, not replaced: starting afresh
+// would load an older snapshot and write over the log's files.
+func TestMissingManifestRefusesStart(t *testing.T) {
+	dir := t.TempDir()
+	l := openTestLog(t, dir, nil)
+	if err := l.Create(newLogState().source()); err != nil {
+		t.Fatal(err)
+	}
+	commitAll(t, l, tensorOp("k", "1"))
+	l.Close()
+	if err := os.Remove(filepath.Join(dir, manifestName)); err != nil {
+		t.Fatal(err)
+	}
+	l2 := openTestLog(t, dir, nil)
+	if !l2.Exists() {
+		t.Fatal("a directory of log files without a manifest reads as no log")
+	}
+	_, _, err := replayed(t, dir, true)
+	if !errors.Is(err, ErrLogCorrupt) || !strings.Contains(err.Error(), "manifest is missing") {
+		t.Fatalf("replay without a manifest: %v", err)
+	}
+	if l3 := openTestLog(t, t.TempDir(), nil); l3.Exists() {
+		t.Error("an empty directory reads as a log")
+	}
+}
+
+func TestLockDir(t *testing.T) {
+	dir := t.TempDir()
+	release, err := LockDir(dir)
+	if errors.Is(err, ErrNoLock) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LockDir(dir); err == nil || !strings.Contains(err.Error(), "in use by another server") {
+		t.Fatalf("second lock: %v", err)
+	}
+	release()
+	release()
+	again, err := LockDir(dir)
+	if err != nil {
+		t.Fatalf("lock after release: %v", err)
+	}
+	again()
+}
+
+// A model writer whose write fails removes its file at once, not when its
+// caller (a resumable upload's session, perhaps hours later) aborts it.
+func TestModelWriterFailureRemovesFile(t *testing.T) {
+	dir := t.TempDir()
+	fs := &faultFS{}
+	l := openTestLog(t, dir, fs)
+	w, err := l.NewModelWriter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(bytes.Repeat([]byte("m"), 3*modelFramePlain)); err != nil {
+		t.Fatal(err)
+	}
+	fs.set(func() { fs.writeErr, fs.short = syscall.ENOSPC, 100 })
+	if _, err := w.Write([]byte("more")); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("write on a full disk: %v", err)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(dir, modelsDir)); len(entries) != 0 {
+		t.Fatalf("left behind after the failed write: %v", entries)
+	}
+	if err := w.Finish(sha256.Sum256([]byte("m"))); err == nil {
+		t.Fatal("a failed writer finished")
+	}
+	w.Abort()
+}

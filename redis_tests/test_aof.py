@@ -262,6 +262,29 @@ class DamageTest(unittest.TestCase):
         self.assertIn("model file", err)
 
 
+    def test_missing_manifest_stops_the_start(self):
+        d = DataDir(self)
+        incr = self.written(d)
+        os.remove(os.path.join(d.aofdir(), "manifest"))
+        rc, err = d.start_fails()
+        self.assertNotEqual(rc, 0)
+        self.assertIn("manifest is missing", err)
+        self.assertTrue(os.path.exists(incr), "the log's files are not written over")
+
+    def test_second_server_on_one_dir_is_refused(self):
+        d = DataDir(self)
+        r = d.start()
+        r.execute_command("AI.TENSORSET", "a", "INT8", 1, "VALUES", 1)
+        rc, err = d.start_fails()
+        self.assertNotEqual(rc, 0)
+        self.assertIn("in use by another server", err)
+        r.execute_command("AI.TENSORSET", "b", "INT8", 1, "VALUES", 2)
+        d.kill9()  # the kernel drops the lock with the process
+        r = d.start()
+        self.assertEqual(sorted(r.keys()), [b"a", b"b"])
+        d.kill9()
+
+
 class RewriteTest(unittest.TestCase):
 
     def test_bgrewriteaof(self):
@@ -287,6 +310,10 @@ class RewriteTest(unittest.TestCase):
         self.assertLess(info["aof_current_size"], 4096, "the model bytes are in their file, not the base")
         self.assertEqual(os.stat(model_files[0]).st_ino, inode, "the model file is not written again")
         r.execute_command("AI.TENSORSET", "after", "INT8", 1, "VALUES", 1)
+        d.kill9()
+        with open(os.path.join(d.aofdir(), "base.99.log"), "wb") as f:
+            f.write(b"\0" * 4096)  # what a kill -9 during a rewrite leaves
+        r = d.start()  # removes it
         d.kill9()
         names = sorted(os.listdir(d.aofdir()))
         self.assertEqual(len([n for n in names if n.startswith("base.")]), 1, names)

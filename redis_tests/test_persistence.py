@@ -751,7 +751,7 @@ class StartTest(PersistCase):
                 self.assertIn(reason, err)
                 self.assertIn("--load-bad-snapshot", err, "the error says how to start anyway")
                 self.assertEqual(read_file(d.file()), bad, "the bad file is left untouched")
-                self.assertEqual(sorted(os.listdir(d.path)), [DUMP, "seal.key"], "nothing moved aside")
+                self.assertEqual(sorted(os.listdir(d.path)), [DUMP, "enclaveai.lock", "seal.key"], "nothing moved aside")
         # The pristine file still loads.
         write_file(d.file(), good)
         r = d.start("--save", "")

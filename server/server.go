@@ -34,6 +34,7 @@ import (
 	"github.com/enclaveai/enclaveai/commands"
 	"github.com/enclaveai/enclaveai/config"
 	"github.com/enclaveai/enclaveai/modelstore"
+	"github.com/enclaveai/enclaveai/persistence"
 )
 
 // Server listens for clients and serves them.
@@ -50,6 +51,8 @@ type Server struct {
 	stopOnce sync.Once
 	// closeEngine stops the engine workers; nil when there are none.
 	closeEngine func()
+	// unlockDir gives back the lock on the data directory (Start).
+	unlockDir func()
 }
 
 // New creates a server over a fresh command layer.
@@ -130,6 +133,9 @@ func (s *Server) Stop() {
 	})
 	s.wg.Wait()
 	s.Cmds.CloseLog()
+	if s.unlockDir != nil {
+		s.unlockDir()
+	}
 	if s.closeEngine != nil {
 		s.closeEngine()
 	}
@@ -340,13 +346,26 @@ func toLimits(l commands.Limits) Limits { return Limits{Limits: l} }
 
 // Start loads ONNX Runtime and the startup models, binds the configured
 // address and serves in the background.
-func (s *Server) Start() error {
+func (s *Server) Start() (err error) {
 	if err := s.startEngine(); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(s.opts.Dir, 0o700); err != nil {
 		return fmt.Errorf("dir: %w", err)
 	}
+	unlock, err := persistence.LockDir(s.opts.Dir)
+	switch {
+	case errors.Is(err, persistence.ErrNoLock):
+		s.log.Warn("the data directory cannot be locked here: nothing stops a second server from using it", "dir", s.opts.Dir)
+	case err != nil:
+		return fmt.Errorf("dir: %w", err)
+	}
+	s.unlockDir = unlock
+	defer func() {
+		if err != nil {
+			unlock()
+		}
+	}()
 	if err := s.setupEnclave(); err != nil {
 		return err
 	}
