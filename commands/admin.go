@@ -21,7 +21,7 @@ func init() {
 		admin(&Spec{Name: "time", Arity: 1, Flags: Fast | LoadingOK, Summary: "Returns the server time.", Parse: parseTime}),
 		admin(&Spec{Name: "command", Arity: -1, Flags: LoadingOK,
 			Summary: "Describes the commands: COUNT, INFO, DOCS, LIST.", Syntax: "[COUNT | INFO [name ...] | DOCS [name ...] | LIST]", Parse: parseCommand}),
-		admin(&Spec{Name: "shutdown", Arity: -1, Flags: Admin | LoadingOK | NoTxLock,
+		admin(&Spec{Name: "shutdown", Arity: -1, Flags: Admin | LoadingOK | NoTxLock | NoMulti,
 			Summary: "Stops the server.", Syntax: "[NOSAVE | SAVE]", Parse: parseShutdown}),
 	)
 }

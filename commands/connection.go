@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 )
 
 func init() {
@@ -323,6 +324,9 @@ func parseClient(a Args) (Runner, error) {
 		if n != 1 {
 			return nil, subArity(sub)
 		}
+		if v := a.NextString(); !strings.EqualFold(v, "on") && !strings.EqualFold(v, "off") {
+			return nil, errSyntax
+		}
 		return clientNoopCmd{}, nil
 	}
 	return nil, errorf("ERR unknown subcommand '%s'. Try CLIENT HELP.", truncate(a.V[1], 128))
@@ -447,8 +451,8 @@ func parseClientKill(a Args) (Runner, error) {
 		addr := a.NextString()
 		return clientKillAddrCmd{addr: addr}, nil
 	}
-	var id int64
-	var addr, laddr string
+	var id, maxAge int64
+	var addr, laddr, user, typ string
 	skipMe := true
 	for a.More() {
 		if a.Remaining() < 2 {
@@ -475,27 +479,66 @@ func parseClientKill(a Args) (Runner, error) {
 			default:
 				return nil, errSyntax
 			}
-		case "TYPE", "USER", "MAXAGE":
+		case "TYPE":
+			// Every client here is a normal one: there are no replicas,
+			// masters or pub/sub clients (and, as in Redis, a MONITOR
+			// client is normal).
+			typ = strings.ToLower(val)
+			switch typ {
+			case "normal", "master", "replica", "slave", "pubsub":
+			default:
+				return nil, errorf("ERR Unknown client type '%s'", val)
+			}
+		case "USER":
+			user = val
+		case "MAXAGE":
+			n, ok := parseInt([]byte(val))
+			if !ok {
+				return nil, errSyntax
+			}
+			maxAge = n
 		default:
 			return nil, errSyntax
 		}
 	}
-	return clientKillCmd{id: id, addr: addr, laddr: laddr, skipMe: skipMe}, nil
+	return clientKillCmd{id: id, addr: addr, laddr: laddr, user: user, typ: typ, maxAge: maxAge, skipMe: skipMe}, nil
 }
 
-// clientKillCmd is CLIENT KILL [ID id] [ADDR addr] [LADDR addr] [SKIPME yes | no] (the zero values match any client).
+// clientKillCmd is CLIENT KILL [ID id] [ADDR addr] [LADDR addr] [USER name]
+// [TYPE type] [MAXAGE seconds] [SKIPME yes | no]: the clients every given
+// filter matches (the zero values match any client).
 type clientKillCmd struct {
 	id     int64
 	addr   string
 	laddr  string
+	user   string
+	typ    string
+	maxAge int64
 	skipMe bool
 }
 
 // Run implements Runner.
 func (c clientKillCmd) Run(x *Ctx) error {
+	if c.user != "" && c.user != "default" && x.Opts.Users[c.user] == nil {
+		return errorf("ERR No such user '%s'", c.user)
+	}
+	if c.typ != "" && c.typ != "normal" {
+		x.W.Int(0)
+		return nil
+	}
+	now := time.Now()
 	killed := 0
 	for _, cl := range x.ClientList() {
 		if (c.id != 0 && cl.ID != c.id) || (c.addr != "" && cl.Addr != c.addr) || (c.laddr != "" && cl.LAddr != c.laddr) {
+			continue
+		}
+		cl.mu.Lock()
+		user := cl.user
+		cl.mu.Unlock()
+		if c.user != "" && user != c.user {
+			continue
+		}
+		if c.maxAge > 0 && int64(now.Sub(cl.created).Seconds()) < c.maxAge {
 			continue
 		}
 		if c.skipMe && cl == x.C {

@@ -28,6 +28,8 @@ const (
 	errWrongPass   Reply = "WRONGPASS invalid username-password pair or user is disabled."
 	errLoading     Reply = "LOADING EnclaveAI is loading the dataset in memory"
 	errInMulti     Reply = "ERR Cannot run RedisAI command within a transaction or a LUA script"
+	errMonitorInTx Reply = "ERR MONITOR isn't allowed for DENY BLOCKING client"
+	errNoMulti     Reply = "ERR Command not allowed inside a transaction"
 	errTensorEmpty Reply = "ERR tensor key is empty or in a different shard"
 )
 

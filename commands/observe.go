@@ -293,7 +293,7 @@ func (c memoryUsageCmd) Run(x *Ctx) error {
 func init() {
 	admin := func(s *Spec) *Spec { s.Group = "server"; return s }
 	register(
-		admin(&Spec{Name: "monitor", Arity: 1, Flags: Admin | LoadingOK | NoMulti,
+		admin(&Spec{Name: "monitor", Arity: 1, Flags: Admin | LoadingOK | Blocking,
 			Summary: "Streams every command the server runs, payloads and passwords redacted.", Parse: parseMonitor}),
 		admin(&Spec{Name: "latency", Arity: -2, Flags: Admin | LoadingOK,
 			Summary: "LATENCY LATEST and RESET: commands slower than latency-monitor-threshold.",

@@ -20,7 +20,7 @@ import (
 func init() {
 	p := func(s *Spec) *Spec { s.Group = "server"; return s }
 	register(
-		p(&Spec{Name: "save", Arity: 1, Flags: Admin | NoTxLock,
+		p(&Spec{Name: "save", Arity: 1, Flags: Admin | NoTxLock | NoMulti,
 			Summary: "Writes the sealed snapshot synchronously.", Parse: parseSave}),
 		p(&Spec{Name: "bgsave", Arity: -1, Flags: Admin | NoTxLock,
 			Summary: "Writes the sealed snapshot in the background.", Syntax: "[SCHEDULE]", Parse: parseBgsave}),

@@ -499,6 +499,14 @@ func (s *App) dispatch(c *Client, spec *Spec, argv [][]byte, owned Ownership) {
 		if spec != nil {
 			spec.stats.rejected.Add(1)
 		}
+		if spec != nil && spec.Name == "exec" {
+			// As Redis: a refused EXEC ends the transaction, and says why.
+			if c.inMulti {
+				s.endMulti(c).release()
+			}
+			s.replyError(c.W, errorf("EXECABORT Transaction discarded because of: %s", strings.TrimPrefix(errorText(err), "ERR ")))
+			return
+		}
 		if c.inMulti {
 			c.multiDirty = true
 		}
@@ -516,8 +524,8 @@ func (s *App) dispatch(c *Client, spec *Spec, argv [][]byte, owned Ownership) {
 		// becomes that command's reply inside EXEC's array.
 		a = a.Detach()
 		r, err := spec.Parse(a)
-		if err == nil && spec.Has(NoMulti) {
-			err = errInMulti
+		if err == nil && spec.Has(Blocking) {
+			err = blockingInExec(spec)
 		}
 		var up *modelstore.ModelBuffer
 		if err != nil {
@@ -548,6 +556,15 @@ func (s *App) dispatch(c *Client, spec *Spec, argv [][]byte, owned Ownership) {
 // txControl marks MULTI, EXEC, DISCARD, QUIT, RESET: run at once inside a
 // transaction instead of being queued.
 const txControl = Flag(1 << 31)
+
+// blockingInExec is the reply inside EXEC of a Blocking command queued in
+// a transaction: RedisAI's text for its commands, Redis's for MONITOR.
+func blockingInExec(spec *Spec) error {
+	if spec.Name == "monitor" {
+		return errMonitorInTx
+	}
+	return errInMulti
+}
 
 func (s *App) check(c *Client, spec *Spec, argv [][]byte, now int64) error {
 	if spec == nil {
@@ -598,6 +615,9 @@ func (s *App) check(c *Client, spec *Spec, argv [][]byte, now int64) error {
 		if max := s.Opts.MaxMemory.Load(); max > 0 && s.UsedMemory() > max {
 			return modelstore.ErrOOM
 		}
+	}
+	if c.inMulti && spec.Has(NoMulti) {
+		return errNoMulti
 	}
 	return nil
 }

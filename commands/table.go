@@ -32,7 +32,8 @@ const (
 	NoAuth                     // allowed before AUTH
 	LoadingOK                  // allowed while a snapshot loads
 	Big                        // may carry payloads beyond client-query-buffer-limit
-	NoMulti                    // not allowed inside MULTI (RedisAI's blocking commands)
+	Blocking                   // blocks its client (RedisAI's run commands, MONITOR): queued inside MULTI, an error inside EXEC
+	NoMulti                    // refused inside MULTI, aborting the transaction (Redis's no-multi: SAVE, SHUTDOWN)
 	Fast                       // O(1) or O(log N)
 	NoTxLock                   // runs outside the transaction lock (see package doc)
 )
@@ -43,7 +44,7 @@ var flagNames = []struct {
 }{
 	{Write, "write"}, {Readonly, "readonly"}, {DenyOOM, "denyoom"}, {Admin, "admin"},
 	{NoAuth, "no_auth"}, {LoadingOK, "loading"}, {Big, "big_payload"},
-	{NoMulti, "no_multi"}, {Fast, "fast"},
+	{Blocking, "blocking"}, {NoMulti, "no_multi"}, {Fast, "fast"},
 }
 
 // Runner is a parsed command, ready to run: each command's parse makes a

@@ -621,6 +621,35 @@ class TestTransactions(TensorTestCase):
         # The connection is out of MULTI afterwards.
         self.assertEqual(c.cmd("AI.TENSORSET", "a", "FLOAT", 1), "OK")
 
+    def test_no_multi_commands_abort_the_transaction(self):
+        # Checked against redis-server 7.0.15: SAVE and SHUTDOWN are refused
+        # when queued, and EXEC then aborts; nothing was saved or stopped.
+        c = self.raw()
+        for cmd in (("SAVE",), ("SHUTDOWN", "NOSAVE")):
+            self.assertEqual(c.cmd("MULTI"), "OK")
+            self.assertEqual(c.cmd("AI.TENSORSET", "a", "INT8", 1, "VALUES", 1), "QUEUED")
+            self.assertEqual(c.cmd_raw(*cmd), b"-ERR Command not allowed inside a transaction\r\n")
+            self.assertEqual(c.cmd_raw("EXEC"), b"-EXECABORT Transaction discarded because of previous errors.\r\n")
+        self.assertEqual(self.r.exists("a"), 0)
+        self.srv.assert_serving()
+
+    def test_exec_with_arguments_ends_the_transaction(self):
+        c = self.raw()
+        self.assertEqual(c.cmd("MULTI"), "OK")
+        self.assertEqual(c.cmd("AI.TENSORSET", "a", "INT8", 1, "VALUES", 1), "QUEUED")
+        self.assertEqual(c.cmd_raw("EXEC", "x"),
+                         b"-EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command\r\n")
+        self.assertEqual(c.cmd("PING"), "PONG")  # not queued: the transaction is over
+        self.assertEqual(c.cmd("EXEC").text, "ERR EXEC without MULTI")
+        self.assertEqual(self.r.exists("a"), 0)
+
+    def test_monitor_inside_exec(self):
+        c = self.raw()
+        self.assertEqual(c.cmd("MULTI"), "OK")
+        self.assertEqual(c.cmd("MONITOR"), "QUEUED")
+        self.assertEqual(c.cmd_raw("EXEC"), b"*1\r\n-ERR MONITOR isn't allowed for DENY BLOCKING client\r\n")
+        self.assertEqual(c.cmd("PING"), "PONG")
+
     def test_execabort_redis_py(self):
         p = self.r.pipeline(transaction=True)
         p.execute_command("AI.TENSORSET", "a", "FLOAT", 1)
@@ -893,6 +922,20 @@ class TestClient(TensorTestCase):
         self.assertEqual(victim.read_until_closed(), b"")
         poll(lambda: vid not in {int(c["id"]) for c in self.r.client_list()}, what="killed client to leave CLIENT LIST")
         self.assertEqual(self.r.client_kill_filter(_id=vid), 0)
+        self.srv.assert_serving()
+
+    def test_kill_by_user_and_type(self):
+        victim = self.raw()
+        vid = victim.cmd("CLIENT", "ID")
+        self.assertError(self.r.execute_command, "ERR No such user 'nouser'", "CLIENT", "KILL", "USER", "nouser")
+        self.assertError(self.r.execute_command, "ERR Unknown client type 'bogus'", "CLIENT", "KILL", "TYPE", "bogus")
+        self.assertError(self.r.execute_command, "ERR syntax error", "CLIENT", "NO-EVICT", "x")
+        # Filters that match no client kill none (they killed every client).
+        self.assertEqual(self.r.execute_command("CLIENT", "KILL", "TYPE", "pubsub"), 0)
+        self.assertEqual(self.r.execute_command("CLIENT", "KILL", "MAXAGE", 3600), 0)
+        self.assertEqual(victim.cmd("PING"), "PONG")
+        self.assertEqual(self.r.execute_command("CLIENT", "KILL", "USER", "default", "ID", vid), 1)
+        self.assertEqual(victim.read_until_closed(), b"")
         self.srv.assert_serving()
 
     def test_kill_by_addr(self):
