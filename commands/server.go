@@ -205,6 +205,8 @@ type Client struct {
 	multi      queue // commands queued by MULTI
 	inMulti    bool
 	multiDirty bool // a command failed to queue: EXEC aborts
+	// watch is the keys WATCHed: EXEC runs nothing once one has changed.
+	watch      modelstore.KeyWatch
 	asking     bool // ASKING: the next command may use an importing slot
 	closeAfter bool // QUIT: close once the reply is flushed
 	internal   bool // the server's own client (loadmodel): no upload policy
@@ -299,7 +301,16 @@ func (s *App) endMulti(c *Client) queue {
 	c.inMulti, c.multi, c.multiDirty = false, nil, false
 	c.multiLen.Store(-1)
 	s.queuedMem.Add(-c.multiMem.Swap(0))
+	s.unwatch(c)
 	return q
+}
+
+// unwatch forgets the keys c WATCHed (EXEC, DISCARD, UNWATCH, RESET and a
+// closed connection do, as in Redis).
+func (s *App) unwatch(c *Client) {
+	if c.watch.Watching() {
+		s.Keys.Unwatch(&c.watch)
+	}
 }
 
 // queue is the commands MULTI queued.

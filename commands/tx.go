@@ -8,7 +8,49 @@ func init() {
 			Summary: "Executes all commands in a transaction, atomically.", Parse: parseExec},
 		&Spec{Name: "discard", Arity: 1, Flags: Fast | LoadingOK | txControl, Group: "transactions",
 			Summary: "Discards a transaction.", Parse: parseDiscard},
+		&Spec{Name: "watch", Arity: -2, Flags: Fast | LoadingOK | txControl, FirstKey: 1, LastKey: -1, Step: 1, Group: "transactions",
+			Summary: "Monitors changes to keys: EXEC runs nothing (a null reply) once one has changed.", Parse: parseWatch},
+		&Spec{Name: "unwatch", Arity: 1, Flags: Fast | LoadingOK, Group: "transactions",
+			Summary: "Forgets the keys WATCHed.", Parse: parseUnwatch},
 	)
+}
+
+func parseWatch(a Args) (Runner, error) {
+	return watchCmd{keys: keyStrings(a.Rest())}, nil
+}
+
+// watchCmd is WATCH key [key ...]. It runs at once inside MULTI (to refuse
+// itself there, without aborting the transaction, as Redis does). Watching
+// another user's value is refused as reading it is.
+type watchCmd struct{ keys []string }
+
+// Run implements Runner.
+func (c watchCmd) Run(x *Ctx) error {
+	if x.C.inMulti {
+		return Reply("ERR WATCH inside MULTI is not allowed")
+	}
+	allow := x.allow()
+	for _, k := range c.keys {
+		if err := x.Keys.Watch(allow, &x.C.watch, k); err != nil {
+			return err
+		}
+	}
+	x.W.OK()
+	return nil
+}
+
+func parseUnwatch(a Args) (Runner, error) {
+	return unwatchCmd{}, nil
+}
+
+// unwatchCmd is UNWATCH.
+type unwatchCmd struct{}
+
+// Run implements Runner.
+func (unwatchCmd) Run(x *Ctx) error {
+	x.unwatch(x.C)
+	x.W.OK()
+	return nil
 }
 
 func parseMulti(a Args) (Runner, error) {
@@ -60,14 +102,21 @@ func (execCmd) Run(x *Ctx) error {
 	if !c.inMulti {
 		return Reply("ERR EXEC without MULTI")
 	}
-	dirty := c.multiDirty
-	q := x.endMulti(c)
-	defer q.release()
-	if dirty {
+	if c.multiDirty {
+		x.endMulti(c).release()
 		return Reply("EXECABORT Transaction discarded because of previous errors.")
 	}
 	x.tx.Lock()
 	defer x.tx.Unlock()
+	// Under the write side no other write runs: a watched key that has not
+	// changed by now does not change before the queue has run.
+	changed := c.watch.Watching() && (c.watch.Dirty() || x.Keys.Expired(&c.watch))
+	q := x.endMulti(c)
+	defer q.release()
+	if changed {
+		x.W.NullArray()
+		return nil
+	}
 	x.W.Array(len(q))
 	inner := &Ctx{App: x.App, C: c, W: x.W, locked: true}
 	for _, cmd := range q {

@@ -155,6 +155,16 @@ func (w *Writer) Null() {
 // Array writes an array header of n elements.
 func (w *Writer) Array(n int) { w.buf = redcon.AppendArray(w.buf, n) }
 
+// NullArray writes the null array (*-1 in RESP2, _ in RESP3): EXEC's reply
+// when a WATCHed key changed.
+func (w *Writer) NullArray() {
+	if w.proto == 3 {
+		w.buf = append(w.buf, "_\r\n"...)
+		return
+	}
+	w.buf = append(w.buf, "*-1\r\n"...)
+}
+
 // Map writes a map header of n pairs (RESP2: an array of 2n elements).
 func (w *Writer) Map(n int) {
 	if w.proto == 3 {

@@ -38,6 +38,7 @@ func (k *Keyspace) SetExpire(allow Allow, key string, at int64) (bool, Value, er
 		return false, nil, err
 	}
 	k.dirty.Add(1)
+	k.touchLocked(key)
 	if at != 0 && at <= now.at() {
 		k.deleteLocked(key)
 		if k.journal != nil {

@@ -92,6 +92,7 @@ func (k *Keyspace) Replace(items []Item) []Value {
 	k.mu.Lock()
 	old := k.m
 	k.m, k.order, k.ttl = m, order, ttl
+	k.touchAllLocked(old)
 	k.used.Store(used)
 	k.dirty.Store(0)
 	k.mu.Unlock()

@@ -62,6 +62,8 @@ type Keyspace struct {
 	now       func() int64 // unix ms; replaceable in tests
 	seed      maphash.Seed
 	journal   Journal // nil: changes are not recorded
+	// watchers are the WATCHes of each watched key (keywatch.go).
+	watchers map[string][]*KeyWatch
 }
 
 // Journal hears of every change to the keyspace, in the order the changes
@@ -225,6 +227,7 @@ func (k *Keyspace) setMany(ws []Write, old []Value) error {
 	for _, w := range ws {
 		k.dropIfExpired(w.Key, now)
 		k.setLocked(w.Key, entry{v: w.Value})
+		k.touchLocked(w.Key)
 		if k.journal != nil {
 			k.journal.Set(w.Key, w.Value)
 		}
@@ -283,6 +286,7 @@ func (k *Keyspace) Delete(allow Allow, keys ...string) ([]Value, error) {
 			if e.live(now) {
 				out = append(out, e.v)
 				k.dirty.Add(1)
+				k.touchLocked(key)
 				if k.journal != nil {
 					k.journal.Delete(key)
 				}
@@ -313,6 +317,7 @@ func (k *Keyspace) DeleteIf(key string, v Value) bool {
 	defer k.mu.Unlock()
 	if e, ok := k.m[key]; ok && e.v == v {
 		k.deleteLocked(key)
+		k.touchLocked(key)
 		k.dirty.Add(1)
 		if k.journal != nil {
 			k.journal.Delete(key)
@@ -345,6 +350,8 @@ func (k *Keyspace) Rename(allow Allow, src, dst string) (Value, error) {
 	k.dropIfExpired(dst, now)
 	k.deleteLocked(src)
 	k.setLocked(dst, e)
+	k.touchLocked(src)
+	k.touchLocked(dst)
 	k.dirty.Add(1)
 	if k.journal != nil {
 		k.journal.Rename(src, dst)
@@ -387,6 +394,7 @@ func (k *Keyspace) Flush(allow Allow) ([]Value, error) {
 	old := k.m
 	k.m = make(map[string]entry)
 	k.order, k.ttl = newOrder(), map[string]int64{}
+	k.touchAllLocked(old)
 	k.used.Store(0)
 	k.dirty.Add(int64(len(old)))
 	if k.journal != nil {

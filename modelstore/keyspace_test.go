@@ -616,3 +616,64 @@ func filledKeyspace(n int, ttl bool) *Keyspace {
 	}
 	return k
 }
+
+func TestKeyWatch(t *testing.T) {
+	k := NewKeyspace(nil)
+	clock := int64(1000)
+	k.now = func() int64 { return clock }
+	tensor := func() Value { return &Tensor{} }
+	k.Set("a", tensor(), false)
+	k.Set("b", tensor(), false)
+	watched := func(keys ...string) *KeyWatch {
+		w := &KeyWatch{}
+		for _, key := range keys {
+			if err := k.Watch(nil, w, key); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return w
+	}
+	for _, c := range []struct {
+		name    string
+		keys    []string
+		change  func()
+		changed bool
+	}{
+		{"nothing", []string{"a"}, func() {}, false},
+		{"set", []string{"a"}, func() { k.Set("a", tensor(), false) }, true},
+		{"another key", []string{"a"}, func() { k.Set("b", tensor(), false) }, false},
+		{"created", []string{"new"}, func() { k.Set("new", tensor(), false) }, true},
+		{"deleted", []string{"new"}, func() { k.Delete(nil, "new") }, true},
+		{"absent deleted", []string{"new"}, func() { k.Delete(nil, "new") }, false},
+		{"renamed onto", []string{"a"}, func() { k.Rename(nil, "b", "a") }, true},
+		{"renamed from", []string{"a"}, func() { k.Rename(nil, "a", "b") }, true},
+		{"ttl", []string{"b"}, func() { k.SetExpire(nil, "b", clock+10) }, true},
+		{"expired", []string{"b"}, func() { clock += 20 }, true},
+		{"flushed absent", []string{"zz"}, func() { k.Flush(nil) }, false},
+	} {
+		w := watched(c.keys...)
+		c.change()
+		if got := w.Dirty() || k.Expired(w); got != c.changed {
+			t.Errorf("%s: changed %v, want %v", c.name, got, c.changed)
+		}
+		k.Unwatch(w)
+		if w.Dirty() || w.Watching() {
+			t.Errorf("%s: still watching after Unwatch", c.name)
+		}
+	}
+	k.Set("c", tensor(), false)
+	w := watched("c")
+	k.Flush(nil)
+	if !w.Dirty() {
+		t.Error("flush of a watched key")
+	}
+	k.Unwatch(w)
+	if len(k.watchers) != 0 {
+		t.Errorf("watchers left: %v", k.watchers)
+	}
+	// Watching another user's value is refused.
+	k.Set("d", tensor(), false)
+	if err := k.Watch(func(Value) error { return ErrNoKey }, &KeyWatch{}, "d"); err != ErrNoKey {
+		t.Errorf("watch refused by allow: %v", err)
+	}
+}

@@ -514,6 +514,38 @@ func TestTxPipelined(t *testing.T) {
 	eq(t, ok(t, rdb.Exists(ctx, "d", "e")).Val(), int64(0))
 }
 
+// go-redis's optimistic transaction: Watch, read, write in TxPipelined;
+// redis.TxFailedErr when another client changed the key in between.
+func TestWatch(t *testing.T) {
+	for _, proto := range []int{2, 3} {
+		rdb, ctx := client(t, proto)
+		other, _ := client(t, proto)
+		key := fmt.Sprintf("watched%d", proto)
+		ok(t, rdb.Do(ctx, "AI.TENSORSET", key, "INT64", 1, "VALUES", 1))
+		bump := func(interfere bool) error {
+			return rdb.Watch(ctx, func(tx *redis.Tx) error {
+				v := ints(t, tx.Do(ctx, "AI.TENSORGET", key, "VALUES"))
+				if interfere {
+					ok(t, other.Do(ctx, "AI.TENSORSET", key, "INT64", 1, "VALUES", 100))
+				}
+				_, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+					p.Do(ctx, "AI.TENSORSET", key, "INT64", 1, "VALUES", v[0]+1)
+					return nil
+				})
+				return err
+			}, key)
+		}
+		if err := bump(false); err != nil {
+			t.Fatal(err)
+		}
+		eq(t, ints(t, rdb.Do(ctx, "AI.TENSORGET", key, "VALUES"))[0], int64(2))
+		if err := bump(true); err != redis.TxFailedErr {
+			t.Fatalf("RESP%d: a watched key changed by another client: err %v", proto, err)
+		}
+		eq(t, ints(t, rdb.Do(ctx, "AI.TENSORGET", key, "VALUES"))[0], int64(100))
+	}
+}
+
 func TestKeyCommands(t *testing.T) {
 	rdb, ctx := client(t, 3)
 	for _, k := range []string{"a", "b", "c"} {

@@ -650,6 +650,66 @@ class TestTransactions(TensorTestCase):
         self.assertEqual(c.cmd_raw("EXEC"), b"*1\r\n-ERR MONITOR isn't allowed for DENY BLOCKING client\r\n")
         self.assertEqual(c.cmd("PING"), "PONG")
 
+    def test_watch(self):
+        # Each case checked against redis-server 7.0.15 with SET for
+        # AI.TENSORSET: None is EXEC's null reply (a watched key changed).
+        other = self.srv.client()
+
+        def tx(*watch, between=lambda: None):
+            self.r.execute_command("WATCH", *watch)
+            between()
+            self.r.execute_command("MULTI")
+            self.ts("out", "INT8", 1, "VALUES", 1)
+            return self.r.execute_command("EXEC")
+
+        def tset(r, key, v=1):
+            return lambda: r.execute_command("AI.TENSORSET", key, "INT8", 1, "VALUES", v)
+
+        self.ts("k", "INT8", 1, "VALUES", 1)
+        self.assertEqual(tx("k"), [b"OK"])
+        self.assertIsNone(tx("k", between=tset(other, "k")))
+        self.assertIsNone(tx("k", between=tset(self.r, "k")), "the client's own write counts")
+        self.assertIsNone(tx("new", between=tset(other, "new")))
+        self.assertEqual(tx("absent", between=lambda: other.delete("absent")), [b"OK"])
+        self.assertIsNone(tx("k", between=lambda: other.expire("k", 100)))
+        self.assertIsNone(tx("k", between=lambda: other.rename("new", "k")))
+        self.assertIsNone(tx("k", between=lambda: other.flushall()))
+        self.assertEqual(tx("k", between=lambda: other.flushall()), [b"OK"], "flushing an absent key")
+        self.ts("t", "INT8", 1, "VALUES", 1)
+        other.pexpire("t", 30)
+        self.assertIsNone(tx("t", between=lambda: time.sleep(0.1)), "a watched key that expired")
+        # UNWATCH, DISCARD and EXEC forget the keys.
+        self.r.execute_command("WATCH", "k")
+        self.r.execute_command("UNWATCH")
+        self.assertEqual(tx("z", between=tset(other, "k")) and tx("zz"), [b"OK"])
+        # WATCH inside MULTI is refused without aborting the transaction.
+        c = self.raw()
+        c.cmd("MULTI")
+        self.assertEqual(c.cmd("WATCH", "k").text, "ERR WATCH inside MULTI is not allowed")
+        self.assertEqual(c.cmd_raw("EXEC"), b"*0\r\n")
+        # The null reply on the wire: *-1 in RESP2, _ in RESP3.
+        for proto, null in ((2, b"*-1\r\n"), (3, b"_\r\n")):
+            c = self.raw()
+            c.cmd("HELLO", proto)
+            c.cmd("WATCH", "k")
+            tset(other, "k")()
+            c.cmd("MULTI")
+            c.cmd("PING")
+            self.assertEqual(c.cmd_raw("EXEC"), null)
+        # redis-py's optimistic transaction retries until it goes through.
+        tries = []
+
+        def bump(pipe):
+            v = int(pipe.execute_command("AI.TENSORGET", "k", "VALUES")[0])
+            if not tries:
+                tset(other, "k", 50)()
+            tries.append(v)
+            pipe.multi()
+            pipe.execute_command("AI.TENSORSET", "k", "INT8", 1, "VALUES", v + 1)
+        self.r.transaction(bump, "k")
+        self.assertEqual(len(tries), 2)
+        self.assertEqual(self.tg("k", "VALUES"), [51])
+
     def test_execabort_redis_py(self):
         p = self.r.pipeline(transaction=True)
         p.execute_command("AI.TENSORSET", "a", "FLOAT", 1)
