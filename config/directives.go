@@ -52,7 +52,7 @@ var table = []directive{
 		doc:   "largest single argument other than a model's BLOB chunks, refused on its length header before allocation",
 		value: memory(func(o *Options) *atomic.Int64 { return &o.ProtoMaxBulkLen }, 1<<20, 1<<62)},
 	{name: "client-query-buffer-limit", def: "1gb", mutable: true,
-		doc:   "largest command, not counting the BLOB chunks of a model upload (bounded by max-model-size)",
+		doc:   "largest command, each argument counting 80 bytes beyond its own (what the server spends on it); the bytes of a model upload's BLOB chunks are bounded by max-model-size instead",
 		value: memory(func(o *Options) *atomic.Int64 { return &o.ClientQueryBufferLimit }, 1<<20, 1<<62)},
 	{name: "maxmemory", def: "0", mutable: true,
 		doc:   "writes that would pass it get -OOM (0: no limit); model blobs count once however many keys share them, and the commands a transaction holds queued count too",

@@ -1452,10 +1452,22 @@ class TestBadInput(TensorTestCase):
         # announced count before the arguments arrive.
         rss = self.srv.rss()
         c = self.raw()
-        c.send(b"*1000000000\r\n$12\r\nAI.TENSORSET\r\n$1\r\nk\r\n")
+        c.send(b"*10000000\r\n$12\r\nAI.TENSORSET\r\n$1\r\nk\r\n")
         peak = max(self._sample_rss(0.3), self.srv.rss())
         self.assertLess(peak - rss, 32 << 20)
         self.assertTrue(c.is_open(0.05), "still waiting for the rest of the command")
+
+    def test_flood_of_empty_chunks_refused(self):
+        # Each argument costs the server about 80 bytes beyond its own
+        # (client-query-buffer-limit counts them): 20 million empty BLOB
+        # chunks, 120 MB on the wire, took the server to 1.74 GB.
+        rss = self.srv.rss()
+        c = self.raw()
+        c.send(b"*20000005\r\n$13\r\nAI.MODELSTORE\r\n$1\r\nm\r\n$4\r\nONNX\r\n$3\r\nCPU\r\n$4\r\nBLOB\r\n"
+               + b"$0\r\n\r\n" * 100000)
+        self.assertEqual(c.read_until_closed(), b"-ERR Protocol error: command exceeds client-query-buffer-limit\r\n")
+        self.assertLess(self.srv.rss() - rss, 32 << 20)
+        self.srv.assert_serving()
 
     def test_big_announced_bulk_within_limits_not_committed(self):
         # 400 MB announced (under the default 512mb proto-max-bulk-len), not sent.

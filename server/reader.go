@@ -80,6 +80,15 @@ const (
 	// arenaIdleMax: a larger arena is dropped when the client has sent
 	// nothing more, rather than kept for its next command.
 	arenaIdleMax = 16 << 10
+	// argCost is what each argument costs the reader beyond its bytes,
+	// counted against MaxQuery (an upload's chunks included): its entry in
+	// Args (a 24-byte slice header) and in owned, at the peak of a doubling
+	// of both, when the old and the new arrays are live. Without it,
+	// 20 million empty BLOB chunks (120 MB on the wire) took the server to
+	// 1.74 GB, past every limit.
+	argCost = 80
+	// argsKeepMax: a longer argument list is dropped after its command.
+	argsKeepMax = 4096
 )
 
 // Command is one parsed request. Args alias reader memory that is reused by
@@ -163,6 +172,10 @@ func (r *Reader) ReadCommand(pre Limits, classify func(name []byte) Limits) (*Co
 			r.arena = nil
 		}
 		r.arena = r.arena[:0]
+		if cap(r.cmd.Args) > argsKeepMax {
+			// Nor the argument list of a command of millions of them.
+			r.cmd.Args, r.cmd.owned = nil, nil
+		}
 		r.cmd.Args = r.cmd.Args[:0]
 		r.cmd.owned = r.cmd.owned[:0]
 		b, err := r.in.Peek(1)
@@ -246,6 +259,9 @@ func (r *Reader) readMultibulk(lim Limits, classify func([]byte) Limits) error {
 	if n > lim.MaxArgs {
 		return lim.refused("multibulk length")
 	}
+	if n*argCost > lim.MaxQuery {
+		return &ProtocolError{"command exceeds client-query-buffer-limit"}
+	}
 	var total, skipped int64
 	var refused error
 	for i := 0; int64(i) < n; i++ {
@@ -284,11 +300,12 @@ func (r *Reader) readMultibulk(lim Limits, classify func([]byte) Limits) error {
 		if refused == nil && !payload && size > lim.MaxBulk {
 			return lim.refused("bulk length")
 		}
+		total += argCost
 		if dst == nil && refused == nil {
 			total += size
-			if total > lim.MaxQuery {
-				return &ProtocolError{"command exceeds client-query-buffer-limit"}
-			}
+		}
+		if total > lim.MaxQuery {
+			return &ProtocolError{"command exceeds client-query-buffer-limit"}
 		}
 		switch {
 		case refused != nil:
@@ -345,6 +362,9 @@ func (r *Reader) readMultibulk(lim Limits, classify func([]byte) Limits) error {
 			lim = classify(r.cmd.Args[0])
 			if n > lim.MaxArgs {
 				return lim.refused("multibulk length")
+			}
+			if n*argCost > lim.MaxQuery {
+				return &ProtocolError{"command exceeds client-query-buffer-limit"}
 			}
 		}
 	}

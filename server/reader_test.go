@@ -198,10 +198,11 @@ func (h *headerOnly) Read(p []byte) (int, error) {
 }
 
 func TestLimitsRefuseOnHeader(t *testing.T) {
-	small := Limits{Limits: commands.Limits{MaxArgs: 4, MaxBulk: 100, MaxQuery: 150}}
+	// Each argument costs argCost beyond its bytes.
+	small := Limits{Limits: commands.Limits{MaxArgs: 4, MaxBulk: 100, MaxQuery: 150 + 3*argCost}}
 	narrow := func(name []byte) Limits {
 		if string(name) == "NARROW" {
-			return Limits{Limits: commands.Limits{MaxArgs: 2, MaxBulk: 10, MaxQuery: 20}}
+			return Limits{Limits: commands.Limits{MaxArgs: 2, MaxBulk: 10, MaxQuery: 20 + 2*argCost}}
 		}
 		return small
 	}
@@ -237,6 +238,26 @@ func TestLimitsRefuseOnHeader(t *testing.T) {
 		if strings.HasPrefix(row.want, "-") && h.extra > 0 {
 			t.Errorf("%s: %q: the reader waited for the refused payload", row.at, trim(row.in))
 		}
+	}
+}
+
+// Each argument costs argCost beyond its bytes: a flood of empty
+// arguments (BLOB chunks of 0 bytes) is bounded by client-query-buffer-limit
+// like a big argument, on the count when it can be.
+func TestManyEmptyArgumentsAreBounded(t *testing.T) {
+	lim := Limits{Limits: commands.Limits{MaxArgs: 1 << 30, MaxBulk: 100, MaxQuery: 12 * argCost}}
+	empties := func(n int) string { return fmt.Sprintf("*%d\r\n", n) + strings.Repeat("$0\r\n\r\n", n) }
+	h := &headerOnly{data: []byte(empties(13))}
+	if got := transcript(NewReader(h), lim, nil); got != "-Protocol error: command exceeds client-query-buffer-limit" || h.extra > 0 {
+		t.Errorf("13 empty arguments: %s (read %d payload bytes)", got, h.extra)
+	}
+	if got := transcript(NewReader(strings.NewReader(empties(12))), lim, nil); !strings.HasPrefix(got, `"" "" ""`) {
+		t.Errorf("12 empty arguments: %s", got)
+	}
+	// Counted as they come where the count alone fits.
+	in := "*12\r\n" + strings.Repeat("$1\r\nx\r\n", 12)
+	if got := transcript(NewReader(strings.NewReader(in)), lim, nil); got != "-Protocol error: command exceeds client-query-buffer-limit" {
+		t.Errorf("12 one-byte arguments: %s", got)
 	}
 }
 
