@@ -174,6 +174,9 @@ type InfoSection struct {
 	// NotDefault sections are shown only when asked for by name, or by
 	// "all" or "everything" (as Redis's commandstats).
 	NotDefault bool
+	// AdminOnly sections, with users, are shown to admins only (isAdmin):
+	// they tell of other users' models.
+	AdminOnly bool
 }
 
 var extraSections []InfoSection
@@ -191,13 +194,14 @@ type infoCmd struct{ sections []string }
 
 // Run implements Runner.
 func (c infoCmd) Run(x *Ctx) error {
-	x.W.Verbatim(x.Info(c.sections))
+	x.W.Verbatim(x.Info(c.sections, !x.Opts.UsersEnabled() || x.isAdmin(x.C)))
 	return nil
 }
 
 // Info renders INFO in Redis's format for the requested sections (all the
-// default ones when none, "all" or "everything").
-func (s *App) Info(sections []string) string {
+// default ones when none, "all" or "everything"); AdminOnly sections only
+// when admin is set.
+func (s *App) Info(sections []string, admin bool) string {
 	want := map[string]bool{}
 	all, every := len(sections) == 0, false
 	for _, sec := range sections {
@@ -209,7 +213,14 @@ func (s *App) Info(sections []string) string {
 		want[sec] = true
 	}
 	var b strings.Builder
+	hidden := map[string]bool{}
+	for _, sec := range extraSections {
+		hidden[sec.Name] = sec.AdminOnly && !admin
+	}
 	for _, sec := range s.infoSections(func(name string, notDefault bool) bool {
+		if hidden[name] {
+			return false
+		}
 		if notDefault {
 			return every || want[strings.ToLower(name)]
 		}

@@ -29,7 +29,7 @@ func init() {
 		&Spec{Name: "cluster", Arity: -2, Flags: LoadingOK, Group: "cluster",
 			Summary: "Reads the cluster topology the controller pushed (INFO, NODES, SLOTS, SHARDS, MYID, KEYSLOT, COUNTKEYSINSLOT, GETKEYSINSLOT) or resets it (RESET).",
 			Syntax:  "INFO | NODES | SLOTS | SHARDS | MYID | KEYSLOT key | COUNTKEYSINSLOT slot | GETKEYSINSLOT slot count | RESET [HARD | SOFT]",
-			Parse:   parseCluster},
+			Parse:   parseCluster, AdminSubs: []string{"RESET"}},
 		&Spec{Name: "clusterx", Arity: -2, Flags: Admin | LoadingOK | Big | NoTxLock, Group: "cluster",
 			Summary: "The controller's commands (Apache Kvrocks's): sets this node's id, pushes the topology and its version, reads the version, migrates a slot to another node (and, between nodes, imports it).",
 			Syntax:  "SETNODEID id | SETNODES topology version [FORCE] | VERSION | MIGRATE slot target-id | IMPORT slot 0|1|2 | RESTORE slot payload",

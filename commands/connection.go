@@ -21,7 +21,7 @@ func init() {
 			Summary: "Authenticates the connection.", Syntax: "[username] password", Parse: parseAuth},
 		&Spec{Name: "client", Arity: -2, Flags: LoadingOK, Group: "connection",
 			Summary: "Client connection management: ID, SETNAME, GETNAME, SETINFO, INFO, LIST, KILL.",
-			Syntax:  "subcommand [arguments]", Parse: parseClient},
+			Syntax:  "subcommand [arguments]", Parse: parseClient, AdminSubs: []string{"KILL", "LIST", "NO-EVICT"}},
 		&Spec{Name: "acl", Arity: -2, Flags: LoadingOK, Group: "connection",
 			Summary: "Users: WHOAMI (this connection's user), USERS (every user name).",
 			Syntax:  "WHOAMI | USERS", Parse: parseACL},
@@ -532,10 +532,7 @@ func (c clientKillCmd) Run(x *Ctx) error {
 		if (c.id != 0 && cl.ID != c.id) || (c.addr != "" && cl.Addr != c.addr) || (c.laddr != "" && cl.LAddr != c.laddr) {
 			continue
 		}
-		cl.mu.Lock()
-		user := cl.user
-		cl.mu.Unlock()
-		if c.user != "" && user != c.user {
+		if c.user != "" && cl.User() != c.user {
 			continue
 		}
 		if c.maxAge > 0 && int64(now.Sub(cl.created).Seconds()) < c.maxAge {

@@ -51,7 +51,8 @@ func init() {
 			Summary: "Returns a model's digest, size, inputs and outputs, batching and storage details, owner, engine.", Syntax: "key", Parse: parseModelInfo}),
 		ai(&Spec{Name: "ai.config", Arity: -2, Flags: Write,
 			Summary: "Reads or changes RedisAI settings (MODEL_CHUNK_SIZE, MODEL_EXECUTION_TIMEOUT, ...).",
-			Syntax:  "GET name | SET name value | name value | LOADBACKEND backend path | BACKENDSPATH path", Parse: parseAIConfig}),
+			Syntax:  "GET name | SET name value | name value | LOADBACKEND backend path | BACKENDSPATH path", Parse: parseAIConfig,
+			AdminSubs: aiConfigAdminSubs()}),
 	)
 }
 

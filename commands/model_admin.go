@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -183,6 +184,17 @@ var aiSettings = map[string]aiSetting{
 	"INTRA_OP_PARALLELISM":    {func(s *AISettings) *atomic.Int64 { return &s.IntraOpParallelism }, 0, "ERR INTRA_OP_PARALLELISM: invalid value"},
 	"INTER_OP_PARALLELISM":    {func(s *AISettings) *atomic.Int64 { return &s.InterOpParallelism }, 0, "ERR INTER_OP_PARALLELISM: invalid value"},
 	"THREADS_PER_QUEUE":       {func(s *AISettings) *atomic.Int64 { return &s.ThreadsPerQueue }, 1, "ERR THREADS_PER_QUEUE: invalid value"},
+}
+
+// aiConfigAdminSubs are AI.CONFIG's forms that change settings (all but
+// GET), administrative with users.
+func aiConfigAdminSubs() []string {
+	subs := []string{"SET", "BACKENDSPATH", "LOADBACKEND"}
+	for name := range aiSettings {
+		subs = append(subs, name)
+	}
+	slices.Sort(subs)
+	return subs
 }
 
 func parseAIConfig(a Args) (Runner, error) {

@@ -30,7 +30,7 @@ func init() {
 			Syntax:  "USAGE key", Parse: parseMemory}),
 	)
 	RegisterInfoSection(InfoSection{Name: "Commandstats", Fields: commandStats, NotDefault: true})
-	RegisterInfoSection(InfoSection{Name: "AI", Fields: aiInfo, NotDefault: true})
+	RegisterInfoSection(InfoSection{Name: "AI", Fields: aiInfo, NotDefault: true, AdminOnly: true})
 }
 
 // cmdStats are one command's counters (INFO commandstats).

@@ -568,6 +568,35 @@ func (s *App) dispatch(c *Client, spec *Spec, argv [][]byte, owned Ownership) {
 // transaction instead of being queued.
 const txControl = Flag(1 << 31)
 
+// adminCommand reports whether argv is an administrative command (Admin,
+// or one of the spec's AdminSubs), and its name as Redis's NOPERM error
+// gives it (client|kill).
+func adminCommand(spec *Spec, argv [][]byte) (string, bool) {
+	if spec.Has(Admin) {
+		return spec.Name, true
+	}
+	if len(spec.AdminSubs) > 0 && len(argv) > 1 {
+		for _, sub := range spec.AdminSubs {
+			if strings.EqualFold(string(argv[1]), sub) {
+				return spec.Name + "|" + strings.ToLower(sub), true
+			}
+		}
+	}
+	return "", false
+}
+
+// isAdmin reports whether c's user may run administrative commands: the
+// default user, and named users given +@admin (a token's user only when a
+// user directive of its name gives it +@admin).
+func (s *App) isAdmin(c *Client) bool {
+	user := c.User()
+	if user == "default" {
+		return true
+	}
+	u := s.Opts.Users[user]
+	return u != nil && u.Admin
+}
+
 // blockingInExec is the reply inside EXEC of a Blocking command queued in
 // a transaction: RedisAI's text for its commands, Redis's for MONITOR.
 func blockingInExec(spec *Spec) error {
@@ -598,6 +627,11 @@ func (s *App) check(c *Client, spec *Spec, argv [][]byte, now int64) error {
 	}
 	if !spec.Has(NoAuth) && !c.authedAt(now) {
 		return errNoAuth
+	}
+	if s.Opts.UsersEnabled() {
+		if name, ok := adminCommand(spec, argv); ok && !s.isAdmin(c) {
+			return errorf("NOPERM User %s has no permissions to run the '%s' command", c.User(), name)
+		}
 	}
 	// Redis Cluster's redirections come before anything runs; the
 	// server's own client (startup models, the log's replay) is exempt.

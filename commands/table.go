@@ -78,6 +78,10 @@ type Spec struct {
 	// FirstKey..LastKey. It must not fail: a malformed command gets the
 	// keys found before the fault, and its parse reports the fault.
 	Keys func(argv [][]byte) []int
+	// AdminSubs are the subcommands (upper case) that are administrative
+	// in a command not flagged Admin as a whole, as Redis flags
+	// client|kill: with users, only admins run them (adminCommand).
+	AdminSubs []string
 
 	stats cmdStats // INFO commandstats (observe.go)
 }

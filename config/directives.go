@@ -168,7 +168,7 @@ var table = []directive{
 			return nil
 		}}},
 	{name: "user", multi: true, args: "<name> on ><password>",
-		doc:   "may repeat: a named user for `AUTH name password` (also #<sha256 hex>, nopass, off, resetpass); with any configured, models and tensors belong to the user who stored them",
+		doc:   "may repeat: a named user for `AUTH name password` (also #<sha256 hex>, nopass, off, resetpass, and +@admin for the administrative commands, which are otherwise the default user's); with any configured, models and tensors belong to the user who stored them",
 		value: value{get: func(o *Options) string { return o.usersString() }, set: func(o *Options, a []string) error { return o.addUser(a) }}},
 	{name: "jwt-public-key-file", args: "<path>",
 		doc:   "PEM file of ECDSA P-256 public keys (several for rotation; PUBLIC KEY or CERTIFICATE blocks): turns on token authentication, AUTH <token>, AUTH <user> <token>, HELLO 3 AUTH <user> <token>; only ES256 tokens are accepted; a bad file stops the start",

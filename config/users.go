@@ -14,15 +14,25 @@ import (
 //
 //	user <name> [on|off] [>password]... [#sha256-hex]... [nopass] [resetpass]
 //
-// A user starts off and without passwords, as in Redis. Users have no
-// command or key rules: every user may run every command, but when users
-// are configured a model belongs to the user who stored it, and only that
-// user may read, run, change or delete it (see the README). The default
-// user is not configured here: requirepass sets its password.
+//	    [+@admin | +@all | allcommands | -@admin]
+//
+// A user starts off and without passwords, as in Redis. Users have no key
+// rules and one command rule: administrative commands (Admin) are for the
+// default user and the users given +@admin; every user may run every other
+// command, but when users are configured a model belongs to the user who
+// stored it, and only that user may read, run, change or delete it (see
+// the README). The default user is not configured here: requirepass sets
+// its password.
 type User struct {
 	Name   string
 	On     bool
 	NoPass bool
+	// Admin lets the user run administrative commands (`+@admin`,
+	// `+@all` or `allcommands`; `-@admin` takes it back): SHUTDOWN,
+	// CONFIG, MONITOR, CLIENT KILL and LIST, ... Named users start without
+	// it: with users, one tenant must not stop or reconfigure the server
+	// of all. The default user always has it.
+	Admin bool
 	// Hashes are the SHA-256 digests of the user's passwords; the
 	// passwords themselves are not kept.
 	Hashes [][32]byte
@@ -54,6 +64,9 @@ func (u *User) String() string {
 	}
 	if u.NoPass {
 		parts = append(parts, "nopass")
+	}
+	if u.Admin {
+		parts = append(parts, "+@admin")
 	}
 	for _, h := range u.Hashes {
 		parts = append(parts, "#"+hex.EncodeToString(h[:]))
@@ -91,6 +104,10 @@ func (o *Options) addUser(args []string) error {
 			u.NoPass, u.Hashes = true, nil
 		case strings.EqualFold(r, "resetpass"):
 			u.NoPass, u.Hashes = false, nil
+		case strings.EqualFold(r, "+@admin"), strings.EqualFold(r, "+@all"), strings.EqualFold(r, "allcommands"):
+			u.Admin = true
+		case strings.EqualFold(r, "-@admin"):
+			u.Admin = false
 		case strings.HasPrefix(r, ">"):
 			u.addHash(sha256.Sum256([]byte(r[1:])))
 		case strings.HasPrefix(r, "#"):
@@ -100,7 +117,7 @@ func (o *Options) addUser(args []string) error {
 			}
 			u.addHash([32]byte(b))
 		default:
-			return fmt.Errorf("user %s: unsupported rule %q (EnclaveAI takes on, off, >password, #sha256, nopass, resetpass; every user may run every command)", name, r)
+			return fmt.Errorf("user %s: unsupported rule %q (EnclaveAI takes on, off, >password, #sha256, nopass, resetpass, +@admin, -@admin; every user may run every command but the administrative ones, which need +@admin)", name, r)
 		}
 	}
 	o.Users[name] = u

@@ -34,12 +34,23 @@ func TestUsers(t *testing.T) {
 	if strings.Contains(shown, "s1") || !strings.Contains(shown, "bob on #"+hex.EncodeToString(h[:])) {
 		t.Errorf("CONFIG GET user shows %q", shown)
 	}
+	a, err := Load([]string{"--user", "root", "on", ">r", "+@admin", "--user", "ops", "on", ">o", "allcommands", "-@admin", "--user", "all", "+@all"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.Users["root"].Admin || a.Users["ops"].Admin || !a.Users["all"].Admin || o.Users["alice"].Admin {
+		t.Errorf("admin: root %v ops %v all %v alice %v", a.Users["root"].Admin, a.Users["ops"].Admin, a.Users["all"].Admin, o.Users["alice"].Admin)
+	}
+	if shown, _ := a.Get("user"); !strings.Contains(shown, "root on +@admin #") {
+		t.Errorf("CONFIG GET user shows %q", shown)
+	}
 	if Default().UsersEnabled() {
 		t.Error("users enabled by default")
 	}
 	for _, bad := range [][]string{
 		{"--user", "default", "on", ">x"},
 		{"--user", "eve", "on", "~*"},
+		{"--user", "eve", "on", "+@read"},
 		{"--user", "eve", "#abc"},
 		{"--user"},
 	} {

@@ -197,6 +197,40 @@ class UsersMaxModelsTest(unittest.TestCase):
         self.assertEqual((alice.exists("a1"), alice.exists("a2"), bob.exists("b1")), (0, 1, 1))
 
 
+class AdminCommandsTest(unittest.TestCase):
+    """With users, administrative commands are for the default user and the
+    users given +@admin: one tenant must not stop, reconfigure or watch the
+    server of all."""
+
+    def test_admin_commands_need_admin(self):
+        srv = Server("--user", "alice", "on", ">pa", "--user", "root", "on", ">pr", "+@admin").start()
+        self.addCleanup(srv.stop)
+        alice = srv.client(username="alice", password="pa")
+        for cmd, name in ((("SHUTDOWN", "NOSAVE"), "shutdown"), (("CONFIG", "SET", "maxmemory", "1"), "config"),
+                          (("CONFIG", "GET", "requirepass"), "config"), (("MONITOR",), "monitor"),
+                          (("SLOWLOG", "GET"), "slowlog"), (("SAVE",), "save"), (("BGREWRITEAOF",), "bgrewriteaof"),
+                          (("CLIENT", "KILL", "USER", "root"), "client|kill"), (("CLIENT", "LIST"), "client|list"),
+                          (("AI.CONFIG", "THREADS_PER_QUEUE", 1), "ai.config|threads_per_queue"),
+                          (("AI.CONFIG", "SET", "MODEL_CHUNK_SIZE", 10), "ai.config|set"),
+                          (("CLUSTER", "RESET"), "cluster|reset")):
+            with self.assertRaises(redis.exceptions.NoPermissionError, msg=cmd) as cm:
+                alice.execute_command(*cmd)
+            self.assertEqual(str(cm.exception), "User alice has no permissions to run the '%s' command" % name)
+        # INFO ai lists every user's models: for admins only.
+        self.assertNotIn("models", alice.info("ai"))
+        self.assertIn("models", srv.client().info("ai"))
+        # The rest is everyone's.
+        self.assertIsInstance(alice.execute_command("CLIENT", "ID"), int)
+        self.assertEqual(alice.execute_command("AI.CONFIG", "GET", "MODEL_CHUNK_SIZE"), 511 * 1024 * 1024)
+        self.assertTrue(alice.ping())
+        # An admin user and the default user may.
+        root = srv.client(username="root", password="pr")
+        self.assertTrue(root.config_set("maxmemory", "1gb"))
+        self.assertEqual(srv.client().config_get("maxmemory"), {"maxmemory": str(1 << 30)})
+        self.assertEqual(root.execute_command("CLIENT", "KILL", "USER", "alice"), 1)
+        srv.assert_serving()
+
+
 class UsersSurviveRestartTest(unittest.TestCase):
     """The owner is part of the sealed snapshot: after SAVE and a restart
     the model still belongs to the user who stored it."""
@@ -209,10 +243,11 @@ class UsersSurviveRestartTest(unittest.TestCase):
         alice = first.client(username="alice", password="pa")
         self.assertEqual(alice.execute_command("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", linear_onnx()), b"OK")
         alice.execute_command("AI.TENSORSET", "x", "FLOAT", 1, 4, "VALUES", 1, 2, 3, 4)
-        self.assertTrue(alice.save())
+        admin = first.client()  # the default user: SAVE and SHUTDOWN are administrative
+        self.assertTrue(admin.save())
         # SHUTDOWN rather than first.stop(), which would remove the dir.
         try:
-            alice.shutdown(nosave=True)
+            admin.shutdown(nosave=True)
         except redis.ConnectionError:
             pass
         self.assertEqual(first.proc.wait(30), 0)
