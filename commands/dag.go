@@ -350,6 +350,7 @@ func (c *dagCmd) Run(x *Ctx) error {
 	}
 	results := make([]dagResult, len(c.ops))
 	failed := false
+	var made int64 // bytes of the zero tensors the DAG's TENSORSETs made
 	for i, op := range c.ops {
 		if failed {
 			continue
@@ -358,10 +359,20 @@ func (c *dagCmd) Run(x *Ctx) error {
 		r.ran = true
 		switch op.kind {
 		case opTensorSet:
-			t, err := op.tensor.build(x.Opts.ProtoMaxBulkLen.Load())
+			// The DAG's zero tensors together are bounded as one
+			// command's arguments are (client-query-buffer-limit), and
+			// by maxmemory: they were bounded one by one only.
+			limit := min(x.Opts.ProtoMaxBulkLen.Load(), x.Opts.ClientQueryBufferLimit.Load()-made)
+			t, err := op.tensor.build(limit, func(n int64) error { return x.fits(made + n) })
+			if err == errTensorTooBig && limit < x.Opts.ProtoMaxBulkLen.Load() {
+				err = errDAGTooBig
+			}
 			if err != nil {
 				r.err, failed = err, true
 				continue
+			}
+			if op.tensor.blob == nil && !op.tensor.hasVal {
+				made += int64(len(t.Data))
 			}
 			local[op.name] = t
 			if rec != nil {

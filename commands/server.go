@@ -780,5 +780,15 @@ func (s *App) clientInfo(c *Client) string {
 // to the commands that transactions hold queued.
 func (s *App) UsedMemory() int64 { return s.Keys.Used() + s.Models.Bytes() + s.queuedMem.Load() }
 
+// fits reports ErrOOM when n more bytes would pass maxmemory: the check
+// before memory a command makes from nothing (a zero tensor, a model's
+// output) is allocated.
+func (s *App) fits(n int64) error {
+	if max := s.Opts.MaxMemory.Load(); max > 0 && s.UsedMemory()+n > max {
+		return modelstore.ErrOOM
+	}
+	return nil
+}
+
 // ReplyError answers c with err's RESP error text.
 func (s *App) ReplyError(c *Client, err error) { s.replyError(c.W, err) }

@@ -26,6 +26,7 @@ var (
 	errBlobArgs     = Reply("ERR a single binary string should come after the BLOB argument in 'AI.TENSORSET' command")
 	errValuesCount  = Reply("ERR wrong number of values was given in 'AI.TENSORSET' command")
 	errTensorTooBig = Reply("ERR tensor size exceeds proto-max-bulk-len")
+	errDAGTooBig    = Reply("ERR the DAG's tensors exceed client-query-buffer-limit")
 	// Snapshots hold at most persistence.MaxRank dimensions; a bigger rank
 	// would make every SAVE fail.
 	errRank = errorf("ERR tensor rank exceeds %d", persistence.MaxRank)
@@ -86,8 +87,11 @@ func parseTensorBody(a *Args, t *tensorSpec) error {
 	return nil
 }
 
-// build makes the tensor; maxBytes bounds a zero tensor before allocation.
-func (t *tensorSpec) build(maxBytes int64) (*modelstore.Tensor, error) {
+// build makes the tensor. A zero tensor (neither BLOB nor VALUES) is made
+// from nothing, so it is bounded before its allocation: by maxBytes, and
+// by fits (maxmemory's headroom): a 60-byte AI.TENSORSET of 520 MB was
+// allocated, then refused with -OOM.
+func (t *tensorSpec) build(maxBytes int64, fits func(int64) error) (*modelstore.Tensor, error) {
 	shape := t.shape
 	switch {
 	case t.blob != nil:
@@ -101,6 +105,9 @@ func (t *tensorSpec) build(maxBytes int64) (*modelstore.Tensor, error) {
 	}
 	if size < 0 || size > maxBytes {
 		return nil, errTensorTooBig
+	}
+	if err := fits(size); err != nil {
+		return nil, err
 	}
 	return modelstore.NewZeroTensor(t.dtype, shape), nil
 }
@@ -135,7 +142,7 @@ func (c *tensorSetCmd) Run(x *Ctx) error {
 	err := c.err
 	var t *modelstore.Tensor
 	if err == nil {
-		t, err = c.t.build(x.Opts.ProtoMaxBulkLen.Load())
+		t, err = c.t.build(x.Opts.ProtoMaxBulkLen.Load(), x.fits)
 	}
 	if err != nil {
 		if _, terr := x.Keys.GetTensor(c.key); terr == modelstore.ErrWrongType {

@@ -22,7 +22,7 @@ import redis
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (  # noqa: E402
-    Double, RawConn, Server, ServerError, ServerTestCase, Verbatim, free_port, poll, rss_of)
+    Double, RawConn, Server, ServerError, ServerTestCase, Verbatim, free_port, poll, proc_status, reset_peak, rss_of)
 
 # Every type AI.TENSORSET accepts, with its numpy dtype. UINT32/UINT64 are
 # EnclaveAI extensions (RedisAI 1.2.7 refuses them).
@@ -1116,6 +1116,30 @@ class TestConfig(TensorTestCase):
         # Reads and deletes still work.
         self.assertEqual(len(self.tg("t", "BLOB")), 1 << 20)
         self.assertEqual(self.r.delete("t"), 1)
+
+    def test_tensors_made_from_nothing_are_bounded_first(self):
+        # AI.TENSORSET without BLOB or VALUES makes zeros: a 60-byte command
+        # for 400 MB. They were allocated, then refused (8 clients: 3.59 GB).
+        oom = "OOM command not allowed when used memory > 'maxmemory'."
+        self.assertTrue(self.r.config_set("maxmemory", "50mb"))
+        self.addCleanup(self.r.config_set, "maxmemory", "0")
+        pid = self.srv.proc.pid
+        reset_peak(pid)
+        base = proc_status(pid, "VmRSS")
+        for _ in range(3):
+            self.assertError(self.ts, oom, "z", "FLOAT", 100_000_000)
+        dag = ("AI.DAGEXECUTE", "ROUTING", "z", "|>", "AI.TENSORSET", "z", "FLOAT", 100_000_000, "|>", "AI.TENSORGET", "z", "META")
+        self.assertEqual(str(self.r.execute_command(*dag)[0]), oom)
+        self.assertLess(proc_status(pid, "VmHWM") - base, 64 << 20)
+        # Without maxmemory, a DAG's zero tensors together are bounded as
+        # one command's arguments (client-query-buffer-limit).
+        self.r.config_set("maxmemory", "0")
+        self.assertTrue(self.r.config_set("client-query-buffer-limit", "64mb"))
+        self.addCleanup(self.r.config_set, "client-query-buffer-limit", "1gb")
+        two = ("AI.DAGEXECUTE", "ROUTING", "a", "|>", "AI.TENSORSET", "a", "FLOAT", 10_000_000, "|>", "AI.TENSORSET", "b", "FLOAT", 10_000_000,
+               "|>", "AI.TENSORGET", "b", "META")
+        self.assertEqual(str(self.r.execute_command(*two)[1]), "the DAG's tensors exceed client-query-buffer-limit")
+        self.assertEqual(self.r.execute_command(*two[:8], "|>", "AI.TENSORGET", "a", "META")[-1][-1], [10_000_000])
 
     def test_resetstat(self):
         for _ in range(5):
