@@ -350,7 +350,7 @@ func (c *dagCmd) Run(x *Ctx) error {
 	}
 	results := make([]dagResult, len(c.ops))
 	failed := false
-	var made int64 // bytes of the zero tensors the DAG's TENSORSETs made
+	var made int64 // bytes of the tensors the DAG made (zero tensors, outputs)
 	for i, op := range c.ops {
 		if failed {
 			continue
@@ -402,7 +402,7 @@ func (c *dagCmd) Run(x *Ctx) error {
 					return nil
 				}
 			}
-			outs, err := x.runModel(models[i], inputs, time.Now(), timeout)
+			outs, err := x.runModel(models[i], inputs, time.Now(), timeout, x.outputLimit(made))
 			if errors.Is(err, modelstore.ErrTimedOut) {
 				x.W.Simple("TIMEDOUT")
 				return nil
@@ -414,6 +414,7 @@ func (c *dagCmd) Run(x *Ctx) error {
 			for j, out := range op.exec.outputs {
 				if j < len(outs) && outs[j] != nil {
 					local[out] = outs[j]
+					made += int64(len(outs[j].Data))
 				}
 			}
 		}

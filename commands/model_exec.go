@@ -198,7 +198,7 @@ func (c *modelExecCmd) Run(x *Ctx) error {
 	if err := x.checkOutputKeys(c.outputs); err != nil {
 		return err
 	}
-	outs, err := x.runModel(m, inputs, queued, c.timeout)
+	outs, err := x.runModel(m, inputs, queued, c.timeout, x.outputLimit(0))
 	if errors.Is(err, modelstore.ErrTimedOut) {
 		x.W.Simple("TIMEDOUT")
 		return nil
@@ -236,12 +236,28 @@ func (c *modelExecCmd) writeReceipt(x *Ctx, m *modelstore.Model, inputs, outs []
 	return nil
 }
 
-// runModel runs m with the current run limits.
-func (x *Ctx) runModel(m *modelstore.Model, inputs []*modelstore.Tensor, queued time.Time, timeout time.Duration) ([]*modelstore.Tensor, error) {
+// runModel runs m with the current run limits, its outputs bounded by
+// maxOutput bytes (outputLimit).
+func (x *Ctx) runModel(m *modelstore.Model, inputs []*modelstore.Tensor, queued time.Time, timeout time.Duration, maxOutput int64) ([]*modelstore.Tensor, error) {
 	return x.Queue.Run(m, &modelstore.RunRequest{
 		Inputs: inputs, Queued: queued, Timeout: timeout,
 		ExecTimeout: time.Duration(x.AI.ModelExecutionTimeout.Load()) * time.Millisecond,
+		MaxOutput:   maxOutput,
 	})
+}
+
+// outputLimit bounds the outputs of a run, given the bytes the command has
+// made already (a DAG's local tensors): as a tensor is by
+// proto-max-bulk-len, as a DAG's tensors together are by
+// client-query-buffer-limit, and by maxmemory's headroom when it is set.
+// A model whose output shape comes from an input (ConstantOfShape) put
+// gigabytes in the server before the -OOM.
+func (x *Ctx) outputLimit(made int64) int64 {
+	n := min(x.Opts.ProtoMaxBulkLen.Load(), x.Opts.ClientQueryBufferLimit.Load()-made)
+	if limit := x.Opts.MaxMemory.Load(); limit > 0 {
+		n = min(n, limit-x.UsedMemory()-made)
+	}
+	return max(n, 1) // 0 would mean no bound
 }
 
 // checkOutputKeys refuses, before a run, output keys that hold a value

@@ -49,7 +49,7 @@ var table = []directive{
 	{name: "timeout", def: "0", mutable: true, doc: "close clients idle for this many seconds (0: never)",
 		value: integer(func(o *Options) *atomic.Int64 { return &o.Timeout }, 0, 1<<31-1)},
 	{name: "proto-max-bulk-len", def: "512mb", mutable: true,
-		doc:   "largest single argument other than a model's BLOB chunks, refused on its length header before allocation",
+		doc:   "largest single argument other than a model's BLOB chunks, refused on its length header before allocation; also the most a model run's outputs may take together (refused in the engine worker's reply, before they are copied into the server)",
 		value: memory(func(o *Options) *atomic.Int64 { return &o.ProtoMaxBulkLen }, 1<<20, 1<<62)},
 	{name: "client-query-buffer-limit", def: "1gb", mutable: true,
 		doc:   "largest command, each argument counting 80 bytes beyond its own (what the server spends on it); the bytes of a model upload's BLOB chunks are bounded by max-model-size instead",

@@ -101,7 +101,16 @@ func runBatch(batch []*job) {
 		shape := append([]int64{total}, in.Shape[1:]...)
 		inputs[i] = &Tensor{DType: in.DType, Shape: shape, Data: bytes.Join(parts, nil)}
 	}
-	outs, err := m.runSession(inputs, first.ExecTimeout)
+	// The batch's outputs may take what its requests' may together.
+	var maxOutput int64
+	for _, j := range batch {
+		if j.req.MaxOutput <= 0 {
+			maxOutput = 0
+			break
+		}
+		maxOutput += j.req.MaxOutput
+	}
+	outs, err := m.runSession(inputs, first.ExecTimeout, maxOutput)
 	elapsed := time.Since(start).Microseconds()
 	var split [][]*Tensor
 	if err == nil {

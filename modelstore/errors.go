@@ -16,6 +16,8 @@ var (
 	//lint:ignore ST1005 C-string names the type, as RedisAI's message does
 	ErrNullInString = errors.New("C-string value contains null character")
 	ErrOOM          = errors.New("command not allowed when used memory > 'maxmemory'")
+	// ErrOutputTooBig: a run's outputs would take more than its MaxOutput.
+	ErrOutputTooBig = errors.New("model outputs would exceed the memory allowed to them (maxmemory, proto-max-bulk-len)")
 )
 
 // Errors of the ONNX layer (onnx.go, onnxcheck.go). Errors that ONNX Runtime

@@ -404,10 +404,17 @@ func (m *Model) Release() {
 func (m *Model) Inputs() []IOInfo  { return m.Blob.Session.Inputs() }
 func (m *Model) Outputs() []IOInfo { return m.Blob.Session.Outputs() }
 
-func (m *Model) runSession(inputs []*Tensor, execTimeout time.Duration) ([]*Tensor, error) {
+func (m *Model) runSession(inputs []*Tensor, execTimeout time.Duration, maxOutput int64) ([]*Tensor, error) {
 	ctx, rc := execContext(execTimeout)
 	defer rc.Release()
-	return m.Blob.Session.Run(ctx, inputs)
+	outs, err := m.Blob.Session.Run(WithOutputLimit(ctx, maxOutput), inputs)
+	if err == nil {
+		// In process the outputs exist already: they are only not kept.
+		if err = checkOutputs(outs, maxOutput); err != nil {
+			outs = nil
+		}
+	}
+	return outs, err
 }
 
 // meanRun is the mean time of m's successful runs so far (false before

@@ -1,6 +1,7 @@
 package modelstore
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"sync"
@@ -114,6 +115,48 @@ type RunRequest struct {
 	// ExecTimeout bounds the run itself (MODEL_EXECUTION_TIMEOUT): ONNX
 	// Runtime is told to terminate when it passes.
 	ExecTimeout time.Duration
+	// MaxOutput bounds the bytes of the run's outputs (0: no bound): a run
+	// whose outputs would take more fails with ErrOutputTooBig, refused
+	// by an engine worker's reply before its outputs are copied into this
+	// process (OutputLimit). A model whose output shape comes from an
+	// input (ConstantOfShape) could otherwise put gigabytes in the server.
+	MaxOutput int64
+}
+
+// outputLimitKey is the context key of WithOutputLimit.
+type outputLimitKey struct{}
+
+// WithOutputLimit makes ctx carry a run's MaxOutput to its engine (none
+// when n <= 0).
+func WithOutputLimit(ctx context.Context, n int64) context.Context {
+	if n <= 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, outputLimitKey{}, n)
+}
+
+// OutputLimit is the MaxOutput ctx carries, 0 for none.
+func OutputLimit(ctx context.Context) int64 {
+	n, _ := ctx.Value(outputLimitKey{}).(int64)
+	return n
+}
+
+// checkOutputs reports ErrOutputTooBig when outs take more than max bytes
+// (0: no bound).
+func checkOutputs(outs []*Tensor, max int64) error {
+	if max <= 0 {
+		return nil
+	}
+	var n int64
+	for _, t := range outs {
+		if t != nil {
+			n += int64(len(t.Data))
+		}
+	}
+	if n > max {
+		return ErrOutputTooBig
+	}
+	return nil
 }
 
 // Run queues m's execution on req and waits for its outputs (nil entries
@@ -178,7 +221,7 @@ func (q *RunQueue) runHere(m *Model, req *RunRequest) ([]*Tensor, error) {
 	q.busy++
 	q.mu.Unlock()
 	start := time.Now()
-	outs, err := m.runSession(req.Inputs, req.ExecTimeout)
+	outs, err := m.runSession(req.Inputs, req.ExecTimeout, req.MaxOutput)
 	m.account(start, outs, err)
 	q.mu.Lock()
 	q.busy--
@@ -222,7 +265,7 @@ func (q *RunQueue) work() {
 		default:
 			j := batch[0]
 			start := time.Now()
-			outs, err := j.m.runSession(j.req.Inputs, j.req.ExecTimeout)
+			outs, err := j.m.runSession(j.req.Inputs, j.req.ExecTimeout, j.req.MaxOutput)
 			j.m.account(start, outs, err)
 			j.finish(outs, err)
 		}
@@ -378,8 +421,13 @@ func runGroup(group []*job) {
 	start := time.Now()
 	for i, j := range group {
 		ctx, rc := execContext(j.req.ExecTimeout)
-		runs[i] = GroupRun{Ctx: ctx, Inputs: j.req.Inputs, Done: func(outs []*Tensor, err error) {
+		runs[i] = GroupRun{Ctx: WithOutputLimit(ctx, j.req.MaxOutput), Inputs: j.req.Inputs, Done: func(outs []*Tensor, err error) {
 			rc.Release()
+			if err == nil {
+				if err = checkOutputs(outs, j.req.MaxOutput); err != nil {
+					outs = nil
+				}
+			}
 			m.account(start, outs, err) // a run's time: since the one before it ended
 			start = time.Now()
 			j.finish(outs, err)

@@ -21,7 +21,7 @@ import numpy as np
 import redis
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import REPO, Server, poll, rss_of  # noqa: E402
+from harness import REPO, Server, poll, proc_status, reset_peak, rss_of  # noqa: E402
 
 MODELS = os.path.join(REPO, "redis_tests", "models")
 
@@ -221,6 +221,34 @@ class WallTest(unittest.TestCase):
         self.assertTrue("Failed to allocate memory" in err or "engine worker died (memory)" in err, err)
         self.assertLess(rss_of(self.srv.proc.pid), rss + (32 << 20))
         self.run_mlp()
+
+
+    def test_outputs_are_bounded_before_they_reach_the_server(self):
+        # ConstantOfShape's output size comes from an input: a 2 GB output
+        # was copied into the server before the -OOM (DAG_RO: 3.93 GB
+        # VmHWM). A run's outputs are bounded as a tensor is (here
+        # proto-max-bulk-len 16mb), refused in the worker's reply.
+        # A server of its own: test_memory_bomb leaves the bomb's worker
+        # at its memory limit.
+        srv = Server("--proto-max-bulk-len", "16mb").start()
+        self.addCleanup(srv.stop)
+        r = srv.client()
+        r.execute_command("AI.MODELSTORE", "bomb", "ONNX", "CPU", "BLOB", model("bomb.onnx"))
+        r.execute_command("AI.TENSORSET", "n", "INT64", 1, "VALUES", 20_000_000)  # 80 MB of FLOAT
+        pid = srv.proc.pid
+        reset_peak(pid)
+        base = proc_status(pid, "VmRSS")
+        want = "model outputs would exceed the memory allowed to them (maxmemory, proto-max-bulk-len)"
+        err = error_text(lambda: r.execute_command("AI.MODELEXECUTE", "bomb", "INPUTS", 1, "n", "OUTPUTS", 1, "big"))
+        self.assertEqual(err, want)
+        out = r.execute_command("AI.DAGEXECUTE_RO", "LOAD", 1, "n", "|>", "AI.MODELEXECUTE", "bomb", "INPUTS", 1, "n",
+                                "OUTPUTS", 1, "y", "|>", "AI.TENSORGET", "y", "META")
+        self.assertEqual(str(out[0]), want)
+        self.assertLess(proc_status(pid, "VmHWM") - base, 48 << 20)
+        self.assertFalse(r.exists("big"))
+        r.execute_command("AI.TENSORSET", "n", "INT64", 1, "VALUES", 1000)
+        r.execute_command("AI.MODELEXECUTE", "bomb", "INPUTS", 1, "n", "OUTPUTS", 1, "small")
+        self.assertEqual(r.execute_command("AI.TENSORGET", "small", "META")[-1], [1000])
 
 
 class KillTest(unittest.TestCase):

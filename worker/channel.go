@@ -195,12 +195,23 @@ func putPayload(e *enc, ts []*modelstore.Tensor) ([]int, error) {
 // recvTensors reads tensors from d, their bytes inline or in the first of
 // fds. The returned done must be called once the tensors are no longer
 // used (it unmaps a payload memfd); with copyOut the bytes of a memfd are
-// copied out first, so done may be called at once.
-func recvTensors(d *dec, fds []int, copyOut bool) ([]*modelstore.Tensor, func(), error) {
+// copied out first, so done may be called at once. Tensors of more than
+// max bytes together (0: no bound) are refused with
+// modelstore.ErrOutputTooBig before anything is mapped or copied.
+func recvTensors(d *dec, fds []int, copyOut bool, max int64) ([]*modelstore.Tensor, func(), error) {
 	refs := getTensors(d)
 	where := d.u8()
 	if d.err != nil {
 		return nil, nil, d.err
+	}
+	if max > 0 {
+		var n uint64
+		for _, r := range refs {
+			n += r.len
+		}
+		if n > uint64(max) {
+			return nil, nil, modelstore.ErrOutputTooBig
+		}
 	}
 	switch where {
 	case payloadInline:

@@ -221,7 +221,7 @@ func (w *child) run(ctx context.Context, l sender, id uint64, d *dec, fds []int)
 		w.mu.Unlock()
 	}()
 	sid := d.u64()
-	inputs, done, err := recvTensors(d, fds, false)
+	inputs, done, err := recvTensors(d, fds, false, 0)
 	closeAll(fds)
 	if err != nil {
 		w.reply(l, id, err, nil)

@@ -884,7 +884,7 @@ func (s *session) RunGroup(runs []modelstore.GroupRun) {
 			r := runs[owners[k]]
 			var outs []*modelstore.Tensor
 			if err == nil {
-				outs, err = s.outputsOf(msg, fds)
+				outs, err = s.outputsOf(msg, fds, modelstore.OutputLimit(r.Ctx))
 			} else {
 				closeAll(fds)
 			}
@@ -963,14 +963,15 @@ func (s *session) request(inputs []*modelstore.Tensor) ([]byte, []int, error) {
 	return e.b, fds, nil
 }
 
-// outputsOf decodes a run's reply (its fds are closed).
-func (s *session) outputsOf(msg []byte, fds []int) ([]*modelstore.Tensor, error) {
+// outputsOf decodes a run's reply (its fds are closed); outputs of more
+// than max bytes (0: no bound) are refused before they are copied.
+func (s *session) outputsOf(msg []byte, fds []int, max int64) ([]*modelstore.Tensor, error) {
 	defer closeAll(fds)
 	d := &dec{b: msg}
 	if d.u8() != 0 {
 		return nil, getError(d)
 	}
-	outs, done, err := recvTensors(d, fds, true)
+	outs, done, err := recvTensors(d, fds, true, max)
 	if err != nil {
 		return nil, err
 	}

@@ -462,7 +462,7 @@ func TestPutInlineMatchesPayload(t *testing.T) {
 	if !bytes.Equal(got.b, want.b) {
 		t.Fatalf("putInline:\n%x\nwant\n%x", got.b, want.b)
 	}
-	out, done, err := recvTensors(&dec{b: got.b}, nil, false)
+	out, done, err := recvTensors(&dec{b: got.b}, nil, false, 0)
 	if err != nil || out[1] != nil || !bytes.Equal(out[0].Data, in[0].Data) || !bytes.Equal(out[2].Data, in[2].Data) {
 		t.Fatalf("read back: %v %v", out, err)
 	}
@@ -587,11 +587,20 @@ func TestPayloadSizeAndAllocs(t *testing.T) {
 	if op, id, ok := d.u8(), d.u64(), d.u8(); op != opReply || id != 5 || ok != 0 {
 		t.Fatalf("reply head %d %d %d", op, id, ok)
 	}
-	out, done, err := recvTensors(d, nil, true)
+	rest := d.b
+	out, done, err := recvTensors(d, nil, true, 0)
 	if err != nil || len(out) != 3 || !bytes.Equal(out[0].Data, small[0].Data) || out[1] != nil || !bytes.Equal(out[2].Data, small[2].Data) {
 		t.Fatalf("reply read back: %v %v", out, err)
 	}
 	done()
+	// Outputs over the run's MaxOutput are refused, before being located.
+	size := int64(len(small[0].Data) + len(small[2].Data))
+	if _, _, err := recvTensors(&dec{b: rest}, nil, true, size-1); !errors.Is(err, modelstore.ErrOutputTooBig) {
+		t.Errorf("outputs over the bound: %v", err)
+	}
+	if _, _, err := recvTensors(&dec{b: rest}, nil, true, size); err != nil {
+		t.Errorf("outputs at the bound: %v", err)
+	}
 }
 
 // senderFunc is a func as a sender.
