@@ -24,6 +24,32 @@ type modelStoreCmd struct {
 	uploadID string // UPLOAD: the resumable upload that holds the bytes
 	// upload is the buffer the front end read the chunks into, if any.
 	upload *modelstore.ModelBuffer
+	// prepared is set by prepare (a MULTI's queued store, compiled before
+	// EXEC takes the transaction lock): the model, or why there is none.
+	prepared bool
+	model    *modelstore.Model
+	err      error
+}
+
+// prepare compiles the model of a store queued in MULTI before EXEC takes
+// the write side of the transaction lock, which holds every other client:
+// compiled under it, a model that takes 20 s to compile stopped the whole
+// server for 20 s per store. A store from a resumable upload is left to
+// Run: taking the upload is a change that an EXEC which runs nothing (a
+// WATCHed key changed) must not make.
+func (c *modelStoreCmd) prepare(x *Ctx) {
+	if c.uploadID == "" {
+		c.model, c.err = c.compile(x)
+		c.prepared = true
+	}
+}
+
+// discard gives back what prepare compiled, for an EXEC that runs nothing.
+func (c *modelStoreCmd) discard() {
+	if c.model != nil {
+		c.model.Release()
+		c.model = nil
+	}
 }
 
 // parseBatchValue parses RedisAI's unsigned clause values (2.0 accepted).
@@ -171,41 +197,11 @@ func parseModelStore(deprecated bool) func(a Args) (Runner, error) {
 // Run implements Runner. Compilation runs outside every lock; only the
 // final keyspace update takes the transaction lock.
 func (c *modelStoreCmd) Run(x *Ctx) error {
-	if err := x.mayUpload(x.C); err != nil {
-		return err
+	m, err := c.model, c.err
+	if !c.prepared {
+		m, err = c.compile(x)
 	}
-	// Another user's model at the key is refused before any work; the
-	// store checks again, atomically.
-	if allow := x.allow(); allow != nil && c.key != "*" {
-		if v, ok := x.Keys.Get(c.key); ok {
-			if err := allow(v); err != nil {
-				return err
-			}
-		}
-	}
-	var data []byte
-	var buf *modelstore.ModelBuffer
-	if c.uploadID != "" {
-		// The upload ends here whatever the store's outcome: a refused
-		// model is not kept for a retry.
-		u, err := x.takeUpload(x.C, c.uploadID)
-		if err != nil {
-			return err
-		}
-		defer x.dropUpload(u)
-		data, buf = u.buf.Bytes(), u.buf
-	} else {
-		var err error
-		if data, buf, err = c.modelBytes(x); err != nil {
-			return err
-		}
-	}
-	if err := checkUploadBudget(int64(len(data)), x.uploadBudget(x.C, c.key)); err != nil {
-		return err
-	}
-	meta := c.meta
-	meta.Owner = x.stamp()
-	m, err := x.compileModel(c.key, meta, c.optimize, data, buf)
+	c.model = nil // Run owns it now
 	if err != nil {
 		return err
 	}
@@ -235,6 +231,46 @@ func (c *modelStoreCmd) Run(x *Ctx) error {
 		x.W.OK()
 	}
 	return nil
+}
+
+// compile checks the caller's rights and budget and compiles the model,
+// touching nothing in the keyspace.
+func (c *modelStoreCmd) compile(x *Ctx) (*modelstore.Model, error) {
+	if err := x.mayUpload(x.C); err != nil {
+		return nil, err
+	}
+	// Another user's model at the key is refused before any work; the
+	// store checks again, atomically.
+	if allow := x.allow(); allow != nil && c.key != "*" {
+		if v, ok := x.Keys.Get(c.key); ok {
+			if err := allow(v); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var data []byte
+	var buf *modelstore.ModelBuffer
+	if c.uploadID != "" {
+		// The upload ends here whatever the store's outcome: a refused
+		// model is not kept for a retry.
+		u, err := x.takeUpload(x.C, c.uploadID)
+		if err != nil {
+			return nil, err
+		}
+		defer x.dropUpload(u)
+		data, buf = u.buf.Bytes(), u.buf
+	} else {
+		var err error
+		if data, buf, err = c.modelBytes(x); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkUploadBudget(int64(len(data)), x.uploadBudget(x.C, c.key)); err != nil {
+		return nil, err
+	}
+	meta := c.meta
+	meta.Owner = x.stamp()
+	return x.compileModel(c.key, meta, c.optimize, data, buf)
 }
 
 // modelBytes assembles the model: chunks the front end read into one

@@ -15,6 +15,17 @@ func init() {
 	)
 }
 
+// preparer is a queued command with slow work that needs no lock (a
+// model's compilation): EXEC runs prepare for each before it takes the
+// write side of the transaction lock, so that a transaction holds the
+// other clients for its keyspace updates only, not for seconds of
+// compilation; Run then uses what prepare made. discard gives it back when
+// the transaction runs nothing.
+type preparer interface {
+	prepare(x *Ctx)
+	discard()
+}
+
 func parseWatch(a Args) (Runner, error) {
 	return watchCmd{keys: keyStrings(a.Rest())}, nil
 }
@@ -106,6 +117,11 @@ func (execCmd) Run(x *Ctx) error {
 		x.endMulti(c).release()
 		return Reply("EXECABORT Transaction discarded because of previous errors.")
 	}
+	for _, cmd := range c.multi {
+		if p, ok := cmd.runner.(preparer); ok && cmd.err == nil {
+			p.prepare(x)
+		}
+	}
 	x.tx.Lock()
 	defer x.tx.Unlock()
 	// Under the write side no other write runs: a watched key that has not
@@ -114,6 +130,11 @@ func (execCmd) Run(x *Ctx) error {
 	q := x.endMulti(c)
 	defer q.release()
 	if changed {
+		for _, cmd := range q {
+			if p, ok := cmd.runner.(preparer); ok {
+				p.discard()
+			}
+		}
 		x.W.NullArray()
 		return nil
 	}

@@ -362,6 +362,36 @@ class HangTest(unittest.TestCase):
         finally:
             srv.stop()
 
+    def test_store_queued_in_multi_compiles_outside_the_lock(self):
+        """EXEC compiles queued models before it takes the transaction
+        lock: compiled under it, a model that compiled for 20 s held every
+        other client for 20 s per store (helper hunt)."""
+        srv = start_with_env("ENCLAVEAI_ENGINE_TEST_HOOKS", "1", "--engine-store-timeout", "2")
+        self.addCleanup(srv.stop)
+        r = srv.client()
+        result = {}
+
+        def exec_stores():
+            p = srv.client().pipeline(transaction=True)
+            p.execute_command("AI.MODELSTORE", "hang", "ONNX", "CPU", "BLOB", model("hang_store.onnx"))
+            p.execute_command("AI.MODELSTORE", "lin", "ONNX", "CPU", "BLOB", model("linear.onnx"))
+            p.execute_command("AI.TENSORSET", "t", "INT8", 1, "VALUES", 1)
+            result["reply"] = p.execute(raise_on_error=False)
+
+        t = threading.Thread(target=exec_stores)
+        t.start()
+        time.sleep(0.3)
+        for _ in range(10):
+            t0 = time.monotonic()
+            self.assertTrue(r.ping())
+            self.assertEqual(r.execute_command("AI.TENSORSET", "other", "INT8", 1, "VALUES", 1), b"OK")
+            self.assertLess(time.monotonic() - t0, 0.5)
+        t.join()
+        hang, lin, tset = result["reply"]
+        self.assertEqual(str(hang), "model could not be loaded: session creation did not finish within 2s")
+        self.assertEqual((lin, tset), (b"OK", b"OK"))
+        self.assertEqual(r.exists("hang", "lin", "t"), 2)
+
 
 class TenantTest(unittest.TestCase):
     def test_tenants_never_share_a_worker(self):
