@@ -32,7 +32,7 @@ import (
 // before its bytes are read, so a retried chunk is never stored twice.
 //
 // An upload belongs to the user who began it (everyone, without users),
-// is dropped after upload-session-timeout idle seconds, at most
+// is dropped after upload-session-timeout seconds without an APPEND that adds bytes, at most
 // max-upload-sessions are held per user (in all, without users), and the
 // uploads a user holds count against max-model-bytes-per-user. Uploads are not persisted: after a restart
 // the client starts again (STATUS answers that the upload is unknown).
@@ -55,7 +55,11 @@ type uploadSession struct {
 	// completed. busy is set while an APPEND's bytes arrive.
 	held int
 	busy bool
-	last time.Time // the end of the last command on it
+	// last is when an APPEND last added bytes (or BEGIN), marked what it
+	// held then: an APPEND of nothing does not keep an upload, and the
+	// memory it reserves, from expiring.
+	last   time.Time
+	marked int
 }
 
 // uploads are the resumable uploads in progress. Its lock is a leaf: no
@@ -111,7 +115,9 @@ func (s *App) endAppend(u *uploadSession) {
 		u.buf.Truncate(u.held) // never Filled: always succeeds
 	}
 	u.busy = false
-	u.last = time.Now()
+	if u.held > u.marked {
+		u.last, u.marked = time.Now(), u.held
+	}
 }
 
 // idleUploadLocked is upload id if c may use it and no APPEND is

@@ -91,7 +91,7 @@ var table = []directive{
 		doc:   "largest model, in one BLOB argument or many chunks; an upload past it is refused on the length header of the chunk that passes it",
 		value: memory(func(o *Options) *atomic.Int64 { return &o.MaxModelSize }, 1, 1<<62)},
 	{name: "upload-session-timeout", def: "600", mutable: true,
-		doc:   "seconds a resumable upload (AI.UPLOAD) may sit idle before it is dropped with its bytes",
+		doc:   "seconds a resumable upload (AI.UPLOAD) may go without an APPEND that adds bytes before it is dropped with its bytes and its maxmemory reservation",
 		value: integer(func(o *Options) *atomic.Int64 { return &o.UploadSessionTimeout }, 1, 1<<31)},
 	{name: "max-upload-sessions", def: "16", mutable: true,
 		doc:   "resumable uploads (AI.UPLOAD) held at once, per user when users are configured (all clients together otherwise); each reserves its whole size against maxmemory and counts against max-model-bytes-per-user",
