@@ -1,11 +1,13 @@
 package commands
 
 import (
+	"cmp"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -714,6 +716,13 @@ func (ld *logLoader) items() ([]modelstore.Item, error) {
 			b.Unref() // the blobs took their own references
 		}
 	}()
+	type pending struct {
+		key string
+		rec persistence.ModelRecord
+		buf *modelstore.ModelBuffer
+		lf  *[32]byte
+	}
+	var models []pending
 	for key, e := range ld.keys {
 		if e.expireAt != 0 && e.expireAt <= now {
 			continue
@@ -734,17 +743,43 @@ func (ld *logLoader) items() ([]modelstore.Item, error) {
 		rec := r.ModelRecord
 		rec.Key = key
 		rec.ExpireAtUnixMs = e.expireAt
+		var lf *[32]byte
 		if r.Digest {
 			rec.BlobSHA256 = &r.File
+		} else {
+			lf = &r.File // the file is named by its id, and stays so
 		}
-		m, err := ld.s.modelFromBuffer(rec, buf)
-		if err != nil {
-			return out, err
+		models = append(models, pending{key, rec, buf, lf})
+	}
+	// The models compile side by side, as many at a time as there are
+	// cores: one after another, two models that compile for 45 s each
+	// kept the server LOADING for 100 s.
+	done := make([]*modelstore.Model, len(models))
+	errs := make([]error, len(models))
+	sem := make(chan struct{}, max(runtime.GOMAXPROCS(0), 1))
+	var wg sync.WaitGroup
+	for i, p := range models {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			done[i], errs[i] = ld.s.modelFromBuffer(p.rec, p.buf)
+			if errs[i] == nil {
+				done[i].LogFile = p.lf
+			}
+		}()
+	}
+	wg.Wait()
+	var first error
+	for i, m := range done {
+		if errs[i] != nil {
+			first = cmp.Or(first, errs[i])
+			continue
 		}
-		if !r.Digest {
-			m.LogFile = &r.File // the file is named by its id, and stays so
-		}
-		out = append(out, modelstore.Item{Key: key, Value: m, ExpireAt: e.expireAt})
+		out = append(out, modelstore.Item{Key: models[i].key, Value: m, ExpireAt: models[i].rec.ExpireAtUnixMs})
+	}
+	if first != nil {
+		return out, first
 	}
 	return out, nil
 }
