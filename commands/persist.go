@@ -410,7 +410,7 @@ func (s *App) modelFromBuffer(r persistence.ModelRecord, buf *modelstore.ModelBu
 func (s *App) modelFrom(r persistence.ModelRecord, blob []byte, buf *modelstore.ModelBuffer) (*modelstore.Model, error) {
 	opts := modelstore.SessionOptions{Optimize: r.Optimize,
 		IntraOpThreads: int(s.AI.IntraOpParallelism.Load()), InterOpThreads: int(s.AI.InterOpParallelism.Load())}
-	from := modelstore.Origin{Owner: r.Owner, Key: r.Key}
+	from := modelstore.Origin{Owner: r.Owner, Key: r.Key, Loaded: true}
 	var b *modelstore.Blob
 	var err error
 	switch {

@@ -74,7 +74,7 @@ var table = []directive{
 		doc: "each worker's memory limit, RLIMIT_DATA (0: half the machine's memory); a worker that passes it dies alone",
 		value: number(func(o *Options) *int64 { return &o.EngineWorkerMemory }, true,
 			func(n int64) bool { return n == 0 || n >= 64<<20 }, "argument must be 0 (half the machine's memory) or a memory value of at least 64mb")},
-	{name: "engine-store-timeout", def: "60", doc: "seconds a worker may take to create a session; past it the worker is killed and the store refused",
+	{name: "engine-store-timeout", def: "60", doc: "seconds a worker may take to create a session; past it the worker is killed and the store refused (a model read back from the snapshot or the log gets 4 times as long)",
 		value: number(func(o *Options) *int64 { return &o.EngineStoreTimeout }, false,
 			func(n int64) bool { return n >= 1 && n <= 86400 }, "argument must be between 1 and 86400 inclusive")},
 	{name: "engine-reply-poll", def: "200",

@@ -33,7 +33,17 @@ type Origin struct {
 	// Key is the key it is stored at, for logs; a session shared by
 	// several keys is named by the first.
 	Key string
+	// Loaded: the model was stored before and is read back (a snapshot,
+	// the log, a migrating node). It compiled within the store deadline
+	// once; an engine with a deadline gives it longer now (LoadedCompileFactor),
+	// since a model stored near the deadline that overran it on a busier
+	// start stopped the start.
+	Loaded bool
 }
+
+// LoadedCompileFactor is how many times the store deadline a Loaded
+// model's compilation may take.
+const LoadedCompileFactor = 4
 
 // Engine compiles models into sessions.
 type Engine interface {

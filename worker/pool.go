@@ -723,17 +723,21 @@ func (s *session) compileOn(p *proc) error {
 	e.u32(uint32(s.opts.IntraOpThreads))
 	e.u32(uint32(s.opts.InterOpThreads))
 	e.u64(uint64(s.buf.Len()))
-	ctx, cancel := context.WithTimeout(context.Background(), s.slot.pool.cfg.CompileTimeout)
+	deadline := s.slot.pool.cfg.CompileTimeout
+	if s.origin.Loaded {
+		deadline *= modelstore.LoadedCompileFactor
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	msg, fds, err := p.call(ctx, e.b, []int{s.buf.FD()}, s, "store")
 	closeAll(fds)
 	if err != nil {
 		if ctx.Err() != nil {
 			s.slot.pool.log.Warn("engine worker killed: session creation overran its deadline",
-				"key", s.origin.Key, "owner", s.origin.Owner, "deadline", s.slot.pool.cfg.CompileTimeout.String(),
+				"key", s.origin.Key, "owner", s.origin.Owner, "deadline", deadline.String(),
 				"stage", "store")
 			return &modelstore.EngineError{Msg: fmt.Sprintf("model could not be loaded: session creation did not finish within %s",
-				s.slot.pool.cfg.CompileTimeout)}
+				deadline)}
 		}
 		var ee *modelstore.EngineError
 		if errors.As(err, &ee) {

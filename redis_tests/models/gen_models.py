@@ -287,6 +287,24 @@ def slow_model(iterations=SLOW_ITERATIONS, size=SLOW_SIZE):
     return make_model(graph)
 
 
+def slow_compile_model(size=1024, matmuls=60):
+    """Tiny on disk, slow to compile: ONNX Runtime folds the chain of
+    MatMuls of constants (ConstantOfShape) at session creation, about
+    1.6 s on the 2-core build machine."""
+    nodes = [helper.make_node("ConstantOfShape", ["s"], ["c0"],
+                              value=helper.make_tensor("v", TensorProto.FLOAT, [1], [1e-3]))]
+    for i in range(matmuls):
+        nodes.append(helper.make_node("MatMul", ["c%d" % i, "c0"], ["c%d" % (i + 1)]))
+    nodes.append(helper.make_node("Add", ["x", "c%d" % matmuls], ["y"]))
+    graph = helper.make_graph(
+        nodes, "slow_compile",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [size, size])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [size, size])],
+        initializer=[numpy_helper.from_array(np.array([size, size], dtype=np.int64), "s")],
+    )
+    return make_model(graph)
+
+
 def unknown_op_model():
     graph = helper.make_graph(
         [helper.make_node("NoSuchOperator", ["x"], ["y"])],
@@ -546,6 +564,7 @@ def write_redis_models(outdir):
     save(add_int_model(), outdir, "add_int.onnx")
     save(string_identity_model(), outdir, "string_identity.onnx")
     save(slow_model(), outdir, "slow.onnx")
+    save(slow_compile_model(), outdir, "slow_compile.onnx")
     save(unknown_op_model(), outdir, "unknown_op.onnx", check=False)
     save(external_data_model(), outdir, "external_data.onnx", check=False)
     save(no_nodes_model(), outdir, "no_nodes.onnx", check=False)
