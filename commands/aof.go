@@ -754,22 +754,37 @@ func (ld *logLoader) items() ([]modelstore.Item, error) {
 	// The models compile side by side, as many at a time as there are
 	// cores: one after another, two models that compile for 45 s each
 	// kept the server LOADING for 100 s.
+	// Keys that share a model file compile it once: the first of each
+	// compiles beside the others' firsts, the rest then find its session.
 	done := make([]*modelstore.Model, len(models))
 	errs := make([]error, len(models))
+	compile := func(i int) {
+		done[i], errs[i] = ld.s.modelFromBuffer(models[i].rec, models[i].buf)
+		if errs[i] == nil {
+			done[i].LogFile = models[i].lf
+		}
+	}
+	seen := map[*modelstore.ModelBuffer]bool{}
+	var rest []int
 	sem := make(chan struct{}, max(runtime.GOMAXPROCS(0), 1))
 	var wg sync.WaitGroup
 	for i, p := range models {
+		if seen[p.buf] {
+			rest = append(rest, i)
+			continue
+		}
+		seen[p.buf] = true
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			done[i], errs[i] = ld.s.modelFromBuffer(p.rec, p.buf)
-			if errs[i] == nil {
-				done[i].LogFile = p.lf
-			}
+			compile(i)
 		}()
 	}
 	wg.Wait()
+	for _, i := range rest {
+		compile(i)
+	}
 	var first error
 	for i, m := range done {
 		if errs[i] != nil {

@@ -24,7 +24,7 @@ func init() {
 			Syntax:  "subcommand [arguments]", Parse: parseClient, AdminSubs: []string{"KILL", "LIST", "NO-EVICT"}},
 		&Spec{Name: "acl", Arity: -2, Flags: LoadingOK, Group: "connection",
 			Summary: "Users: WHOAMI (this connection's user), USERS (every user name).",
-			Syntax:  "WHOAMI | USERS", Parse: parseACL},
+			Syntax:  "WHOAMI | USERS", Parse: parseACL, AdminSubs: []string{"USERS"}},
 		&Spec{Name: "select", Arity: 2, Flags: Fast | LoadingOK, Group: "connection",
 			Summary: "Selects the database; only database 0 exists.", Syntax: "index", Parse: parseSelect},
 		&Spec{Name: "quit", Arity: -1, Flags: Fast | NoAuth | LoadingOK | txControl, Group: "connection",
@@ -493,7 +493,7 @@ func parseClientKill(a Args) (Runner, error) {
 			user = val
 		case "MAXAGE":
 			n, ok := parseInt([]byte(val))
-			if !ok {
+			if !ok || n < 0 {
 				return nil, errSyntax
 			}
 			maxAge = n
@@ -519,7 +519,9 @@ type clientKillCmd struct {
 
 // Run implements Runner.
 func (c clientKillCmd) Run(x *Ctx) error {
-	if c.user != "" && c.user != "default" && x.Opts.Users[c.user] == nil {
+	// A token (JWT) may name any user: only without tokens is a name that
+	// no user directive configures unknown.
+	if c.user != "" && c.user != "default" && x.Opts.Users[c.user] == nil && x.Opts.JWTPublicKeyFile == "" {
 		return errorf("ERR No such user '%s'", c.user)
 	}
 	if c.typ != "" && c.typ != "normal" {
@@ -535,7 +537,7 @@ func (c clientKillCmd) Run(x *Ctx) error {
 		if c.user != "" && cl.User() != c.user {
 			continue
 		}
-		if c.maxAge > 0 && int64(now.Sub(cl.created).Seconds()) < c.maxAge {
+		if c.maxAge > 0 && int64(now.Sub(cl.created).Seconds()) <= c.maxAge { // older than maxAge only
 			continue
 		}
 		if c.skipMe && cl == x.C {

@@ -205,6 +205,15 @@ func (c *modelStoreCmd) Run(x *Ctx) error {
 	if err != nil {
 		return err
 	}
+	if c.prepared {
+		// Prepared beside the transaction's other stores, before any of
+		// them was stored: the user's budget is checked again now that
+		// they are (ten 90 MB stores in one EXEC passed a 100 MB budget).
+		if err := checkUploadBudget(int64(len(m.Blob.Data)), x.uploadBudget(x.C, c.key)); err != nil {
+			m.Release()
+			return err
+		}
+	}
 	key := c.key
 	if key == "*" {
 		if m.ID, err = x.newModelID(); err != nil {

@@ -39,6 +39,7 @@ func TestConnectionParse(t *testing.T) {
 		parseCase{line: "CLIENT KILL USER alice TYPE Normal MAXAGE 30", want: clientKillCmd{user: "alice", typ: "normal", maxAge: 30, skipMe: true}},
 		parseCase{line: "CLIENT KILL TYPE bogus", err: "ERR Unknown client type 'bogus'"},
 		parseCase{line: "CLIENT KILL MAXAGE x", err: string(errSyntax)},
+		parseCase{line: "CLIENT KILL MAXAGE -1", err: string(errSyntax)},
 		parseCase{line: "CLIENT NO-EVICT x", err: string(errSyntax)},
 		parseCase{line: "CLIENT BOGUS", err: "ERR unknown subcommand 'BOGUS'. Try CLIENT HELP."},
 		parseCase{line: "ACL WHOAMI", want: aclWhoamiCmd{}},

@@ -512,9 +512,7 @@ func (s *App) dispatch(c *Client, spec *Spec, argv [][]byte, owned Ownership) {
 		}
 		if spec != nil && spec.Name == "exec" {
 			// As Redis: a refused EXEC ends the transaction, and says why.
-			if c.inMulti {
-				s.endMulti(c).release()
-			}
+			s.endMulti(c).release() // and unwatches, as Redis's discardTransaction
 			s.replyError(c.W, errorf("EXECABORT Transaction discarded because of: %s", strings.TrimPrefix(errorText(err), "ERR ")))
 			return
 		}
@@ -576,8 +574,12 @@ func adminCommand(spec *Spec, argv [][]byte) (string, bool) {
 		return spec.Name, true
 	}
 	if len(spec.AdminSubs) > 0 && len(argv) > 1 {
+		// As the parsers read it (strings.ToUpper: "kıll" is KILL, which
+		// EqualFold alone does not see), and as EqualFold does.
+		arg := string(argv[1])
+		upper := strings.ToUpper(arg)
 		for _, sub := range spec.AdminSubs {
-			if strings.EqualFold(string(argv[1]), sub) {
+			if upper == sub || strings.EqualFold(arg, sub) {
 				return spec.Name + "|" + strings.ToLower(sub), true
 			}
 		}

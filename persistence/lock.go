@@ -36,7 +36,7 @@ func LockDir(dir string) (release func(), err error) {
 	case errors.Is(err, unix.EWOULDBLOCK):
 		f.Close()
 		return nil, fmt.Errorf("persistence: %s is in use by another server (it holds %s)", dir, name)
-	case errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.EINVAL):
+	case errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOLCK):
 		f.Close()
 		return func() {}, ErrNoLock
 	default:

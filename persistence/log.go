@@ -149,13 +149,23 @@ func OpenLog(o LogOptions) (*Log, error) {
 }
 
 // Exists reports whether the directory holds a log: its manifest, or log
-// files without one, which Replay refuses: starting afresh would load an
-// older snapshot and write over the files of the log that replaced it.
+// files without one that hold what no snapshot may (an incr file with
+// records, a base a rewrite wrote), which Replay refuses: starting afresh
+// would load an older snapshot and write over them. A base.1 and a
+// header-only incr.1 are what a first Create cut short left (its
+// manifest is written last): they hold nothing the snapshot lacks, and a
+// new Create replaces them.
 func (l *Log) Exists() bool {
 	if _, err := os.Stat(filepath.Join(l.o.Dir, manifestName)); err == nil {
 		return true
 	}
-	return len(l.logFiles()) > 0
+	for _, name := range l.logFiles() {
+		st, err := os.Stat(filepath.Join(l.o.Dir, name))
+		if name != "base.1.log" && (strings.HasPrefix(name, "base.") || err != nil || st.Size() > logHeaderSize) {
+			return true
+		}
+	}
+	return false
 }
 
 // logFiles lists the base and incr files in the directory.

@@ -772,6 +772,34 @@ func TestMissingManifestRefusesStart(t *testing.T) {
 	if l3 := openTestLog(t, t.TempDir(), nil); l3.Exists() {
 		t.Error("an empty directory reads as a log")
 	}
+	// What a first Create cut short before its manifest leaves (base.1, a
+	// header-only incr.1) is not a log: a new Create replaces it.
+	cut := t.TempDir()
+	l4 := openTestLog(t, cut, nil)
+	if err := l4.Create(newLogState().source()); err != nil {
+		t.Fatal(err)
+	}
+	l4.Close()
+	os.Remove(filepath.Join(cut, manifestName))
+	if openTestLog(t, cut, nil).Exists() {
+		t.Error("an interrupted first Create reads as a log")
+	}
+	l5 := openTestLog(t, cut, nil)
+	if err := l5.Create(newLogState().source()); err != nil {
+		t.Fatal(err)
+	}
+	commitAll(t, l5, tensorOp("k", "1"))
+	l5.Close()
+	if st, _, err := replayed(t, cut, false); err != nil || st.keys["k"] != "tensor:1" {
+		t.Fatalf("after a new Create: %v %v", st.keys, err)
+	}
+	// A base written by a rewrite is a log's, empty incr or not.
+	os.Remove(filepath.Join(cut, manifestName))
+	os.Rename(filepath.Join(cut, "base.1.log"), filepath.Join(cut, "base.3.log"))
+	os.Truncate(filepath.Join(cut, "incr.1.log"), logHeaderSize)
+	if !openTestLog(t, cut, nil).Exists() {
+		t.Error("a rewrite's base without a manifest reads as no log")
+	}
 }
 
 func TestLockDir(t *testing.T) {

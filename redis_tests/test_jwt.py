@@ -278,6 +278,16 @@ class UploadPolicyTest(unittest.TestCase):
         # Freeing room lets her upload again.
         self.assertEqual(alice.execute_command("AI.MODELDEL", "a1"), b"OK")
         self.assertEqual(alice.execute_command("AI.MODELSTORE", "a2", "ONNX", "CPU", "BLOB", model), b"OK")
+        # Stores queued in one transaction compile before any is stored:
+        # the budget is checked again as each is stored.
+        self.assertEqual(bob.execute_command("AI.MODELDEL", "b1"), b"OK")
+        p = bob.pipeline(transaction=True)
+        for k in ("b2", "b3"):
+            p.execute_command("AI.MODELSTORE", k, "ONNX", "CPU", "BLOB", model)
+        res = p.execute(raise_on_error=False)
+        self.assertEqual(res[0], b"OK")
+        self.assertIn(text, str(res[1]))
+        self.assertEqual(bob.exists("b2", "b3"), 1)
 
     def test_bad_key_file_stops_the_start(self):
         bad = os.path.join(self.keys.dir, "rsa.pem")

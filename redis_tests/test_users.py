@@ -212,7 +212,9 @@ class AdminCommandsTest(unittest.TestCase):
                           (("CLIENT", "KILL", "USER", "root"), "client|kill"), (("CLIENT", "LIST"), "client|list"),
                           (("AI.CONFIG", "THREADS_PER_QUEUE", 1), "ai.config|threads_per_queue"),
                           (("AI.CONFIG", "SET", "MODEL_CHUNK_SIZE", 10), "ai.config|set"),
-                          (("CLUSTER", "RESET"), "cluster|reset")):
+                          (("CLUSTER", "RESET"), "cluster|reset"), (("ACL", "USERS"), "acl|users"),
+                          # Read as KILL by the parser (strings.ToUpper), not by EqualFold.
+                          (("CLIENT", "K\u0131LL", "USER", "root"), "client|kill")):
             with self.assertRaises(redis.exceptions.NoPermissionError, msg=cmd) as cm:
                 alice.execute_command(*cmd)
             self.assertEqual(str(cm.exception), "User alice has no permissions to run the '%s' command" % name)

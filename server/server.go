@@ -361,6 +361,10 @@ func (s *Server) Start() (err error) {
 		return fmt.Errorf("dir: %w", err)
 	}
 	s.unlockDir = unlock
+	if s.opts.UsersEnabled() && *s.opts.Requirepass.Load() == "" {
+		s.log.Warn("users are configured but requirepass is not: a client that never sends AUTH is the default user, " +
+			"which may run the administrative commands (SHUTDOWN, CONFIG SET, MONITOR, ...); set requirepass")
+	}
 	defer func() {
 		if err != nil {
 			unlock()

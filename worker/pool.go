@@ -724,7 +724,7 @@ func (s *session) compileOn(p *proc) error {
 	e.u32(uint32(s.opts.InterOpThreads))
 	e.u64(uint64(s.buf.Len()))
 	deadline := s.slot.pool.cfg.CompileTimeout
-	if s.origin.Loaded {
+	if s.origin.Loaded && s.inputs == nil { // its first compile only
 		deadline *= modelstore.LoadedCompileFactor
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
