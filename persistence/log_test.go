@@ -110,6 +110,26 @@ func replayed(t *testing.T, dir string, loadTruncated bool) (*logState, ReplayIn
 	return st, info, err
 }
 
+// createdLog is a new log over dir with an empty base.
+func createdLog(t *testing.T, dir string) *Log {
+	t.Helper()
+	l := openTestLog(t, dir, nil)
+	if err := l.Create(newLogState().source()); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// dirNames is the names in dir, sorted, joined by spaces.
+func dirNames(dir string) string {
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return strings.Join(names, " ")
+}
+
 func commitAll(t *testing.T, l *Log, ops ...Op) {
 	t.Helper()
 	var seq uint64
@@ -123,10 +143,7 @@ func commitAll(t *testing.T, l *Log, ops ...Op) {
 
 func TestLogReplaysEveryRecordType(t *testing.T) {
 	dir := t.TempDir()
-	l := openTestLog(t, dir, nil)
-	if err := l.Create(newLogState().source()); err != nil {
-		t.Fatal(err)
-	}
+	l := createdLog(t, dir)
 	commitAll(t, l, tensorOp("a", "1"), tensorOp("b", "2"), tensorOp("c", "3"),
 		Op{Del: "b"}, Op{Expire: &ExpireOp{"a", 1893456000000}}, Op{Rename: &[2]string{"c", "d"}})
 	commitAll(t, l, Op{Model: &LogModel{ModelRecord: ModelRecord{Key: "m", Tag: "t1", Extra: map[string]string{"x": "y"}},
@@ -247,10 +264,7 @@ func TestLogTornTailIsCut(t *testing.T) {
 
 func TestLogTamperingRefusesStart(t *testing.T) {
 	dir := t.TempDir()
-	l := openTestLog(t, dir, nil)
-	if err := l.Create(newLogState().source()); err != nil {
-		t.Fatal(err)
-	}
+	l := createdLog(t, dir)
 	commitAll(t, l, tensorOp("a", "1"))
 	commitAll(t, l, tensorOp("b", "2"))
 	l.Close()
@@ -313,10 +327,7 @@ func TestLogTamperingRefusesStart(t *testing.T) {
 // a flags byte with an unknown bit is corruption.
 func TestLogModelNamedByID(t *testing.T) {
 	dir := t.TempDir()
-	l := openTestLog(t, dir, nil)
-	if err := l.Create(newLogState().source()); err != nil {
-		t.Fatal(err)
-	}
+	l := createdLog(t, dir)
 	id := [32]byte{'r', 'a', 'n', 'd'}
 	data := []byte("model bytes")
 	w, err := l.NewModelWriter()
@@ -411,10 +422,7 @@ func TestModelFileRoundTrip(t *testing.T) {
 
 func TestRewriteKeepsStateAndRemovesOldFiles(t *testing.T) {
 	dir := t.TempDir()
-	l := openTestLog(t, dir, nil)
-	if err := l.Create(newLogState().source()); err != nil {
-		t.Fatal(err)
-	}
+	l := createdLog(t, dir)
 	live := newLogState()
 	for i := range 100 {
 		commitAll(t, l, tensorOp("k", strings.Repeat("x", i)))
@@ -447,12 +455,8 @@ func TestRewriteKeepsStateAndRemovesOldFiles(t *testing.T) {
 	if err != nil || st.keys["k"] != live.keys["k"] || st.keys["after"] != "tensor:cut" || info.Files != 2 {
 		t.Fatalf("after rewrite: %v %+v %v", st.keys, info, err)
 	}
-	entries, _ := os.ReadDir(dir)
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	if strings.Join(names, " ") != "base.3.log incr.2.log manifest models" {
+	names := dirNames(dir)
+	if names != "base.3.log incr.2.log manifest models" {
 		t.Errorf("files %v", names)
 	}
 	if l.HasModel(sums[0]) || !l.HasModel(sums[1]) {
@@ -725,10 +729,7 @@ func TestRewriteKeepsModelFileAboutToBeNamed(t *testing.T) {
 // start (and the next rewrite) removes it, and nothing else.
 func TestUnnamedLogFilesAreRemoved(t *testing.T) {
 	dir := t.TempDir()
-	l := openTestLog(t, dir, nil)
-	if err := l.Create(newLogState().source()); err != nil {
-		t.Fatal(err)
-	}
+	l := createdLog(t, dir)
 	commitAll(t, l, tensorOp("k", "1"))
 	l.Close()
 	for _, name := range []string{"base.7.log", "incr.9.log", "notes.txt", "base.x.log"} {
@@ -738,12 +739,8 @@ func TestUnnamedLogFilesAreRemoved(t *testing.T) {
 	if err != nil || st.keys["k"] != "tensor:1" {
 		t.Fatalf("replay: %v %v", st.keys, err)
 	}
-	entries, _ := os.ReadDir(dir)
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	if got := strings.Join(names, " "); got != "base.1.log base.x.log incr.1.log manifest models notes.txt" {
+	names := dirNames(dir)
+	if got := names; got != "base.1.log base.x.log incr.1.log manifest models notes.txt" {
 		t.Errorf("files after the start: %s", got)
 	}
 }
@@ -752,10 +749,7 @@ func TestUnnamedLogFilesAreRemoved(t *testing.T) {
 // would load an older snapshot and write over the log's files.
 func TestMissingManifestRefusesStart(t *testing.T) {
 	dir := t.TempDir()
-	l := openTestLog(t, dir, nil)
-	if err := l.Create(newLogState().source()); err != nil {
-		t.Fatal(err)
-	}
+	l := createdLog(t, dir)
 	commitAll(t, l, tensorOp("k", "1"))
 	l.Close()
 	if err := os.Remove(filepath.Join(dir, manifestName)); err != nil {
@@ -775,19 +769,13 @@ func TestMissingManifestRefusesStart(t *testing.T) {
 	// What a first Create cut short before its manifest leaves (base.1, a
 	// header-only incr.1) is not a log: a new Create replaces it.
 	cut := t.TempDir()
-	l4 := openTestLog(t, cut, nil)
-	if err := l4.Create(newLogState().source()); err != nil {
-		t.Fatal(err)
-	}
+	l4 := createdLog(t, cut)
 	l4.Close()
 	os.Remove(filepath.Join(cut, manifestName))
 	if openTestLog(t, cut, nil).Exists() {
 		t.Error("an interrupted first Create reads as a log")
 	}
-	l5 := openTestLog(t, cut, nil)
-	if err := l5.Create(newLogState().source()); err != nil {
-		t.Fatal(err)
-	}
+	l5 := createdLog(t, cut)
 	commitAll(t, l5, tensorOp("k", "1"))
 	l5.Close()
 	if st, _, err := replayed(t, cut, false); err != nil || st.keys["k"] != "tensor:1" {
