@@ -420,7 +420,16 @@ func (x *Ctx) evictModels() {
 				oldest = it
 			}
 		}
-		if x.Keys.DeleteIf(oldest.Key, oldest.Value) {
+		// Under the transaction lock, as every keyspace change: an EXEC
+		// running (its WATCH checked) sees no eviction in its middle.
+		var evicted bool
+		if x.Update(func() error {
+			evicted = x.Keys.DeleteIf(oldest.Key, oldest.Value)
+			return nil
+		}) != nil {
+			return // the slot is fenced (a migration closing): not now
+		}
+		if evicted {
 			x.Log.Info("max-models reached: evicted the oldest model", "key", oldest.Key)
 			x.Release([]modelstore.Value{oldest.Value})
 		}
