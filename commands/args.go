@@ -156,9 +156,10 @@ func parseInt(b []byte) (int64, bool) {
 	return n, err == nil
 }
 
-// countedList parses `n item...`: the count at the cursor and n items.
-// errCount is returned for a non-integer or negative count, errShort when
-// fewer than n items follow.
+// countedList parses `n item...` in a DAG's header: the count at the
+// cursor and n items. errCount is returned for a non-integer or negative
+// count, errShort when fewer than n items follow before the first `|>`
+// (RedisAI's: LOAD 2 x |> ... is short, not a key named |>).
 func (a *Args) countedList(errCount, errShort error) ([][]byte, error) {
 	n, ok := parseInt(a.Next())
 	if !ok || n < 0 {
@@ -168,6 +169,11 @@ func (a *Args) countedList(errCount, errShort error) ([][]byte, error) {
 		return nil, errShort
 	}
 	items := a.V[a.pos : a.pos+int(n)]
+	for _, it := range items {
+		if isWord(it, "|>") {
+			return nil, errShort
+		}
+	}
 	a.pos += int(n)
 	return items, nil
 }

@@ -19,19 +19,19 @@ import (
 // PERSIST writes the keyspace.
 func init() {
 	register(
-		&Spec{Name: "ai.dagexecute", Arity: -2, Flags: Write | DenyOOM | Blocking | NoTxLock, Group: "models",
+		&Spec{Name: "ai.dagexecute", Arity: -1, Flags: Write | DenyOOM | Blocking | NoTxLock, Group: "models",
 			Summary: "Runs a graph of tensor and model operations with DAG-local tensors.",
 			Syntax:  "[LOAD n key ...] [PERSIST n key ...] [ROUTING key] [TIMEOUT ms] [RECEIPT nonce] |> op [|> op ...]",
 			Parse:   parseDAG(dagExecute), Keys: dagKeys},
-		&Spec{Name: "ai.dagexecute_ro", Arity: -2, Flags: Readonly | Blocking | NoTxLock, Group: "models",
+		&Spec{Name: "ai.dagexecute_ro", Arity: -1, Flags: Readonly | Blocking | NoTxLock, Group: "models",
 			Summary: "Read-only AI.DAGEXECUTE: no PERSIST.",
 			Syntax:  "[LOAD n key ...] [ROUTING key] [TIMEOUT ms] [RECEIPT nonce] |> op [|> op ...]",
 			Parse:   parseDAG(dagExecuteRO), Keys: dagKeys},
-		&Spec{Name: "ai.dagrun", Arity: -2, Flags: Write | DenyOOM | Blocking | NoTxLock, Group: "models",
+		&Spec{Name: "ai.dagrun", Arity: -1, Flags: Write | DenyOOM | Blocking | NoTxLock, Group: "models",
 			Summary: "Deprecated form of AI.DAGEXECUTE, with AI.MODELRUN ops.",
 			Syntax:  "[LOAD n key ...] [PERSIST n key ...] [TIMEOUT ms] |> op [|> op ...]",
 			Parse:   parseDAG(dagRun), Keys: dagKeys},
-		&Spec{Name: "ai.dagrun_ro", Arity: -2, Flags: Readonly | Blocking | NoTxLock, Group: "models",
+		&Spec{Name: "ai.dagrun_ro", Arity: -1, Flags: Readonly | Blocking | NoTxLock, Group: "models",
 			Summary: "Deprecated form of AI.DAGEXECUTE_RO, with AI.MODELRUN ops.",
 			Syntax:  "[LOAD n key ...] [TIMEOUT ms] |> op [|> op ...]",
 			Parse:   parseDAG(dagRunRO), Keys: dagKeys},
@@ -193,7 +193,7 @@ func parseDAGOp(a Args, form dagForm) (dagOp, error) {
 	readonly := form.readonly
 	switch {
 	case a.Match("AI.TENSORSET"):
-		if a.Remaining() < 2 {
+		if a.Remaining() < 3 { // key, type and a dimension, as the command's arity
 			return dagOp{}, Reply("wrong number of arguments for 'AI.TENSORSET' command")
 		}
 		name := a.NextString()

@@ -532,7 +532,13 @@ func (s *App) dispatch(c *Client, spec *Spec, argv [][]byte, owned Ownership) {
 		// above) aborts the transaction; any other error is queued and
 		// becomes that command's reply inside EXEC's array.
 		a = a.Detach()
-		r, err := spec.Parse(a)
+		var r Runner
+		var err error
+		if badArity(spec, argv) {
+			err = arityError(spec) // a RedisAI command's (check)
+		} else {
+			r, err = spec.Parse(a)
+		}
 		if err == nil && spec.Has(Blocking) {
 			err = blockingInExec(spec)
 		}
@@ -565,6 +571,18 @@ func (s *App) dispatch(c *Client, spec *Spec, argv [][]byte, owned Ownership) {
 // txControl marks MULTI, EXEC, DISCARD, QUIT, RESET: run at once inside a
 // transaction instead of being queued.
 const txControl = Flag(1 << 31)
+
+// badArity reports whether argv has a number of arguments spec refuses.
+func badArity(spec *Spec, argv [][]byte) bool {
+	return (spec.Arity > 0 && len(argv) != spec.Arity) || (spec.Arity < 0 && len(argv) < -spec.Arity)
+}
+
+func arityError(spec *Spec) error {
+	return errorf("ERR wrong number of arguments for '%s' command", spec.Name)
+}
+
+// isAI reports whether spec is one of RedisAI's commands.
+func isAI(spec *Spec) bool { return strings.HasPrefix(spec.Name, "ai.") }
 
 // adminCommand reports whether argv is an administrative command (Admin,
 // or one of the spec's AdminSubs), and its name as Redis's NOPERM error
@@ -624,8 +642,11 @@ func (s *App) check(c *Client, spec *Spec, argv [][]byte, now int64) error {
 		}
 		return errorf("ERR unknown command '%s', with args beginning with: %s", truncate(argv[0], 128), b.String())
 	}
-	if (spec.Arity > 0 && len(argv) != spec.Arity) || (spec.Arity < 0 && len(argv) < -spec.Arity) {
-		return errorf("ERR wrong number of arguments for '%s' command", spec.Name)
+	// RedisAI registers its commands with arity -1 and checks the count
+	// itself, when the command runs: inside MULTI a wrong count is queued
+	// and answered in EXEC's array (dispatch), and aborts nothing.
+	if badArity(spec, argv) && !(c.inMulti && isAI(spec)) {
+		return arityError(spec)
 	}
 	if !spec.Has(NoAuth) && !c.authedAt(now) {
 		return errNoAuth

@@ -610,10 +610,16 @@ class TestTransactions(TensorTestCase):
         c = self.raw()
         self.assertEqual(c.cmd("MULTI"), "OK")
         self.assertEqual(c.cmd("AI.TENSORSET", "a", "FLOAT", 1), "QUEUED")
-        self.assertEqual(c.cmd("AI.TENSORSET", "b").text, arity("ai.tensorset"))
+        self.assertEqual(c.cmd("DEL").text, arity("del"))
         self.assertEqual(c.cmd("AI.TENSORSET", "c", "FLOAT", 1), "QUEUED")
         self.assertEqual(c.cmd_raw("EXEC"), b"-EXECABORT Transaction discarded because of previous errors.\r\n")
-        self.assertEqual(self.r.exists("a", "b", "c"), 0)
+        self.assertEqual(self.r.exists("a", "c"), 0)
+        # A RedisAI command checks its own argument count when it runs
+        # (RedisAI registers arity -1): queued, answered in EXEC's array.
+        self.assertEqual(c.cmd("MULTI"), "OK")
+        self.assertEqual(c.cmd("AI.TENSORSET", "b"), "QUEUED")
+        self.assertEqual(c.cmd("PING"), "QUEUED")
+        self.assertEqual(c.cmd_raw("EXEC"), b"*2\r\n-" + arity("ai.tensorset").encode() + b"\r\n+PONG\r\n")
         # Unknown command: same.
         self.assertEqual(c.cmd("MULTI"), "OK")
         self.assertEqual(c.cmd("NOSUCHCMD").text, "ERR unknown command 'NOSUCHCMD', with args beginning with: ")
@@ -713,11 +719,18 @@ class TestTransactions(TensorTestCase):
     def test_execabort_redis_py(self):
         p = self.r.pipeline(transaction=True)
         p.execute_command("AI.TENSORSET", "a", "FLOAT", 1)
-        p.execute_command("AI.TENSORSET", "b")
+        p.execute_command("EXISTS")
         with self.assertRaises(redis.ResponseError) as cm:
             p.execute()
-        self.assertIn("wrong number of arguments for 'ai.tensorset' command", str(cm.exception))
-        self.assertEqual(self.r.exists("a", "b"), 0)
+        self.assertIn("wrong number of arguments for 'exists' command", str(cm.exception))
+        self.assertEqual(self.r.exists("a"), 0)
+        # A RedisAI command's wrong count fails alone, as with RedisAI.
+        p = self.r.pipeline(transaction=True)
+        p.execute_command("AI.TENSORSET", "a", "FLOAT", 1)
+        p.execute_command("AI.TENSORSET", "b")
+        res = p.execute(raise_on_error=False)
+        self.assertEqual(res[0], b"OK")
+        self.assertIn("wrong number of arguments for 'ai.tensorset' command", str(res[1]))
 
     def test_discard(self):
         c = self.raw()

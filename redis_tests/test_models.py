@@ -739,6 +739,9 @@ class ParseErrorTest(ModelCase):
         rows = [
             ("ERR missing arguments for 'AI.DAGEXECUTE' command", D, "ROUTING", "r", "|>"),
             ("ERR missing arguments for 'AI.DAGEXECUTE_RO' command", "AI.DAGEXECUTE_RO", "ROUTING", "r", "|>"),
+            ("ERR missing arguments for 'AI.DAGEXECUTE' command", D),  # RedisAI's arity is -1
+            ("ERR number of keys to LOAD into DAG does not match the number of given arguments", D,
+             "LOAD", 2, "x", "|>", "AI.TENSORGET", "x", "VALUES"),
             ("ERR missing arguments after LOAD keyword in DAG command", D, "ROUTING", "r", "TIMEOUT", 5, "LOAD"),
             ("ERR invalid or negative value found in number of keys to LOAD", D, "LOAD", "abc", "x", *S),
             ("ERR invalid or negative value found in number of keys to LOAD", D, "LOAD", -1, "x", *S),
@@ -771,6 +774,7 @@ class ParseErrorTest(ModelCase):
             ("ERR AI.SCRIPTEXECUTE command cannot be specified in a read-only DAG", "AI.DAGEXECUTE_RO",
              "ROUTING", "r", "|>", "AI.SCRIPTEXECUTE", "s", "f", "INPUTS", 1, "x"),
             ("wrong number of arguments for 'AI.TENSORSET' command", D, "ROUTING", "r", "|>", "AI.TENSORSET", "t"),
+            ("wrong number of arguments for 'AI.TENSORSET' command", D, "ROUTING", "r", "|>", "AI.TENSORSET", "t", "FLOAT"),
             ("ERR invalid data type", D, "ROUTING", "r", "|>", "AI.TENSORSET", "t", "FLOAT32", 1),
             (NO_MODEL, D, "LOAD", 1, "x", "|>", "AI.MODELEXECUTE", "nosuch", "INPUTS", 1, "x", "OUTPUTS", 1, "y"),
             (IN_MISMATCH, D, "LOAD", 1, "x", "|>", "AI.MODELEXECUTE", "add", "INPUTS", 1, "x", "OUTPUTS", 1, "y"),
