@@ -721,6 +721,8 @@ func (ld *logLoader) items() ([]modelstore.Item, error) {
 		rec persistence.ModelRecord
 		buf *modelstore.ModelBuffer
 		lf  *[32]byte
+		// first: the first key of its model file, which compiles it
+		first bool
 	}
 	var models []pending
 	for key, e := range ld.keys {
@@ -732,8 +734,8 @@ func (ld *logLoader) items() ([]modelstore.Item, error) {
 			continue
 		}
 		r := e.model
-		buf, ok := bufs[r.File]
-		if !ok {
+		buf, seen := bufs[r.File]
+		if !seen {
 			var err error
 			if buf, err = ld.readModel(r.File, r.Size); err != nil {
 				return out, fmt.Errorf("model %q: %w", key, err)
@@ -749,7 +751,7 @@ func (ld *logLoader) items() ([]modelstore.Item, error) {
 		} else {
 			lf = &r.File // the file is named by its id, and stays so
 		}
-		models = append(models, pending{key, rec, buf, lf})
+		models = append(models, pending{key, rec, buf, lf, !seen})
 	}
 	// The models compile side by side, as many at a time as there are
 	// cores: one after another, two models that compile for 45 s each
@@ -764,16 +766,14 @@ func (ld *logLoader) items() ([]modelstore.Item, error) {
 			done[i].LogFile = models[i].lf
 		}
 	}
-	seen := map[*modelstore.ModelBuffer]bool{}
 	var rest []int
 	sem := make(chan struct{}, max(runtime.GOMAXPROCS(0), 1))
 	var wg sync.WaitGroup
 	for i, p := range models {
-		if seen[p.buf] {
+		if !p.first {
 			rest = append(rest, i)
 			continue
 		}
-		seen[p.buf] = true
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {

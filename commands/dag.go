@@ -362,16 +362,16 @@ func (c *dagCmd) Run(x *Ctx) error {
 			// The DAG's zero tensors together are bounded as one
 			// command's arguments are (client-query-buffer-limit), and
 			// by maxmemory: they were bounded one by one only.
-			limit := min(x.Opts.ProtoMaxBulkLen.Load(), x.Opts.ClientQueryBufferLimit.Load()-made)
-			t, err := op.tensor.build(limit, func(n int64) error { return x.fits(made + n) })
-			if err == errTensorTooBig && limit < x.Opts.ProtoMaxBulkLen.Load() {
-				err = errDAGTooBig
+			limit, tooBig := x.Opts.ProtoMaxBulkLen.Load(), errTensorTooBig
+			if left := x.Opts.ClientQueryBufferLimit.Load() - made; left < limit {
+				limit, tooBig = left, errDAGTooBig
 			}
+			t, err := op.tensor.build(limit, tooBig, func(n int64) error { return x.fits(made + n) })
 			if err != nil {
 				r.err, failed = err, true
 				continue
 			}
-			if op.tensor.blob == nil && !op.tensor.hasVal {
+			if op.tensor.zero() {
 				made += int64(len(t.Data))
 			}
 			local[op.name] = t

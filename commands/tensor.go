@@ -87,11 +87,14 @@ func parseTensorBody(a *Args, t *tensorSpec) error {
 	return nil
 }
 
-// build makes the tensor. A zero tensor (neither BLOB nor VALUES) is made
-// from nothing, so it is bounded before its allocation: by maxBytes, and
-// by fits (maxmemory's headroom): a 60-byte AI.TENSORSET of 520 MB was
-// allocated, then refused with -OOM.
-func (t *tensorSpec) build(maxBytes int64, fits func(int64) error) (*modelstore.Tensor, error) {
+// zero reports whether the tensor is made of zeros: neither BLOB nor VALUES.
+func (t *tensorSpec) zero() bool { return t.blob == nil && !t.hasVal }
+
+// build makes the tensor. A zero tensor is made from nothing, so it is
+// bounded before its allocation: by maxBytes (tooBig past it), and by fits
+// (maxmemory's headroom): a 60-byte AI.TENSORSET of 520 MB was allocated,
+// then refused with -OOM.
+func (t *tensorSpec) build(maxBytes int64, tooBig Reply, fits func(int64) error) (*modelstore.Tensor, error) {
 	shape := t.shape
 	switch {
 	case t.blob != nil:
@@ -104,7 +107,7 @@ func (t *tensorSpec) build(maxBytes int64, fits func(int64) error) (*modelstore.
 		size = modelstore.ShapeLen(shape)
 	}
 	if size < 0 || size > maxBytes {
-		return nil, errTensorTooBig
+		return nil, tooBig
 	}
 	if err := fits(size); err != nil {
 		return nil, err
@@ -142,7 +145,7 @@ func (c *tensorSetCmd) Run(x *Ctx) error {
 	err := c.err
 	var t *modelstore.Tensor
 	if err == nil {
-		t, err = c.t.build(x.Opts.ProtoMaxBulkLen.Load(), x.fits)
+		t, err = c.t.build(x.Opts.ProtoMaxBulkLen.Load(), errTensorTooBig, x.fits)
 	}
 	if err != nil {
 		if _, terr := x.Keys.GetTensor(c.key); terr == modelstore.ErrWrongType {

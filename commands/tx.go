@@ -117,10 +117,10 @@ func (execCmd) Run(x *Ctx) error {
 		x.endMulti(c).release()
 		return Reply("EXECABORT Transaction discarded because of previous errors.")
 	}
-	// Only the stores before a queued AUTH, HELLO or RESET are prepared:
-	// prepare checks rights and stamps the owner as the client is now.
+	// Only the stores before a queued AUTH or HELLO are prepared: prepare
+	// checks rights and stamps the owner as the client is now.
 	for _, cmd := range c.multi {
-		if c.watch.Dirty() || (cmd.spec != nil && (cmd.spec.Name == "auth" || cmd.spec.Name == "hello" || cmd.spec.Name == "reset")) {
+		if c.watch.Dirty() || cmd.spec.Name == "auth" || cmd.spec.Name == "hello" {
 			break
 		}
 		if p, ok := cmd.runner.(preparer); ok && cmd.err == nil {
