@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/enclaveai/enclaveai/config"
@@ -19,6 +21,8 @@ func init() {
 		admin(&Spec{Name: "config", Arity: -2, Flags: Admin | LoadingOK,
 			Summary: "CONFIG GET, SET and RESETSTAT.", Syntax: "GET pattern [pattern ...] | SET directive value [directive value ...] | RESETSTAT", Parse: parseConfig}),
 		admin(&Spec{Name: "time", Arity: 1, Flags: Fast | LoadingOK, Summary: "Returns the server time.", Parse: parseTime}),
+		admin(&Spec{Name: "role", Arity: 1, Flags: Fast | LoadingOK,
+			Summary: "Returns the replication role: master, with no replicas (EnclaveAI does not replicate).", Parse: parseRole}),
 		admin(&Spec{Name: "command", Arity: -1, Flags: LoadingOK,
 			Summary: "Describes the commands: COUNT, INFO, DOCS, LIST.", Syntax: "[COUNT | INFO [name ...] | DOCS [name ...] | LIST]", Parse: parseCommand}),
 		admin(&Spec{Name: "shutdown", Arity: -1, Flags: Admin | LoadingOK | NoTxLock | NoMulti,
@@ -39,6 +43,22 @@ func (timeCmd) Run(x *Ctx) error {
 	x.W.Array(2)
 	x.W.BulkString(strconv.FormatInt(now.Unix(), 10))
 	x.W.BulkString(strconv.FormatInt(int64(now.Nanosecond()/1000), 10))
+	return nil
+}
+
+func parseRole(a Args) (Runner, error) {
+	return roleCmd{}, nil
+}
+
+// roleCmd is ROLE: a master's reply, at offset 0 with no replicas.
+type roleCmd struct{}
+
+// Run implements Runner.
+func (roleCmd) Run(x *Ctx) error {
+	x.W.Array(3)
+	x.W.BulkString("master")
+	x.W.Int(0)
+	x.W.Array(0)
 	return nil
 }
 
@@ -106,6 +126,7 @@ func (configResetStatCmd) Run(x *Ctx) error {
 	for _, c := range []interface{ Store(int64) }{&st.Commands, &st.Connections, &st.Rejected, &st.ExpiredKeys, &st.Errors, &st.NetInput, &st.NetOutput} {
 		c.Store(0)
 	}
+	x.errStats.reset()
 	x.W.OK()
 	return nil
 }
@@ -166,14 +187,18 @@ func (c configGetCmd) Run(x *Ctx) error {
 	return nil
 }
 
-// InfoSection is an extra INFO section contributed by another layer
-// (models, persistence, enclave), registered at start.
+// InfoSection is one section of INFO. This file's are Redis's own; other
+// layers (models, persistence, enclave) register theirs at start.
 type InfoSection struct {
 	Name   string
 	Fields func(s *App) [][2]string
 	// NotDefault sections are shown only when asked for by name, or by
 	// "all" or "everything" (as Redis's commandstats).
 	NotDefault bool
+	// Module sections are RedisAI's (ai_*): shown, as a module's in Redis
+	// 7, for "modules", "everything", the module's name ("ai") or their
+	// own, never by default or for "all".
+	Module bool
 	// AdminOnly sections, with users, are shown to admins only (isAdmin):
 	// they tell of other users' models.
 	AdminOnly bool
@@ -181,8 +206,23 @@ type InfoSection struct {
 
 var extraSections []InfoSection
 
-// RegisterInfoSection adds a section to INFO.
+// RegisterInfoSection adds a section to INFO: after Redis's sections
+// (infoOrder places those it names among them), in the order registered.
 func RegisterInfoSection(sec InfoSection) { extraSections = append(extraSections, sec) }
+
+// infoOrder is Redis 7's order of its INFO sections, registered ones
+// (Persistence, Commandstats, Cluster) included.
+var infoOrder = []string{"Server", "Clients", "Memory", "Persistence", "Stats", "Replication", "CPU",
+	"Modules", "Commandstats", "Errorstats", "Cluster", "Keyspace"}
+
+// builtinSections are the sections of this file.
+var builtinSections = []InfoSection{
+	{Name: "Server", Fields: serverInfo}, {Name: "Clients", Fields: clientsInfo},
+	{Name: "Memory", Fields: memoryInfo}, {Name: "Stats", Fields: statsInfo},
+	{Name: "Replication", Fields: replicationInfo}, {Name: "CPU", Fields: cpuInfo},
+	{Name: "Modules", Fields: modulesInfo}, {Name: "Errorstats", Fields: errorStatsInfo},
+	{Name: "Keyspace", Fields: keyspaceInfo},
+}
 
 func parseInfo(a Args) (Runner, error) {
 	sections := keyStrings(a.Rest())
@@ -213,18 +253,17 @@ func (s *App) Info(sections []string, admin bool) string {
 		want[sec] = true
 	}
 	var b strings.Builder
-	hidden := map[string]bool{}
-	for _, sec := range extraSections {
-		hidden[sec.Name] = sec.AdminOnly && !admin
-	}
-	for _, sec := range s.infoSections(func(name string, notDefault bool) bool {
-		if hidden[name] {
+	for _, sec := range s.infoSections(func(sec *InfoSection) bool {
+		name := strings.ToLower(sec.Name)
+		switch {
+		case sec.AdminOnly && !admin:
 			return false
+		case sec.Module:
+			return want["everything"] || want["modules"] || want[moduleName] || want[name]
+		case sec.NotDefault:
+			return every || want[name]
 		}
-		if notDefault {
-			return every || want[strings.ToLower(name)]
-		}
-		return all || want[strings.ToLower(name)]
+		return all || want[name]
 	}) {
 		if b.Len() > 0 {
 			b.WriteString("\r\n")
@@ -246,77 +285,128 @@ type infoSection struct {
 	fields [][2]string
 }
 
-// infoSections computes the sections of INFO that want accepts (by name,
-// and whether the section is shown only when asked for), in INFO's order.
-// INFO and the metrics endpoint (Metrics) read the same figures here.
-func (s *App) infoSections(want func(name string, notDefault bool) bool) []infoSection {
+// infoSections computes the sections of INFO that want accepts, in INFO's
+// order: Redis's (infoOrder), then the other registered ones, then the
+// module's. INFO and the metrics endpoint (Metrics) read the same figures
+// here.
+func (s *App) infoSections(want func(sec *InfoSection) bool) []infoSection {
+	secs := slices.Concat(builtinSections, extraSections)
+	rank := func(sec *InfoSection) int {
+		if i := slices.Index(infoOrder, sec.Name); i >= 0 {
+			return i
+		}
+		if sec.Module {
+			return len(infoOrder) + 1
+		}
+		return len(infoOrder)
+	}
+	slices.SortStableFunc(secs, func(a, b InfoSection) int { return rank(&a) - rank(&b) })
 	var out []infoSection
-	emit := func(name string, fields func() [][2]string) {
-		if want(name, false) {
-			out = append(out, infoSection{name, fields()})
+	for i := range secs {
+		if want(&secs[i]) {
+			out = append(out, infoSection{secs[i].Name, secs[i].Fields(s)})
 		}
 	}
-	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
-	emit("Server", func() [][2]string {
-		uptime := int64(time.Since(s.started).Seconds())
-		port, _ := s.Opts.Get("port")
-		return [][2]string{
-			{"redis_version", RedisVersion}, {"enclaveai_version", Version},
-			{"redis_mode", s.redisMode()}, {"os", runtime.GOOS + " " + runtime.GOARCH},
-			{"arch_bits", "64"}, {"go_version", runtime.Version()},
-			{"process_id", itoa(int64(os.Getpid()))}, {"tcp_port", port},
-			{"uptime_in_seconds", itoa(uptime)}, {"uptime_in_days", itoa(uptime / 86400)},
-			{"executable", executable()},
-			// The engine that compiles new models (AI.MODELINFO's engine is
-			// the one that compiled each).
-			{"inference_engine", s.Models.Engine().Name()},
-		}
-	})
-	emit("Clients", func() [][2]string {
-		return [][2]string{
-			{"connected_clients", itoa(int64(s.NumClients()))},
-			{"maxclients", itoa(s.Opts.MaxClients.Load())},
-			{"blocked_clients", "0"},
-		}
-	})
-	emit("Memory", func() [][2]string {
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		rss := processRSS()
-		return [][2]string{
-			{"used_memory", itoa(s.UsedMemory())}, {"used_memory_human", humanBytes(s.UsedMemory())},
-			{"used_memory_rss", itoa(rss)}, {"used_memory_rss_human", humanBytes(rss)},
-			{"used_memory_peak", itoa(peakRSS())},
-			{"used_memory_go_heap", itoa(int64(ms.HeapInuse))},
-			{"maxmemory", itoa(s.Opts.MaxMemory.Load())}, {"maxmemory_human", humanBytes(s.Opts.MaxMemory.Load())},
-			{"maxmemory_policy", "noeviction"},
-		}
-	})
-	emit("Stats", func() [][2]string {
-		st := &s.stats
-		return [][2]string{
-			{"total_connections_received", itoa(st.Connections.Load())},
-			{"total_commands_processed", itoa(st.Commands.Load())},
-			{"total_net_input_bytes", itoa(st.NetInput.Load())},
-			{"total_net_output_bytes", itoa(st.NetOutput.Load())},
-			{"rejected_connections", itoa(st.Rejected.Load())},
-			{"expired_keys", itoa(st.ExpiredKeys.Load())},
-			{"total_error_replies", itoa(st.Errors.Load())},
-		}
-	})
-	for _, sec := range extraSections {
-		if want(sec.Name, sec.NotDefault) {
-			out = append(out, infoSection{sec.Name, sec.Fields(s)})
-		}
-	}
-	emit("Keyspace", func() [][2]string {
-		n, exp := s.Keys.Len()
-		if n == 0 {
-			return nil
-		}
-		return [][2]string{{"db0", fmt.Sprintf("keys=%d,expires=%d,avg_ttl=0", n, exp)}}
-	})
 	return out
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func serverInfo(s *App) [][2]string {
+	uptime := int64(time.Since(s.started).Seconds())
+	port, _ := s.Opts.Get("port")
+	return [][2]string{
+		{"redis_version", RedisVersion}, {"enclaveai_version", Version},
+		{"redis_mode", s.redisMode()}, {"os", runtime.GOOS + " " + runtime.GOARCH},
+		{"arch_bits", "64"}, {"go_version", runtime.Version()},
+		{"process_id", itoa(int64(os.Getpid()))}, {"tcp_port", port},
+		{"uptime_in_seconds", itoa(uptime)}, {"uptime_in_days", itoa(uptime / 86400)},
+		{"executable", executable()},
+		// The engine that compiles new models (AI.MODELINFO's engine is
+		// the one that compiled each).
+		{"inference_engine", s.Models.Engine().Name()},
+	}
+}
+
+func clientsInfo(s *App) [][2]string {
+	return [][2]string{
+		{"connected_clients", itoa(int64(s.NumClients()))},
+		{"maxclients", itoa(s.Opts.MaxClients.Load())},
+		{"blocked_clients", "0"},
+	}
+}
+
+func memoryInfo(s *App) [][2]string {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	rss := processRSS()
+	return [][2]string{
+		{"used_memory", itoa(s.UsedMemory())}, {"used_memory_human", humanBytes(s.UsedMemory())},
+		{"used_memory_rss", itoa(rss)}, {"used_memory_rss_human", humanBytes(rss)},
+		{"used_memory_peak", itoa(peakRSS())},
+		{"used_memory_go_heap", itoa(int64(ms.HeapInuse))},
+		{"maxmemory", itoa(s.Opts.MaxMemory.Load())}, {"maxmemory_human", humanBytes(s.Opts.MaxMemory.Load())},
+		{"maxmemory_policy", "noeviction"},
+	}
+}
+
+func statsInfo(s *App) [][2]string {
+	st := &s.stats
+	return [][2]string{
+		{"total_connections_received", itoa(st.Connections.Load())},
+		{"total_commands_processed", itoa(st.Commands.Load())},
+		{"total_net_input_bytes", itoa(st.NetInput.Load())},
+		{"total_net_output_bytes", itoa(st.NetOutput.Load())},
+		{"rejected_connections", itoa(st.Rejected.Load())},
+		{"expired_keys", itoa(st.ExpiredKeys.Load())},
+		{"total_error_replies", itoa(st.Errors.Load())},
+	}
+}
+
+// replicationInfo is a primary's without replicas: EnclaveAI does not
+// replicate (a sealed keyspace is not sent to another process).
+func replicationInfo(s *App) [][2]string {
+	return [][2]string{
+		{"role", "master"}, {"connected_slaves", "0"}, {"master_failover_state", "no-failover"},
+		{"master_replid", s.replID}, {"master_replid2", strings.Repeat("0", 40)},
+		{"master_repl_offset", "0"}, {"second_repl_offset", "-1"},
+		{"repl_backlog_active", "0"}, {"repl_backlog_size", "0"},
+		{"repl_backlog_first_byte_offset", "0"}, {"repl_backlog_histlen", "0"},
+	}
+}
+
+// cpuInfo is the process's CPU time, in seconds, and its waited-for
+// children's (engine workers that have ended).
+func cpuInfo(*App) [][2]string {
+	self, children := cpuTimes()
+	return [][2]string{
+		{"used_cpu_sys", self[0]}, {"used_cpu_user", self[1]},
+		{"used_cpu_sys_children", children[0]}, {"used_cpu_user_children", children[1]},
+	}
+}
+
+// cpuTimes reads getrusage: system and user seconds of the process and of
+// its children, as INFO formats them (zero where unavailable).
+func cpuTimes() (self, children [2]string) {
+	read := func(who int) [2]string {
+		var ru syscall.Rusage
+		if syscall.Getrusage(who, &ru) != nil {
+			return [2]string{"0.000000", "0.000000"}
+		}
+		sec := func(t syscall.Timeval) string {
+			return fmt.Sprintf("%d.%06d", t.Sec, t.Usec)
+		}
+		return [2]string{sec(ru.Stime), sec(ru.Utime)}
+	}
+	return read(syscall.RUSAGE_SELF), read(syscall.RUSAGE_CHILDREN)
+}
+
+func keyspaceInfo(s *App) [][2]string {
+	n, exp := s.Keys.Len()
+	if n == 0 {
+		return nil
+	}
+	return [][2]string{{"db0", fmt.Sprintf("keys=%d,expires=%d,avg_ttl=0", n, exp)}}
 }
 
 func executable() string {

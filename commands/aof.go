@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -496,7 +495,6 @@ func (s *App) CloseLog() {
 }
 
 func aofInfo(s *App) [][2]string {
-	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
 	if s.aof == nil {
 		return [][2]string{{"aof_enabled", "0"}}
 	}

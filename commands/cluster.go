@@ -266,7 +266,7 @@ func parseCluster(a Args) (Runner, error) {
 	sub := strings.ToUpper(string(a.Next()))
 	rest := a.Rest()
 	if n, ok := clusterArity[sub]; ok && len(rest) != n {
-		return nil, errorf("ERR wrong number of arguments for 'cluster|%s' command", strings.ToLower(sub))
+		return nil, subArityOf("cluster", sub)
 	}
 	c := clusterCmd{sub: sub}
 	switch sub {
@@ -399,7 +399,7 @@ func keysInSlot(k *modelstore.Keyspace, slot, limit int) []string {
 func parseClusterX(a Args) (Runner, error) {
 	sub := strings.ToUpper(string(a.Next()))
 	rest := a.Rest()
-	wrong := errorf("ERR wrong number of arguments for 'clusterx|%s' command", strings.ToLower(sub))
+	wrong := subArityOf("clusterx", sub)
 	switch sub {
 	case "VERSION":
 		if len(rest) != 0 {

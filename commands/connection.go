@@ -20,7 +20,7 @@ func init() {
 		&Spec{Name: "auth", Arity: -2, Flags: Fast | NoAuth | LoadingOK, Group: "connection",
 			Summary: "Authenticates the connection.", Syntax: "[username] password", Parse: parseAuth},
 		&Spec{Name: "client", Arity: -2, Flags: LoadingOK, Group: "connection",
-			Summary: "Client connection management: ID, SETNAME, GETNAME, SETINFO, INFO, LIST, KILL.",
+			Summary: "Client connection management: ID, SETNAME, GETNAME, SETINFO, INFO, LIST, KILL, REPLY.",
 			Syntax:  "subcommand [arguments]", Parse: parseClient, AdminSubs: []string{"KILL", "LIST", "NO-EVICT"}},
 		&Spec{Name: "acl", Arity: -2, Flags: LoadingOK, Group: "connection",
 			Summary: "Users: WHOAMI (this connection's user), USERS (every user name).",
@@ -202,7 +202,7 @@ func (h *helloCmd) Run(x *Ctx) error {
 	w.BulkString("role")
 	w.BulkString("master")
 	w.BulkString("modules")
-	w.Array(0)
+	writeModules(w)
 	return nil
 }
 
@@ -267,12 +267,17 @@ func (resetCmd) Run(x *Ctx) error {
 	c.name, c.user = "", "default"
 	c.mu.Unlock()
 	c.authed, c.authUntil = *x.Opts.Requirepass.Load() == "", 0
+	c.reply = replyOn
 	x.W.Simple("RESET")
 	return nil
 }
 
-func subArity(sub string) error {
-	return errorf("ERR wrong number of arguments for 'client|%s' command", strings.ToLower(sub))
+// subArity is the wrong argument count of CLIENT's subcommand sub.
+func subArity(sub string) error { return subArityOf("client", sub) }
+
+// subArityOf is Redis's wrong argument count of a subcommand: cmd|sub.
+func subArityOf(cmd, sub string) error {
+	return errorf("ERR wrong number of arguments for '%s|%s' command", cmd, strings.ToLower(sub))
 }
 
 func parseClient(a Args) (Runner, error) {
@@ -320,6 +325,15 @@ func parseClient(a Args) (Runner, error) {
 		return parseClientList(a)
 	case "KILL":
 		return parseClientKill(a)
+	case "REPLY":
+		if n != 1 {
+			return nil, subArity(sub)
+		}
+		mode, ok := map[string]replyMode{"ON": replyOn, "OFF": replyOff, "SKIP": replySkipNext}[strings.ToUpper(a.NextString())]
+		if !ok {
+			return nil, errSyntax
+		}
+		return clientReplyCmd{mode: mode}, nil
 	case "NO-EVICT", "NO-TOUCH":
 		if n != 1 {
 			return nil, subArity(sub)
@@ -330,6 +344,24 @@ func parseClient(a Args) (Runner, error) {
 		return clientNoopCmd{}, nil
 	}
 	return nil, errorf("ERR unknown subcommand '%s'. Try CLIENT HELP.", truncate(a.V[1], 128))
+}
+
+// clientReplyCmd is CLIENT REPLY ON | OFF | SKIP (mode replyOn, replyOff,
+// replySkipNext). As Redis's, only ON answers, and SKIP is ignored while
+// replies are off.
+type clientReplyCmd struct{ mode replyMode }
+
+// Run implements Runner.
+func (c clientReplyCmd) Run(x *Ctx) error {
+	switch {
+	case c.mode == replyOn:
+		x.C.reply = replyOn
+		x.W.OK()
+	case c.mode == replySkipNext && x.C.reply == replyOff:
+	default:
+		x.C.reply = c.mode
+	}
+	return nil
 }
 
 // clientNoopCmd is CLIENT NO-EVICT | NO-TOUCH on | off, accepted (nothing is evicted or touched).
@@ -579,7 +611,7 @@ func (x *Ctx) killClient(c *Client) {
 func parseACL(a Args) (Runner, error) {
 	sub := a.NextString()
 	if a.More() && (strings.EqualFold(sub, "WHOAMI") || strings.EqualFold(sub, "USERS")) {
-		return nil, errorf("ERR wrong number of arguments for 'acl|%s' command", strings.ToLower(sub))
+		return nil, subArityOf("acl", sub)
 	}
 	switch strings.ToUpper(sub) {
 	case "WHOAMI":

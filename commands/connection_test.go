@@ -6,9 +6,10 @@ import (
 	"github.com/enclaveai/enclaveai/config"
 )
 
-const (
-	hello2 = `["server" "redis" "version" "` + RedisVersion + `" "proto" :2 "id" :1 "mode" "standalone" "role" "master" "modules" []]`
-	hello3 = `%{"server" "redis" "version" "` + RedisVersion + `" "proto" :3 "id" :1 "mode" "standalone" "role" "master" "modules" []}`
+// HELLO's replies; its modules list RedisAI (module.go).
+var (
+	hello2 = `["server" "redis" "version" "` + RedisVersion + `" "proto" :2 "id" :1 "mode" "standalone" "role" "master" "modules" [["name" "ai" "ver" :10207 "path" "` + executable() + `" "args" []]]]`
+	hello3 = `%{"server" "redis" "version" "` + RedisVersion + `" "proto" :3 "id" :1 "mode" "standalone" "role" "master" "modules" [%{"name" "ai" "ver" :10207 "path" "` + executable() + `" "args" []}]}`
 )
 
 const (

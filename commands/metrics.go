@@ -19,9 +19,10 @@ type Metric struct {
 }
 
 // Metrics returns the server's figures for the metrics endpoint:
-//   - every numeric field of every INFO section (commandstats and the
-//     per-model rows aside) as enclaveai_<field>, a counter when the field
-//     is a total (total_*, expired_keys, rejected_connections);
+//   - every numeric field of every INFO section (commandstats,
+//     replication, RedisAI's module sections and the per-model rows aside)
+//     as enclaveai_<field>, a counter when the field is a total (total_*,
+//     expired_keys, rejected_connections, used_cpu_*);
 //   - per command, as INFO commandstats: enclaveai_command_calls_total,
 //     _usec_total, _rejected_total, _failed_total{cmd};
 //   - per model, as AI.INFO: enclaveai_model_calls_total, _errors_total,
@@ -31,7 +32,11 @@ type Metric struct {
 func (s *App) Metrics() []Metric {
 	var out []Metric
 	seen := map[string]bool{}
-	for _, sec := range s.infoSections(func(name string, _ bool) bool { return name != "Commandstats" }) {
+	for _, sec := range s.infoSections(func(sec *InfoSection) bool {
+		// Replication's figures are constants here; RedisAI's module sections
+		// repeat others'.
+		return sec.Name != "Commandstats" && sec.Name != "Replication" && !sec.Module
+	}) {
 		for _, f := range sec.fields {
 			v, err := strconv.ParseFloat(f[1], 64)
 			name := metricName(f[0])
@@ -41,6 +46,7 @@ func (s *App) Metrics() []Metric {
 			seen[name] = true
 			out = append(out, Metric{Name: "enclaveai_" + name, Help: "INFO " + strings.ToLower(sec.name) + " " + f[0],
 				Counter: strings.HasPrefix(name, "total_") || name == "expired_keys" || name == "rejected_connections" ||
+					strings.HasPrefix(name, "used_cpu_") ||
 					strings.HasPrefix(name, "model_calls") || strings.HasPrefix(name, "model_errors") ||
 					strings.HasPrefix(name, "model_run_usec") || strings.HasPrefix(name, "model_samples"),
 				Value: v})

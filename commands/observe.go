@@ -3,6 +3,7 @@ package commands
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -97,7 +98,6 @@ func aiInfo(s *App) [][2]string {
 		}
 		return fmt.Sprintf("%.2f", float64(u)/float64(n))
 	}
-	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
 	out := [][2]string{
 		{"models", itoa(int64(len(rows)))}, {"model_bytes", itoa(bytes)},
 		{"model_calls", itoa(calls)}, {"model_errors", itoa(errs)}, {"model_run_usec", itoa(usec)},
@@ -438,4 +438,45 @@ func (c latencyCmd) Run(x *Ctx) error {
 	x.W.Int(e.latest)
 	x.W.Int(e.max)
 	return nil
+}
+
+// errorStats counts error replies by their code, the error's first word
+// (INFO errorstats), for at most maxErrorCodes codes: the first word of
+// an error can come from a client ("-foo bar" is not one of ours, but a
+// bound costs nothing).
+type errorStats struct {
+	mu sync.Mutex
+	n  map[string]int64
+}
+
+const maxErrorCodes = 128
+
+func (e *errorStats) count(text string) {
+	code, _, _ := strings.Cut(text, " ")
+	e.mu.Lock()
+	if e.n == nil {
+		e.n = map[string]int64{}
+	}
+	if _, ok := e.n[code]; ok || len(e.n) < maxErrorCodes {
+		e.n[code]++
+	}
+	e.mu.Unlock()
+}
+
+func (e *errorStats) reset() {
+	e.mu.Lock()
+	e.n = nil
+	e.mu.Unlock()
+}
+
+// errorStatsInfo is INFO errorstats: errorstat_<CODE>:count=N, codes in order.
+func errorStatsInfo(s *App) [][2]string {
+	e := &s.errStats
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([][2]string, 0, len(e.n))
+	for _, code := range slices.Sorted(maps.Keys(e.n)) {
+		out = append(out, [2]string{"errorstat_" + code, "count=" + itoa(e.n[code])})
+	}
+	return out
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -294,7 +293,6 @@ func persistenceInfo(s *App) [][2]string {
 	if !sn.lastStatus.Load() {
 		status = "err"
 	}
-	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
 	return [][2]string{
 		{"loading", itoa(b2i(s.loading.Load()))},
 		{"rdb_changes_since_last_save", itoa(s.Keys.Dirty())},

@@ -49,9 +49,12 @@ type App struct {
 	queuedMem atomic.Int64
 	// slow is SLOWLOG's ring, mon the MONITOR clients, latency LATENCY's
 	// record (observe.go).
-	slow    slowLog
-	mon     monitorSet
-	latency latencyEvent
+	slow     slowLog
+	mon      monitorSet
+	latency  latencyEvent
+	errStats errorStats // INFO errorstats
+	// replID is INFO replication's master_replid, made at start.
+	replID string
 
 	// Snapshot is the sealed snapshot's state; the front end sets SealKey.
 	Snapshot Snapshotter
@@ -103,6 +106,7 @@ func NewApp(opts *config.Options, log *slog.Logger) *App {
 		panic("receipt key: " + err.Error()) // crypto/rand does not fail
 	}
 	s.receipts = rs
+	s.replID = randomHex(20)
 	s.AI = newAISettings(opts)
 	s.Queue = modelstore.NewRunQueue(int(s.AI.ThreadsPerQueue.Load()))
 	// Model blobs are accounted once by the registry, however many keys
@@ -207,9 +211,10 @@ type Client struct {
 	multiDirty bool // a command failed to queue: EXEC aborts
 	// watch is the keys WATCHed: EXEC runs nothing once one has changed.
 	watch      modelstore.KeyWatch
-	asking     bool // ASKING: the next command may use an importing slot
-	closeAfter bool // QUIT: close once the reply is flushed
-	internal   bool // the server's own client (loadmodel): no upload policy
+	asking     bool      // ASKING: the next command may use an importing slot
+	closeAfter bool      // QUIT: close once the reply is flushed
+	reply      replyMode // CLIENT REPLY
+	internal   bool      // the server's own client (loadmodel): no upload policy
 
 	// upload is the running command's payload buffer (DispatchUpload).
 	upload *modelstore.ModelBuffer
@@ -492,6 +497,67 @@ func (s *App) Dispatch(c *Client, argv [][]byte, owned Ownership) {
 // dispatch is Dispatch with the command's table entry, when the caller
 // has looked it up (nil: look it up).
 func (s *App) dispatch(c *Client, spec *Spec, argv [][]byte, owned Ownership) {
+	switch c.reply {
+	case replyOn:
+		s.dispatchOne(c, spec, argv, owned)
+	default:
+		s.dispatchSilent(c, spec, argv, owned)
+		if c.reply == replySkipThis {
+			c.reply = replyOn
+		}
+	}
+	if c.reply == replySkipNext {
+		c.reply = replySkipThis
+	}
+}
+
+// replyMode is CLIENT REPLY's state of a client.
+type replyMode uint8
+
+const (
+	replyOn       replyMode = iota
+	replyOff                // CLIENT REPLY OFF: no replies until CLIENT REPLY ON (or RESET)
+	replySkipNext           // CLIENT REPLY SKIP is running: the next command is skipped
+	replySkipThis           // this command's reply is dropped
+)
+
+// dispatchSilent runs a command whose reply CLIENT REPLY drops, as Redis
+// does: the command runs and nothing of its reply is sent, unless it is
+// CLIENT REPLY ON or RESET, which turn replies back on and answer.
+func (s *App) dispatchSilent(c *Client, spec *Spec, argv [][]byte, owned Ownership) {
+	// The replies before it are final first (a failed log commit rewrites
+	// them: CommitClient), so that what follows mark is this command's alone.
+	s.CommitClient(c)
+	w := c.W
+	mark := w.Len()
+	stream := w.stream
+	if stream != nil {
+		// A streamed reply (a large AI.MODELGET) sends the replies before
+		// it and drops its own.
+		w.stream = func(bufs ...[]byte) error {
+			var err error
+			if mark > 0 {
+				err = stream(bufs[0][:mark])
+				mark = 0
+			}
+			return err
+		}
+	}
+	s.dispatchOne(c, spec, argv, owned)
+	w.stream = stream
+	if c.reply == replyOn {
+		return
+	}
+	w.truncate(min(mark, w.Len()))
+	if c.logSeq != 0 {
+		// Its log record is not committed yet: replies after it wait for
+		// it, but it has none of its own.
+		c.logMark, c.logReplies = w.Len(), 0
+	}
+}
+
+// dispatchOne runs one command (dispatch) and appends its reply to c.W.
+func (s *App) dispatchOne(c *Client, spec *Spec, argv [][]byte, owned Ownership) {
 	s.stats.Commands.Add(1)
 	if c.logSeq != 0 {
 		c.logReplies++ // this command's reply follows an uncommitted write's
@@ -758,7 +824,9 @@ func (s *App) run(x *Ctx, spec *Spec, r Runner) error {
 
 func (s *App) replyError(w *Writer, err error) {
 	s.stats.Errors.Add(1)
-	w.Error(errorText(err))
+	text := errorText(err)
+	s.errStats.count(text)
+	w.Error(text)
 }
 
 // clientInfo formats one CLIENT LIST line.

@@ -47,6 +47,16 @@ def server_binary():
     return path
 
 
+# The test models (make models: redis_tests/models/*.py write them).
+MODELS = os.path.join(REPO, "redis_tests", "models")
+
+
+def model_bytes(name):
+    """The bytes of the test model file name (in MODELS)."""
+    with open(os.path.join(MODELS, name), "rb") as f:
+        return f.read()
+
+
 def free_port():
     """A TCP port that was free a moment ago (the server binds it next)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

@@ -22,14 +22,8 @@ import numpy as np
 import redis
 
 import crash
-from harness import poll
+from harness import MODELS, model_bytes, poll
 
-MODELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models")
-
-
-def model_bytes(name):
-    with open(os.path.join(MODELS, name), "rb") as f:
-        return f.read()
 
 
 class DataDir(crash.Proc):

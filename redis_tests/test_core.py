@@ -22,7 +22,8 @@ import redis
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (  # noqa: E402
-    Double, RawConn, Server, ServerError, ServerTestCase, Verbatim, free_port, poll, proc_status, reset_peak, rss_of)
+    Double, RawConn, Server, ServerError, ServerTestCase, Verbatim, free_port, model_bytes, poll, proc_status, reset_peak,
+    rss_of)
 
 # Every type AI.TENSORSET accepts, with its numpy dtype. UINT32/UINT64 are
 # EnclaveAI extensions (RedisAI 1.2.7 refuses them).
@@ -852,7 +853,8 @@ class TestConnection(TensorTestCase):
         self.assertEqual(d[b"id"], c.cmd("CLIENT", "ID"))
         self.assertEqual(d[b"mode"], b"standalone")
         self.assertEqual(d[b"role"], b"master")
-        self.assertEqual(d[b"modules"], [])
+        self.assertEqual(d[b"modules"], [[b"name", b"ai", b"ver", 10207, b"path",
+                                             os.readlink("/proc/%d/exe" % self.srv.proc.pid).encode(), b"args", []]])
         self.assertRegex(d[b"version"].decode(), r"^\d+\.\d+\.\d+$")
 
     def test_hello3_is_a_map(self):
@@ -860,7 +862,8 @@ class TestConnection(TensorTestCase):
         raw = c.cmd_raw("HELLO", "3")
         self.assertTrue(raw.startswith(b"%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n"), raw)
         self.assertIn(b"$5\r\nproto\r\n:3\r\n", raw)
-        self.assertIn(b"$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n", raw)
+        self.assertIn(b"$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*1\r\n%4\r\n"
+                      b"$4\r\nname\r\n$2\r\nai\r\n$3\r\nver\r\n:10207\r\n", raw)
         # HELLO with no version: current protocol kept.
         self.assertTrue(c.cmd_raw("HELLO").startswith(b"%7\r\n"))
         self.assertTrue(c.cmd_raw("HELLO", "2").startswith(b"*14\r\n"))
@@ -955,6 +958,45 @@ class TestClient(TensorTestCase):
         self.assertIn("id=%d " % a_id, only)
         self.assertIn("name=conn-a ", only)
         self.assertError(self.r.execute_command, "ERR syntax error", "CLIENT", "LIST", "FOO")
+
+    def test_reply_on_off_skip(self):
+        """CLIENT REPLY as Redis 7 answers it (checked against redis-server
+        7.0.15, SET standing in for AI.TENSORSET): OFF and SKIP have no reply;
+        OFF drops every reply, errors included, until ON or RESET; SKIP drops
+        the next command's; SKIP while OFF changes nothing. The commands still
+        run."""
+        c = self.raw()
+        e = c.encode
+        c.send(e("PING", "a") + e("CLIENT", "REPLY", "SKIP") + e("PING", "b") + e("PING", "c")
+               + e("CLIENT", "REPLY", "OFF") + e("PING", "d") + e("NOSUCH")
+               + e("AI.TENSORSET", "k", "FLOAT", 1, "VALUES", 7) + e("CLIENT", "REPLY", "SKIP")
+               + e("PING", "e") + e("CLIENT", "REPLY", "ON") + e("PING", "f")
+               + e("CLIENT", "REPLY", "SKIP") + e("CLIENT", "REPLY", "ON") + e("PING", "g")
+               + e("CLIENT", "REPLY", "OFF") + e("RESET") + e("PING", "h")
+               + e("CLIENT", "REPLY", "SKIP") + e("CLIENT", "REPLY", "SKIP") + e("PING", "i") + e("PING", "j")
+               + e("CLIENT", "REPLY", "BAD") + e("CLIENT", "REPLY"))
+        want = [b"a", b"c", "OK", b"f", "OK", b"g", "RESET", b"h", b"j", "-ERR syntax error",
+                "-ERR wrong number of arguments for 'client|reply' command"]
+        got = [c.read_reply() for _ in want]
+        self.assertEqual([("-" + str(v)) if isinstance(v, ServerError) else v for v in got], want)
+        self.assertTrue(c.is_open(0.3))
+        self.assertEqual(c.buf, b"", "no reply beyond those")
+        self.assertEqual(self.r.execute_command("AI.TENSORGET", "k", "VALUES"), [b"7"])
+
+    def test_reply_skip_of_a_streamed_reply(self):
+        """A skipped AI.MODELGET of a model over 1 MiB, whose reply is written
+        straight to the socket, sends the replies pipelined before it and
+        none of its own."""
+        blob = model_bytes("mlp.onnx")
+        self.assertGreater(len(blob), 1 << 20)
+        self.assertEqual(self.r.execute_command("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", blob), b"OK")
+        c = self.raw()
+        e = c.encode
+        c.send(e("PING", "x") + e("CLIENT", "REPLY", "SKIP") + e("AI.MODELGET", "m", "BLOB")
+               + e("PING", "y") + e("AI.MODELGET", "m", "BLOB"))
+        self.assertEqual([c.read_reply() for _ in range(3)], [b"x", b"y", blob])
+        self.assertTrue(c.is_open(0.3))
+        self.assertEqual(c.buf, b"")
 
     def test_list_shows_reply_buffer(self):
         """CLIENT LIST's rbs is the reply buffer a client holds, tot-mem
@@ -1202,6 +1244,71 @@ class TestInfo(TensorTestCase):
         self.assertNotIn("redis_version", text)
         self.assertEqual(c.cmd_raw("INFO", "nosuchsection"), b"$0\r\n\r\n")
         self.assertEqual(c.cmd("INFO", "keyspace"), b"# Keyspace\r\n")
+
+    def test_redis_sections_in_redis_order(self):
+        """INFO's default sections are Redis 7's, in its order (checked
+        against redis-server 7.0.15), EnclaveAI's own after them; "all" adds
+        Commandstats; RedisAI's module sections come only with "modules",
+        "ai" or "everything"."""
+        c = self.raw()
+        heads = lambda text: [l[2:] for l in text.split("\r\n") if l.startswith("# ")]  # noqa: E731
+        redis_order = ["Server", "Clients", "Memory", "Persistence", "Stats", "Replication", "CPU", "Modules",
+                       "Errorstats", "Cluster", "Keyspace"]
+        default = heads(c.cmd("INFO").decode())
+        self.assertEqual(default[:len(redis_order)], redis_order)
+        self.assertFalse([h for h in default if h.startswith("ai_")])
+        every = heads(c.cmd("INFO", "everything").decode())
+        self.assertEqual([h for h in every if h in redis_order + ["Commandstats"]],
+                         redis_order[:8] + ["Commandstats"] + redis_order[8:])
+        ai_sections = ["ai_versions", "ai_git", "ai_load_time_configs", "ai_backends_info", "ai_cpu"]
+        self.assertEqual(every[-5:], ai_sections)
+        self.assertFalse([h for h in heads(c.cmd("INFO", "all").decode()) if h.startswith("ai_")])
+        self.assertEqual(heads(c.cmd("INFO", "modules").decode()), ["Modules"] + ai_sections)
+
+    def test_module_sections_as_redisai(self):
+        """INFO MODULES as Redis 7 with RedisAI 1.2.7 gives it (REDISAI.md §6),
+        MODULE LIST and HELLO list the module, and ROLE is a master's."""
+        info = self.r.info("modules")
+        self.assertEqual(info["modules"], [{"name": "ai", "ver": 10207, "api": 1, "filters": 0, "usedby": "[]",
+                                             "using": "[]", "options": "[]"}])
+        self.assertEqual(info["ai_RedisAI_version"], "1.2.7")
+        self.assertEqual((info["ai_low_level_API_version"], info["ai_rdb_version"]), (1, 4))
+        self.assertEqual(info["ai_model_execution_timeout"], 5000)
+        self.assertEqual(self.r.execute_command("AI.CONFIG", "MODEL_EXECUTION_TIMEOUT", 7000), b"OK")
+        self.assertEqual(self.r.info("ai_load_time_configs")["ai_model_execution_timeout"], 7000)
+        for f in ("ai_threads_per_queue", "ai_intra_op_parallelism", "ai_inter_op_parallelism"):
+            self.assertIsInstance(info[f], int)
+        self.assertGreater(info["ai_self_used_cpu_user"] + info["ai_self_used_cpu_sys"], 0)
+        c = self.raw()
+        mods = c.cmd("MODULE", "LIST")
+        self.assertEqual(len(mods), 1)
+        m = dict(zip(mods[0][::2], mods[0][1::2]))
+        self.assertEqual((m[b"name"], m[b"ver"], m[b"args"]), (b"ai", 10207, []))
+        self.assertEqual(c.cmd("HELLO", "3")[b"modules"], [{b"name": b"ai", b"ver": 10207, b"path": m[b"path"],
+                                                             b"args": []}])
+        self.assertEqual(c.cmd("ROLE"), [b"master", 0, []])
+        self.assertEqual(str(c.cmd("MODULE", "LOAD", "/tmp/x.so")),
+                         "ERR Error loading the extension. Please check the server logs.")
+        self.assertEqual(str(c.cmd("MODULE", "UNLOAD", "other")),
+                         "ERR Error unloading module: no such module with that name")
+
+    def test_replication_cpu_errorstats(self):
+        self.assertEqual(self.r.execute_command("CONFIG", "RESETSTAT"), b"OK")
+        rep = self.r.info("replication")
+        self.assertEqual((rep["role"], rep["connected_slaves"], rep["master_repl_offset"]), ("master", 0, 0))
+        self.assertRegex(rep["master_replid"], r"^[0-9a-f]{40}$")
+        cpu = self.r.info("cpu")
+        self.assertGreater(cpu["used_cpu_user"] + cpu["used_cpu_sys"], 0)
+        self.assertEqual(self.r.info("errorstats"), {})
+        for _ in range(2):
+            self.assertRaises(redis.ResponseError, self.r.execute_command, "AI.TENSORGET", "nokey")
+        self.ts("t", "FLOAT", 1)
+        self.assertRaises(redis.ResponseError, self.r.execute_command, "AI.MODELEXECUTE", "t", "INPUTS", 1, "t",
+                          "OUTPUTS", 1, "o")
+        self.assertEqual(self.r.info("errorstats"), {"errorstat_ERR": "count=2", "errorstat_WRONGTYPE": "count=1"})
+        self.assertEqual(self.r.info("stats")["total_error_replies"], 3)
+        self.assertEqual(self.r.execute_command("CONFIG", "RESETSTAT"), b"OK")
+        self.assertEqual(self.r.info("errorstats"), {})
 
     def test_used_memory_and_clients_move(self):
         before = self.r.info("memory")["used_memory"]

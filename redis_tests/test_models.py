@@ -26,9 +26,8 @@ import numpy as np
 import redis
 
 import harness
-from harness import Server, ServerError, ServerTestCase, poll
+from harness import MODELS, Server, ServerError, ServerTestCase, model_bytes, poll
 
-MODELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models")
 
 DTYPE_NAMES = {
     np.dtype("float32"): "FLOAT", np.dtype("float64"): "DOUBLE",
@@ -49,11 +48,6 @@ MODEL_FILE_ERR = "ERR FILE path must name a regular file inside model-dir"
 # REDISAI_DEFAULT_MODEL_CHUNK_SIZE as 535822336 (511 * 1024 * 1024), which is
 # also what 3.5 says.
 DEFAULT_CHUNK_SIZE = 511 * 1024 * 1024
-
-
-def model_bytes(name):
-    with open(os.path.join(MODELS, name), "rb") as f:
-        return f.read()
 
 
 def have_model(name):

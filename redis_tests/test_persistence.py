@@ -30,9 +30,8 @@ import numpy as np
 import redis
 
 import harness
-from harness import CRASH_PATTERNS, RawConn, ServerError, free_port, poll, server_binary
+from harness import CRASH_PATTERNS, RawConn, ServerError, free_port, model_bytes, poll, server_binary
 
-MODELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models")
 CLI = os.path.join(harness.REPO, "bin", "enclaveai-cli")
 DUMP = "dump.aidb"
 
@@ -44,11 +43,6 @@ DTYPES = {
     "BOOL": np.bool_,
 }
 NUMPY_TYPES = {k.encode(): v for k, v in DTYPES.items()}
-
-
-def model_bytes(name):
-    with open(os.path.join(MODELS, name), "rb") as f:
-        return f.read()
 
 
 def read_file(path):

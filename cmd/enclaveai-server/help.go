@@ -49,10 +49,18 @@ var revision string
 // version is the build's revision, the Go release and the ONNX Runtime it
 // expects.
 func version() string {
-	rev, dirty := "unknown", ""
+	return fmt.Sprintf("enclaveai-server %s (%s, %s/%s, ONNX Runtime %s)", buildRevision(),
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, modelstore.RuntimeVersionWanted)
+}
+
+// buildRevision is the build's revision, "-dirty" after it when go build
+// saw uncommitted changes, or "unknown".
+func buildRevision() string {
 	if revision != "" {
-		rev = revision
-	} else if bi, ok := debug.ReadBuildInfo(); ok {
+		return revision
+	}
+	rev, dirty := "unknown", ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {
 			switch {
 			case s.Key == "vcs.revision" && len(s.Value) >= 12:
@@ -62,6 +70,5 @@ func version() string {
 			}
 		}
 	}
-	return fmt.Sprintf("enclaveai-server %s%s (%s, %s/%s, ONNX Runtime %s)", rev, dirty,
-		runtime.Version(), runtime.GOOS, runtime.GOARCH, modelstore.RuntimeVersionWanted)
+	return rev + dirty
 }

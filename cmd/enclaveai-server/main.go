@@ -14,6 +14,7 @@ import (
 	"runtime/pprof"
 	"syscall"
 
+	"github.com/enclaveai/enclaveai/commands"
 	"github.com/enclaveai/enclaveai/config"
 	"github.com/enclaveai/enclaveai/server"
 )
@@ -32,6 +33,7 @@ func main() {
 	if infoFlag(os.Args[1:], os.Stdout) {
 		return
 	}
+	commands.Revision = buildRevision()
 	opts, err := config.Load(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "enclaveai-server: configuration:", err, "(enclaveai-server --help lists the directives)")
