@@ -19,12 +19,23 @@ func init() {
 		admin(&Spec{Name: "info", Arity: -1, Flags: LoadingOK,
 			Summary: "Returns information and statistics about the server.", Syntax: "[section [section ...]]", Parse: parseInfo}),
 		admin(&Spec{Name: "config", Arity: -2, Flags: Admin | LoadingOK,
-			Summary: "CONFIG GET, SET and RESETSTAT.", Syntax: "GET pattern [pattern ...] | SET directive value [directive value ...] | RESETSTAT", Parse: parseConfig}),
+			Summary: "CONFIG GET, SET and RESETSTAT.", Parse: parseConfig, Subs: []Sub{
+				{"GET <pattern> [<pattern> ...]", "The directives whose names match a glob-style pattern, with their values."},
+				{"SET <directive> <value> [<directive> <value> ...]", "Sets directives that may change at run time: all of them or none."},
+				{"RESETSTAT", "Resets INFO's statistics: commands, connections, errors, network bytes."},
+			}}),
 		admin(&Spec{Name: "time", Arity: 1, Flags: Fast | LoadingOK, Summary: "Returns the server time.", Parse: parseTime}),
 		admin(&Spec{Name: "role", Arity: 1, Flags: Fast | LoadingOK,
 			Summary: "Returns the replication role: master, with no replicas (EnclaveAI does not replicate).", Parse: parseRole}),
 		admin(&Spec{Name: "command", Arity: -1, Flags: LoadingOK,
-			Summary: "Describes the commands: COUNT, INFO, DOCS, LIST.", Syntax: "[COUNT | INFO [name ...] | DOCS [name ...] | LIST]", Parse: parseCommand}),
+			Summary: "Describes the commands: COUNT, INFO, DOCS, LIST, GETKEYS.", Parse: parseCommand, Subs: []Sub{
+				{"(no subcommand)", "Every command's details: name, arity, flags, key positions."},
+				{"COUNT", "The number of commands."},
+				{"INFO [<command-name> ...]", "The details of the named commands, or of every command."},
+				{"DOCS [<command-name> ...]", "The summary and group of the named commands, or of every command."},
+				{"LIST", "Every command's name."},
+				{"GETKEYS <full-command>", "The keys a command's arguments name."},
+			}}),
 		admin(&Spec{Name: "shutdown", Arity: -1, Flags: Admin | LoadingOK | NoTxLock | NoMulti,
 			Summary: "Stops the server.", Syntax: "[NOSAVE | SAVE]", Parse: parseShutdown}),
 	)
@@ -114,7 +125,7 @@ func parseConfig(a Args) (Runner, error) {
 	case "RESETSTAT":
 		return configResetStatCmd{}, nil
 	}
-	return nil, errorf("ERR unknown subcommand '%s'. Try CONFIG HELP.", truncate(a.V[1], 128))
+	return nil, unknownSub("config", a.V[1])
 }
 
 // configResetStatCmd is CONFIG RESETSTAT.
@@ -475,7 +486,7 @@ func parseCommand(a Args) (Runner, error) {
 	case "DOCS":
 		return commandDocsCmd{names: names}, nil
 	}
-	return nil, errorf("ERR unknown subcommand '%s'. Try COMMAND HELP.", truncate(a.V[1], 128))
+	return nil, unknownSub("command", a.V[1])
 }
 
 // commandDocsCmd is COMMAND DOCS [name ...].

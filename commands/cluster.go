@@ -28,8 +28,17 @@ func init() {
 	register(
 		&Spec{Name: "cluster", Arity: -2, Flags: LoadingOK, Group: "cluster",
 			Summary: "Reads the cluster topology the controller pushed (INFO, NODES, SLOTS, SHARDS, MYID, KEYSLOT, COUNTKEYSINSLOT, GETKEYSINSLOT) or resets it (RESET).",
-			Syntax:  "INFO | NODES | SLOTS | SHARDS | MYID | KEYSLOT key | COUNTKEYSINSLOT slot | GETKEYSINSLOT slot count | RESET [HARD | SOFT]",
-			Parse:   parseCluster, AdminSubs: []string{"RESET"}},
+			Parse:   parseCluster, AdminSubs: []string{"RESET"}, Subs: []Sub{
+				{"INFO", "The cluster's state, as the controller pushed it."},
+				{"NODES", "The nodes and their slots, in Redis's CLUSTER NODES format."},
+				{"SLOTS", "The slot ranges and the node that serves each."},
+				{"SHARDS", "The shards, their slots and nodes."},
+				{"MYID", "This node's id."},
+				{"KEYSLOT <key>", "The hash slot of a key (in any mode)."},
+				{"COUNTKEYSINSLOT <slot>", "The number of keys in a slot on this node."},
+				{"GETKEYSINSLOT <slot> <count>", "Up to count keys of a slot on this node."},
+				{"RESET [HARD|SOFT]", "Forgets the topology (HARD: and takes a new node id). The controller sets it with CLUSTERX SETNODES (docs/CLUSTER.md)."},
+			}},
 		&Spec{Name: "clusterx", Arity: -2, Flags: Admin | LoadingOK | Big | NoTxLock, Group: "cluster",
 			Summary: "The controller's commands (Apache Kvrocks's): sets this node's id, pushes the topology and its version, reads the version, migrates a slot to another node (and, between nodes, imports it).",
 			Syntax:  "SETNODEID id | SETNODES topology version [FORCE] | VERSION | MIGRATE slot target-id | IMPORT slot 0|1|2 | RESTORE slot payload",
@@ -270,7 +279,7 @@ func parseCluster(a Args) (Runner, error) {
 	}
 	c := clusterCmd{sub: sub}
 	switch sub {
-	case "INFO", "NODES", "SLOTS", "SHARDS", "MYID", "HELP":
+	case "INFO", "NODES", "SLOTS", "SHARDS", "MYID":
 	case "KEYSLOT":
 		c.slot = cluster.KeySlot(rest[0])
 	case "COUNTKEYSINSLOT", "GETKEYSINSLOT":
@@ -300,26 +309,17 @@ func parseCluster(a Args) (Runner, error) {
 			}
 		}
 	default:
-		return nil, errorf("ERR unknown subcommand '%s'. Try CLUSTER HELP.", truncate(a.V[1], 128))
+		return nil, unknownSub("cluster", a.V[1])
 	}
 	return c, nil
 }
 
-// Run implements Runner. KEYSLOT and HELP answer in any mode; the others
+// Run implements Runner. KEYSLOT answers in any mode (HELP too: withHelp); the others
 // need cluster mode, and the views a topology.
 func (c clusterCmd) Run(x *Ctx) error {
 	switch c.sub {
 	case "KEYSLOT":
 		x.W.Int(int64(c.slot))
-		return nil
-	case "HELP":
-		x.W.StringList([]string{
-			"CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-			"INFO, NODES, SLOTS, SHARDS, MYID: the topology the controller pushed.",
-			"KEYSLOT <key>, COUNTKEYSINSLOT <slot>, GETKEYSINSLOT <slot> <count>.",
-			"RESET [HARD|SOFT]: forget the topology (HARD: and take a new node id).",
-			"The topology is set with CLUSTERX SETNODES (docs/CLUSTER.md).",
-		})
 		return nil
 	}
 	if x.Cluster == nil {

@@ -21,10 +21,25 @@ func init() {
 			Summary: "Authenticates the connection.", Syntax: "[username] password", Parse: parseAuth},
 		&Spec{Name: "client", Arity: -2, Flags: LoadingOK, Group: "connection",
 			Summary: "Client connection management: ID, SETNAME, GETNAME, SETINFO, INFO, LIST, KILL, REPLY.",
-			Syntax:  "subcommand [arguments]", Parse: parseClient, AdminSubs: []string{"KILL", "LIST", "NO-EVICT"}},
+			Parse:   parseClient, AdminSubs: []string{"KILL", "LIST", "NO-EVICT"}, Subs: []Sub{
+				{"ID", "This connection's id."},
+				{"GETNAME", "This connection's name."},
+				{"SETNAME <name>", "Names this connection."},
+				{"SETINFO LIB-NAME|LIB-VER <value>", "Records the client library's name or version (CLIENT LIST shows them)."},
+				{"INFO", "This connection, as a CLIENT LIST line."},
+				{"LIST [TYPE <type>] [ID <id> [<id> ...]]", "Every connection, or those of a type or with these ids, one line each."},
+				{"KILL <ip:port>", "Closes the connection from this address."},
+				{"KILL <option> <value> [<option> <value> ...]", "Closes the connections that match every filter: ID, ADDR, LADDR, USER, TYPE, MAXAGE, SKIPME yes|no."},
+				{"REPLY ON|OFF|SKIP", "Turns this connection's replies on, off, or off for the next command."},
+				{"NO-EVICT ON|OFF", "Accepted (nothing evicts clients)."},
+				{"NO-TOUCH ON|OFF", "Accepted (keys have no access time)."},
+			}},
 		&Spec{Name: "acl", Arity: -2, Flags: LoadingOK, Group: "connection",
 			Summary: "Users: WHOAMI (this connection's user), USERS (every user name).",
-			Syntax:  "WHOAMI | USERS", Parse: parseACL, AdminSubs: []string{"USERS"}},
+			Parse:   parseACL, AdminSubs: []string{"USERS"}, Subs: []Sub{
+				{"WHOAMI", "This connection's user."},
+				{"USERS", "Every user's name."},
+			}},
 		&Spec{Name: "select", Arity: 2, Flags: Fast | LoadingOK, Group: "connection",
 			Summary: "Selects the database; only database 0 exists.", Syntax: "index", Parse: parseSelect},
 		&Spec{Name: "quit", Arity: -1, Flags: Fast | NoAuth | LoadingOK | txControl, Group: "connection",
@@ -275,6 +290,11 @@ func (resetCmd) Run(x *Ctx) error {
 // subArity is the wrong argument count of CLIENT's subcommand sub.
 func subArity(sub string) error { return subArityOf("client", sub) }
 
+// unknownSub is Redis 7's reply to an unknown subcommand sub of cmd.
+func unknownSub(cmd string, sub []byte) error {
+	return errorf("ERR unknown subcommand '%s'. Try %s HELP.", truncate(sub, 128), strings.ToUpper(cmd))
+}
+
 // subArityOf is Redis's wrong argument count of a subcommand: cmd|sub.
 func subArityOf(cmd, sub string) error {
 	return errorf("ERR wrong number of arguments for '%s|%s' command", cmd, strings.ToLower(sub))
@@ -343,7 +363,7 @@ func parseClient(a Args) (Runner, error) {
 		}
 		return clientNoopCmd{}, nil
 	}
-	return nil, errorf("ERR unknown subcommand '%s'. Try CLIENT HELP.", truncate(a.V[1], 128))
+	return nil, unknownSub("client", a.V[1])
 }
 
 // clientReplyCmd is CLIENT REPLY ON | OFF | SKIP (mode replyOn, replyOff,
@@ -619,7 +639,7 @@ func parseACL(a Args) (Runner, error) {
 	case "USERS":
 		return aclUsersCmd{}, nil
 	}
-	return nil, errorf("ERR unknown subcommand '%s'. Try ACL HELP.", sub)
+	return nil, unknownSub("acl", a.V[1])
 }
 
 // aclUsersCmd is ACL USERS.

@@ -26,7 +26,11 @@ var Revision = "unknown"
 func init() {
 	register(&Spec{Name: "module", Arity: -2, Flags: Admin, Group: "server",
 		Summary: "MODULE LIST: RedisAI, built in as module ai. Modules cannot be loaded or unloaded.",
-		Syntax:  "LIST", Parse: parseModule})
+		Parse:   parseModule, Subs: []Sub{
+			{"LIST", "The modules: RedisAI 1.2.7, as module ai, built in."},
+			{"LOAD <path> [<arg> ...]", "Refused: modules cannot be loaded."},
+			{"UNLOAD <name>", "Refused: modules cannot be unloaded."},
+		}})
 	for _, sec := range []InfoSection{
 		{Name: "ai_versions", Fields: func(*App) [][2]string {
 			return [][2]string{{"ai_RedisAI_version", "1.2.7"}, {"ai_low_level_API_version", "1"}, {"ai_rdb_version", "4"}}
@@ -120,7 +124,7 @@ func parseModule(a Args) (Runner, error) {
 		}
 		return nil, Reply("ERR Error unloading module: no such module with that name")
 	}
-	return nil, errorf("ERR unknown subcommand '%s'. Try MODULE HELP.", truncate(a.V[1], 128))
+	return nil, unknownSub("module", a.V[1])
 }
 
 // moduleListCmd is MODULE LIST.

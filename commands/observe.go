@@ -25,10 +25,16 @@ func init() {
 	register(
 		admin(&Spec{Name: "slowlog", Arity: -2, Flags: Admin | LoadingOK,
 			Summary: "The commands that ran longer than slowlog-log-slower-than, payloads redacted.",
-			Syntax:  "GET [count] | LEN | RESET", Parse: parseSlowlog}),
+			Parse:   parseSlowlog, Subs: []Sub{
+				{"GET [<count>]", "The count most recent entries (10; -1: all): id, time, microseconds, arguments, address, name."},
+				{"LEN", "The number of entries."},
+				{"RESET", "Empties the slow log."},
+			}}),
 		admin(&Spec{Name: "memory", Arity: -2, Flags: Readonly,
 			Summary: "MEMORY USAGE key: the bytes a key holds (a model's shared bytes included).",
-			Syntax:  "USAGE key", Parse: parseMemory}),
+			Parse:   parseMemory, Subs: []Sub{
+				{"USAGE <key> [SAMPLES <count>]", "The bytes a key holds."},
+			}}),
 	)
 	RegisterInfoSection(InfoSection{Name: "Commandstats", Fields: commandStats, NotDefault: true})
 	RegisterInfoSection(InfoSection{Name: "AI", Fields: aiInfo, NotDefault: true, AdminOnly: true})
@@ -207,9 +213,15 @@ func parseSlowlog(a Args) (Runner, error) {
 			}
 			count = n
 		}
-	case (sub == "LEN" || sub == "RESET") && a.Len() == 1:
-	default:
+	case sub == "GET":
+		// Redis 7.0's text for a GET with more than a count.
 		return nil, errorf("ERR unknown subcommand or wrong number of arguments for '%s'. Try SLOWLOG HELP.", truncate(a.V[1], 128))
+	case sub == "LEN" || sub == "RESET":
+		if a.Len() != 1 {
+			return nil, subArityOf("slowlog", sub)
+		}
+	default:
+		return nil, unknownSub("slowlog", a.V[1])
 	}
 	return slowlogCmd{sub: sub, count: count}, nil
 }
@@ -254,8 +266,17 @@ func (c slowlogCmd) Run(x *Ctx) error {
 }
 
 func parseMemory(a Args) (Runner, error) {
-	if !strings.EqualFold(string(a.V[1]), "USAGE") || (a.Len() != 2 && a.Len() != 4) {
-		return nil, errorf("ERR unknown subcommand or wrong number of arguments for '%s'. Try MEMORY HELP.", truncate(a.V[1], 128))
+	switch {
+	case !strings.EqualFold(string(a.V[1]), "USAGE"):
+		return nil, unknownSub("memory", a.V[1])
+	case a.Len() < 2:
+		return nil, subArityOf("memory", "usage")
+	case a.Len() == 4 && strings.EqualFold(string(a.V[3]), "SAMPLES"):
+		if _, ok := parseInt(a.V[4]); !ok {
+			return nil, errNotInteger
+		}
+	case a.Len() != 2:
+		return nil, errSyntax
 	}
 	key := string(a.V[2])
 	return memoryUsageCmd{key: key}, nil
@@ -297,7 +318,10 @@ func init() {
 			Summary: "Streams every command the server runs, payloads and passwords redacted.", Parse: parseMonitor}),
 		admin(&Spec{Name: "latency", Arity: -2, Flags: Admin | LoadingOK,
 			Summary: "LATENCY LATEST and RESET: commands slower than latency-monitor-threshold.",
-			Syntax:  "LATEST | RESET", Parse: parseLatency}),
+			Parse:   parseLatency, Subs: []Sub{
+				{"LATEST", "The latest and the longest command over latency-monitor-threshold: event, time, ms, max ms."},
+				{"RESET [<event> ...]", "Forgets them; the number of events reset."},
+			}}),
 	)
 }
 
@@ -404,14 +428,28 @@ func (e *latencyEvent) record(ms int64) {
 
 func parseLatency(a Args) (Runner, error) {
 	sub := strings.ToUpper(string(a.V[1]))
-	if (sub != "LATEST" && sub != "RESET") || a.Len() != 1 {
-		return nil, errorf("ERR unknown subcommand or wrong number of arguments for '%s'. Try LATENCY HELP.", truncate(a.V[1], 128))
+	switch {
+	case sub == "LATEST" && a.Len() != 1:
+		return nil, subArityOf("latency", sub)
+	case sub == "RESET":
+		// As Redis: the named events, or every one; "command" is the
+		// only event this server records.
+		reset := a.Len() == 1
+		for _, ev := range a.V[2:] {
+			reset = reset || strings.EqualFold(string(ev), "command")
+		}
+		return latencyCmd{sub: sub, reset: reset}, nil
+	case sub != "LATEST":
+		return nil, unknownSub("latency", a.V[1])
 	}
 	return latencyCmd{sub: sub}, nil
 }
 
-// latencyCmd is LATENCY LATEST | RESET.
-type latencyCmd struct{ sub string }
+// latencyCmd is LATENCY LATEST | RESET; reset: RESET names the command event.
+type latencyCmd struct {
+	sub   string
+	reset bool
+}
 
 // Run implements Runner.
 func (c latencyCmd) Run(x *Ctx) error {
@@ -420,6 +458,10 @@ func (c latencyCmd) Run(x *Ctx) error {
 	defer e.mu.Unlock()
 	if c.sub == "RESET" {
 		n := int64(0)
+		if !c.reset {
+			x.W.Int(0)
+			return nil
+		}
 		if e.at != 0 {
 			n = 1
 		}

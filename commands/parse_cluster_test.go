@@ -28,7 +28,6 @@ func TestClusterParse(t *testing.T) {
 		parseCase{line: "CLUSTER RESET HARD", want: clusterCmd{sub: "RESET", hard: true}},
 		parseCase{line: "CLUSTER RESET", want: clusterCmd{sub: "RESET"}},
 		parseCase{line: "CLUSTER RESET MEDIUM", err: string(errSyntax)},
-		parseCase{line: "CLUSTER HELP", want: clusterCmd{sub: "HELP"}},
 		parseCase{line: "CLUSTER FAILOVER", err: "ERR unknown subcommand 'FAILOVER'. Try CLUSTER HELP."},
 		parseCase{line: "ASKING", want: clusterFlagCmd{asking: true}},
 		parseCase{line: "READONLY", want: clusterFlagCmd{}},

@@ -31,7 +31,7 @@ func CommandsMarkdown() string {
 		}
 		b.WriteString("\n**" + g + "**\n\n| command | arguments | what it does |\n|---|---|---|\n")
 		for _, s := range specs {
-			b.WriteString("| `" + strings.ToUpper(s.Name) + "` | " + mdEscape(s.Syntax) + " | " + strings.ReplaceAll(s.Summary, "|", "\\|") + " |\n")
+			b.WriteString("| `" + strings.ToUpper(s.Name) + "` | " + mdEscape(s.syntax()) + " | " + strings.ReplaceAll(s.Summary, "|", "\\|") + " |\n")
 		}
 	}
 	return b.String()

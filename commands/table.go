@@ -82,8 +82,63 @@ type Spec struct {
 	// in a command not flagged Admin as a whole, as Redis flags
 	// client|kill: with users, only admins run them (adminCommand).
 	AdminSubs []string
+	// Subs lists the subcommands of a command that has them: its HELP
+	// subcommand (register adds it) and the README's syntax are written
+	// from them, and a subcommand's parse is the command's Parse.
+	Subs []Sub
 
 	stats cmdStats // INFO commandstats (observe.go)
+}
+
+// Sub is one subcommand: its name and arguments in Redis's HELP notation
+// ("GET [<count>]") and what it does, HELP's line under it.
+type Sub struct {
+	Usage, Doc string
+}
+
+// syntax is the README's syntax of the command: Syntax, or its
+// subcommands' usages.
+func (s *Spec) syntax() string {
+	if len(s.Subs) == 0 {
+		return s.Syntax
+	}
+	usages := make([]string, len(s.Subs))
+	for i, sub := range s.Subs {
+		usages[i] = sub.Usage
+	}
+	return strings.Join(usages, " | ")
+}
+
+// withHelp gives a command with subcommands its HELP: Redis's first line,
+// then each subcommand's usage and doc, then HELP's own.
+func withHelp(s *Spec) {
+	lines := []string{strings.ToUpper(s.Name) + " <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"}
+	for _, sub := range s.Subs {
+		lines = append(lines, sub.Usage, "    "+sub.Doc)
+	}
+	lines = append(lines, "HELP", "    Print this help.")
+	parse := s.Parse
+	s.Parse = func(a Args) (Runner, error) {
+		if len(a.V) > 1 && strings.EqualFold(string(a.V[1]), "HELP") {
+			if len(a.V) > 2 {
+				return nil, subArityOf(s.Name, "help")
+			}
+			return helpCmd{lines}, nil
+		}
+		return parse(a)
+	}
+}
+
+// helpCmd is a command's HELP: its lines, as status replies.
+type helpCmd struct{ lines []string }
+
+// Run implements Runner.
+func (c helpCmd) Run(x *Ctx) error {
+	x.W.Array(len(c.lines))
+	for _, l := range c.lines {
+		x.W.Simple(l)
+	}
+	return nil
 }
 
 // Has reports whether the spec has flag f.
@@ -113,6 +168,9 @@ func register(specs ...*Spec) {
 	for _, s := range specs {
 		if _, dup := table[s.Name]; dup || s.Name != strings.ToLower(s.Name) {
 			panic("bad command table entry " + s.Name)
+		}
+		if len(s.Subs) > 0 {
+			withHelp(s)
 		}
 		table[s.Name] = s
 	}

@@ -92,3 +92,39 @@ func TestSpecIs(t *testing.T) {
 		}
 	}
 }
+
+// Every command whose refusal of an unknown subcommand says "Try X HELP"
+// has subcommands listed, so that X HELP answers them, in Redis's form.
+func TestSubcommandHelp(t *testing.T) {
+	helped := 0
+	for name, s := range Commands() {
+		_, err := s.Parse(NewArgs([][]byte{[]byte(name), []byte("NOSUCHSUB")}, nil))
+		if err == nil || !strings.Contains(errorText(err), " HELP.") {
+			if len(s.Subs) > 0 {
+				t.Errorf("%s has subcommands, but an unknown one gets %v", name, err)
+			}
+			continue
+		}
+		if want := "Try " + strings.ToUpper(name) + " HELP."; !strings.HasSuffix(errorText(err), want) {
+			t.Errorf("%s NOSUCHSUB: %q does not end in %q", name, errorText(err), want)
+		}
+		r, err := s.Parse(NewArgs([][]byte{[]byte(name), []byte("help")}, nil))
+		h, ok := r.(helpCmd)
+		if err != nil || !ok {
+			t.Errorf("%s HELP: %v, %v", name, r, err)
+			continue
+		}
+		helped++
+		if len(h.lines) != 3+2*len(s.Subs) || h.lines[0] != strings.ToUpper(name)+" <subcommand> [<arg> [value] [opt] ...]. Subcommands are:" ||
+			h.lines[len(h.lines)-1] != "    Print this help." {
+			t.Errorf("%s HELP: %q", name, h.lines)
+		}
+		if _, err := s.Parse(NewArgs([][]byte{[]byte(name), []byte("HELP"), []byte("x")}, nil)); err == nil ||
+			errorText(err) != "ERR wrong number of arguments for '"+name+"|help' command" {
+			t.Errorf("%s HELP x: %v", name, err)
+		}
+	}
+	if helped < 9 {
+		t.Errorf("%d commands answer HELP, want the 9 that point to it", helped)
+	}
+}

@@ -1344,6 +1344,21 @@ class TestCommand(TensorTestCase):
         for name in self.CORE:
             self.assertIn(name, names)
 
+    def test_help_where_errors_point_to_it(self):
+        """An unknown subcommand's error says "Try X HELP." (Redis 7's text,
+        checked against redis-server 7.0.15), and X HELP answers, as Redis's:
+        status lines, the first naming the command, HELP's own last."""
+        c = self.raw()
+        for cmd in ("CLIENT", "CONFIG", "COMMAND", "ACL", "MODULE", "SLOWLOG", "MEMORY", "LATENCY", "CLUSTER"):
+            self.assertEqual(str(c.cmd(cmd, "NOSUCH")), "ERR unknown subcommand 'NOSUCH'. Try %s HELP." % cmd)
+            raw = c.cmd_raw(cmd, "help")
+            self.assertTrue(raw.startswith(b"*"), raw[:40])
+            self.assertIn(b"\r\n+%s <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n" % cmd.encode(), raw)
+            self.assertTrue(raw.endswith(b"+HELP\r\n+    Print this help.\r\n"), raw[-60:])
+        lines = c.cmd("CLIENT", "HELP")
+        self.assertIn("REPLY ON|OFF|SKIP", lines)
+        self.assertEqual(str(c.cmd("CLIENT", "HELP", "x")), "ERR wrong number of arguments for 'client|help' command")
+
     def test_info(self):
         c = self.raw()
         reply = c.cmd("COMMAND", "INFO", "ai.tensorset", "AI.TENSORGET", "nosuch", "get")
