@@ -167,10 +167,12 @@ const (
 // slowArgs renders a command for the slow log: at most slowMaxArgs
 // arguments of at most slowMaxArg bytes, and never a tensor's or a model's
 // bytes (what follows BLOB or VALUES, up to a DAG's next |>) nor a
-// password (what follows AUTH, or HELLO's AUTH).
+// password (what follows AUTH, or HELLO's AUTH, and CONFIG SET's value of
+// requirepass, as Redis 7 redacts sensitive directives).
 func slowArgs(argv [][]byte) []string {
 	var out []string
 	redact := false
+	configSet := len(argv) > 1 && strings.EqualFold(string(argv[0]), "config") && strings.EqualFold(string(argv[1]), "set")
 	for i, a := range argv {
 		if len(out) == slowMaxArgs-1 && len(argv) > slowMaxArgs {
 			out = append(out, fmt.Sprintf("... (%d more arguments)", len(argv)-i))
@@ -179,7 +181,7 @@ func slowArgs(argv [][]byte) []string {
 		switch {
 		case string(a) == "|>":
 			redact = false
-		case redact:
+		case redact, configSet && i >= 3 && i%2 == 1 && strings.EqualFold(string(argv[i-1]), "requirepass"):
 			out = append(out, fmt.Sprintf("(%d bytes redacted)", len(a)))
 			continue
 		}

@@ -26,6 +26,9 @@ func TestSlowArgs(t *testing.T) {
 		{[]string{"AI.TENSORSET", "blob", "INT8", "1", "BLOB", "x"}, "AI.TENSORSET|blob|INT8|1|BLOB|(1 bytes redacted)"},
 		{[]string{"AUTH", "user", "secret"}, "AUTH|(4 bytes redacted)|(6 bytes redacted)"},
 		{[]string{"HELLO", "3", "AUTH", "u", "pw"}, "HELLO|3|AUTH|(1 bytes redacted)|(2 bytes redacted)"},
+		{[]string{"CONFIG", "SET", "maxmemory", "1mb", "RequirePass", "secret"}, "CONFIG|SET|maxmemory|1mb|RequirePass|(6 bytes redacted)"},
+		{[]string{"config", "set", "requirepass", "pw", "timeout", "requirepass"}, "config|set|requirepass|(2 bytes redacted)|timeout|requirepass"},
+		{[]string{"CONFIG", "GET", "requirepass"}, "CONFIG|GET|requirepass"},
 		{[]string{"GET", long}, "GET|" + long[:128] + "... (2 more bytes)"},
 		{many, strings.Join(many[:31], "|") + "|... (10 more arguments)"},
 	} {

@@ -105,6 +105,9 @@ class ObserveTest(unittest.TestCase):
         poll(lambda: "cmd=monitor" in self.cli("CLIENT", "LIST"), what="the monitor")
         self.cli("AI.TENSORSET", "secret", "FLOAT", 2, "VALUES", 3.25, 4.5)
         self.cli("AI.TENSORSET", "b", "INT8", 4, "BLOB", "abcd")
+        # A password set by CONFIG SET, as Redis 7 redacts it (README check).
+        self.cli("CONFIG", "SET", "requirepass", "pw-xyzzy")
+        self.cli("-a", "pw-xyzzy", "--no-auth-warning", "CONFIG", "SET", "requirepass", "")
         self.cli("ECHO", "done")
         lines = queue.Queue()
         threading.Thread(target=lambda: [lines.put(l) for l in mon.stdout], daemon=True).start()
@@ -123,6 +126,8 @@ class ObserveTest(unittest.TestCase):
         args = re.sub(r"^\d+\.\d{6} ", "", text, flags=re.M)
         self.assertNotIn("3.25", args)
         self.assertNotIn("abcd", args)
+        self.assertIn('"CONFIG" "SET" "requirepass" "(8 bytes redacted)"', text)
+        self.assertNotIn("xyzzy", text)
 
     def test_latency_latest(self):
         self.assertEqual(self.cli("LATENCY", "LATEST").strip(), "")
