@@ -69,8 +69,8 @@ func errCause(err error) string {
 // persistErr is why writes are refused now: the log cannot be written, or
 // a save rule's snapshot failed. Nil when writes may go ahead.
 func (s *App) persistErr() error {
-	if s.aof != nil {
-		if err := s.aof.Err(); err != nil {
+	if l := s.aof(); l != nil {
+		if err := l.Err(); err != nil {
 			return misconf(err)
 		}
 	}
@@ -91,7 +91,7 @@ func (s *App) CommitClient(c *Client) error {
 	if c.logSeq == 0 {
 		return nil
 	}
-	err := s.aof.Commit(c.logSeq)
+	err := s.aof().Commit(c.logSeq)
 	if err != nil {
 		err = misconf(err)
 		c.W.truncate(c.logMark)
@@ -204,12 +204,13 @@ type modelFile struct {
 // startModelFile begins writing data's model file; nil without a log or
 // for a model that is not persisted.
 func (x *Ctx) startModelFile(data []byte, noPersist bool) (*modelFile, error) {
-	if x.aof == nil || noPersist {
+	l := x.aof()
+	if l == nil || noPersist {
 		return nil, nil
 	}
-	w, err := x.aof.NewModelWriter()
+	w, err := l.NewModelWriter()
 	if err != nil {
-		x.aof.NoteError(err)
+		l.NoteError(err)
 		return nil, misconf(err)
 	}
 	mf := &modelFile{w: w, done: make(chan error, 1), start: time.Now()}
@@ -244,7 +245,7 @@ func (mf *modelFile) finish(x *Ctx, b *modelstore.Blob) error {
 	}
 	if err := <-mf.done; err != nil {
 		mf.w.Abort()
-		x.aof.NoteError(err)
+		x.aof().NoteError(err)
 		return misconf(err)
 	}
 	sum, ok := b.SHA256()
@@ -284,8 +285,8 @@ type modelStream struct {
 // tapUpload makes a large upload's buffer write its model file as it
 // fills (Upload.NewBuffer).
 func (s *App) tapUpload(buf *modelstore.ModelBuffer) {
-	if s.aof != nil {
-		buf.SetTap(&modelStream{l: s.aof, done: make(chan struct{})})
+	if l := s.aof(); l != nil {
+		buf.SetTap(&modelStream{l: l, done: make(chan struct{})})
 	}
 }
 
@@ -368,7 +369,7 @@ func (m *modelStream) abort() {
 // (ending the fingerprint, which the registry would end anyway), or nil.
 func (x *Ctx) streamedModelFile(buf *modelstore.ModelBuffer, noPersist bool) *modelStream {
 	m, ok := buf.Tap().(*modelStream)
-	if !ok || x.aof == nil {
+	if !ok || x.aof() == nil {
 		return nil
 	}
 	buf.Fingerprint()
@@ -391,7 +392,7 @@ type bgrewriteaofCmd struct{}
 
 // Run implements Runner.
 func (bgrewriteaofCmd) Run(x *Ctx) error {
-	if x.aof == nil {
+	if x.aof() == nil {
 		return errLogOff
 	}
 	if !x.aofState.rewriting.CompareAndSwap(false, true) {
@@ -417,17 +418,18 @@ func (s *App) rewriteLog() error {
 		return err
 	}
 	st.rewrites.Add(1)
-	s.Log.Info("append-only log rewritten", "seconds", time.Since(start).Seconds(), "bytes", s.aof.Size())
+	s.Log.Info("append-only log rewritten", "seconds", time.Since(start).Seconds(), "bytes", s.aof().Size())
 	return nil
 }
 
 func (s *App) rewriteLogNow() error {
-	cut, err := s.aof.BeginRewrite()
+	l := s.aof()
+	cut, err := l.BeginRewrite()
 	if err != nil {
-		s.aof.NoteError(err)
+		l.NoteError(err)
 		return err
 	}
-	items := s.Keys.Cut(retainBlob, func() { s.aof.Append(cut) })
+	items := s.Keys.Cut(retainBlob, func() { l.Append(cut) })
 	defer s.releaseItems(items)
 	live := map[[32]byte]bool{}
 	for _, it := range items {
@@ -437,7 +439,7 @@ func (s *App) rewriteLogNow() error {
 			}
 		}
 	}
-	return s.aof.FinishRewrite(cut, baseSource(items), live)
+	return l.FinishRewrite(cut, baseSource(items), live)
 }
 
 func retainBlob(v modelstore.Value) {
@@ -449,7 +451,7 @@ func retainBlob(v modelstore.Value) {
 // aofTick runs from Tick: the everysec fsync, recovery after a write
 // error, and the auto-aof-rewrite rule.
 func (s *App) aofTick(nowMs int64) {
-	l, st := s.aof, &s.aofState
+	l, st := s.aof(), &s.aofState
 	if p, err := persistence.ParseFsyncPolicy(*s.Opts.AppendFsync.Load()); err == nil {
 		l.SetPolicy(p)
 	}
@@ -486,16 +488,17 @@ func (s *App) aofTick(nowMs int64) {
 
 // CloseLog writes, fsyncs and closes the log (at shutdown).
 func (s *App) CloseLog() {
-	if s.aof != nil {
+	if l := s.aof(); l != nil {
 		s.Keys.SetJournal(nil)
-		if err := s.aof.Close(); err != nil {
+		if err := l.Close(); err != nil {
 			s.Log.Error("closing the append-only log", "err", err)
 		}
 	}
 }
 
 func aofInfo(s *App) [][2]string {
-	if s.aof == nil {
+	l := s.aof()
+	if l == nil {
 		return [][2]string{{"aof_enabled", "0"}}
 	}
 	st := &s.aofState
@@ -521,14 +524,14 @@ func aofInfo(s *App) [][2]string {
 		{"aof_current_rewrite_time_sec", itoa(cur)},
 		{"aof_last_bgrewrite_status", status(st.rewriteOK.Load())},
 		{"aof_rewrites", itoa(st.rewrites.Load())},
-		{"aof_last_write_status", status(s.aof.Err() == nil)},
-		{"aof_current_size", itoa(s.aof.Size())},
-		{"aof_base_size", itoa(s.aof.BaseSize())},
+		{"aof_last_write_status", status(l.Err() == nil)},
+		{"aof_current_size", itoa(l.Size())},
+		{"aof_base_size", itoa(l.BaseSize())},
 		{"aof_pending_rewrite", "0"},
-		{"aof_buffer_length", itoa(int64(s.aof.Seq() - s.aof.Written()))},
+		{"aof_buffer_length", itoa(int64(l.Seq() - l.Written()))},
 		{"aof_pending_bio_fsync", itoa(b2i(st.syncing.Load()))},
 		{"aof_delayed_fsync", itoa(st.delayedFsync.Load())},
-		{"aof_fsync", s.aof.Policy().String()},
+		{"aof_fsync", l.Policy().String()},
 	}
 }
 
@@ -568,7 +571,7 @@ func (s *App) LoadData() error {
 		}
 	}
 	s.aofState.rewriteOK.Store(true)
-	s.aof = l
+	s.aofLog.Store(l)
 	s.Keys.SetJournal(journal{l})
 	return nil
 }
@@ -816,3 +819,7 @@ func (ld *logLoader) readModel(sum [32]byte, size int64) (*modelstore.ModelBuffe
 	buf.Seal()
 	return buf, nil
 }
+
+// aof is the append-only log, nil with appendonly no and until the data
+// is loaded (LoadData).
+func (s *App) aof() *persistence.Log { return s.aofLog.Load() }

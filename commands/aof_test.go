@@ -112,7 +112,7 @@ func TestMisconfOnFullDisk(t *testing.T) {
 		t.Errorf("aof_last_write_status %q", got)
 	}
 	fs.fail(nil, nil)
-	waitFor(t, h, "the log to be written again", func() bool { return h.s.aof.Err() == nil })
+	waitFor(t, h, "the log to be written again", func() bool { return h.s.aof().Err() == nil })
 	h.run(row("AI.TENSORSET c INT8 1 VALUES 3", "+OK"))
 	h.s.CloseLog()
 	// What was queued at the failure reached the log with the retry.
@@ -150,7 +150,7 @@ func TestMisconfInAPipeline(t *testing.T) {
 		t.Errorf("read after a write:\n got  %s\n want %s", got, want)
 	}
 	fs.fail(nil, nil)
-	waitFor(t, h, "the log to be written again", func() bool { return h.s.aof.Err() == nil })
+	waitFor(t, h, "the log to be written again", func() bool { return h.s.aof().Err() == nil })
 	if got, want := pipeline("AI.TENSORSET c INT8 1 VALUES 3", "DEL c", "EXISTS c"), "+OK ; :1 ; :0"; got != want {
 		t.Errorf("after recovery:\n got  %s\n want %s", got, want)
 	}
@@ -175,7 +175,7 @@ func TestMisconfOnFsyncFailureUnderAlways(t *testing.T) {
 	fs.fail(nil, nil)
 	// Only a rewrite mends a file whose fsync failed.
 	waitFor(t, h, "a rewrite to mend the log", func() bool {
-		return h.s.aof.Err() == nil && infoField(h, "aof_rewrites") == "1"
+		return h.s.aof().Err() == nil && infoField(h, "aof_rewrites") == "1"
 	})
 	h.run(row("AI.TENSORSET c INT8 1 VALUES 3", "+OK"))
 	h.s.CloseLog()
@@ -214,4 +214,41 @@ func infoField(h *harness, name string) string {
 		}
 	}
 	return ""
+}
+
+// The tick and the commands allowed while loading run beside the load
+// that opens the log (the front end serves -LOADING meanwhile): the log's
+// pointer is read and set without a race (go test -race, which flagged
+// the plain field every time a server restarted from a log).
+func TestLogSetWhileTickingAndServing(t *testing.T) {
+	opts := config.Default()
+	opts.Dir = t.TempDir()
+	opts.Save.Store(new(string))
+	h := newHarnessOpts(t, opts)
+	h.s.Snapshot.SealKey = aofTestKey
+	h.s.SetLoading(true)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				h.s.Tick()
+				h.s.Info([]string{"persistence"}, true)
+			}
+		}
+	}()
+	if err := h.s.Load(); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	wg.Wait()
+	t.Cleanup(h.s.CloseLog)
+	if got := infoField(h, "aof_enabled"); got != "1" {
+		t.Errorf("aof_enabled %q", got)
+	}
 }

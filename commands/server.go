@@ -58,8 +58,10 @@ type App struct {
 
 	// Snapshot is the sealed snapshot's state; the front end sets SealKey.
 	Snapshot Snapshotter
-	// aof is the append-only log, nil with appendonly no (aof.go).
-	aof      *persistence.Log
+	// aofLog is the append-only log, nil with appendonly no (aof.go; aof).
+	// It is set once the data is loaded, while clients are served their
+	// -LOADING replies and the tick runs: hence atomic.
+	aofLog   atomic.Pointer[persistence.Log]
 	aofState aofState
 	// LogFS is the append-only log's file layer, nil for the OS's; tests
 	// make it fail (ENOSPC, EIO, fsync errors).
@@ -180,7 +182,7 @@ func (s *App) Tick() {
 	if !s.loading.Load() && !s.Snapshot.inProgress.Load() && s.saveRulesDue(now.Unix()) {
 		s.BackgroundSave()
 	}
-	if s.aof != nil && !s.loading.Load() {
+	if s.aof() != nil && !s.loading.Load() {
 		s.aofTick(now.UnixMilli())
 	}
 	if t := s.Opts.Timeout.Load(); t > 0 {
@@ -234,7 +236,11 @@ type Client struct {
 	busy       atomic.Bool  // a command is running
 	lastCmd    atomic.Pointer[Spec]
 	killed     atomic.Bool
-	proto      atomic.Int32 // mirror of W.proto for CLIENT LIST
+	// killMu orders Kill against the keyspace update of a command that ran
+	// outside the transaction lock (Ctx.Update): the update lands before
+	// Kill returns, or not at all.
+	killMu sync.Mutex
+	proto  atomic.Int32 // mirror of W.proto for CLIENT LIST
 	// qbuf and qbufFree are the front end's input buffer as it last
 	// reported it, before or after a read (SetQueryBuf), for CLIENT LIST;
 	// rbs the reply buffer's size as of its last command's start or its
@@ -384,9 +390,15 @@ func (c *Client) setProto(p int) {
 	c.proto.Store(int32(p))
 }
 
-// Kill closes the client's connection; its goroutine then ends.
+// Kill closes the client's connection; its goroutine then ends. A
+// command of the client's still running (a model compiling) changes no key
+// once Kill has returned (Ctx.Update), as in Redis, where a client is
+// killed between commands.
 func (c *Client) Kill() {
-	if c.killed.CompareAndSwap(false, true) && c.closer != nil {
+	c.killMu.Lock()
+	first := c.killed.CompareAndSwap(false, true)
+	c.killMu.Unlock()
+	if first && c.closer != nil {
 		c.closer.Close()
 	}
 }
@@ -446,8 +458,18 @@ func (x *Ctx) Update(f func() error) error {
 	if err := x.fenced(); err != nil {
 		return err
 	}
+	// A client killed while its command compiled or ran (CLIENT KILL,
+	// an idle timeout) leaves the keyspace as Kill found it.
+	x.C.killMu.Lock()
+	defer x.C.killMu.Unlock()
+	if x.C.killed.Load() {
+		return errKilled
+	}
 	return f()
 }
+
+// errKilled ends a killed client's command; the client never reads it.
+var errKilled = Reply("ERR the client was killed while the command ran")
 
 // Limits the front end applies while reading a command, before allocating
 // (server.Limits adds how the front end reads a model's chunks).
@@ -783,8 +805,9 @@ func (s *App) run(x *Ctx, spec *Spec, r Runner) error {
 	var err error
 	var seq uint64
 	mark := x.W.Len()
-	logged := s.aof != nil && (spec.Has(Write|txControl) || writesLog(r))
-	if s.aof != nil {
+	aof := s.aof()
+	logged := aof != nil && (spec.Has(Write|txControl) || writesLog(r))
+	if aof != nil {
 		if !logged && x.C.logSeq != 0 {
 			// A read may stream its reply, and the writes' replies
 			// before it with it: their records go first. Its own reply,
@@ -793,7 +816,7 @@ func (s *App) run(x *Ctx, spec *Spec, r Runner) error {
 			s.CommitClient(x.C)
 			mark = x.W.Len()
 		}
-		seq = s.aof.Seq()
+		seq = aof.Seq()
 	}
 	if spec.Has(NoTxLock) {
 		err = r.Run(x)
@@ -812,7 +835,7 @@ func (s *App) run(x *Ctx, spec *Spec, r Runner) error {
 	// (EXEC's queued writes included): CommitClient, before the front end
 	// sends the replies, commits once for all the pipelined commands.
 	if logged {
-		if now := s.aof.Seq(); now != seq {
+		if now := aof.Seq(); now != seq {
 			if x.C.logSeq == 0 {
 				x.C.logMark, x.C.logReplies = mark, 1
 			}

@@ -393,6 +393,35 @@ class HangTest(unittest.TestCase):
         self.assertEqual(r.exists("hang", "lin", "t"), 2)
 
 
+class KilledClientTest(unittest.TestCase):
+    def test_a_killed_clients_store_does_not_land_later(self):
+        """A store whose client CLIENT KILL closes while the model compiles
+        changes no key afterwards: it used to land seconds later, over a
+        store and a delete acknowledged since (race hunt). In Redis a client
+        is killed between commands: its command ran, or it does not."""
+        srv = Server().start()
+        self.addCleanup(srv.stop)
+        r = srv.client()
+        t0 = time.monotonic()
+        r.execute_command("AI.MODELSTORE", "probe", "ONNX", "CPU", "BLOB", model("slow_compile.onnx"))
+        compile_s = time.monotonic() - t0
+        if compile_s < 0.6:
+            self.skipTest("slow_compile.onnx compiled in %.2f s here" % compile_s)
+        # Deleted, so that the store below compiles it again rather than
+        # sharing the compiled model.
+        self.assertEqual(r.execute_command("AI.MODELDEL", "probe"), b"OK")
+        victim = srv.raw()
+        vid = victim.cmd("CLIENT", "ID")
+        victim.send(victim.encode("AI.MODELSTORE", "ghost", "ONNX", "CPU", "BLOB", model("slow_compile.onnx")))
+        time.sleep(0.2)
+        self.assertEqual(r.execute_command("CLIENT", "KILL", "ID", vid), 1)
+        self.assertEqual(r.execute_command("AI.MODELSTORE", "ghost", "ONNX", "CPU", "BLOB", model("linear.onnx")), b"OK")
+        self.assertEqual(r.execute_command("AI.MODELDEL", "ghost"), b"OK")
+        time.sleep(compile_s * 2 + 0.5)
+        self.assertEqual(r.exists("ghost"), 0)
+        self.assertEqual(r.info("clients")["connected_clients"], 1)
+
+
 class TenantTest(unittest.TestCase):
     def test_tenants_never_share_a_worker(self):
         """With users, alice's crash costs alice's worker only: bob's runs,
