@@ -18,6 +18,7 @@ import unittest
 import warnings
 
 import numpy as np
+import redis
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -159,6 +160,10 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(self.srv.client().keys("in*"), [], "a run leaves nothing in the keyspace")
         with self.assertRaises(Exception):
             c.run_model("no-such-model", x)
+        # An input the model refuses raises the server's error (it was a
+        # KeyError of the reply's parsing: README check).
+        with self.assertRaisesRegex(redis.ResponseError, "invalid dimensions for input"):
+            c.run_model(mid, [[1.0, 2.0]])
 
     def test_upload_streams_from_the_file_with_bounded_memory(self):
         import huge_model

@@ -324,10 +324,13 @@ class Client:
         for name in out_names:
             args += ["|>", "AI.TENSORGET", name, "META", "BLOB"]
         reply = self._for(key).execute_command(*args)
-        result = Outputs()
-        for spec, r in zip(outs, reply[-len(outs):]):
+        # A failed step is an error in its place, the steps after it NA:
+        # the first error is the run's.
+        for r in reply:
             if isinstance(r, Exception):
                 raise r
+        result = Outputs()
+        for spec, r in zip(outs, reply[-len(outs):]):
             meta = _pairs(r)
             result.append(Output(spec["name"], _text(meta["dtype"]), [int(d) for d in meta["shape"]],
                                  meta["blob"]))
