@@ -22,7 +22,7 @@ bin/enclaveai-server: $(ORT_LIB) FORCE
 # The cgo-free static build: no ONNX Runtime, the pure-Go engine only (the
 # code an enclave runs; `make enclave` builds the same with EGo).
 bin/enclaveai-server-nocgo: FORCE
-	CGO_ENABLED=0 $(GO) build -o $@ ./cmd/enclaveai-server
+	CGO_ENABLED=0 $(GO) build -ldflags "-X main.revision=$(REVISION)" -o $@ ./cmd/enclaveai-server
 
 bin/enclaveai-cli: FORCE
 	$(GO) build -o $@ ./cmd/enclaveai-cli

@@ -9,7 +9,7 @@ func init() {
 		&Spec{Name: "discard", Arity: 1, Flags: Fast | LoadingOK | txControl, Group: "transactions",
 			Summary: "Discards a transaction.", Parse: parseDiscard},
 		&Spec{Name: "watch", Arity: -2, Flags: Fast | LoadingOK | txControl, FirstKey: 1, LastKey: -1, Step: 1, Group: "transactions",
-			Summary: "Monitors changes to keys: EXEC runs nothing (a null reply) once one has changed.", Parse: parseWatch},
+			Summary: "Monitors changes to keys: EXEC runs nothing (a null reply) once one has changed.", Syntax: "key [key ...]", Parse: parseWatch},
 		&Spec{Name: "unwatch", Arity: 1, Flags: Fast | LoadingOK, Group: "transactions",
 			Summary: "Forgets the keys WATCHed.", Parse: parseUnwatch},
 	)

@@ -19,6 +19,9 @@ var ErrNoRuntime = errors.New("this build has no ONNX Runtime (built with CGO_EN
 // InitRuntime fails: there is no ONNX Runtime to load.
 func InitRuntime(string) error { return ErrNoRuntime }
 
+// HasRuntime reports whether this build can load ONNX Runtime.
+const HasRuntime = false
+
 // RuntimeVersion is "": no ONNX Runtime is loaded.
 func RuntimeVersion() string { return "" }
 

@@ -83,6 +83,9 @@ func sameFile(a, b string) bool {
 	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
 }
 
+// HasRuntime reports whether this build can load ONNX Runtime.
+const HasRuntime = true
+
 // RuntimeVersion is the loaded ONNX Runtime's version ("1.24.1"), or ""
 // before InitRuntime has succeeded.
 func RuntimeVersion() string {

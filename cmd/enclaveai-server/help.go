@@ -47,10 +47,14 @@ Directives, with their defaults:
 var revision string
 
 // version is the build's revision, the Go release and the ONNX Runtime it
-// expects.
+// expects (or that it has none: the pure-Go engine alone).
 func version() string {
-	return fmt.Sprintf("enclaveai-server %s (%s, %s/%s, ONNX Runtime %s)", buildRevision(),
-		runtime.Version(), runtime.GOOS, runtime.GOARCH, modelstore.RuntimeVersionWanted)
+	engine := "ONNX Runtime " + modelstore.RuntimeVersionWanted
+	if !modelstore.HasRuntime {
+		engine = "no ONNX Runtime: the pure-Go engine only"
+	}
+	return fmt.Sprintf("enclaveai-server %s (%s, %s/%s, %s)", buildRevision(),
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, engine)
 }
 
 // buildRevision is the build's revision, "-dirty" after it when go build
