@@ -282,7 +282,9 @@ func (resetCmd) Run(x *Ctx) error {
 	c.name, c.user = "", "default"
 	c.mu.Unlock()
 	c.authed, c.authUntil = *x.Opts.Requirepass.Load() == "", 0
-	c.reply = replyOn
+	if c.reply != replySkipThis { // as Redis: a skipped RESET stays skipped
+		c.reply = replyOn
+	}
 	x.W.Simple("RESET")
 	return nil
 }

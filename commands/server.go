@@ -458,8 +458,8 @@ func (x *Ctx) Update(f func() error) error {
 	if err := x.fenced(); err != nil {
 		return err
 	}
-	// A client killed while its command compiled or ran (CLIENT KILL,
-	// an idle timeout) leaves the keyspace as Kill found it.
+	// A client killed while its command compiled or ran (CLIENT KILL)
+	// leaves the keyspace as Kill found it.
 	x.C.killMu.Lock()
 	defer x.C.killMu.Unlock()
 	if x.C.killed.Load() {
@@ -519,6 +519,11 @@ func (s *App) Dispatch(c *Client, argv [][]byte, owned Ownership) {
 // dispatch is Dispatch with the command's table entry, when the caller
 // has looked it up (nil: look it up).
 func (s *App) dispatch(c *Client, spec *Spec, argv [][]byte, owned Ownership) {
+	if c.killed.Load() {
+		// CLIENT KILL returned: what the client had pipelined is not run
+		// (Redis frees a killed client with its unread commands).
+		return
+	}
 	switch c.reply {
 	case replyOn:
 		s.dispatchOne(c, spec, argv, owned)
@@ -547,9 +552,19 @@ const (
 // does: the command runs and nothing of its reply is sent, unless it is
 // CLIENT REPLY ON or RESET, which turn replies back on and answer.
 func (s *App) dispatchSilent(c *Client, spec *Spec, argv [][]byte, owned Ownership) {
-	// The replies before it are final first (a failed log commit rewrites
-	// them: CommitClient), so that what follows mark is this command's alone.
-	s.CommitClient(c)
+	// Before a read, the replies before it are made final (a failed log
+	// commit rewrites them: CommitClient), so that what follows mark is
+	// this command's alone (run would commit before a read anyway, which
+	// may stream its reply). A write leaves them pending: a pipeline of
+	// writes with replies off (a bulk load) is committed once, as with
+	// replies on, not once a command.
+	if spec == nil {
+		spec = table.Lookup(argv[0])
+	}
+	if spec == nil || !spec.Has(Write|txControl) {
+		s.CommitClient(c)
+	}
+	pending := c.logSeq != 0
 	w := c.W
 	mark := w.Len()
 	stream := w.stream
@@ -571,10 +586,15 @@ func (s *App) dispatchSilent(c *Client, spec *Spec, argv [][]byte, owned Ownersh
 		return
 	}
 	w.truncate(min(mark, w.Len()))
-	if c.logSeq != 0 {
-		// Its log record is not committed yet: replies after it wait for
-		// it, but it has none of its own.
+	switch {
+	case c.logSeq == 0:
+	case !pending:
+		// Its own record started the pending ones: replies after it wait
+		// for it, but it has none of its own.
 		c.logMark, c.logReplies = w.Len(), 0
+	default:
+		// Its reply, counted among those waiting, is gone.
+		c.logReplies--
 	}
 }
 
@@ -905,4 +925,13 @@ func (s *App) fits(n int64) error {
 }
 
 // ReplyError answers c with err's RESP error text.
-func (s *App) ReplyError(c *Client, err error) { s.replyError(c.W, err) }
+func (s *App) ReplyError(c *Client, err error) {
+	// A refusal stands for the command it refuses: CLIENT REPLY may drop
+	// it, and a SKIP is spent on it.
+	switch c.reply {
+	case replyOn:
+		s.replyError(c.W, err)
+	case replySkipThis:
+		c.reply = replyOn
+	}
+}

@@ -983,6 +983,24 @@ class TestClient(TensorTestCase):
         self.assertEqual(c.buf, b"", "no reply beyond those")
         self.assertEqual(self.r.execute_command("AI.TENSORGET", "k", "VALUES"), [b"7"])
 
+    def test_reply_mode_covers_refusals_made_while_bytes_arrive(self):
+        """A model refused while its bytes arrive (over max-model-size) is
+        answered by the front end: CLIENT REPLY drops that refusal too, and
+        a SKIP is spent on it, not on the next command (review). A skipped
+        RESET stays skipped, as in Redis 7.0.15."""
+        self.assertEqual(self.r.execute_command("CONFIG", "SET", "max-model-size", "1000"), b"OK")
+        self.addCleanup(self.r.execute_command, "CONFIG", "SET", "max-model-size", "4gb")
+        big = b"\0" * 1500
+        c = self.raw()
+        e = c.encode
+        c.send(e("CLIENT", "REPLY", "OFF") + e("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", big) + e("PING", "a")
+               + e("CLIENT", "REPLY", "ON") + e("PING", "b")
+               + e("CLIENT", "REPLY", "SKIP") + e("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", big) + e("PING", "c")
+               + e("CLIENT", "REPLY", "SKIP") + e("RESET") + e("PING", "d"))
+        self.assertEqual([c.read_reply() for _ in range(4)], ["OK", b"b", b"c", b"d"])
+        self.assertTrue(c.is_open(0.3))
+        self.assertEqual(c.buf, b"")
+
     def test_reply_skip_of_a_streamed_reply(self):
         """A skipped AI.MODELGET of a model over 1 MiB, whose reply is written
         straight to the socket, sends the replies pipelined before it and
