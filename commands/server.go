@@ -524,16 +524,21 @@ func (s *App) dispatch(c *Client, spec *Spec, argv [][]byte, owned Ownership) {
 		// (Redis frees a killed client with its unread commands).
 		return
 	}
-	switch c.reply {
-	case replyOn:
+	if c.reply == replyOn {
 		s.dispatchOne(c, spec, argv, owned)
-	default:
+	} else {
 		s.dispatchSilent(c, spec, argv, owned)
-		if c.reply == replySkipThis {
-			c.reply = replyOn
-		}
 	}
-	if c.reply == replySkipNext {
+	c.replied()
+}
+
+// replied moves CLIENT REPLY's state past one command: a skipped reply
+// was this one, and SKIP's own command skips the next.
+func (c *Client) replied() {
+	switch c.reply {
+	case replySkipThis:
+		c.reply = replyOn
+	case replySkipNext:
 		c.reply = replySkipThis
 	}
 }
@@ -928,10 +933,8 @@ func (s *App) fits(n int64) error {
 func (s *App) ReplyError(c *Client, err error) {
 	// A refusal stands for the command it refuses: CLIENT REPLY may drop
 	// it, and a SKIP is spent on it.
-	switch c.reply {
-	case replyOn:
+	if c.reply == replyOn {
 		s.replyError(c.W, err)
-	case replySkipThis:
-		c.reply = replyOn
 	}
+	c.replied()
 }
