@@ -25,7 +25,7 @@ func init() {
 				{"RESETSTAT", "Resets INFO's statistics: commands, connections, errors, network bytes."},
 			}}),
 		admin(&Spec{Name: "time", Arity: 1, Flags: Fast | LoadingOK, Summary: "Returns the server time.", Parse: parseTime}),
-		admin(&Spec{Name: "role", Arity: 1, Flags: Fast | LoadingOK,
+		admin(&Spec{Name: "role", Arity: 1, Flags: Admin | Fast | LoadingOK,
 			Summary: "Returns the replication role: master, with no replicas (EnclaveAI does not replicate).", Parse: parseRole}),
 		admin(&Spec{Name: "command", Arity: -1, Flags: LoadingOK,
 			Summary: "Describes the commands: COUNT, INFO, DOCS, LIST, GETKEYS.", Parse: parseCommand, Subs: []Sub{
@@ -109,13 +109,13 @@ func parseConfig(a Args) (Runner, error) {
 	switch sub {
 	case "GET":
 		if !a.More() {
-			return nil, errorf("ERR wrong number of arguments for 'config|get' command")
+			return nil, subArityOf("config", sub)
 		}
 		patterns := a.Rest()
 		return configGetCmd{patterns: patterns}, nil
 	case "SET":
 		if a.Remaining() < 2 {
-			return nil, errorf("ERR wrong number of arguments for 'config|set' command")
+			return nil, subArityOf("config", sub)
 		}
 		if a.Remaining()%2 != 0 {
 			return nil, errSyntax // as Redis: pairs only
@@ -474,11 +474,7 @@ func parseCommand(a Args) (Runner, error) {
 	case "INFO":
 		return commandInfoCmd{names: names}, nil
 	case "GETKEYS":
-		argv := a.V[2:]
-		if len(argv) == 0 {
-			return nil, errorf("ERR wrong number of arguments for 'command|getkeys' command")
-		}
-		keys, err := commandGetKeys(argv)
+		keys, err := commandGetKeys(a.V[2:])
 		if err != nil {
 			return nil, err
 		}

@@ -663,7 +663,7 @@ func (v *clusterView) writeShards(w *Writer) {
 // the cluster router finds them.
 func commandGetKeys(argv [][]byte) ([]string, error) {
 	if len(argv) == 0 {
-		return nil, errorf("ERR wrong number of arguments for 'command|getkeys' command")
+		return nil, subArityOf("command", "getkeys")
 	}
 	spec := table.Lookup(argv[0])
 	if spec == nil {

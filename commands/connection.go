@@ -283,7 +283,7 @@ func (resetCmd) Run(x *Ctx) error {
 	c.mu.Unlock()
 	c.authed, c.authUntil = *x.Opts.Requirepass.Load() == "", 0
 	if c.reply != replySkipThis { // as Redis: a skipped RESET stays skipped
-		c.reply = replyOn
+		c.setReply(replyOn)
 	}
 	x.W.Simple("RESET")
 	return nil
@@ -291,16 +291,6 @@ func (resetCmd) Run(x *Ctx) error {
 
 // subArity is the wrong argument count of CLIENT's subcommand sub.
 func subArity(sub string) error { return subArityOf("client", sub) }
-
-// unknownSub is Redis 7's reply to an unknown subcommand sub of cmd.
-func unknownSub(cmd string, sub []byte) error {
-	return errorf("ERR unknown subcommand '%s'. Try %s HELP.", truncate(sub, 128), strings.ToUpper(cmd))
-}
-
-// subArityOf is Redis's wrong argument count of a subcommand: cmd|sub.
-func subArityOf(cmd, sub string) error {
-	return errorf("ERR wrong number of arguments for '%s|%s' command", cmd, strings.ToLower(sub))
-}
 
 func parseClient(a Args) (Runner, error) {
 	sub := strings.ToUpper(a.NextString())
@@ -377,11 +367,11 @@ type clientReplyCmd struct{ mode replyMode }
 func (c clientReplyCmd) Run(x *Ctx) error {
 	switch {
 	case c.mode == replyOn:
-		x.C.reply = replyOn
+		x.C.setReply(replyOn)
 		x.W.OK()
 	case c.mode == replySkipNext && x.C.reply == replyOff:
 	default:
-		x.C.reply = c.mode
+		x.C.setReply(c.mode)
 	}
 	return nil
 }

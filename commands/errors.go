@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/enclaveai/enclaveai/config"
 	"github.com/enclaveai/enclaveai/modelstore"
@@ -18,6 +19,25 @@ func (r Reply) Error() string { return string(r) }
 
 // errorf builds a Reply.
 func errorf(format string, a ...any) Reply { return Reply(fmt.Sprintf(format, a...)) }
+
+// tableError is a refusal Redis makes from its command table before the
+// command runs, as it does an unknown command or a wrong argument count:
+// an unknown subcommand, or a subcommand's wrong argument count. Inside
+// MULTI it is not queued: it answers at once and EXEC aborts (EXECABORT).
+type tableError struct{ Reply }
+
+// Unwrap makes errorText see the Reply.
+func (e tableError) Unwrap() error { return e.Reply }
+
+// unknownSub is Redis 7's reply to an unknown subcommand sub of cmd.
+func unknownSub(cmd string, sub []byte) error {
+	return tableError{errorf("ERR unknown subcommand '%s'. Try %s HELP.", truncate(sub, 128), strings.ToUpper(cmd))}
+}
+
+// subArityOf is Redis's wrong argument count of a subcommand: cmd|sub.
+func subArityOf(cmd, sub string) error {
+	return tableError{errorf("ERR wrong number of arguments for '%s|%s' command", cmd, strings.ToLower(sub))}
+}
 
 // Replies shared by several command families.
 const (

@@ -109,7 +109,7 @@ type restoreCmd struct {
 // arguments after the subcommand).
 func parseMigrate(sub string, a Args, rest [][]byte) (Runner, error) {
 	if len(rest) != 2 {
-		return nil, errorf("ERR wrong number of arguments for 'clusterx|%s' command", sub)
+		return nil, subArityOf("clusterx", sub)
 	}
 	slot, ok := cluster.ParseSlot(string(rest[0]))
 	if !ok {

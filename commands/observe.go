@@ -307,7 +307,9 @@ func (c memoryUsageCmd) Run(x *Ctx) error {
 
 // MONITOR: every command the server dispatches, one line each, to the
 // clients that asked, as Redis writes them (`+<time> [0 <addr>] "arg" ...`)
-// but with payloads and passwords redacted as in the slow log. A monitor
+// but with payloads and passwords redacted as in the slow log. As in Redis
+// 7, administrative commands are not shown, and a monitor whose replies
+// CLIENT REPLY turned off is sent nothing. A monitor
 // too slow to take the lines loses them (monitorBacklog per client), rather
 // than slowing every other client down.
 //
@@ -317,7 +319,7 @@ func init() {
 	admin := func(s *Spec) *Spec { s.Group = "server"; return s }
 	register(
 		admin(&Spec{Name: "monitor", Arity: 1, Flags: Admin | LoadingOK | Blocking,
-			Summary: "Streams every command the server runs, payloads and passwords redacted.", Parse: parseMonitor}),
+			Summary: "Streams every command the server runs but administrative ones, payloads and passwords redacted.", Parse: parseMonitor}),
 		admin(&Spec{Name: "latency", Arity: -2, Flags: Admin | LoadingOK,
 			Summary: "LATENCY LATEST and RESET: commands slower than latency-monitor-threshold.",
 			Parse:   parseLatency, Subs: []Sub{
@@ -338,8 +340,11 @@ type monitorSet struct {
 
 // feedMonitors writes a command to the monitors, if any (one atomic load
 // otherwise).
-func (s *App) feedMonitors(c *Client, argv [][]byte) {
+func (s *App) feedMonitors(c *Client, spec *Spec, argv [][]byte) {
 	if s.mon.n.Load() == 0 {
+		return
+	}
+	if _, ok := adminCommand(spec, argv); ok {
 		return
 	}
 	now := time.Now()
@@ -352,7 +357,10 @@ func (s *App) feedMonitors(c *Client, argv [][]byte) {
 	b.WriteString("\r\n")
 	line := []byte(b.String())
 	s.mon.mu.Lock()
-	for _, ch := range s.mon.subs {
+	for sub, ch := range s.mon.subs {
+		if sub.repliesOff.Load() {
+			continue
+		}
 		select {
 		case ch <- line:
 		default:
@@ -385,9 +393,11 @@ func (monitorCmd) Run(x *Ctx) error {
 	if !ok {
 		return errorf("ERR MONITOR needs a network connection")
 	}
-	// The replies before and MONITOR's OK leave now, ahead of the
-	// first line the monitor goroutine writes.
-	x.W.OK()
+	// The replies before and MONITOR's OK (unless CLIENT REPLY drops it)
+	// leave now, ahead of the first line the monitor goroutine writes.
+	if x.C.reply == replyOn {
+		x.W.OK()
+	}
 	_, err := w.Write(x.W.Bytes())
 	x.W.Reset()
 	if err != nil {

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"sort"
@@ -215,8 +216,12 @@ type Client struct {
 	watch      modelstore.KeyWatch
 	asking     bool      // ASKING: the next command may use an importing slot
 	closeAfter bool      // QUIT: close once the reply is flushed
-	reply      replyMode // CLIENT REPLY
-	internal   bool      // the server's own client (loadmodel): no upload policy
+	reply      replyMode // CLIENT REPLY (setReply)
+	// repliesOff is reply == replyOff, for the MONITOR feed, which other
+	// clients' goroutines run: a monitor whose replies are off is sent no
+	// lines, as in Redis.
+	repliesOff atomic.Bool
+	internal   bool // the server's own client (loadmodel): no upload policy
 
 	// upload is the running command's payload buffer (DispatchUpload).
 	upload *modelstore.ModelBuffer
@@ -535,12 +540,19 @@ func (s *App) dispatch(c *Client, spec *Spec, argv [][]byte, owned Ownership) {
 // replied moves CLIENT REPLY's state past one command: a skipped reply
 // was this one, and SKIP's own command skips the next.
 func (c *Client) replied() {
+	// Never to or from replyOff: repliesOff stays as setReply left it.
 	switch c.reply {
 	case replySkipThis:
 		c.reply = replyOn
 	case replySkipNext:
 		c.reply = replySkipThis
 	}
+}
+
+// setReply sets CLIENT REPLY's state (CLIENT REPLY, RESET).
+func (c *Client) setReply(m replyMode) {
+	c.reply = m
+	c.repliesOff.Store(m == replyOff)
 }
 
 // replyMode is CLIENT REPLY's state of a client.
@@ -636,14 +648,15 @@ func (s *App) dispatchOne(c *Client, spec *Spec, argv [][]byte, owned Ownership)
 		return
 	}
 	c.lastCmd.Store(spec)
-	s.feedMonitors(c, argv)
+	s.feedMonitors(c, spec, argv)
 	a := NewArgs(argv, owned)
 	a.upload = c.upload
 	a.scratch = &c.scratch
 	if c.inMulti && !spec.Has(txControl) {
 		// As in Redis, only an unknown command or a wrong arity (checked
-		// above) aborts the transaction; any other error is queued and
-		// becomes that command's reply inside EXEC's array.
+		// above) or the same of a subcommand (tableError) aborts the
+		// transaction; any other error is queued and becomes that
+		// command's reply inside EXEC's array.
 		a = a.Detach()
 		var r Runner
 		var err error
@@ -654,6 +667,13 @@ func (s *App) dispatchOne(c *Client, spec *Spec, argv [][]byte, owned Ownership)
 		}
 		if err == nil && spec.Has(Blocking) {
 			err = blockingInExec(spec)
+		}
+		if errors.As(err, new(tableError)) {
+			// An unknown subcommand or its wrong count aborts too.
+			spec.stats.rejected.Add(1)
+			c.multiDirty = true
+			s.replyError(c.W, err)
+			return
 		}
 		var up *modelstore.ModelBuffer
 		if err != nil {

@@ -628,6 +628,24 @@ class TestTransactions(TensorTestCase):
         # The connection is out of MULTI afterwards.
         self.assertEqual(c.cmd("AI.TENSORSET", "a", "FLOAT", 1), "OK")
 
+    def test_bad_subcommand_aborts_the_transaction(self):
+        """An unknown subcommand, or a subcommand's wrong argument count, is
+        refused when queued and EXEC aborts, as an unknown command (checked
+        against redis-server 7.0.15); a subcommand's other errors are queued."""
+        c = self.raw()
+        for cmd, err in ((("CONFIG", "FOO"), "ERR unknown subcommand 'FOO'. Try CONFIG HELP."),
+                         (("CLIENT", "ID", "x"), "ERR wrong number of arguments for 'client|id' command"),
+                         (("CONFIG", "GET"), "ERR wrong number of arguments for 'config|get' command"),
+                         (("COMMAND", "GETKEYS"), "ERR wrong number of arguments for 'command|getkeys' command")):
+            self.assertEqual(c.cmd("MULTI"), "OK")
+            self.assertEqual(c.cmd("AI.TENSORSET", "a", "INT8", 1, "VALUES", 1), "QUEUED")
+            self.assertEqual(c.cmd_raw(*cmd), b"-" + err.encode() + b"\r\n")
+            self.assertEqual(c.cmd_raw("EXEC"), b"-EXECABORT Transaction discarded because of previous errors.\r\n")
+        self.assertEqual(self.r.exists("a"), 0)
+        self.assertEqual(c.cmd("MULTI"), "OK")
+        self.assertEqual(c.cmd("CLIENT", "KILL", "a", "b", "c"), "QUEUED")
+        self.assertEqual(c.cmd_raw("EXEC"), b"*1\r\n-ERR syntax error\r\n")
+
     def test_no_multi_commands_abort_the_transaction(self):
         # Checked against redis-server 7.0.15: SAVE and SHUTDOWN are refused
         # when queued, and EXEC then aborts; nothing was saved or stopped.
@@ -1000,6 +1018,14 @@ class TestClient(TensorTestCase):
         self.assertEqual([c.read_reply() for _ in range(4)], ["OK", b"b", b"c", b"d"])
         self.assertTrue(c.is_open(0.3))
         self.assertEqual(c.buf, b"")
+
+    def test_reply_off_drops_a_protocol_error(self):
+        """With replies off, the protocol error before the connection closes
+        is not sent either, as in Redis 7.0.15."""
+        c = self.raw()
+        c.send(c.encode("CLIENT", "REPLY", "OFF") + b"*1\r\n$-5\r\n")
+        self.assertEqual(c.read_until_closed(), b"")
+        self.srv.assert_serving()
 
     def test_reply_skip_of_a_streamed_reply(self):
         """A skipped AI.MODELGET of a model over 1 MiB, whose reply is written

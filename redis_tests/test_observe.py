@@ -126,8 +126,26 @@ class ObserveTest(unittest.TestCase):
         args = re.sub(r"^\d+\.\d{6} ", "", text, flags=re.M)
         self.assertNotIn("3.25", args)
         self.assertNotIn("abcd", args)
-        self.assertIn('"CONFIG" "SET" "requirepass" "(8 bytes redacted)"', text)
+        # Administrative commands are not shown, as in Redis 7.
         self.assertNotIn("xyzzy", text)
+        self.assertNotIn('"CONFIG"', text)
+        self.assertIn('"ECHO" "done"', text)
+
+    def test_monitor_follows_client_reply(self):
+        """A monitor whose replies are off is sent neither MONITOR's OK nor
+        any line until CLIENT REPLY ON, as in Redis 7.0.15."""
+        mon = harness.RawConn(self.srv.port)
+        self.addCleanup(mon.close)
+        mon.send(mon.encode("CLIENT", "REPLY", "OFF") + mon.encode("MONITOR"))
+        poll(lambda: "cmd=monitor" in self.cli("CLIENT", "LIST"), what="the monitor")
+        self.cli("ECHO", "unseen")
+        mon.send(mon.encode("CLIENT", "REPLY", "ON"))
+        self.assertEqual(mon.read_reply(), "OK")
+        self.cli("ECHO", "seen")
+        line = mon.read_reply()
+        while '"CLIENT" "LIST"' in line or '"CLIENT" "REPLY"' in line:
+            line = mon.read_reply()
+        self.assertRegex(line, r'^\d+\.\d{6} \[0 127\.0\.0\.1:\d+\] "ECHO" "seen"$')
 
     def test_latency_latest(self):
         self.assertEqual(self.cli("LATENCY", "LATEST").strip(), "")

@@ -262,7 +262,7 @@ func (s *Server) handle(conn net.Conn) {
 			switch {
 			case errors.As(err, &pe):
 				s.log.Warn("protocol error, closing client", "addr", c.Addr, "err", pe.Msg)
-				c.W.Error("ERR " + pe.Error())
+				s.Cmds.ReplyError(c, commands.Reply("ERR "+pe.Error()))
 				flush()
 				s.linger(conn, c)
 				return
