@@ -17,7 +17,7 @@ func TestConfigGet(t *testing.T) {
 		row("CONFIG GET maxmemory", `["maxmemory" "0"]`),
 		row("CONFIG GET MAXMEMORY", `["maxmemory" "0"]`),
 		row("config get maxmemory maxmemory", `["maxmemory" "0"]`),
-		row("CONFIG GET max*", `["max-model-bytes-per-user" "0" "max-model-size" "4294967296" "max-models" "0" "max-upload-sessions" "16" "maxclients" "10000" "maxmemory" "0"]`),
+		row("CONFIG GET max*", `["max-model-bytes-per-user" "0" "max-model-size" "4294967296" "max-models" "0" "max-upload-sessions" "16" "maxclients" "10000" "maxmemory" "0" "maxmemory-policy" "noeviction"]`),
 		row("CONFIG GET port bind", `["bind" "127.0.0.1" "port" "6379"]`),
 		row("CONFIG GET p?rt", `["port" "6379"]`),
 		row("CONFIG GET [pb]ind", `["bind" "127.0.0.1"]`),

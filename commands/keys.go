@@ -16,6 +16,15 @@ func init() {
 			Summary: "Deletes one or more keys.", Syntax: "key [key ...]", Parse: parseDel}),
 		keys(&Spec{Name: "exists", Arity: -2, Flags: Readonly | Fast, FirstKey: 1, LastKey: -1, Step: 1,
 			Summary: "Counts how many of the given keys exist.", Syntax: "key [key ...]", Parse: parseExists}),
+		keys(&Spec{Name: "touch", Arity: -2, Flags: Readonly | Fast, FirstKey: 1, LastKey: -1, Step: 1,
+			Summary: "Counts how many of the given keys exist, as EXISTS (no access clock is kept to update).", Syntax: "key [key ...]", Parse: parseExists}),
+		keys(&Spec{Name: "object", Arity: -2, Flags: Readonly, Keys: subcommandKey,
+			Summary: "OBJECT ENCODING | FREQ | REFCOUNT key: a key's internals, as Redis gives a module's value.",
+			Parse:   parseObject, Subs: []Sub{
+				{"ENCODING <key>", "raw: tensors and models are a module's values."},
+				{"FREQ <key>", "Refused, as under Redis's noeviction: no access frequency is kept."},
+				{"REFCOUNT <key>", "1."},
+			}}),
 		keys(&Spec{Name: "type", Arity: 2, Flags: Readonly | Fast, FirstKey: 1, LastKey: 1, Step: 1,
 			Summary: "Returns the type of a key: AI_TENSOR, AI__MODEL or none.", Syntax: "key", Parse: parseType}),
 		keys(&Spec{Name: "keys", Arity: 2, Flags: Readonly, Summary: "Returns all key names that match a pattern.",
@@ -85,6 +94,54 @@ func (c existsCmd) Run(x *Ctx) error {
 	return nil
 }
 
+// subcommandKey is the key of OBJECT sub key and MEMORY USAGE key.
+func subcommandKey(argv [][]byte) []int {
+	if len(argv) > 2 {
+		return []int{2}
+	}
+	return nil
+}
+
+// objectCmd is OBJECT ENCODING | FREQ | REFCOUNT key.
+type objectCmd struct{ sub, key string }
+
+func parseObject(a Args) (Runner, error) {
+	sub := strings.ToUpper(a.NextString())
+	switch sub {
+	case "ENCODING", "FREQ", "REFCOUNT":
+	default:
+		return nil, unknownSub("object", a.V[1])
+	}
+	if a.Remaining() != 1 {
+		return nil, subArityOf("object", sub)
+	}
+	return objectCmd{sub: sub, key: a.NextString()}, nil
+}
+
+// Run implements Runner.
+func (c objectCmd) Run(x *Ctx) error {
+	v, ok := x.Keys.Get(c.key)
+	if !ok {
+		x.W.Null()
+		return nil
+	}
+	if err := x.mayUse(v); err != nil {
+		return err
+	}
+	switch c.sub {
+	case "ENCODING":
+		x.W.BulkString("raw")
+	case "REFCOUNT":
+		x.W.Int(1)
+	default:
+		return errNoLFU
+	}
+	return nil
+}
+
+// errNoLFU is Redis's OBJECT FREQ under a policy other than LFU.
+const errNoLFU Reply = "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."
+
 // typeCmd is TYPE key.
 type typeCmd struct{ key string }
 
@@ -111,6 +168,19 @@ func (c keysCmd) Run(x *Ctx) error {
 	return nil
 }
 
+// parseCursor reads a SCAN cursor as Redis does (strtoul): unsigned, with
+// a negative one wrapping around (-1 is the largest, past every key).
+func parseCursor(s string) (uint64, error) {
+	if strings.HasPrefix(s, "-") {
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return uint64(n), nil
+		}
+	} else if n, err := strconv.ParseUint(s, 10, 64); err == nil {
+		return n, nil
+	}
+	return 0, Reply("ERR invalid cursor")
+}
+
 // scanCmd is SCAN cursor [MATCH pattern] [COUNT count] [TYPE type].
 type scanCmd struct {
 	cursor  uint64
@@ -120,9 +190,9 @@ type scanCmd struct {
 }
 
 func parseScan(a Args) (Runner, error) {
-	cursor, err := strconv.ParseUint(a.NextString(), 10, 64)
+	cursor, err := parseCursor(a.NextString())
 	if err != nil {
-		return nil, Reply("ERR invalid cursor")
+		return nil, err
 	}
 	c := scanCmd{cursor: cursor, count: 10}
 	for a.More() {

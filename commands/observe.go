@@ -30,7 +30,7 @@ func init() {
 				{"LEN", "The number of entries."},
 				{"RESET", "Empties the slow log."},
 			}}),
-		admin(&Spec{Name: "memory", Arity: -2, Flags: Readonly,
+		admin(&Spec{Name: "memory", Arity: -2, Flags: Readonly, Keys: subcommandKey,
 			Summary: "MEMORY USAGE key: the bytes a key holds (a model's shared bytes included).",
 			Parse:   parseMemory, Subs: []Sub{
 				{"USAGE <key> [SAMPLES <count>]", "The bytes a key holds."},

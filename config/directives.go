@@ -57,6 +57,11 @@ var table = []directive{
 	{name: "maxmemory", def: "0", mutable: true,
 		doc:   "writes that would pass it get -OOM (0: no limit); model blobs count once however many keys share them, and the commands a transaction holds queued count too",
 		value: memory(func(o *Options) *atomic.Int64 { return &o.MaxMemory }, 0, 1<<62)},
+	{name: "maxmemory-policy", def: "noeviction", mutable: true,
+		doc:   "noeviction only: nothing is evicted, writes over maxmemory get -OOM",
+		value: fixed("noeviction", "argument(s) must be one of the following: noeviction")},
+	{name: "databases", def: "1", doc: "1 only: one database, SELECT 0",
+		value: fixed("1", "argument must be 1: EnclaveAI has one database")},
 	{name: "loglevel", def: "notice", mutable: true, doc: "debug, verbose, notice or warning",
 		value: atomicText(func(o *Options) *atomic.Pointer[string] { return &o.LogLevel }, setLogLevel)},
 	{name: "logfile", args: "<path>", doc: "log file (empty: stderr); secrets and tensor contents are never logged",
@@ -242,6 +247,16 @@ func atomicText(field func(*Options) *atomic.Pointer[string], c check) value {
 			}
 			return err
 		}}
+}
+
+// fixed is a setting this server does not vary, kept for the clients
+// that read it (CONFIG GET): only its one value may be set.
+func fixed(v, msg string) value {
+	c := oneOf(msg, v)
+	return value{
+		get: func(*Options) string { return v },
+		set: func(o *Options, a []string) error { _, err := c(o, a[0]); return err },
+	}
 }
 
 func run(c check, o *Options, v string) (string, error) {

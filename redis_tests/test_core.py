@@ -468,6 +468,29 @@ class TestKeys(TensorTestCase):
     def test_scan_empty(self):
         self.assertEqual(self.r.scan(0), (0, []))
 
+    def test_scan_negative_cursor_wraps(self):
+        # Checked against redis-server 7.0.15, whose strtoul reads -1 as
+        # the largest cursor: past every key.
+        self.assertEqual(self.ts("a", "FLOAT", 1), b"OK")
+        self.assertEqual(self.r.execute_command("SCAN", -1), (0, []))
+
+    def test_touch_and_object(self):
+        """TOUCH counts as EXISTS; OBJECT answers as Redis 7.0.15 does for a
+        module's value under noeviction (redis-py's touch and object)."""
+        self.assertEqual(self.ts("a", "FLOAT", 1), b"OK")
+        self.assertEqual(self.r.touch("a", "nosuch", "a"), 2)
+        self.assertEqual(self.r.object("encoding", "a"), b"raw")
+        self.assertEqual(self.r.object("refcount", "a"), 1)
+        self.assertIsNone(self.r.object("encoding", "nosuch"))
+        self.assertIsNone(self.r.object("freq", "nosuch"))
+        self.assertError(self.r.object, "ERR An LFU maxmemory policy is not selected, access frequency not tracked. "
+                         "Please note that when switching between policies at runtime LRU and LFU data will take "
+                         "some time to adjust.", "freq", "a")
+        self.assertError(self.r.execute_command, "ERR unknown subcommand 'IDLETIME'. Try OBJECT HELP.",
+                         "OBJECT", "IDLETIME", "a")
+        self.assertEqual(self.raw().cmd("OBJECT", "HELP")[0],
+                         "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:")
+
     def test_rename(self):
         self.assertEqual(self.ts("a", "INT8", 2, "VALUES", 1, 2), b"OK")
         self.assertTrue(self.r.rename("a", "b"))
@@ -1150,6 +1173,12 @@ class TestConfig(TensorTestCase):
                      "client-query-buffer-limit", "bind", "dbfilename"):
             self.assertIn(name, allv)
         self.assertEqual(self.r.config_get("maxclients"), {"maxclients": "10000"})
+        # Fixed settings that clients read (RedisInsight lists the databases).
+        self.assertEqual(self.r.config_get("databases"), {"databases": "1"})
+        self.assertEqual(self.r.config_get("maxmemory-policy"), {"maxmemory-policy": "noeviction"})
+        self.assertTrue(self.r.config_set("maxmemory-policy", "noeviction"))
+        self.assertError(self.r.config_set, "ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - "
+                         "argument(s) must be one of the following: noeviction", "maxmemory-policy", "allkeys-lru")
         self.assertEqual(self.r.config_get("proto-max-bulk-len"), {"proto-max-bulk-len": str(512 << 20)})
         self.assertEqual(self.r.config_get("nosuch"), {})
         got = self.r.config_get("max*")
