@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"runtime"
@@ -33,7 +34,7 @@ func init() {
 				{"COUNT", "The number of commands."},
 				{"INFO [<command-name> ...]", "The details of the named commands, or of every command."},
 				{"DOCS [<command-name> ...]", "The summary and group of the named commands, or of every command."},
-				{"LIST", "Every command's name."},
+				{"LIST [FILTERBY (MODULE <module-name>|ACLCAT <category>|PATTERN <pattern>)]", "The commands' names: every one, the module ai's, none for an ACL category (commands have none here), or those matching the pattern."},
 				{"GETKEYS <full-command>", "The keys a command's arguments name."},
 			}}),
 		admin(&Spec{Name: "shutdown", Arity: -1, Flags: Admin | LoadingOK | NoTxLock | NoMulti,
@@ -74,20 +75,39 @@ func (roleCmd) Run(x *Ctx) error {
 }
 
 func parseShutdown(a Args) (Runner, error) {
-	save := -1 // default: as configured
+	var nosave, save, other, abort bool
 	for a.More() {
 		switch {
 		case a.Match("NOSAVE"):
-			save = 0
+			nosave = true
 		case a.Match("SAVE"):
-			save = 1
-		case a.Match("NOW"), a.Match("FORCE"), a.Match("ABORT"):
+			save = true
+		case a.Match("NOW"), a.Match("FORCE"):
+			other = true // nothing to wait for or to force: no replicas
+		case a.Match("ABORT"):
+			abort = true
 		default:
 			return nil, errSyntax
 		}
 	}
-	return shutdownCmd{save: save}, nil
+	// As Redis 7: ABORT goes alone, and NOSAVE and SAVE contradict.
+	switch {
+	case abort && (nosave || save || other), nosave && save:
+		return nil, errSyntax
+	case abort:
+		// A shutdown here never waits (for replicas): none is ever in
+		// progress to abort.
+		return nil, errNoShutdown
+	case nosave:
+		return shutdownCmd{save: 0}, nil
+	case save:
+		return shutdownCmd{save: 1}, nil
+	}
+	return shutdownCmd{save: -1}, nil // as configured
 }
+
+// errNoShutdown is Redis 7's SHUTDOWN ABORT with no shutdown in progress.
+const errNoShutdown Reply = "ERR No shutdown in progress."
 
 // shutdownCmd is SHUTDOWN [NOSAVE | SAVE]: save is 0 (NOSAVE), 1 (SAVE) or -1 (as configured).
 type shutdownCmd struct{ save int }
@@ -138,6 +158,9 @@ func (configResetStatCmd) Run(x *Ctx) error {
 		c.Store(0)
 	}
 	x.errStats.reset()
+	for _, spec := range table.Sorted() {
+		spec.stats.reset() // INFO commandstats
+	}
 	x.W.OK()
 	return nil
 }
@@ -186,7 +209,11 @@ func (c configGetCmd) Run(x *Ctx) error {
 		for _, p := range c.patterns {
 			if !seen[name] && globMatch([]byte(strings.ToLower(string(p))), []byte(name)) {
 				v, _ := x.Opts.Get(name)
-				pairs = append(pairs, name, v)
+				shown := name
+				if !bytes.ContainsAny(p, "[*?") {
+					shown = string(p) // as Redis 7.0: a name is answered as asked
+				}
+				pairs = append(pairs, shown, v)
 				seen[name] = true
 			}
 		}
@@ -468,9 +495,12 @@ func parseCommand(a Args) (Runner, error) {
 	names := keyStrings(a.Rest())
 	switch sub {
 	case "COUNT":
+		if len(names) != 0 {
+			return nil, subArityOf("command", sub)
+		}
 		return commandCountCmd{}, nil
 	case "LIST":
-		return commandListCmd{}, nil
+		return parseCommandList(a.V[2:])
 	case "INFO":
 		return commandInfoCmd{names: names}, nil
 	case "GETKEYS":
@@ -545,16 +575,43 @@ func (c commandInfoCmd) Run(x *Ctx) error {
 	return nil
 }
 
-// commandListCmd is COMMAND LIST.
-type commandListCmd struct{}
+// parseCommandList reads COMMAND LIST's arguments (rest), as Redis 7.0:
+// none, or FILTERBY MODULE name | ACLCAT category | PATTERN pattern.
+func parseCommandList(rest [][]byte) (Runner, error) {
+	if len(rest) == 0 {
+		return commandListCmd{}, nil
+	}
+	if len(rest) != 3 || !isWord(rest[0], "FILTERBY") {
+		return nil, errSyntax
+	}
+	arg := rest[2]
+	switch strings.ToUpper(string(rest[1])) {
+	case "MODULE":
+		// RedisAI's commands are the module ai's.
+		return commandListCmd{keep: func(s *Spec) bool { return isAI(s) && strings.EqualFold(string(arg), moduleName) }}, nil
+	case "ACLCAT":
+		// No command has ACL categories here (COMMAND INFO's are empty).
+		return commandListCmd{keep: func(*Spec) bool { return false }}, nil
+	case "PATTERN":
+		pattern := []byte(strings.ToLower(string(arg)))
+		return commandListCmd{keep: func(s *Spec) bool { return globMatch(pattern, []byte(s.Name)) }}, nil
+	}
+	return nil, errSyntax
+}
+
+// commandListCmd is COMMAND LIST [FILTERBY ...]: the commands keep keeps
+// (nil: every one).
+type commandListCmd struct{ keep func(*Spec) bool }
 
 // Run implements Runner.
-func (commandListCmd) Run(x *Ctx) error {
-	specs := table.Sorted()
-	x.W.Array(len(specs))
-	for _, s := range specs {
-		x.W.BulkString(s.Name)
+func (c commandListCmd) Run(x *Ctx) error {
+	var names []string
+	for _, s := range table.Sorted() {
+		if c.keep == nil || c.keep(s) {
+			names = append(names, s.Name)
+		}
 	}
+	x.W.StringList(names)
 	return nil
 }
 

@@ -15,7 +15,7 @@ func TestConfigGet(t *testing.T) {
 	all := len(config.Names())
 	h.run(
 		row("CONFIG GET maxmemory", `["maxmemory" "0"]`),
-		row("CONFIG GET MAXMEMORY", `["maxmemory" "0"]`),
+		row("CONFIG GET MAXMEMORY", `["MAXMEMORY" "0"]`), // as asked, as redis-server 7.0.15 (hunt)
 		row("config get maxmemory maxmemory", `["maxmemory" "0"]`),
 		row("CONFIG GET max*", `["max-model-bytes-per-user" "0" "max-model-size" "4294967296" "max-models" "0" "max-upload-sessions" "16" "maxclients" "10000" "maxmemory" "0" "maxmemory-policy" "noeviction"]`),
 		row("CONFIG GET port bind", `["bind" "127.0.0.1" "port" "6379"]`),
@@ -75,6 +75,15 @@ func TestCommandCommand(t *testing.T) {
 	n := len(Commands())
 	h.run(
 		row("COMMAND COUNT", ":"+strconv.Itoa(n)),
+		// As redis-server 7.0.15 (hunt).
+		row("COMMAND COUNT x", "-ERR wrong number of arguments for 'command|count' command"),
+		row("COMMAND LIST x", "-ERR syntax error"),
+		row("COMMAND LIST FILTERBY PATTERN x", `[]`),
+		row("COMMAND LIST FILTERBY FOO x", "-ERR syntax error"),
+		row("COMMAND LIST FILTERBY PATTERN AI.TENSOR*", `["ai.tensorget" "ai.tensorset"]`),
+		row("COMMAND LIST FILTERBY PATTERN p?ng", `["ping"]`),
+		row("COMMAND LIST FILTERBY ACLCAT admin", `[]`),
+		row("COMMAND LIST FILTERBY MODULE nosuch", `[]`),
 		row("COMMAND INFO ai.tensorset", `[["ai.tensorset" :-4 [+write +denyoom] :1 :1 :1 [] [] [] []]]`),
 		row("COMMAND INFO AI.TENSORGET nosuch echo", `[["ai.tensorget" :-2 [+readonly +fast] :1 :1 :1 [] [] [] []] nil ["echo" :2 [+loading +fast] :0 :0 :0 [] [] [] []]]`),
 		row("COMMAND DOCS ai.tensorget", `["ai.tensorget" ["summary" "Returns a tensor's metadata, blob or values." "since" "1.0.0" "group" "tensors"]]`),
@@ -89,6 +98,16 @@ func TestCommandCommand(t *testing.T) {
 	list := decode(t, h.do("COMMAND LIST")).([]any)
 	if len(list) != n {
 		t.Fatalf("COMMAND LIST has %d names, want %d", len(list), n)
+	}
+	ai := 0
+	for _, name := range decode(t, h.do("COMMAND LIST FILTERBY MODULE ai")).([]any) {
+		if !strings.HasPrefix(name.(string), "ai.") {
+			t.Errorf("COMMAND LIST FILTERBY MODULE ai names %q", name)
+		}
+		ai++
+	}
+	if ai < 15 {
+		t.Errorf("COMMAND LIST FILTERBY MODULE ai has %d names", ai)
 	}
 	for i, name := range list {
 		if i > 0 && name.(string) <= list[i-1].(string) {

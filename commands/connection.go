@@ -282,6 +282,7 @@ func (resetCmd) Run(x *Ctx) error {
 	c.name, c.user = "", "default"
 	c.mu.Unlock()
 	c.authed, c.authUntil = *x.Opts.Requirepass.Load() == "", 0
+	x.stopMonitor(c)              // as Redis: RESET ends MONITOR mode
 	if c.reply != replySkipThis { // as Redis: a skipped RESET stays skipped
 		c.setReply(replyOn)
 	}
@@ -451,30 +452,35 @@ func (clientIDCmd) Run(x *Ctx) error {
 }
 
 func parseClientList(a Args) (Runner, error) {
-	var ids map[int64]bool
-	for a.More() {
-		switch {
-		case a.Match("TYPE") && a.More():
-			if t := strings.ToLower(a.NextString()); t != "normal" && t != "master" && t != "replica" && t != "pubsub" {
-				return nil, errorf("ERR Unknown client type '%s'", t)
-			}
-		case a.Match("ID") && a.More():
-			ids = map[int64]bool{}
-			for a.More() {
-				id, ok := parseInt(a.Next())
-				if !ok || id <= 0 {
-					return nil, Reply("ERR Invalid client ID")
-				}
-				ids[id] = true
-			}
+	// As Redis 7.0: TYPE t alone, or ID followed by ids only.
+	switch {
+	case a.Remaining() == 0:
+		return clientListCmd{}, nil
+	case a.Remaining() == 2 && a.Match("TYPE"):
+		switch t := strings.ToLower(a.NextString()); t {
+		case "normal": // every client here: no replicas, masters or subscribers
+			return clientListCmd{}, nil
+		case "master", "replica", "slave", "pubsub":
+			return clientListCmd{ids: map[int64]bool{}}, nil
 		default:
-			return nil, errSyntax
+			return nil, errorf("ERR Unknown client type '%s'", t)
 		}
+	case a.Remaining() > 1 && a.Match("ID"):
+		ids := map[int64]bool{}
+		for a.More() {
+			id, ok := parseInt(a.Next())
+			if !ok {
+				return nil, Reply("ERR Invalid client ID")
+			}
+			ids[id] = true // 0 or less matches no client
+		}
+		return clientListCmd{ids: ids}, nil
 	}
-	return clientListCmd{ids: ids}, nil
+	return nil, errSyntax
 }
 
-// clientListCmd is CLIENT LIST [TYPE type] [ID id ...]: ids nil for every client.
+// clientListCmd is CLIENT LIST [TYPE type | ID id ...]: ids nil for every
+// client.
 type clientListCmd struct{ ids map[int64]bool }
 
 // Run implements Runner.

@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"math"
 	"strconv"
 	"strings"
 
@@ -293,7 +294,9 @@ func parseExpire(unit int64, absolute bool) func(a Args) (Runner, error) {
 		if !ok {
 			return nil, errNotInteger
 		}
-		if n > (1<<62)/unit || n < -(1<<62)/unit {
+		// As Redis 7.0: refused only where the time in ms overflows,
+		// from the unit here, from adding the clock in Run.
+		if n > math.MaxInt64/unit || n < math.MinInt64/unit {
 			return nil, errorf("ERR invalid expire time in '%s' command", name)
 		}
 		c.when = n
@@ -301,11 +304,23 @@ func parseExpire(unit int64, absolute bool) func(a Args) (Runner, error) {
 	}
 }
 
+// invalid is Redis's refusal of a time that overflows, named after the
+// command c is.
+func (c expireCmd) invalid() error {
+	name := map[[2]bool]string{{true, false}: "expire", {false, false}: "pexpire",
+		{true, true}: "expireat", {false, true}: "pexpireat"}[[2]bool{c.unit == 1000, c.absolute}]
+	return errorf("ERR invalid expire time in '%s' command", name)
+}
+
 // Run implements Runner.
 func (c expireCmd) Run(x *Ctx) error {
 	at := c.when * c.unit
 	if !c.absolute {
-		at += x.Keys.Now()
+		now := x.Keys.Now()
+		if at > math.MaxInt64-now {
+			return c.invalid()
+		}
+		at += now
 	}
 	if at <= 0 {
 		at = 1 // in the past: deletes the key

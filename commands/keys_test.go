@@ -114,6 +114,13 @@ func TestExpireCommands(t *testing.T) {
 		row("EXPIRE k 9999999999999999", "-ERR invalid expire time in 'expire' command"),
 		row("PEXPIRE k 9223372036854775807", "-ERR invalid expire time in 'pexpire' command"),
 		row("EXPIREAT k -9999999999999999", "-ERR invalid expire time in 'expireat' command"),
+		// As redis-server 7.0.15 (hunt): refused only on overflow.
+		row("EXPIRE k 9223372036854775", "-ERR invalid expire time in 'expire' command"),
+		row("EXPIRE k 5000000000000000", ":1"),
+		row("PEXPIREAT k 9223372036854775807", ":1"),
+		row("EXPIREAT k 9223372036854775", ":1"),
+		row("EXPIRE nosuch 9223372036854775", "-ERR invalid expire time in 'expire' command"),
+		row("EXPIRE k 20", ":1"),
 		row("EXPIRE k", "-ERR wrong number of arguments for 'expire' command"),
 		row("TTL k", ":20"),
 		// Milliseconds and absolute times.

@@ -45,6 +45,13 @@ type cmdStats struct {
 	calls, usec, rejected, failed atomic.Int64
 }
 
+// reset zeroes the counts (CONFIG RESETSTAT).
+func (st *cmdStats) reset() {
+	for _, n := range []*atomic.Int64{&st.calls, &st.usec, &st.rejected, &st.failed} {
+		n.Store(0)
+	}
+}
+
 // recordRun counts a command that ran, and logs it if it was slow.
 func (s *App) recordRun(c *Client, spec *Spec, argv [][]byte, d time.Duration, failed bool) {
 	us := d.Microseconds()
@@ -166,12 +173,14 @@ const (
 
 // slowArgs renders a command for the slow log: at most slowMaxArgs
 // arguments of at most slowMaxArg bytes, and never a tensor's or a model's
-// bytes (what follows BLOB or VALUES, up to a DAG's next |>) nor a
-// password (what follows AUTH, or HELLO's AUTH, and CONFIG SET's value of
-// requirepass, as Redis 7 redacts sensitive directives).
+// bytes (what follows BLOB or VALUES, up to a DAG's next |>: "(n bytes
+// redacted)") nor a secret (AUTH's arguments, HELLO's AUTH user and
+// password, CONFIG SET's value of requirepass: "(redacted)", as Redis 7
+// writes them, without their length).
 func slowArgs(argv [][]byte) []string {
 	var out []string
-	redact := false
+	payload := false
+	secrets := 0 // the next arguments that are secrets (-1: all)
 	configSet := len(argv) > 1 && strings.EqualFold(string(argv[0]), "config") && strings.EqualFold(string(argv[1]), "set")
 	for i, a := range argv {
 		if len(out) == slowMaxArgs-1 && len(argv) > slowMaxArgs {
@@ -179,9 +188,15 @@ func slowArgs(argv [][]byte) []string {
 			break
 		}
 		switch {
+		case secrets != 0, configSet && i >= 3 && i%2 == 1 && strings.EqualFold(string(argv[i-1]), "requirepass"):
+			out = append(out, "(redacted)")
+			if secrets > 0 {
+				secrets--
+			}
+			continue
 		case string(a) == "|>":
-			redact = false
-		case redact, configSet && i >= 3 && i%2 == 1 && strings.EqualFold(string(argv[i-1]), "requirepass"):
+			payload = false
+		case payload:
 			out = append(out, fmt.Sprintf("(%d bytes redacted)", len(a)))
 			continue
 		}
@@ -195,12 +210,49 @@ func slowArgs(argv [][]byte) []string {
 		}
 		switch strings.ToUpper(string(a)) {
 		case "BLOB", "VALUES":
-			redact = true
+			payload = true
 		case "AUTH":
-			redact = i == 0 || strings.EqualFold(string(argv[0]), "hello")
+			if i == 0 {
+				secrets = -1
+			} else if strings.EqualFold(string(argv[0]), "hello") {
+				secrets = 2
+			}
 		}
 	}
 	return out
+}
+
+// repr quotes a MONITOR argument as Redis does (sdscatrepr): printable
+// ASCII as is, \\ \" \n \r \t \a \b escaped, other bytes as \xhh.
+func repr(b *strings.Builder, s string) {
+	const hex = "0123456789abcdef"
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '\\', '"':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\a':
+			b.WriteString(`\a`)
+		case '\b':
+			b.WriteString(`\b`)
+		default:
+			if c >= 0x20 && c < 0x7f {
+				b.WriteByte(c)
+			} else {
+				b.WriteString(`\x`)
+				b.WriteByte(hex[c>>4])
+				b.WriteByte(hex[c&15])
+			}
+		}
+	}
+	b.WriteByte('"')
 }
 
 func parseSlowlog(a Args) (Runner, error) {
@@ -273,12 +325,19 @@ func parseMemory(a Args) (Runner, error) {
 		return nil, unknownSub("memory", a.V[1])
 	case a.Len() < 2:
 		return nil, subArityOf("memory", "usage")
-	case a.Len() == 4 && strings.EqualFold(string(a.V[3]), "SAMPLES"):
-		if _, ok := parseInt(a.V[4]); !ok {
+	}
+	// As Redis 7.0: SAMPLES n pairs (n ≥ 0; 0 is all), repeated or not.
+	for i := 3; i < len(a.V); i += 2 {
+		if i+1 >= len(a.V) || !isWord(a.V[i], "SAMPLES") {
+			return nil, errSyntax
+		}
+		n, ok := parseInt(a.V[i+1])
+		if !ok {
 			return nil, errNotInteger
 		}
-	case a.Len() != 2:
-		return nil, errSyntax
+		if n < 0 {
+			return nil, errSyntax
+		}
 	}
 	key := string(a.V[2])
 	return memoryUsageCmd{key: key}, nil
@@ -352,7 +411,7 @@ func (s *App) feedMonitors(c *Client, spec *Spec, argv [][]byte) {
 	fmt.Fprintf(&b, "+%d.%06d [0 %s]", now.Unix(), now.Nanosecond()/1000, c.Addr)
 	for _, a := range slowArgs(argv) {
 		b.WriteByte(' ')
-		b.WriteString(strconv.Quote(a))
+		repr(&b, a)
 	}
 	b.WriteString("\r\n")
 	line := []byte(b.String())
@@ -369,13 +428,18 @@ func (s *App) feedMonitors(c *Client, spec *Spec, argv [][]byte) {
 	s.mon.mu.Unlock()
 }
 
-// stopMonitor ends a client's MONITOR mode (it disconnected).
+// stopMonitor ends a client's MONITOR mode (it disconnected, or RESET):
+// the lines not yet written are dropped.
 func (s *App) stopMonitor(c *Client) {
 	s.mon.mu.Lock()
 	defer s.mon.mu.Unlock()
 	if ch, ok := s.mon.subs[c]; ok {
 		delete(s.mon.subs, c)
 		s.mon.n.Add(-1)
+		c.monitor.Store(false)
+		for len(ch) > 0 {
+			<-ch
+		}
 		close(ch)
 	}
 }
@@ -392,6 +456,9 @@ func (monitorCmd) Run(x *Ctx) error {
 	w, ok := x.C.closer.(io.Writer)
 	if !ok {
 		return errorf("ERR MONITOR needs a network connection")
+	}
+	if x.C.monitor.Load() {
+		return nil // as Redis: a monitor's MONITOR has no reply
 	}
 	// The replies before and MONITOR's OK (unless CLIENT REPLY drops it)
 	// leave now, ahead of the first line the monitor goroutine writes.
@@ -420,6 +487,7 @@ func (monitorCmd) Run(x *Ctx) error {
 	}
 	s.mon.subs[x.C] = ch
 	s.mon.n.Add(1)
+	x.C.monitor.Store(true)
 	s.mon.mu.Unlock()
 	return nil
 }

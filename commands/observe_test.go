@@ -24,10 +24,12 @@ func TestSlowArgs(t *testing.T) {
 		{[]string{"AI.DAGEXECUTE", "ROUTING", "m", "|>", "AI.TENSORSET", "a", "FLOAT", "1", "VALUES", "5", "|>", "AI.MODELEXECUTE", "m"},
 			"AI.DAGEXECUTE|ROUTING|m||>|AI.TENSORSET|a|FLOAT|1|VALUES|(1 bytes redacted)||>|AI.MODELEXECUTE|m"},
 		{[]string{"AI.TENSORSET", "blob", "INT8", "1", "BLOB", "x"}, "AI.TENSORSET|blob|INT8|1|BLOB|(1 bytes redacted)"},
-		{[]string{"AUTH", "user", "secret"}, "AUTH|(4 bytes redacted)|(6 bytes redacted)"},
-		{[]string{"HELLO", "3", "AUTH", "u", "pw"}, "HELLO|3|AUTH|(1 bytes redacted)|(2 bytes redacted)"},
-		{[]string{"CONFIG", "SET", "maxmemory", "1mb", "RequirePass", "secret"}, "CONFIG|SET|maxmemory|1mb|RequirePass|(6 bytes redacted)"},
-		{[]string{"config", "set", "requirepass", "pw", "timeout", "requirepass"}, "config|set|requirepass|(2 bytes redacted)|timeout|requirepass"},
+		// Secrets as Redis 7 redacts them, without their length (hunt).
+		{[]string{"AUTH", "user", "secret"}, "AUTH|(redacted)|(redacted)"},
+		{[]string{"HELLO", "3", "AUTH", "u", "pw"}, "HELLO|3|AUTH|(redacted)|(redacted)"},
+		{[]string{"HELLO", "3", "AUTH", "u", "pw", "SETNAME", "n"}, "HELLO|3|AUTH|(redacted)|(redacted)|SETNAME|n"},
+		{[]string{"CONFIG", "SET", "maxmemory", "1mb", "RequirePass", "secret"}, "CONFIG|SET|maxmemory|1mb|RequirePass|(redacted)"},
+		{[]string{"config", "set", "requirepass", "pw", "timeout", "requirepass"}, "config|set|requirepass|(redacted)|timeout|requirepass"},
 		{[]string{"CONFIG", "GET", "requirepass"}, "CONFIG|GET|requirepass"},
 		{[]string{"GET", long}, "GET|" + long[:128] + "... (2 more bytes)"},
 		{many, strings.Join(many[:31], "|") + "|... (10 more arguments)"},
@@ -38,6 +40,23 @@ func TestSlowArgs(t *testing.T) {
 		}
 		if got := strings.Join(slowArgs(argv), "|"); got != tc.want {
 			t.Errorf("%q:\n got %s\nwant %s", tc.argv[0], got, tc.want)
+		}
+	}
+}
+
+func TestMonitorRepr(t *testing.T) {
+	// As redis-server 7.0.15's MONITOR writes them.
+	for in, want := range map[string]string{
+		"plain":      `"plain"`,
+		"é":          `"\xc3\xa9"`,
+		"a\"b\\c":    `"a\"b\\c"`,
+		"\n\r\t\a\b": `"\n\r\t\a\b"`,
+		"\x00\x7f~ ": `"\x00\x7f~ "`,
+	} {
+		var b strings.Builder
+		repr(&b, in)
+		if b.String() != want {
+			t.Errorf("repr(%q) = %s, want %s", in, b.String(), want)
 		}
 	}
 }

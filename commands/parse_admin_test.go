@@ -9,6 +9,12 @@ func TestAdminParse(t *testing.T) {
 		parseCase{line: "SHUTDOWN NOSAVE", want: shutdownCmd{save: 0}},
 		parseCase{line: "shutdown save now", want: shutdownCmd{save: 1}},
 		parseCase{line: "SHUTDOWN LATER", err: string(errSyntax)},
+		// As Redis 7.0.15 (hunt: ABORT and NOSAVE SAVE shut the server down).
+		parseCase{line: "SHUTDOWN ABORT", err: string(errNoShutdown)},
+		parseCase{line: "SHUTDOWN NOW ABORT", err: string(errSyntax)},
+		parseCase{line: "SHUTDOWN NOSAVE SAVE", err: string(errSyntax)},
+		parseCase{line: "SHUTDOWN SAVE NOSAVE", err: string(errSyntax)},
+		parseCase{line: "SHUTDOWN NOSAVE NOW FORCE", want: shutdownCmd{save: 0}},
 		parseCase{line: "CONFIG GET max* port", want: configGetCmd{patterns: [][]byte{[]byte("max*"), []byte("port")}}},
 		parseCase{line: "CONFIG GET", err: "ERR wrong number of arguments for 'config|get' command"},
 		parseCase{line: "CONFIG SET maxmemory 1mb timeout 5", want: configSetCmd{rest: []string{"maxmemory", "1mb", "timeout", "5"}}},

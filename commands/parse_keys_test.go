@@ -1,6 +1,9 @@
 package commands
 
-import "testing"
+import (
+	"math"
+	"testing"
+)
 
 func TestKeysParse(t *testing.T) {
 	parseTable(t,
@@ -36,7 +39,9 @@ func TestKeysParse(t *testing.T) {
 		parseCase{line: "EXPIRE k 10 ZZ", err: "ERR Unsupported option ZZ"},
 		parseCase{line: "EXPIRE k x NX XX", err: "ERR NX and XX, GT or LT options at the same time are not compatible"},
 		parseCase{line: "EXPIRE k x", err: string(errNotInteger)},
-		parseCase{line: "EXPIRE k 9223372036854775", err: "ERR invalid expire time in 'expire' command"},
+		parseCase{line: "EXPIRE k 9223372036854776", err: "ERR invalid expire time in 'expire' command"},
+		parseCase{line: "EXPIRE k -9223372036854776", err: "ERR invalid expire time in 'expire' command"},
+		parseCase{line: "PEXPIREAT k -9223372036854775808", want: expireCmd{key: "k", when: math.MinInt64, unit: 1, absolute: true}},
 		parseCase{line: "TTL k", want: ttlCmd{key: "k", unit: 1000}},
 		parseCase{line: "PTTL k", want: ttlCmd{key: "k", unit: 1}},
 		parseCase{line: "PERSIST k", want: persistCmd{key: "k"}},

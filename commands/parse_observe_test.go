@@ -20,6 +20,10 @@ func TestObserveParse(t *testing.T) {
 		parseCase{line: "MEMORY USAGE k SAMPLES 5", want: memoryUsageCmd{key: "k"}},
 		parseCase{line: "MEMORY USAGE k SAMPLES x", err: "ERR value is not an integer or out of range"},
 		parseCase{line: "MEMORY USAGE k x", err: "ERR syntax error"},
+		// As redis-server 7.0.15 (hunt).
+		parseCase{line: "MEMORY USAGE k SAMPLES -1", err: "ERR syntax error"},
+		parseCase{line: "MEMORY USAGE k SAMPLES 0 SAMPLES 6", want: memoryUsageCmd{key: "k"}},
+		parseCase{line: "MEMORY USAGE k SAMPLES 5 x", err: "ERR syntax error"},
 		parseCase{line: "MONITOR", want: monitorCmd{}},
 		parseCase{line: "LATENCY LATEST", want: latencyCmd{sub: "LATEST"}},
 		parseCase{line: "latency reset", want: latencyCmd{sub: "RESET", reset: true}},

@@ -189,7 +189,8 @@ func (s *App) Tick() {
 	if t := s.Opts.Timeout.Load(); t > 0 {
 		limit := now.UnixMilli() - t*1000
 		for _, c := range s.ClientList() {
-			if c.lastActive.Load() < limit && !c.busy.Load() {
+			// As Redis, a monitor is never idle.
+			if c.lastActive.Load() < limit && !c.busy.Load() && !c.monitor.Load() {
 				c.Kill()
 			}
 		}
@@ -221,7 +222,10 @@ type Client struct {
 	// clients' goroutines run: a monitor whose replies are off is sent no
 	// lines, as in Redis.
 	repliesOff atomic.Bool
-	internal   bool // the server's own client (loadmodel): no upload policy
+	// monitor is MONITOR mode (App.mon holds its line channel): no idle
+	// timeout, flag O in CLIENT LIST.
+	monitor  atomic.Bool
+	internal bool // the server's own client (loadmodel): no upload policy
 
 	// upload is the running command's payload buffer (DispatchUpload).
 	upload *modelstore.ModelBuffer
@@ -273,6 +277,7 @@ type queued struct {
 	runner Runner
 	err    error
 	up     *modelstore.ModelBuffer // a queued upload's buffer, referenced
+	argv   [][]byte                // its arguments (detached), for MONITOR when EXEC runs it
 }
 
 // SetQueryBuf records c's input buffer for CLIENT LIST: the bytes read and
@@ -303,6 +308,7 @@ func (s *App) enqueue(c *Client, q queued, args [][]byte) {
 	for _, v := range args {
 		mem += int64(len(v))
 	}
+	q.argv = args
 	c.multi = append(c.multi, q)
 	c.multiLen.Store(int32(len(c.multi)))
 	c.multiMem.Add(mem)
@@ -648,7 +654,6 @@ func (s *App) dispatchOne(c *Client, spec *Spec, argv [][]byte, owned Ownership)
 		return
 	}
 	c.lastCmd.Store(spec)
-	s.feedMonitors(c, spec, argv)
 	a := NewArgs(argv, owned)
 	a.upload = c.upload
 	a.scratch = &c.scratch
@@ -684,7 +689,7 @@ func (s *App) dispatchOne(c *Client, spec *Spec, argv [][]byte, owned Ownership)
 			up = a.upload
 			up.Ref()
 		}
-		s.enqueue(c, queued{spec, r, err, up}, a.V)
+		s.enqueue(c, queued{spec: spec, runner: r, err: err, up: up}, a.V)
 		c.W.Simple("QUEUED")
 		return
 	}
@@ -692,10 +697,15 @@ func (s *App) dispatchOne(c *Client, spec *Spec, argv [][]byte, owned Ownership)
 	if err != nil {
 		spec.stats.rejected.Add(1)
 		s.replyError(c.W, err)
+		s.feedMonitors(c, spec, argv)
 		return
 	}
 	c.ctx = Ctx{App: s, C: c, W: c.W, fence: s.fenceSlot(spec, argv)}
 	err = s.run(&c.ctx, spec, r)
+	// As Redis, a command goes to the monitors once it has run (RESET's
+	// own is not sent to the monitor it ends), a queued one when EXEC
+	// runs it, a discarded one never.
+	s.feedMonitors(c, spec, argv)
 	// The parsed command may hold its arguments (a blob): let them go.
 	c.scratch = scratch{}
 	s.recordRun(c, spec, argv, time.Since(start), err != nil)
@@ -918,9 +928,15 @@ func (s *App) clientInfo(c *Client) string {
 	}
 	// A transaction's queue: its length (-1 outside MULTI, flag x inside)
 	// and its arguments' bytes.
-	multi, mmem, flags := int(c.multiLen.Load()), c.multiMem.Load(), "N"
+	multi, mmem, flags := int(c.multiLen.Load()), c.multiMem.Load(), ""
+	if c.monitor.Load() {
+		flags += "O"
+	}
 	if multi >= 0 {
-		flags = "x"
+		flags += "x"
+	}
+	if flags == "" {
+		flags = "N"
 	}
 	now := time.Now()
 	idle := (s.clock.Load() - c.lastActive.Load()) / 1000

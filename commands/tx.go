@@ -153,6 +153,7 @@ func (execCmd) Run(x *Ctx) error {
 		if err != nil {
 			x.replyError(x.W, err)
 		}
+		x.feedMonitors(c, cmd.spec, cmd.argv)
 	}
 	return nil
 }

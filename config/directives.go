@@ -314,8 +314,10 @@ func parseNumber(s string, mem bool) (int64, error) {
 		}
 		return n, nil
 	}
+	// As Redis's string2ll: no sign but '-', no leading zero or space.
+	digits := strings.TrimPrefix(s, "-")
 	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
+	if err != nil || digits == "" || digits[0] < '0' || digits[0] > '9' || (digits[0] == '0' && s != "0") {
 		return 0, errors.New("argument couldn't be parsed into an integer")
 	}
 	return n, nil

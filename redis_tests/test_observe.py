@@ -147,6 +147,54 @@ class ObserveTest(unittest.TestCase):
             line = mon.read_reply()
         self.assertRegex(line, r'^\d+\.\d{6} \[0 127\.0\.0\.1:\d+\] "ECHO" "seen"$')
 
+    def test_reset_ends_monitor(self):
+        """As Redis 7.0.15 (hunt): RESET leaves MONITOR mode; no monitor line
+        follows its reply, not even its own."""
+        c = harness.RawConn(self.srv.port)
+        self.addCleanup(c.close)
+        self.assertEqual(c.cmd("MONITOR"), "OK")
+        self.assertIn(" flags=O ", self.cli("CLIENT", "LIST"))
+        self.assertEqual(c.cmd("RESET"), "RESET")
+        self.assertEqual(c.cmd("PING"), "PONG")
+        self.cli("ECHO", "after")
+        self.assertTrue(c.is_open(0.3))
+        self.assertEqual(c.buf, b"")
+        self.assertNotIn("flags=O", self.cli("CLIENT", "LIST"))
+
+    def test_monitor_sees_queued_commands_when_exec_runs_them(self):
+        """As redis-server 7.0.15: a command goes to the monitors once it
+        has run; a queued one when EXEC runs it, a discarded one never."""
+        mon = harness.RawConn(self.srv.port)
+        self.addCleanup(mon.close)
+        self.assertEqual(mon.cmd("MONITOR"), "OK")
+        c = harness.RawConn(self.srv.port)
+        self.addCleanup(c.close)
+        for cmd in (("MULTI",), ("ECHO", "a"), ("EXEC",), ("MULTI",), ("ECHO", "b"), ("DISCARD",), ("ECHO", "end")):
+            c.cmd(*cmd)
+        got = []
+        while not got or got[-1] != '"ECHO" "end"':
+            got.append(re.sub(r"^\d+\.\d{6} \[0 [0-9.:]+\] ", "", mon.read_reply()))
+        self.assertEqual(got, ['"MULTI"', '"ECHO" "a"', '"EXEC"', '"MULTI"', '"DISCARD"', '"ECHO" "end"'])
+
+    def test_monitor_outlives_the_idle_timeout(self):
+        """As in Redis (hunt: redis-cli monitor was dropped), a monitor is
+        never idle; a second MONITOR has no reply."""
+        self.cli("CONFIG", "SET", "timeout", 1)
+        self.addCleanup(self.cli, "CONFIG", "SET", "timeout", 0)
+        mon = harness.RawConn(self.srv.port)
+        self.addCleanup(mon.close)
+        idle = harness.RawConn(self.srv.port)
+        self.addCleanup(idle.close)
+        self.assertEqual(idle.cmd("PING"), "PONG")
+        self.assertEqual(mon.cmd("MONITOR"), "OK")
+        mon.send(mon.encode("MONITOR"))
+        self.assertEqual(idle.read_until_closed(), b"", "an idle client is closed")
+        self.cli("ECHO", "still")
+        line = mon.read_reply()
+        self.assertRegex(line, r'"ECHO" "still"$')
+        self.assertTrue(mon.is_open(0.3))
+        self.assertEqual(mon.buf, b"")
+
     def test_latency_latest(self):
         self.assertEqual(self.cli("LATENCY", "LATEST").strip(), "")
         self.cli("CONFIG", "SET", "latency-monitor-threshold", 1)
