@@ -27,7 +27,7 @@ func init() {
 				{"SETNAME <name>", "Names this connection."},
 				{"SETINFO LIB-NAME|LIB-VER <value>", "Records the client library's name or version (CLIENT LIST shows them)."},
 				{"INFO", "This connection, as a CLIENT LIST line."},
-				{"LIST [TYPE <type>] [ID <id> [<id> ...]]", "Every connection, or those of a type or with these ids, one line each."},
+				{"LIST [TYPE <type> | ID <id> [<id> ...]]", "Every connection, or those of a type (all are normal) or with these ids, one line each."},
 				{"KILL <ip:port>", "Closes the connection from this address."},
 				{"KILL <option> <value> [<option> <value> ...]", "Closes the connections that match every filter: ID, ADDR, LADDR, USER, TYPE, MAXAGE, SKIPME yes|no."},
 				{"REPLY ON|OFF|SKIP", "Turns this connection's replies on, off, or off for the next command."},
