@@ -394,7 +394,15 @@ const monitorBacklog = 4096
 type monitorSet struct {
 	n    atomic.Int32
 	mu   sync.Mutex
-	subs map[*Client]chan []byte
+	subs map[*Client]*monitorSub
+}
+
+// monitorSub is one monitor: the lines its writer goroutine sends, and
+// whether it has ended (stopMonitor), after which the lines still queued
+// are dropped rather than written.
+type monitorSub struct {
+	ch      chan []byte
+	stopped atomic.Bool
 }
 
 // feedMonitors writes a command to the monitors, if any (one atomic load
@@ -416,12 +424,12 @@ func (s *App) feedMonitors(c *Client, spec *Spec, argv [][]byte) {
 	b.WriteString("\r\n")
 	line := []byte(b.String())
 	s.mon.mu.Lock()
-	for sub, ch := range s.mon.subs {
-		if sub.repliesOff.Load() {
+	for mc, sub := range s.mon.subs {
+		if mc.repliesOff.Load() {
 			continue
 		}
 		select {
-		case ch <- line:
+		case sub.ch <- line:
 		default:
 		}
 	}
@@ -433,14 +441,14 @@ func (s *App) feedMonitors(c *Client, spec *Spec, argv [][]byte) {
 func (s *App) stopMonitor(c *Client) {
 	s.mon.mu.Lock()
 	defer s.mon.mu.Unlock()
-	if ch, ok := s.mon.subs[c]; ok {
+	if sub, ok := s.mon.subs[c]; ok {
 		delete(s.mon.subs, c)
 		s.mon.n.Add(-1)
 		c.monitor.Store(false)
-		for len(ch) > 0 {
-			<-ch
-		}
-		close(ch)
+		// The writer drops what is left; nothing here waits for it (under
+		// mon.mu only non-blocking work: docs/LOCKS.md).
+		sub.stopped.Store(true)
+		close(sub.ch)
 	}
 }
 
@@ -470,11 +478,14 @@ func (monitorCmd) Run(x *Ctx) error {
 	if err != nil {
 		return nil
 	}
-	ch := make(chan []byte, monitorBacklog)
+	sub := &monitorSub{ch: make(chan []byte, monitorBacklog)}
 	go func() {
 		failed := false
-		for line := range ch {
-			if !failed && func() error { _, err := w.Write(line); return err }() != nil {
+		for line := range sub.ch {
+			if failed || sub.stopped.Load() {
+				continue
+			}
+			if _, err := w.Write(line); err != nil {
 				failed = true
 				x.C.Kill()
 			}
@@ -483,9 +494,9 @@ func (monitorCmd) Run(x *Ctx) error {
 	s := x.App
 	s.mon.mu.Lock()
 	if s.mon.subs == nil {
-		s.mon.subs = map[*Client]chan []byte{}
+		s.mon.subs = map[*Client]*monitorSub{}
 	}
-	s.mon.subs[x.C] = ch
+	s.mon.subs[x.C] = sub
 	s.mon.n.Add(1)
 	x.C.monitor.Store(true)
 	s.mon.mu.Unlock()

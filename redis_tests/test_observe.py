@@ -9,9 +9,11 @@ MEMORY USAGE, LATENCY LATEST.
 import os
 import queue
 import re
+import socket
 import subprocess
 import sys
 import threading
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -175,6 +177,44 @@ class ObserveTest(unittest.TestCase):
         while not got or got[-1] != '"ECHO" "end"':
             got.append(re.sub(r"^\d+\.\d{6} \[0 [0-9.:]+\] ", "", mon.read_reply()))
         self.assertEqual(got, ['"MULTI"', '"ECHO" "a"', '"EXEC"', '"MULTI"', '"DISCARD"', '"ECHO" "end"'])
+
+    def test_monitors_come_and_go_under_load(self):
+        """Monitors that disconnect or RESET while lines pour in never stop
+        the server (review: one ending while its writer took the last line
+        held the monitors' lock for good, within 150 iterations)."""
+        stop = threading.Event()
+        self.addCleanup(stop.set)
+
+        def load():
+            s = socket.create_connection(("127.0.0.1", self.srv.port))
+            self.addCleanup(s.close)
+
+            def drain():
+                while not stop.is_set():
+                    try:
+                        if not s.recv(1 << 20):
+                            return
+                    except OSError:
+                        return
+            threading.Thread(target=drain, daemon=True).start()
+            batch = harness.RawConn.encode("PING") * 200
+            while not stop.is_set():
+                try:
+                    s.sendall(batch)
+                except OSError:
+                    return
+        for _ in range(6):
+            threading.Thread(target=load, daemon=True).start()
+        for i in range(150):
+            m = socket.create_connection(("127.0.0.1", self.srv.port))
+            m.sendall(harness.RawConn.encode("MONITOR") + (harness.RawConn.encode("RESET") if i % 3 == 0 else b""))
+            time.sleep(0.02)
+            m.close()
+            with harness.RawConn(self.srv.port, timeout=5) as w:
+                self.assertEqual(w.cmd("MONITOR"), "OK", "iteration %d" % i)
+                self.assertRegex(w.read_reply(), r"^\d+\.\d{6} \[0 ", "iteration %d: no line" % i)
+        stop.set()
+        self.srv.assert_serving()
 
     def test_monitor_outlives_the_idle_timeout(self):
         """As in Redis (hunt: redis-cli monitor was dropped), a monitor is
