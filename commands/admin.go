@@ -26,7 +26,7 @@ func init() {
 				{"RESETSTAT", "Resets INFO's statistics: commands, connections, errors, network bytes."},
 			}}),
 		admin(&Spec{Name: "time", Arity: 1, Flags: Fast | LoadingOK, Summary: "Returns the server time.", Parse: parseTime}),
-		admin(&Spec{Name: "role", Arity: 1, Flags: Admin | Fast | LoadingOK,
+		admin(&Spec{Name: "role", Arity: 1, Flags: Fast | LoadingOK,
 			Summary: "Returns the replication role: master, with no replicas (EnclaveAI does not replicate).", Parse: parseRole}),
 		admin(&Spec{Name: "command", Arity: -1, Flags: LoadingOK,
 			Summary: "Describes the commands: COUNT, INFO, DOCS, LIST, GETKEYS.", Parse: parseCommand, Subs: []Sub{
@@ -143,6 +143,9 @@ func parseConfig(a Args) (Runner, error) {
 		rest := keyStrings(a.Rest())
 		return configSetCmd{rest: rest}, nil
 	case "RESETSTAT":
+		if a.More() {
+			return nil, subArityOf("config", sub)
+		}
 		return configResetStatCmd{}, nil
 	}
 	return nil, unknownSub("config", a.V[1])

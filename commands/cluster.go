@@ -662,7 +662,7 @@ func (v *clusterView) writeShards(w *Writer) {
 // commandGetKeys is COMMAND GETKEYS: the keys of a command line, found as
 // the cluster router finds them.
 func commandGetKeys(argv [][]byte) ([]string, error) {
-	if len(argv) == 0 {
+	if len(argv) < 2 { // as Redis 7.0: command|getkeys takes at least 4 arguments
 		return nil, subArityOf("command", "getkeys")
 	}
 	spec := table.Lookup(argv[0])

@@ -99,10 +99,12 @@ func TestCommandGetKeys(t *testing.T) {
 		row("COMMAND GETKEYS OBJECT ENCODING k", `["k"]`),
 		row("COMMAND GETKEYS MEMORY USAGE k", `["k"]`),
 		row("COMMAND GETKEYS TOUCH a b", `["a" "b"]`),
-		row("COMMAND GETKEYS PING", "-ERR The command has no key arguments"),
+		// As redis-server 7.0.15: command|getkeys takes at least 4 arguments.
+		row("COMMAND GETKEYS PING", "-ERR wrong number of arguments for 'command|getkeys' command"),
+		row("COMMAND GETKEYS PING x", "-ERR The command has no key arguments"),
 		row("COMMAND GETKEYS NOSUCH x", "-ERR Invalid command specified"),
-		row("COMMAND GETKEYS GET", "-ERR Invalid command specified"),
-		row("COMMAND GETKEYS TYPE", "-ERR Invalid number of arguments specified for command"),
+		row("COMMAND GETKEYS GET x", "-ERR Invalid command specified"),
+		row("COMMAND GETKEYS TYPE a b", "-ERR Invalid number of arguments specified for command"),
 		row("COMMAND GETKEYS", "-ERR wrong number of arguments for 'command|getkeys' command"),
 		// Malformed lines give the keys found before the fault.
 		row("COMMAND GETKEYS AI.MODELEXECUTE m INPUTS x a", `["m"]`),

@@ -337,6 +337,9 @@ func parseClient(a Args) (Runner, error) {
 	case "LIST":
 		return parseClientList(a)
 	case "KILL":
+		if n == 0 {
+			return nil, subArity(sub)
+		}
 		return parseClientKill(a)
 	case "REPLY":
 		if n != 1 {
@@ -457,7 +460,7 @@ func parseClientList(a Args) (Runner, error) {
 	case a.Remaining() == 0:
 		return clientListCmd{}, nil
 	case a.Remaining() == 2 && a.Match("TYPE"):
-		switch t := strings.ToLower(a.NextString()); t {
+		switch t := a.NextString(); strings.ToLower(t) {
 		case "normal": // every client here: no replicas, masters or subscribers
 			return clientListCmd{}, nil
 		case "master", "replica", "slave", "pubsub":

@@ -106,6 +106,8 @@ func subcommandKey(argv [][]byte) []int {
 // objectCmd is OBJECT ENCODING | FREQ | REFCOUNT key.
 type objectCmd struct{ sub, key string }
 
+// parseObject reads OBJECT sub key: its own subcommands only (HELP is
+// withHelp's).
 func parseObject(a Args) (Runner, error) {
 	sub := strings.ToUpper(a.NextString())
 	switch sub {
@@ -169,17 +171,22 @@ func (c keysCmd) Run(x *Ctx) error {
 	return nil
 }
 
-// parseCursor reads a SCAN cursor as Redis does (strtoul): unsigned, with
-// a negative one wrapping around (-1 is the largest, past every key).
+// parseCursor reads a SCAN cursor as Redis 7.0 does (strtoul, no leading
+// space): an optional sign, decimal digits up to 2^64-1, a negative one
+// wrapping around (-1 is the largest, past every key); "" is 0.
 func parseCursor(s string) (uint64, error) {
-	if strings.HasPrefix(s, "-") {
-		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-			return uint64(n), nil
-		}
-	} else if n, err := strconv.ParseUint(s, 10, 64); err == nil {
-		return n, nil
+	if s == "" {
+		return 0, nil
 	}
-	return 0, Reply("ERR invalid cursor")
+	digits := strings.TrimLeft(s[:1], "+-") + s[1:]
+	n, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil || digits == "" || digits[0] < '0' || digits[0] > '9' {
+		return 0, Reply("ERR invalid cursor")
+	}
+	if s[0] == '-' {
+		n = -n
+	}
+	return n, nil
 }
 
 // scanCmd is SCAN cursor [MATCH pattern] [COUNT count] [TYPE type].
@@ -307,8 +314,13 @@ func parseExpire(unit int64, absolute bool) func(a Args) (Runner, error) {
 // invalid is Redis's refusal of a time that overflows, named after the
 // command c is.
 func (c expireCmd) invalid() error {
-	name := map[[2]bool]string{{true, false}: "expire", {false, false}: "pexpire",
-		{true, true}: "expireat", {false, true}: "pexpireat"}[[2]bool{c.unit == 1000, c.absolute}]
+	name := "expire"
+	if c.unit == 1 {
+		name = "pexpire"
+	}
+	if c.absolute {
+		name += "at"
+	}
 	return errorf("ERR invalid expire time in '%s' command", name)
 }
 
@@ -330,11 +342,9 @@ func (c expireCmd) Run(x *Ctx) error {
 		x.W.Int(0)
 		return nil
 	}
-	curTTL := cur
-	if cur == 0 {
-		curTTL = 1<<63 - 1 // no TTL counts as infinite for GT/LT
-	}
-	if (c.nx && cur != 0) || (c.xx && cur == 0) || (c.gt && at <= curTTL) || (c.lt && at >= curTTL) {
+	// As Redis, no TTL counts as infinite for GT and LT: GT never sets
+	// one, LT always does (even the latest time there is).
+	if (c.nx && cur != 0) || (c.xx && cur == 0) || (c.gt && (cur == 0 || at <= cur)) || (c.lt && cur != 0 && at >= cur) {
 		x.W.Int(0)
 		return nil
 	}

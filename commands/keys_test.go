@@ -120,6 +120,11 @@ func TestExpireCommands(t *testing.T) {
 		row("PEXPIREAT k 9223372036854775807", ":1"),
 		row("EXPIREAT k 9223372036854775", ":1"),
 		row("EXPIRE nosuch 9223372036854775", "-ERR invalid expire time in 'expire' command"),
+		// No TTL is infinite: LT always sets one, GT never (review).
+		row("PERSIST k", ":1"),
+		row("PEXPIREAT k 9223372036854775807 LT", ":1"),
+		row("PERSIST k", ":1"),
+		row("EXPIRE k 100 GT", ":0"),
 		row("EXPIRE k 20", ":1"),
 		row("EXPIRE k", "-ERR wrong number of arguments for 'expire' command"),
 		row("TTL k", ":20"),

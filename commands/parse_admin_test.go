@@ -30,6 +30,8 @@ func TestAdminParse(t *testing.T) {
 		parseCase{line: "COMMAND DOCS ping", want: commandDocsCmd{names: []string{"ping"}}},
 		parseCase{line: "COMMAND GETKEYS DEL a b", want: commandGetKeysCmd{keys: []string{"a", "b"}}},
 		parseCase{line: "COMMAND GETKEYS", err: "ERR wrong number of arguments for 'command|getkeys' command"},
-		parseCase{line: "COMMAND GETKEYS PING", err: string(errGetKeysNoKeys)},
+		parseCase{line: "COMMAND GETKEYS PING x", err: string(errGetKeysNoKeys)},
+		parseCase{line: "CONFIG RESETSTAT x", err: "ERR wrong number of arguments for 'config|resetstat' command"},
+		parseCase{line: "CLIENT KILL", err: "ERR wrong number of arguments for 'client|kill' command"},
 	)
 }

@@ -21,6 +21,12 @@ func TestKeysParse(t *testing.T) {
 		parseCase{line: "SCAN 18446744073709551615", want: scanCmd{cursor: 1<<64 - 1, count: 10}},
 		parseCase{line: "SCAN 18446744073709551616", err: "ERR invalid cursor"},
 		parseCase{line: "SCAN -", err: "ERR invalid cursor"},
+		// As redis-server 7.0.15 (review).
+		parseCase{line: "SCAN +0", want: scanCmd{count: 10}},
+		parseCase{line: "SCAN -18446744073709551615", want: scanCmd{cursor: 1, count: 10}},
+		parseCase{line: "SCAN +", err: "ERR invalid cursor"},
+		parseCase{line: "SCAN +-1", err: "ERR invalid cursor"},
+		parseCase{line: "SCAN 0x", err: "ERR invalid cursor"},
 		parseCase{line: "TOUCH a b", want: existsCmd{keys: []string{"a", "b"}}},
 		parseCase{line: "OBJECT encoding k", want: objectCmd{sub: "ENCODING", key: "k"}},
 		parseCase{line: "OBJECT FREQ k", want: objectCmd{sub: "FREQ", key: "k"}},

@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"errors"
 	"io"
 	"log/slog"
 	"sort"
@@ -673,7 +672,7 @@ func (s *App) dispatchOne(c *Client, spec *Spec, argv [][]byte, owned Ownership)
 		if err == nil && spec.Has(Blocking) {
 			err = blockingInExec(spec)
 		}
-		if errors.As(err, new(tableError)) {
+		if _, ok := err.(tableError); ok {
 			// An unknown subcommand or its wrong count aborts too.
 			spec.stats.rejected.Add(1)
 			c.multiDirty = true
@@ -697,7 +696,11 @@ func (s *App) dispatchOne(c *Client, spec *Spec, argv [][]byte, owned Ownership)
 	if err != nil {
 		spec.stats.rejected.Add(1)
 		s.replyError(c.W, err)
-		s.feedMonitors(c, spec, argv)
+		if _, ok := err.(tableError); !ok {
+			// A refusal Redis makes from its command table is not
+			// shown; its other errors come from commands that ran.
+			s.feedMonitors(c, spec, argv)
+		}
 		return
 	}
 	c.ctx = Ctx{App: s, C: c, W: c.W, fence: s.fenceSlot(spec, argv)}
@@ -969,8 +972,10 @@ func (s *App) fits(n int64) error {
 func (s *App) ReplyError(c *Client, err error) {
 	// A refusal stands for the command it refuses: CLIENT REPLY may drop
 	// it, and a SKIP is spent on it.
-	if c.reply == replyOn {
-		s.replyError(c.W, err)
+	mark := c.W.Len()
+	s.replyError(c.W, err) // counted even when dropped, as Redis counts it
+	if c.reply != replyOn {
+		c.W.truncate(mark)
 	}
 	c.replied()
 }

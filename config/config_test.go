@@ -70,6 +70,7 @@ func TestSet(t *testing.T) {
 		{at(), "timeout", " 5", "couldn't be parsed into an integer", "30"},
 		{at(), "timeout", "0", "", "0"},
 		{at(), "maxmemory", "+5", "memory value", "104857600"},
+		{at(), "maxmemory", "-0", "memory value", "104857600"},
 		{at(), "maxmemory", "05", "", "5"},
 		{at(), "maxmemory", "100mb", "", "104857600"},
 		{at(), "maxclients", "0", "argument must be between 1 and 2147483647 inclusive", "10000"},

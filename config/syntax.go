@@ -64,7 +64,7 @@ func ParseMemory(s string) (int64, error) {
 		}
 	}
 	n, err := strconv.ParseInt(l, 10, 64)
-	if err != nil || n < 0 || strings.HasPrefix(l, "+") {
+	if err != nil || n < 0 || strings.HasPrefix(l, "+") || strings.HasPrefix(l, "-") {
 		return 0, fmt.Errorf("invalid memory value %q", s)
 	}
 	if n > (1<<63-1)/mul {

@@ -165,13 +165,15 @@ class ObserveTest(unittest.TestCase):
 
     def test_monitor_sees_queued_commands_when_exec_runs_them(self):
         """As redis-server 7.0.15: a command goes to the monitors once it
-        has run; a queued one when EXEC runs it, a discarded one never."""
+        has run; a queued one when EXEC runs it, a discarded one never, nor
+        an unknown subcommand (review)."""
         mon = harness.RawConn(self.srv.port)
         self.addCleanup(mon.close)
         self.assertEqual(mon.cmd("MONITOR"), "OK")
         c = harness.RawConn(self.srv.port)
         self.addCleanup(c.close)
-        for cmd in (("MULTI",), ("ECHO", "a"), ("EXEC",), ("MULTI",), ("ECHO", "b"), ("DISCARD",), ("ECHO", "end")):
+        for cmd in (("MULTI",), ("ECHO", "a"), ("EXEC",), ("MULTI",), ("ECHO", "b"), ("DISCARD",),
+                    ("OBJECT", "FOO", "x"), ("ECHO", "end")):
             c.cmd(*cmd)
         got = []
         while not got or got[-1] != '"ECHO" "end"':

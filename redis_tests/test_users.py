@@ -213,7 +213,6 @@ class AdminCommandsTest(unittest.TestCase):
                           (("AI.CONFIG", "THREADS_PER_QUEUE", 1), "ai.config|threads_per_queue"),
                           (("AI.CONFIG", "SET", "MODEL_CHUNK_SIZE", 10), "ai.config|set"),
                           (("CLUSTER", "RESET"), "cluster|reset"), (("ACL", "USERS"), "acl|users"),
-                          (("ROLE",), "role"),
                           # Read as KILL by the parser (strings.ToUpper), not by EqualFold.
                           (("CLIENT", "K\u0131LL", "USER", "root"), "client|kill")):
             with self.assertRaises(redis.exceptions.NoPermissionError, msg=cmd) as cm:
