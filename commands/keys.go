@@ -123,12 +123,8 @@ func parseObject(a Args) (Runner, error) {
 
 // Run implements Runner.
 func (c objectCmd) Run(x *Ctx) error {
-	v, ok := x.Keys.Get(c.key)
-	if !ok {
-		x.W.Null()
-		return nil
-	}
-	if err := x.mayUse(v); err != nil {
+	v, err := x.lookupOrNull(c.key)
+	if v == nil {
 		return err
 	}
 	switch c.sub {

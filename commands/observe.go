@@ -348,12 +348,8 @@ type memoryUsageCmd struct{ key string }
 
 // Run implements Runner.
 func (c memoryUsageCmd) Run(x *Ctx) error {
-	v, ok := x.Keys.Get(c.key)
-	if !ok {
-		x.W.Null()
-		return nil
-	}
-	if err := x.mayUse(v); err != nil {
+	v, err := x.lookupOrNull(c.key)
+	if v == nil {
 		return err
 	}
 	n := int64(len(c.key)) + v.MemSize() + 48

@@ -66,6 +66,21 @@ func (x *Ctx) mayUse(v modelstore.Value) error {
 	return nil
 }
 
+// lookupOrNull fetches key's value for a command that answers a missing
+// key with a null (OBJECT, MEMORY USAGE): nil with the null written when
+// there is none, nil and an error when the client may not read it.
+func (x *Ctx) lookupOrNull(key string) (modelstore.Value, error) {
+	v, ok := x.Keys.Get(key)
+	if !ok {
+		x.W.Null()
+		return nil, nil
+	}
+	if err := x.mayUse(v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
 // getTensor fetches a tensor the client may read.
 func (x *Ctx) getTensor(key string) (*modelstore.Tensor, error) {
 	t, err := x.Keys.GetTensor(key)
