@@ -1194,6 +1194,12 @@ class TestConfig(TensorTestCase):
         # Fixed settings that clients read (RedisInsight lists the databases).
         self.assertEqual(self.r.config_get("databases"), {"databases": "1"})
         self.assertEqual(self.r.config_get("maxmemory-policy"), {"maxmemory-policy": "noeviction"})
+        self.assertEqual(self.r.config_get("hz"), {"hz": "10"})
+        self.assertEqual(self.r.config_get("notify-keyspace-events"), {"notify-keyspace-events": ""})
+        self.assertTrue(self.r.config_set("notify-keyspace-events", ""))
+        self.assertError(self.r.config_set, "ERR CONFIG SET failed (possibly related to argument "
+                         "'notify-keyspace-events') - argument must be empty: EnclaveAI publishes no keyspace "
+                         "notifications", "notify-keyspace-events", "Ex")
         self.assertTrue(self.r.config_set("maxmemory-policy", "noeviction"))
         self.assertError(self.r.config_set, "ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - "
                          "argument(s) must be one of the following: noeviction", "maxmemory-policy", "allkeys-lru")
