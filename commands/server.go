@@ -240,9 +240,9 @@ type Client struct {
 	logMark    int
 	logReplies int
 
-	lastActive atomic.Int64 // unix ms
-	busy       atomic.Bool  // a command is running
-	lastCmd    atomic.Pointer[Spec]
+	lastActive atomic.Int64           // unix ms
+	busy       atomic.Bool            // a command is running
+	lastCmd    atomic.Pointer[string] // CLIENT LIST's cmd (Spec.lastName)
 	killed     atomic.Bool
 	// killMu orders Kill against the keyspace update of a command that ran
 	// outside the transaction lock (Ctx.Update): the update lands before
@@ -652,7 +652,7 @@ func (s *App) dispatchOne(c *Client, spec *Spec, argv [][]byte, owned Ownership)
 		s.replyError(c.W, err)
 		return
 	}
-	c.lastCmd.Store(spec)
+	c.lastCmd.Store(spec.lastName(argv))
 	a := NewArgs(argv, owned)
 	a.upload = c.upload
 	a.scratch = &c.scratch
@@ -916,8 +916,8 @@ func (s *App) clientInfo(c *Client) string {
 	name, lib, ver, user := c.name, c.libName, c.libVer, c.user
 	c.mu.Unlock()
 	cmd := "NULL"
-	if sp := c.lastCmd.Load(); sp != nil {
-		cmd = sp.Name
+	if name := c.lastCmd.Load(); name != nil {
+		cmd = *name
 	}
 	// The buffers the connection holds; tot-mem is their sum (Redis's adds
 	// the client's own structures).

@@ -16,6 +16,7 @@
 package commands
 
 import (
+	"slices"
 	"sort"
 	"strings"
 )
@@ -88,6 +89,22 @@ type Spec struct {
 	Subs []Sub
 
 	stats cmdStats // INFO commandstats (observe.go)
+	// subNames are "name|sub" for each of Subs and HELP (register), as
+	// CLIENT LIST names the command a client last ran.
+	subNames []string
+}
+
+// lastName is how CLIENT LIST's cmd names the command argv ran as: Redis
+// 7's "name|sub" for a subcommand, the name otherwise.
+func (s *Spec) lastName(argv [][]byte) *string {
+	if len(s.subNames) > 0 && len(argv) > 1 {
+		for i, full := range s.subNames {
+			if strings.EqualFold(full[len(s.Name)+1:], string(argv[1])) {
+				return &s.subNames[i]
+			}
+		}
+	}
+	return &s.Name
 }
 
 // Sub is one subcommand: its name and arguments in Redis's HELP notation
@@ -171,6 +188,12 @@ func register(specs ...*Spec) {
 		}
 		if len(s.Subs) > 0 {
 			withHelp(s)
+			for _, sub := range append(s.Subs, Sub{Usage: "HELP"}) {
+				full := s.Name + "|" + strings.ToLower(strings.Fields(sub.Usage)[0])
+				if !strings.HasPrefix(sub.Usage, "(") && !slices.Contains(s.subNames, full) {
+					s.subNames = append(s.subNames, full)
+				}
+			}
 		}
 		table[s.Name] = s
 	}

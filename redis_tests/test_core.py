@@ -1013,6 +1013,10 @@ class TestClient(TensorTestCase):
             self.assertEqual(self.r.client_list(_type=t), [])
         self.assertEqual(self.r.execute_command("CLIENT", "LIST", "TYPE", "slave"), b"")
         self.assertEqual(self.r.execute_command("CLIENT", "LIST", "ID", 0), b"")
+        # A subcommand is named as Redis 7 names it.
+        self.assertEqual(self.r.client_info()["cmd"], "client|info")
+        me = self.r.client_id()
+        self.assertEqual([c["cmd"] for c in self.r.client_list() if int(c["id"]) == me], ["client|list"])
 
     def test_reply_on_off_skip(self):
         """CLIENT REPLY as Redis 7 answers it (checked against redis-server

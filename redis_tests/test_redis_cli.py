@@ -99,7 +99,7 @@ class TestRedisCli(ServerTestCase):
             out = self._read_until(fd, prompt)
             # Its last command so far is the startup COMMAND DOCS.
             startup = [line for line in ctl.cmd("CLIENT", "LIST").decode().splitlines()
-                       if " cmd=command " in line]
+                       if " cmd=command|docs " in line]
             self.assertEqual(len(startup), 1, "redis-cli sent COMMAND (DOCS) at startup")
             os.write(fd, b"AI.TENSORSET t INT8 1 VALUES 7\n")
             out += self._read_until(fd, b"OK")
