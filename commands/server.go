@@ -302,12 +302,11 @@ func (c *Client) startMulti() {
 
 // enqueue adds a command to c's MULTI queue, counting the bytes of its
 // arguments (an upload's chunks included) as its memory.
-func (s *App) enqueue(c *Client, q queued, args [][]byte) {
+func (s *App) enqueue(c *Client, q queued) {
 	var mem int64
-	for _, v := range args {
+	for _, v := range q.argv {
 		mem += int64(len(v))
 	}
-	q.argv = args
 	c.multi = append(c.multi, q)
 	c.multiLen.Store(int32(len(c.multi)))
 	c.multiMem.Add(mem)
@@ -646,10 +645,7 @@ func (s *App) dispatchOne(c *Client, spec *Spec, argv [][]byte, owned Ownership)
 			s.replyError(c.W, errorf("EXECABORT Transaction discarded because of: %s", strings.TrimPrefix(errorText(err), "ERR ")))
 			return
 		}
-		if c.inMulti {
-			c.multiDirty = true
-		}
-		s.replyError(c.W, err)
+		s.refuse(c, err)
 		return
 	}
 	c.lastCmd.Store(spec.lastName(argv))
@@ -675,8 +671,7 @@ func (s *App) dispatchOne(c *Client, spec *Spec, argv [][]byte, owned Ownership)
 		if _, ok := err.(tableError); ok {
 			// An unknown subcommand or its wrong count aborts too.
 			spec.stats.rejected.Add(1)
-			c.multiDirty = true
-			s.replyError(c.W, err)
+			s.refuse(c, err)
 			return
 		}
 		var up *modelstore.ModelBuffer
@@ -688,7 +683,7 @@ func (s *App) dispatchOne(c *Client, spec *Spec, argv [][]byte, owned Ownership)
 			up = a.upload
 			up.Ref()
 		}
-		s.enqueue(c, queued{spec: spec, runner: r, err: err, up: up}, a.V)
+		s.enqueue(c, queued{spec: spec, runner: r, err: err, up: up, argv: a.V})
 		c.W.Simple("QUEUED")
 		return
 	}
@@ -712,6 +707,15 @@ func (s *App) dispatchOne(c *Client, spec *Spec, argv [][]byte, owned Ownership)
 	// The parsed command may hold its arguments (a blob): let them go.
 	c.scratch = scratch{}
 	s.recordRun(c, spec, argv, time.Since(start), err != nil)
+}
+
+// refuse answers a command refused before it runs or queues; inside MULTI
+// the refusal aborts the transaction (EXEC answers EXECABORT).
+func (s *App) refuse(c *Client, err error) {
+	if c.inMulti {
+		c.multiDirty = true
+	}
+	s.replyError(c.W, err)
 }
 
 // txControl marks MULTI, EXEC, DISCARD, QUIT, RESET: run at once inside a
