@@ -110,7 +110,9 @@ type journal struct{ log *persistence.Log }
 func (j journal) Set(key string, v modelstore.Value) {
 	switch v := v.(type) {
 	case *modelstore.Tensor:
-		j.log.Append(persistence.Op{Tensor: tensorRecord(key, v, 0)})
+		// The record holds the tensor's data until the log encodes it.
+		v.Hold()
+		j.log.Append(persistence.Op{Tensor: tensorRecord(key, v, 0), Held: v})
 	case *modelstore.Model:
 		if rec, ok := modelRecord(key, v, 0); ok {
 			j.log.Append(persistence.Op{Model: rec})

@@ -48,6 +48,11 @@ type OwnedFunc func(i int) bool
 // Owned calls f.
 func (f OwnedFunc) Owned(i int) bool { return f(i) }
 
+// Pooled is what an Ownership also reports when it knows which arguments
+// are buffers of modelstore.BlobBuffer's that nothing else holds (the
+// front end's read Command).
+type Pooled interface{ Pooled(i int) bool }
+
 // allOwned: every argument has its own allocation.
 type allOwned struct{}
 
@@ -110,6 +115,18 @@ func (a *Args) Keep(i int) []byte {
 		return a.V[i]
 	}
 	return bytes.Clone(a.V[i])
+}
+
+// KeepBuffer is Keep for an argument a tensor may take as its data: it
+// also reports whether the argument is a buffer of
+// modelstore.BlobBuffer's that nothing else holds, which the tensor may
+// then recycle (modelstore.NewTensorFromBuffer). Call it once per
+// argument: two tensors must never take one buffer.
+func (a *Args) KeepBuffer(i int) ([]byte, bool) {
+	if p, ok := a.owned.(Pooled); ok && p.Pooled(i) {
+		return a.V[i], true
+	}
+	return a.Keep(i), false
 }
 
 // Rest returns the arguments from the cursor on and moves to the end.

@@ -288,9 +288,7 @@ func (x *Ctx) storeTensors(keys []string, outs []*modelstore.Tensor) error {
 			if t.Owner != owner {
 				// A DAG may persist a tensor it loaded: values are shared
 				// and immutable, so the owner goes on a copy.
-				c := *t
-				c.Owner = owner
-				t = &c
+				t = t.WithOwner(owner)
 			}
 			ws = append(ws, modelstore.Write{Key: k, Value: t, SameType: true, Allow: allow})
 		}

@@ -42,6 +42,7 @@ type tensorSpec struct {
 	dims   [modelstore.InlineRank]int64
 	blob   []byte   // BLOB, retained (Keep)
 	blobAt int      // argument index of the blob
+	pooled bool     // blob is a buffer the tensor may recycle (Args.KeepBuffer)
 	values [][]byte // VALUES, aliasing the arguments
 	hasVal bool
 }
@@ -97,6 +98,8 @@ func (t *tensorSpec) zero() bool { return t.blob == nil && !t.hasVal }
 func (t *tensorSpec) build(maxBytes int64, tooBig Reply, fits func(int64) error) (*modelstore.Tensor, error) {
 	shape := t.shape
 	switch {
+	case t.blob != nil && t.pooled:
+		return modelstore.NewTensorFromBuffer(t.dtype, shape, t.blob)
 	case t.blob != nil:
 		return modelstore.NewTensorFromBlob(t.dtype, shape, t.blob)
 	case t.hasVal:
@@ -133,7 +136,9 @@ func parseTensorSet(a Args) (Runner, error) {
 		return c, nil
 	}
 	if c.t.blob != nil {
-		c.t.blob = a.Keep(c.t.blobAt)
+		// Only AI.TENSORSET's tensor recycles its buffer: a DAG's may be
+		// stored at more than one key.
+		c.t.blob, c.t.pooled = a.KeepBuffer(c.t.blobAt)
 	}
 	return c, nil
 }
@@ -214,12 +219,14 @@ func parseTensorGet(a Args) (Runner, error) {
 	return c, nil
 }
 
-// Run implements Runner.
+// Run implements Runner. The reply copies the tensor's data: it borrows
+// the tensor rather than keeping it, so that its buffer may be recycled.
 func (c *tensorGetCmd) Run(x *Ctx) error {
-	t, err := x.getTensor(c.key)
+	t, err := x.borrowTensor(c.key)
 	if err != nil {
 		return err
 	}
+	defer t.Release()
 	if c.fmtErr != nil {
 		return c.fmtErr
 	}

@@ -55,6 +55,7 @@ func (k *Keyspace) itemsLocked(now *instant, retain func(Value)) []Item {
 	for key, e := range k.m {
 		if e.live(now) {
 			out = append(out, Item{key, e.v, e.expireAt})
+			pinValue(e.v)
 			if retain != nil {
 				retain(e.v)
 			}
@@ -124,6 +125,7 @@ func (k *Keyspace) Scan(cursor uint64, count int, accept func(Item) bool) ([]str
 		}
 		if e, ok := k.m[s.key]; ok && e.live(now) {
 			items = append(items, Item{s.key, e.v, e.expireAt})
+			pinValue(e.v)
 			counted++
 			last = s.h
 		}

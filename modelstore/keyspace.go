@@ -134,11 +134,34 @@ func (k *Keyspace) Get(key string) (Value, bool) {
 	now := k.instant()
 	k.mu.RLock()
 	e, ok := k.m[key]
+	if ok && e.live(now) {
+		pinValue(e.v)
+	}
 	k.mu.RUnlock()
 	if !ok || !e.live(now) {
 		return nil, false
 	}
 	return e.v, true
+}
+
+// BorrowTensor is GetTensor for a reader that is done with the tensor's
+// data soon (AI.TENSORGET copies it into its reply): it must call
+// Release then, and not read the data after; the tensor's buffer may then
+// be recycled (tensorbuf.go), where GetTensor keeps it from the pool.
+func (k *Keyspace) BorrowTensor(key string) (*Tensor, error) {
+	now := k.instant()
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	e, ok := k.m[key]
+	if !ok || !e.live(now) {
+		return nil, ErrNoTensor
+	}
+	t, ok := e.v.(*Tensor)
+	if !ok {
+		return nil, ErrWrongType
+	}
+	t.Hold()
+	return t, nil
 }
 
 // GetTensor returns the tensor at key, ErrNoTensor or ErrWrongType.
@@ -193,7 +216,9 @@ func (k *Keyspace) SetMany(ws []Write) ([]Value, error) {
 }
 
 // Apply is SetMany for a caller that has no use for the replaced values
-// (AI.TENSORSET): it allocates nothing for them.
+// (AI.TENSORSET): it allocates nothing for them, and the keyspace gives
+// up its hold of a replaced tensor, whose buffer may then be recycled
+// (tensorbuf.go).
 func (k *Keyspace) Apply(ws []Write) error { return k.setMany(ws, nil) }
 
 // setMany is SetMany, storing the replaced values in old when it is not
@@ -226,7 +251,11 @@ func (k *Keyspace) setMany(ws []Write, old []Value) error {
 	}
 	for _, w := range ws {
 		k.dropIfExpired(w.Key, now)
+		prev, had := k.m[w.Key]
 		k.setLocked(w.Key, entry{v: w.Value})
+		if old == nil && had && prev.live(now) {
+			releaseValue(prev.v)
+		}
 		k.touchLocked(w.Key)
 		if k.journal != nil {
 			k.journal.Set(w.Key, w.Value)

@@ -91,6 +91,19 @@ type Tensor struct {
 	// configured ("" = the default user; commands/owner.go). Inference
 	// ignores it.
 	Owner string
+	// hold counts the holders of a buffer that goes back to the pool once
+	// none is left (tensorbuf.go); nil for a tensor whose memory is Go's.
+	hold *holders
+}
+
+// WithOwner returns a copy of t that names owner. Both share the data
+// (values are immutable), which then never goes back to the pool
+// (tensorbuf.go).
+func (t *Tensor) WithOwner(owner string) *Tensor {
+	t.pin()
+	c := *t
+	c.Owner = owner
+	return &c
 }
 
 // Len is the number of elements (the product of the dimensions; 1 for a scalar).
@@ -121,6 +134,12 @@ type tensorDims struct {
 	dims [InlineRank]int64
 }
 
+// heldTensor is a tensorDims whose buffer goes back to the pool.
+type heldTensor struct {
+	tensorDims
+	h holders
+}
+
 // newTensor returns a Tensor of a copy of shape and data: one allocation
 // up to InlineRank dimensions rather than two (AI.TENSORSET's, issue 9).
 func newTensor(dt DType, shape []int64, data []byte) *Tensor {
@@ -128,38 +147,50 @@ func newTensor(dt DType, shape []int64, data []byte) *Tensor {
 		return &Tensor{DType: dt, Shape: slices.Clone(shape), Data: data}
 	}
 	w := &tensorDims{}
+	w.init(dt, shape, data)
+	return &w.t
+}
+
+func (w *tensorDims) init(dt DType, shape []int64, data []byte) {
 	n := copy(w.dims[:], shape)
 	w.t = Tensor{DType: dt, Shape: w.dims[:n:n], Data: data}
-	return &w.t
 }
 
 // NewTensorFromBlob validates a raw blob against dtype and shape and wraps it.
 // The blob is kept, not copied; the shape is copied.
 func NewTensorFromBlob(dt DType, shape []int64, blob []byte) (*Tensor, error) {
+	if err := checkBlob(dt, shape, blob); err != nil {
+		return nil, err
+	}
+	return newTensor(dt, shape, blob), nil
+}
+
+// checkBlob reports whether blob holds a tensor of dt and shape.
+func checkBlob(dt DType, shape []int64, blob []byte) error {
 	n := ShapeLen(shape)
 	if n < 0 {
-		return nil, ErrDataLength
+		return ErrDataLength
 	}
 	if dt == String {
 		// NUL-terminated elements; none at all (a dimension 0) is an
 		// empty blob, as NewZeroTensor and the engines make it.
 		if (len(blob) > 0 && blob[len(blob)-1] != 0) || int64(bytes.Count(blob, []byte{0})) != n {
-			return nil, ErrStringElements
+			return ErrStringElements
 		}
-		return newTensor(dt, shape, blob), nil
+		return nil
 	}
 	size := int64(dt.Size())
 	if n > math.MaxInt64/size || int64(len(blob)) != n*size {
-		return nil, ErrDataLength
+		return ErrDataLength
 	}
 	if dt == Bool {
 		for _, b := range blob {
 			if b > 1 {
-				return nil, ErrBoolValue
+				return ErrBoolValue
 			}
 		}
 	}
-	return newTensor(dt, shape, blob), nil
+	return nil
 }
 
 // NewZeroTensor returns a tensor of zeros (STRING: empty strings), of a

@@ -376,6 +376,7 @@ func (l *Log) writeLocked() error {
 			continue
 		}
 		if l.broken != nil {
+			ops[i].release()
 			continue // a rewrite's base will cover it (see switchLocked)
 		}
 		if op.Model != nil {
@@ -385,6 +386,7 @@ func (l *Log) writeLocked() error {
 		if l.plain, err = appendOp(l.plain, op); err != nil {
 			return err // cannot happen for values the keyspace accepts
 		}
+		ops[i].release() // its bytes are in the frame
 		if len(l.plain) >= frameTarget {
 			l.sealLocked()
 			// Large values go out as they are sealed, so that a batch of

@@ -232,8 +232,23 @@ type Op struct {
 	Expire *ExpireOp
 	Rename *[2]string
 	Flush  bool
+	// Held, if set, keeps Tensor's data from being reused until the log
+	// has encoded the record, and is released then (the keyspace's
+	// recycled tensor buffers, modelstore/tensorbuf.go).
+	Held Releaser
 
 	cut *cutOp // a rewrite's switch to a new incr file (log.go)
+}
+
+// Releaser gives up a hold (Op.Held).
+type Releaser interface{ Release() }
+
+// release gives up the op's hold, once.
+func (op *Op) release() {
+	if op.Held != nil {
+		op.Held.Release()
+		op.Held = nil
+	}
 }
 
 // ExpireOp sets (AtUnixMs > 0) or removes (0) a key's expiry.

@@ -38,7 +38,7 @@ import (
 // process starts (prefault.go), not by its first requests. The heap then
 // keeps free pages that are committed, and Go clears an allocation that
 // reuses any of them whole: so the reader puts an argument larger than its
-// buffer in memory Go has not cleared (reader.go, uncleared), or a large
+// buffer in memory Go has not cleared (modelstore.BlobBuffer), or a large
 // length announced and never sent would commit its memory at once.
 //
 // An engine worker's heap holds a run's tensors only, and there is one

@@ -7,11 +7,10 @@ import (
 	"io"
 	"slices"
 	"strconv"
-	"strings"
-	"unsafe"
 
 	"github.com/enclaveai/enclaveai/commands"
 	"github.com/enclaveai/enclaveai/config"
+	"github.com/enclaveai/enclaveai/modelstore"
 )
 
 // Limits bound what one command may make the server allocate. They are
@@ -95,12 +94,26 @@ const (
 // the next command, except those for which Owned reports true.
 type Command struct {
 	Args  [][]byte
-	owned []bool
+	owned []argMemory
 }
+
+// argMemory is whose memory an argument is.
+type argMemory uint8
+
+const (
+	argShared argMemory = iota // the reader's, reused by the next command
+	argOwned                   // an allocation of its own
+	argPooled                  // its own, from modelstore.BlobBuffer
+)
 
 // Owned reports whether Args[i] has its own allocation that the handler may
 // keep after the command returns.
-func (c *Command) Owned(i int) bool { return i < len(c.owned) && c.owned[i] }
+func (c *Command) Owned(i int) bool { return i < len(c.owned) && c.owned[i] != argShared }
+
+// Pooled reports whether Args[i] is a buffer of modelstore.BlobBuffer's
+// that nothing else holds, which a tensor may take and recycle
+// (modelstore/tensorbuf.go).
+func (c *Command) Pooled(i int) bool { return i < len(c.owned) && c.owned[i] == argPooled }
 
 // Reader reads RESP2 multibulk and inline commands with limits.
 type Reader struct {
@@ -208,7 +221,7 @@ func (r *Reader) readInline() error {
 		start := len(r.arena)
 		r.arena = append(r.arena, f...)
 		r.cmd.Args = append(r.cmd.Args, r.arena[start:len(r.arena):len(r.arena)])
-		r.cmd.owned = append(r.cmd.owned, false)
+		r.cmd.owned = append(r.cmd.owned, argShared)
 	}
 	return nil
 }
@@ -320,32 +333,27 @@ func (r *Reader) readMultibulk(lim Limits, classify func([]byte) Limits) error {
 				return err
 			}
 			r.cmd.Args = append(r.cmd.Args, nil)
-			r.cmd.owned = append(r.cmd.owned, false)
+			r.cmd.owned = append(r.cmd.owned, argShared)
 		case dst != nil:
 			if err := r.readSink(dst[:size], lim.Filled); err != nil {
 				return err
 			}
 			r.cmd.Args = append(r.cmd.Args, dst[:size:size])
-			r.cmd.owned = append(r.cmd.owned, true)
-		case size >= smallArg && size <= inSize:
-			// Copied out of the buffer by append, which (unlike make)
-			// does not clear the allocation first: 5% of a pipelined
-			// TENSORSET's CPU was that clearing.
-			b, err := r.in.Peek(int(size))
-			if err != nil {
-				return err
-			}
-			dst = append([]byte(nil), b...)
-			r.in.Discard(int(size))
-			r.cmd.Args = append(r.cmd.Args, dst[:size:size])
-			r.cmd.owned = append(r.cmd.owned, true)
+			r.cmd.owned = append(r.cmd.owned, argOwned)
 		case size >= smallArg:
-			dst = uncleared(int(size))
+			// Memory that is not cleared first (5% of a pipelined
+			// TENSORSET's CPU was that clearing), recycled from a tensor
+			// that AI.TENSORSET replaced when one of its size is free.
+			dst = modelstore.BlobBuffer(int(size))
+			mem := argOwned
+			if modelstore.PooledSize(int(size)) {
+				mem = argPooled
+			}
 			if _, err := io.ReadFull(r.in, dst); err != nil {
 				return err
 			}
-			r.cmd.Args = append(r.cmd.Args, dst[:size:size])
-			r.cmd.owned = append(r.cmd.owned, true)
+			r.cmd.Args = append(r.cmd.Args, dst)
+			r.cmd.owned = append(r.cmd.owned, mem)
 		default:
 			start := len(r.arena)
 			r.arena = slices.Grow(r.arena, int(size))[:start+int(size)]
@@ -353,7 +361,7 @@ func (r *Reader) readMultibulk(lim Limits, classify func([]byte) Limits) error {
 				return err
 			}
 			r.cmd.Args = append(r.cmd.Args, r.arena[start:len(r.arena):len(r.arena)])
-			r.cmd.owned = append(r.cmd.owned, false)
+			r.cmd.owned = append(r.cmd.owned, argShared)
 		}
 		if err := r.readCRLF(); err != nil {
 			return err
@@ -389,23 +397,6 @@ func (r *Reader) readSink(p []byte, filled func(int)) error {
 		p = p[k:]
 	}
 	return nil
-}
-
-// uncleared returns n bytes of fresh memory that Go has not cleared, for
-// an argument larger than the read buffer: its pages are committed as its
-// bytes arrive and are written, so a length announced and never sent costs
-// (almost) no memory. make would clear the allocation first, which
-// commits all of it at once when it reuses pages the heap holds, as it
-// does under the memory-limit pacing (gc.go): a 400 MB bulk announced
-// and not sent grew RSS by 33-78 MB in 0.3 s (test_core.TestBadInput).
-// strings.Builder.Grow is the standard library's one way to an uncleared
-// allocation. The caller must overwrite every byte before anything reads
-// them, and drop the memory if it cannot: ReadFull fills it or fails.
-func uncleared(n int) []byte {
-	var b strings.Builder
-	b.Grow(n)
-	b.WriteByte(0)
-	return unsafe.Slice(unsafe.StringData(b.String()), n)
 }
 
 // discard drops n bytes of input.

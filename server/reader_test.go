@@ -306,9 +306,13 @@ func TestOwnership(t *testing.T) {
 		if got := cmd.Owned(i); got != want {
 			t.Errorf("command 1: Owned(%d) = %v, want %v", i, got, want)
 		}
+		// Owned arguments up to 64 KiB are buffers a tensor may recycle.
+		if got := cmd.Pooled(i); got != want {
+			t.Errorf("command 1: Pooled(%d) = %v, want %v", i, got, want)
+		}
 	}
-	if cmd.Owned(4) {
-		t.Errorf("Owned out of range must be false")
+	if cmd.Owned(4) || cmd.Pooled(4) {
+		t.Errorf("Owned and Pooled out of range must be false")
 	}
 	kept := cmd.Args[2]
 	if len(kept) != smallArg || cap(kept) != smallArg {
@@ -594,9 +598,9 @@ func FuzzReader(f *testing.F) {
 }
 
 // An argument larger than the read buffer is read into memory of its own
-// that Go has not cleared (uncleared): it must come back byte for byte and
-// owned, and a cut-off one must be an error, never an argument holding
-// what the memory held before.
+// that Go has not cleared (modelstore.BlobBuffer): it must come back byte
+// for byte and owned (not pooled), and a cut-off one must be an error,
+// never an argument holding what the memory held before.
 func TestLargeArgumentUncleared(t *testing.T) {
 	for _, size := range []int{64<<10 + 1, 1 << 20, 3<<20 + 7} {
 		payload := make([]byte, size)
@@ -611,7 +615,7 @@ func TestLargeArgumentUncleared(t *testing.T) {
 		if err != nil {
 			t.Fatalf("size %d: %v", size, err)
 		}
-		if !bytes.Equal(cmd.Args[1], payload) || !cmd.Owned(1) || cap(cmd.Args[1]) != size {
+		if !bytes.Equal(cmd.Args[1], payload) || !cmd.Owned(1) || cmd.Pooled(1) || cap(cmd.Args[1]) != size {
 			t.Fatalf("size %d: argument of %d bytes (cap %d, owned %v) is not the payload",
 				size, len(cmd.Args[1]), cap(cmd.Args[1]), cmd.Owned(1))
 		}
