@@ -182,6 +182,9 @@ func slowArgs(argv [][]byte) []string {
 	payload := false
 	secrets := 0 // the next arguments that are secrets (-1: all)
 	configSet := len(argv) > 1 && strings.EqualFold(string(argv[0]), "config") && strings.EqualFold(string(argv[1]), "set")
+	// Only a DAG's arguments are split by |>: elsewhere it is a key or a
+	// value like any other (AI.TENSORSET |> STRING BLOB ... showed its blob).
+	dag := len(argv) > 0 && isDAGName(argv[0])
 	for i, a := range argv {
 		if len(out) == slowMaxArgs-1 && len(argv) > slowMaxArgs {
 			out = append(out, fmt.Sprintf("... (%d more arguments)", len(argv)-i))
@@ -194,7 +197,7 @@ func slowArgs(argv [][]byte) []string {
 				secrets--
 			}
 			continue
-		case string(a) == "|>":
+		case dag && string(a) == "|>":
 			payload = false
 		case payload:
 			out = append(out, fmt.Sprintf("(%d bytes redacted)", len(a)))
@@ -205,7 +208,7 @@ func slowArgs(argv [][]byte) []string {
 			s = s[:slowMaxArg] + fmt.Sprintf("... (%d more bytes)", len(a)-slowMaxArg)
 		}
 		out = append(out, s)
-		if i == 1 || (i >= 2 && string(argv[i-2]) == "|>") {
+		if i == 1 || (dag && i >= 2 && string(argv[i-2]) == "|>") {
 			continue // a key (AI.TENSORSET blob ...), not a keyword
 		}
 		switch strings.ToUpper(string(a)) {
@@ -220,6 +223,12 @@ func slowArgs(argv [][]byte) []string {
 		}
 	}
 	return out
+}
+
+// isDAGName reports whether name is one of the DAG commands.
+func isDAGName(name []byte) bool {
+	n := strings.ToLower(string(name))
+	return n == "ai.dagexecute" || n == "ai.dagexecute_ro" || n == "ai.dagrun" || n == "ai.dagrun_ro"
 }
 
 // repr quotes a MONITOR argument as Redis does (sdscatrepr): printable

@@ -82,14 +82,14 @@ func (x *Ctx) lookupOrNull(key string) (modelstore.Value, error) {
 }
 
 // borrowTensor is getTensor for a reader done with the data before its
-// command ends: it must Release the tensor (Keyspace.BorrowTensor).
+// command ends: it must call the tensor's Done (Keyspace.BorrowTensor).
 func (x *Ctx) borrowTensor(key string) (*modelstore.Tensor, error) {
 	t, err := x.Keys.BorrowTensor(key)
 	if err != nil {
 		return nil, err
 	}
 	if err := x.mayUse(t); err != nil {
-		t.Release()
+		t.Done()
 		return nil, err
 	}
 	return t, nil

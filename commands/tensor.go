@@ -226,7 +226,7 @@ func (c *tensorGetCmd) Run(x *Ctx) error {
 	if err != nil {
 		return err
 	}
-	defer t.Release()
+	defer t.Done()
 	if c.fmtErr != nil {
 		return c.fmtErr
 	}

@@ -61,6 +61,33 @@ func bulkOf(r []byte) ([]byte, error) {
 	return r[i+2 : i+2+n], nil
 }
 
+// A tensor removed by anything but AI.TENSORSET's replacement (DEL, a
+// model's outputs naming its key twice, FLUSHALL) keeps its buffer: the
+// server's release of removed values must not recycle it, least of all
+// twice, while a reader still has it.
+func TestRemovedTensorsKeepTheirBuffers(t *testing.T) {
+	h := newHarness(t)
+	for _, remove := range []string{"DEL y", "FLUSHALL", "RENAME x y", "PEXPIRE y 1"} {
+		h.do("AI.TENSORSET x UINT8 1 VALUES 1")
+		argv := [][]byte{[]byte("AI.TENSORSET"), []byte("y"), []byte("UINT8"), []byte("600"), []byte("BLOB"), checkedBlob(7, 600)}
+		h.s.Dispatch(h.c, argv, pooledFrom(5))
+		h.c.W.Reset()
+		y, err := h.s.Keys.BorrowTensor("y") // an AI.TENSORGET in flight
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.do(remove)
+		time.Sleep(5 * time.Millisecond)
+		h.s.Tick() // active expiry
+		h.do("AI.TENSORSET y UINT8 1 VALUES 1")
+		y.Done()
+		if !blobWhole(y.Data) {
+			t.Errorf("%s: the removed tensor's buffer was recycled", remove)
+		}
+		h.do("FLUSHALL")
+	}
+}
+
 // Recycled tensor buffers under load, with the append-only log on: every
 // AI.TENSORGET reads a whole blob, and so does every key of the log
 // replayed after, while writers replace the same keys, rewrite the log and

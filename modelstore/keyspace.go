@@ -146,7 +146,7 @@ func (k *Keyspace) Get(key string) (Value, bool) {
 
 // BorrowTensor is GetTensor for a reader that is done with the tensor's
 // data soon (AI.TENSORGET copies it into its reply): it must call
-// Release then, and not read the data after; the tensor's buffer may then
+// Done then, and not read the data after; the tensor's buffer may then
 // be recycled (tensorbuf.go), where GetTensor keeps it from the pool.
 func (k *Keyspace) BorrowTensor(key string) (*Tensor, error) {
 	now := k.instant()
@@ -218,7 +218,8 @@ func (k *Keyspace) SetMany(ws []Write) ([]Value, error) {
 // Apply is SetMany for a caller that has no use for the replaced values
 // (AI.TENSORSET): it allocates nothing for them, and the keyspace gives
 // up its hold of a replaced tensor, whose buffer may then be recycled
-// (tensorbuf.go).
+// (tensorbuf.go). A tensor must be in ws once at most: stored at two keys,
+// it would be recycled when either is replaced.
 func (k *Keyspace) Apply(ws []Write) error { return k.setMany(ws, nil) }
 
 // setMany is SetMany, storing the replaced values in old when it is not
@@ -253,8 +254,8 @@ func (k *Keyspace) setMany(ws []Write, old []Value) error {
 		k.dropIfExpired(w.Key, now)
 		prev, had := k.m[w.Key]
 		k.setLocked(w.Key, entry{v: w.Value})
-		if old == nil && had && prev.live(now) {
-			releaseValue(prev.v)
+		if old == nil && had && prev.live(now) && prev.v != w.Value {
+			doneValue(prev.v)
 		}
 		k.touchLocked(w.Key)
 		if k.journal != nil {

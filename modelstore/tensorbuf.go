@@ -25,9 +25,9 @@ package modelstore
 //   - A reader that keeps a tensor after the keyspace's lock (Get,
 //     GetTensor, Items, Scan) pins it: a pinned tensor is never recycled.
 //     Only two readers count their hold instead: BorrowTensor, whose
-//     caller releases the tensor once its reply is copied out (AI.TENSORGET),
-//     and the append-only log's journal (Hold under the keyspace lock), which
-//     releases once the record is encoded.
+//     caller calls Done once its reply is copied out (AI.TENSORGET), and
+//     the append-only log's journal (Hold under the keyspace lock), which
+//     calls it once the record is encoded.
 //   - The holder that brings the count to zero puts the buffer back and
 //     sets Data to nil, so that a reader the rules missed reads nothing,
 //     and the race detector sees it.
@@ -155,7 +155,7 @@ func (t *Tensor) pin() {
 	}
 }
 
-// Hold counts one more holder of t's buffer, who must Release it. Only a
+// Hold counts one more holder of t's buffer, who must call Done. Only a
 // holder, or the keyspace under its lock while t is stored, may call it.
 func (t *Tensor) Hold() {
 	h := t.hold
@@ -170,9 +170,12 @@ func (t *Tensor) Hold() {
 	}
 }
 
-// Release gives up one hold of t's buffer; the last one puts it back in
-// the pool. Once released, t's Data must not be read.
-func (t *Tensor) Release() {
+// Done gives up one hold of t's buffer; the last one puts it back in the
+// pool. After it, the holder must not read t's Data. (Not Release: the
+// server releases every value removed from the keyspace by that name,
+// App.Release, which must not give up the keyspace's hold: only
+// Keyspace.Apply does, once.)
+func (t *Tensor) Done() {
 	h := t.hold
 	if h == nil {
 		return
@@ -202,9 +205,9 @@ func pinValue(v Value) {
 	}
 }
 
-// releaseValue releases v if it is a tensor.
-func releaseValue(v Value) {
+// doneValue gives up the keyspace's hold of v if it is a tensor.
+func doneValue(v Value) {
 	if t, ok := v.(*Tensor); ok {
-		t.Release()
+		t.Done()
 	}
 }

@@ -110,7 +110,7 @@ func TestTensorBufferRecycling(t *testing.T) {
 	if !intact(b, n, 5) {
 		t.Fatal("a borrowed tensor lost its data when replaced")
 	}
-	b.Release()
+	b.Done()
 	if b.Data != nil {
 		t.Fatal("a borrowed tensor, replaced and released, was not recycled")
 	}
@@ -150,10 +150,24 @@ func TestTensorBufferRecycling(t *testing.T) {
 		t.Fatal("a tensor held by the journal lost its data when replaced")
 	}
 	for _, x := range j.held {
-		x.Release()
+		x.Done()
 	}
 	if g.Data != nil {
 		t.Fatal("a tensor released by the journal was not recycled")
+	}
+
+	// Stored twice at one key by one Apply: the keyspace's one hold is
+	// not given up.
+	r := held(t, k, "z", n, 15)
+	if err := k.Apply([]Write{{Key: "z", Value: r}}); err != nil || !intact(r, n, 15) {
+		t.Fatalf("a tensor stored again at its key lost its data (%v)", err)
+	}
+
+	// The server releases every value it removes by a method of this name
+	// (commands.App.Release): a tensor must not have it, or DEL would give
+	// up the keyspace's hold, twice for a key named twice in one write.
+	if _, ok := any(r).(interface{ Release() }); ok {
+		t.Fatal("Tensor has a Release method")
 	}
 
 	// A plain tensor (NewTensorFromBlob) and a size out of the pool count

@@ -233,20 +233,17 @@ type Op struct {
 	Rename *[2]string
 	Flush  bool
 	// Held, if set, keeps Tensor's data from being reused until the log
-	// has encoded the record, and is released then (the keyspace's
+	// has encoded the record, and is told so then (Done: the keyspace's
 	// recycled tensor buffers, modelstore/tensorbuf.go).
-	Held Releaser
+	Held interface{ Done() }
 
 	cut *cutOp // a rewrite's switch to a new incr file (log.go)
 }
 
-// Releaser gives up a hold (Op.Held).
-type Releaser interface{ Release() }
-
-// release gives up the op's hold, once.
+// release gives up the op's hold (Held.Done), once.
 func (op *Op) release() {
 	if op.Held != nil {
-		op.Held.Release()
+		op.Held.Done()
 		op.Held = nil
 	}
 }
