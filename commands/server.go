@@ -702,7 +702,10 @@ func (s *App) dispatchOne(c *Client, spec *Spec, argv [][]byte, owned Ownership)
 	err = s.run(&c.ctx, spec, r)
 	// As Redis, a command goes to the monitors once it has run (RESET's
 	// own is not sent to the monitor it ends), a queued one when EXEC
-	// runs it, a discarded one never.
+	// runs it, a discarded one never. From here on an AI.TENSORSET's blob
+	// is the stored tensor's buffer, which another client's AI.TENSORSET
+	// may already have recycled with other bytes (modelstore/tensorbuf.go):
+	// the monitors and the slow log read its length only (slowArgs).
 	s.feedMonitors(c, spec, argv)
 	// The parsed command may hold its arguments (a blob): let them go.
 	c.scratch = scratch{}

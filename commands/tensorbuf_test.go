@@ -61,10 +61,11 @@ func bulkOf(r []byte) ([]byte, error) {
 	return r[i+2 : i+2+n], nil
 }
 
-// A tensor removed by anything but AI.TENSORSET's replacement (DEL, a
-// model's outputs naming its key twice, FLUSHALL) keeps its buffer: the
-// server's release of removed values must not recycle it, least of all
-// twice, while a reader still has it.
+// A tensor removed by anything but AI.TENSORSET's replacement (DEL,
+// FLUSHALL, RENAME over it, expiry) keeps its buffer: the server's release
+// of removed values (App.Release) must not recycle it while a reader still
+// has it. (A model's outputs naming one key twice released it twice when
+// it did: TestTensorBufferRecycling checks that a tensor has no Release.)
 func TestRemovedTensorsKeepTheirBuffers(t *testing.T) {
 	h := newHarness(t)
 	for _, remove := range []string{"DEL y", "FLUSHALL", "RENAME x y", "PEXPIRE y 1"} {
