@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/enclaveai/enclaveai/config"
@@ -184,4 +185,23 @@ func (h *harness) putModel(key string) *fakeModel {
 		h.t.Fatal(err)
 	}
 	return m
+}
+
+// loopClient runs body(c, i) for i = 0, 1, ... on a client of its own, in
+// a goroutine counted by wg, until stop is closed.
+func loopClient(s *App, name string, stop <-chan struct{}, wg *sync.WaitGroup, body func(c *Client, i int)) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c := s.NewClient("127.0.0.1:"+name, "127.0.0.1:6379", nil)
+		defer s.RemoveClient(c)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			body(c, i)
+		}
+	}()
 }

@@ -80,32 +80,21 @@ func TestLockOrderUnderLoad(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for name, sc := range scripts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := s.NewClient("127.0.0.1:"+name, "127.0.0.1:6379", nil)
-			defer s.RemoveClient(c)
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
+		loopClient(s, name, stop, &wg, func(c *Client, i int) {
+			for _, line := range sc(i) {
+				argv := bytes.Fields([]byte(line))
+				if strings.HasPrefix(line, "AI.MODELSTORE") {
+					argv = append(argv, model)
 				}
-				for _, line := range sc(i) {
-					argv := bytes.Fields([]byte(line))
-					if strings.HasPrefix(line, "AI.MODELSTORE") {
-						argv = append(argv, model)
-					}
-					s.Dispatch(c, argv, nil)
-					s.CommitClient(c)
-					if r := c.W.Bytes(); bytes.HasPrefix(r, []byte("-MISCONF")) || bytes.HasPrefix(r, []byte("-ERR snapshot failed")) {
-						t.Errorf("%s: %s: %q", name, line, r)
-					}
-					c.W.Reset()
-					progress.Add(1)
+				s.Dispatch(c, argv, nil)
+				s.CommitClient(c)
+				if r := c.W.Bytes(); bytes.HasPrefix(r, []byte("-MISCONF")) || bytes.HasPrefix(r, []byte("-ERR snapshot failed")) {
+					t.Errorf("%s: %s: %q", name, line, r)
 				}
+				c.W.Reset()
+				progress.Add(1)
 			}
-		}()
+		})
 	}
 	wg.Add(1)
 	go func() { // the front end's 100 ms tick, faster: expiry, everysec fsync, save rules

@@ -116,24 +116,13 @@ func TestRecycledTensorsUnderLoad(t *testing.T) {
 	// commands, as the front end does for a pipeline: the log's records
 	// then wait for their write while other clients replace their keys.
 	client := func(name string, pipeline int, body func(c *Client, i int)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := s.NewClient("127.0.0.1:"+name, "127.0.0.1:6379", nil)
-			defer s.RemoveClient(c)
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				body(c, i)
-				if i%pipeline == pipeline-1 {
-					s.CommitClient(c)
-				}
-				c.W.Reset()
+		loopClient(s, name, stop, &wg, func(c *Client, i int) {
+			body(c, i)
+			if i%pipeline == pipeline-1 {
+				s.CommitClient(c)
 			}
-		}()
+			c.W.Reset()
+		})
 	}
 	for w := range 3 {
 		client(fmt.Sprint("writer", w), 8, func(c *Client, i int) {

@@ -140,33 +140,34 @@ func NewTensorFromBuffer(dt DType, shape []int64, blob []byte) (*Tensor, error) 
 	return &w.t, nil
 }
 
+// swap moves the count from n to next(n) in one atomic step, if next
+// allows it (ok); it returns the count it found and whether it moved it.
+func (h *holders) swap(next func(n int32) (m int32, ok bool)) (int32, bool) {
+	for {
+		n := h.n.Load()
+		m, ok := next(n)
+		if !ok {
+			return n, false
+		}
+		if h.n.CompareAndSwap(n, m) {
+			return n, true
+		}
+	}
+}
+
 // pin keeps t's buffer from the pool for good: a reader that does not
 // count its hold has it.
 func (t *Tensor) pin() {
-	h := t.hold
-	if h == nil {
-		return
-	}
-	for {
-		n := h.n.Load()
-		if n < 0 || h.n.CompareAndSwap(n, pinned) {
-			return
-		}
+	if h := t.hold; h != nil {
+		h.swap(func(n int32) (int32, bool) { return pinned, n >= 0 })
 	}
 }
 
 // Hold counts one more holder of t's buffer, who must call Done. Only a
 // holder, or the keyspace under its lock while t is stored, may call it.
 func (t *Tensor) Hold() {
-	h := t.hold
-	if h == nil {
-		return
-	}
-	for {
-		n := h.n.Load()
-		if n <= 0 || h.n.CompareAndSwap(n, n+1) {
-			return
-		}
+	if h := t.hold; h != nil {
+		h.swap(func(n int32) (int32, bool) { return n + 1, n > 0 })
 	}
 }
 
@@ -180,22 +181,14 @@ func (t *Tensor) Done() {
 	if h == nil {
 		return
 	}
-	for {
-		n := h.n.Load()
-		if n <= 0 {
-			return
-		}
-		if h.n.CompareAndSwap(n, n-1) {
-			if n == 1 {
-				t.Data = nil
-				if class, size, ok := blobClass(len(h.buf)); ok && size == len(h.buf) {
-					blobPools[class].Put(unsafe.Pointer(unsafe.SliceData(h.buf)))
-				}
-				h.buf = nil
-			}
-			return
-		}
+	if n, ok := h.swap(func(n int32) (int32, bool) { return n - 1, n > 0 }); !ok || n != 1 {
+		return
 	}
+	t.Data = nil
+	if class, size, ok := blobClass(len(h.buf)); ok && size == len(h.buf) {
+		blobPools[class].Put(unsafe.Pointer(unsafe.SliceData(h.buf)))
+	}
+	h.buf = nil
 }
 
 // pinValue pins v if it is a tensor.
