@@ -29,8 +29,7 @@ const SoloAfter = 10 * time.Millisecond
 // BeginWork and EndWork bracket the time the server executes a client's
 // commands: the network front end calls BeginWork with the client's id
 // once a command has arrived and EndWork once it has answered all that
-// the client sent (only while engine-reply-poll is on: nothing else reads
-// it).
+// the client sent.
 func BeginWork(client int64) {
 	working.Add(1)
 	if lastClient.Load() != client {
@@ -41,6 +40,10 @@ func BeginWork(client int64) {
 
 // EndWork: see BeginWork.
 func EndWork() { working.Add(-1) }
+
+// Busy reports whether the commands of more than one client are executing
+// now (the append-only log groups their records into one write).
+func Busy() bool { return working.Load() > 1 }
 
 // Alone reports whether a run is all the server is doing: one client has
 // been the only one to send commands for SoloAfter, its commands are

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 )
@@ -169,34 +170,50 @@ func TestLogReplaysEveryRecordType(t *testing.T) {
 	}
 }
 
+// Concurrent commits under always: every record written and fsynced, with
+// and without Busy (a leader that lets the others queue first).
 func TestLogGroupCommitConcurrent(t *testing.T) {
-	dir := t.TempDir()
-	l := openTestLog(t, dir, nil)
-	l.SetPolicy(FsyncAlways)
-	if err := l.Create(newLogState().source()); err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	for c := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 50 {
-				seq := l.Append(tensorOp(string(rune('a'+c))+string(rune('0'+i%10)), "v"))
-				if err := l.Commit(seq); err != nil {
-					t.Error(err)
-					return
+	for _, busy := range []bool{false, true} {
+		dir := t.TempDir()
+		var asked atomic.Int64
+		o := LogOptions{Dir: dir, SealKey: testKey, MaxBlob: 1 << 30}
+		if busy {
+			o.Busy = func() bool { asked.Add(1); return true }
+		}
+		l, err := OpenLog(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.SetPolicy(FsyncAlways)
+		if err := l.Create(newLogState().source()); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for c := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range 50 {
+					seq := l.Append(tensorOp(string(rune('a'+c))+string(rune('0'+i%10)), "v"))
+					if err := l.Commit(seq); err != nil {
+						t.Error(err)
+						return
+					}
 				}
-			}
-		}()
-	}
-	wg.Wait()
-	st, info, err := replayed(t, dir, false)
-	if err != nil || len(st.keys) != 80 || info.Records != 400 {
-		t.Fatalf("keys %d records %d err %v", len(st.keys), info.Records, err)
-	}
-	if l.synced.Load() != 400 {
-		t.Errorf("synced %d under always", l.synced.Load())
+			}()
+		}
+		wg.Wait()
+		l.Close()
+		st, info, err := replayed(t, dir, false)
+		if err != nil || len(st.keys) != 80 || info.Records != 400 {
+			t.Fatalf("busy %v: keys %d records %d err %v", busy, len(st.keys), info.Records, err)
+		}
+		if l.synced.Load() != 400 {
+			t.Errorf("busy %v: synced %d under always", busy, l.synced.Load())
+		}
+		if busy && asked.Load() == 0 {
+			t.Error("no leader asked Busy")
+		}
 	}
 }
 

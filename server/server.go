@@ -231,9 +231,9 @@ func (s *Server) handle(conn net.Conn) {
 	// for input. It holds no reply buffer meanwhile (Writer.Release), and
 	// its commands stop counting as working: they are executing
 	// (modelstore.BeginWork, which also notes whose they are) from the
-	// first that arrives until rest. Only engine-reply-poll reads that:
-	// with it 0 the commands do not count.
-	track, working := s.opts.EngineReplyPoll > 0, false
+	// first that arrives until rest: engine-reply-poll and the log's
+	// group commit read that.
+	working := false
 	rest := func() {
 		if working {
 			modelstore.EndWork()
@@ -246,7 +246,7 @@ func (s *Server) handle(conn net.Conn) {
 	for {
 		spec = nil
 		cmd, err := rd.ReadCommand(toLimits(s.Cmds.PreLimits(c)), classify)
-		if err == nil && track && !working {
+		if err == nil && !working {
 			modelstore.BeginWork(c.ID)
 			working = true
 		}
