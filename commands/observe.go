@@ -473,6 +473,20 @@ func (monitorCmd) Run(x *Ctx) error {
 	if x.C.monitor.Load() {
 		return nil // as Redis: a monitor's MONITOR has no reply
 	}
+	// The monitor is registered before its OK leaves: a command another
+	// client sends once it has read the OK is seen (the OK went out first,
+	// and a command that ran meanwhile was missed: test_observe, make
+	// test). Lines fed before the writer starts wait in the channel.
+	sub := &monitorSub{ch: make(chan []byte, monitorBacklog)}
+	s := x.App
+	s.mon.mu.Lock()
+	if s.mon.subs == nil {
+		s.mon.subs = map[*Client]*monitorSub{}
+	}
+	s.mon.subs[x.C] = sub
+	s.mon.n.Add(1)
+	x.C.monitor.Store(true)
+	s.mon.mu.Unlock()
 	// The replies before and MONITOR's OK (unless CLIENT REPLY drops it)
 	// leave now, ahead of the first line the monitor goroutine writes.
 	if x.C.reply == replyOn {
@@ -481,9 +495,9 @@ func (monitorCmd) Run(x *Ctx) error {
 	_, err := w.Write(x.W.Bytes())
 	x.W.Reset()
 	if err != nil {
+		s.stopMonitor(x.C)
 		return nil
 	}
-	sub := &monitorSub{ch: make(chan []byte, monitorBacklog)}
 	go func() {
 		failed := false
 		for line := range sub.ch {
@@ -496,15 +510,6 @@ func (monitorCmd) Run(x *Ctx) error {
 			}
 		}
 	}()
-	s := x.App
-	s.mon.mu.Lock()
-	if s.mon.subs == nil {
-		s.mon.subs = map[*Client]*monitorSub{}
-	}
-	s.mon.subs[x.C] = sub
-	s.mon.n.Add(1)
-	x.C.monitor.Store(true)
-	s.mon.mu.Unlock()
 	return nil
 }
 

@@ -62,7 +62,10 @@ type LogOptions struct {
 	// own: it then lets them run first (runtime.Gosched), so that one
 	// write covers them, as Redis writes its AOF buffer once per pass of
 	// its event loop. With 32 clients in the inference loop the log's
-	// writes fell 2.7x (docs/BENCHMARKS.md); a lone client never waits.
+	// writes fell 2.7x (docs/BENCHMARKS.md). A client alone does not
+	// yield (a connection still counts while part of its next command is
+	// buffered or its replies wait for the client to read them: a yield
+	// then costs well under a microsecond).
 	Busy func() bool
 }
 

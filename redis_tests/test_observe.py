@@ -180,6 +180,22 @@ class ObserveTest(unittest.TestCase):
             got.append(re.sub(r"^\d+\.\d{6} \[0 [0-9.:]+\] ", "", mon.read_reply()))
         self.assertEqual(got, ['"MULTI"', '"ECHO" "a"', '"EXEC"', '"MULTI"', '"DISCARD"', '"ECHO" "end"'])
 
+    def test_monitor_sees_the_first_command_after_its_ok(self):
+        """A command sent once MONITOR's OK has arrived is seen: the OK left
+        before the monitor was registered, and make test once missed the
+        command that followed it."""
+        c = harness.RawConn(self.srv.port)
+        self.addCleanup(c.close)
+        for i in range(150):
+            mon = harness.RawConn(self.srv.port)
+            try:
+                self.assertEqual(mon.cmd("MONITOR"), "OK")
+                c.cmd("ECHO", "first%d" % i)
+                line = mon.read_reply()
+                self.assertTrue(line.endswith('"ECHO" "first%d"' % i), (i, line))
+            finally:
+                mon.close()
+
     def test_monitors_come_and_go_under_load(self):
         """Monitors that disconnect or RESET while lines pour in never stop
         the server (review: one ending while its writer took the last line
