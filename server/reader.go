@@ -69,9 +69,9 @@ func (e *RefusedError) Unwrap() error { return e.Err }
 const (
 	inlineMax = 64 << 10 // longest inline command or header line
 	// smallArg: arguments below this size are copied into a per-connection
-	// arena reused by every command; larger ones are read straight into an
-	// allocation of exactly their size, which a handler (a tensor blob) may
-	// keep without copying it again.
+	// arena reused by every command; larger ones are read into memory of
+	// their own (modelstore.BlobBuffer: up to 64 KiB a recycled buffer),
+	// which a handler (a tensor blob) may keep without copying it again.
 	smallArg = 512
 	// sinkStep: a Sink's memory is filled (and Filled told) this much at a
 	// time at most.
