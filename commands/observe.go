@@ -225,10 +225,11 @@ func slowArgs(argv [][]byte) []string {
 	return out
 }
 
-// isDAGName reports whether name is one of the DAG commands.
+// isDAGName reports whether name is one of the DAG commands (dag.go: the
+// AI.DAG family, all of whose names start so), without a list of its own.
 func isDAGName(name []byte) bool {
-	n := strings.ToLower(string(name))
-	return n == "ai.dagexecute" || n == "ai.dagexecute_ro" || n == "ai.dagrun" || n == "ai.dagrun_ro"
+	const family = "ai.dag"
+	return len(name) > len(family) && strings.EqualFold(string(name[:len(family)]), family)
 }
 
 // repr quotes a MONITOR argument as Redis does (sdscatrepr): printable
