@@ -60,6 +60,39 @@ func BenchmarkTensorGet(b *testing.B) {
 	}
 }
 
+// BenchmarkTensorGetParallel is BenchmarkTensorGet from as many clients
+// as there are CPUs, all reading one key, as redis-benchmark's
+// connections do, the tensor's buffer from the pool as the front end
+// reads a blob: what readers of one tensor on several CPUs cost each
+// other (the cache lines they all write).
+func BenchmarkTensorGetParallel(b *testing.B) {
+	s, c := benchServer(b)
+	blob := modelstore.BlobBuffer(len(benchBlob))
+	copy(blob, benchBlob)
+	s.Dispatch(c, [][]byte{[]byte("AI.TENSORSET"), []byte("t"), []byte("FLOAT"), []byte("784"), []byte("BLOB"), blob}, pooledBlob(5))
+	argv := [][]byte{[]byte("AI.TENSORGET"), []byte("t"), []byte("BLOB")}
+	b.SetBytes(int64(len(benchBlob)))
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		c := s.NewClient("127.0.0.1:1", "127.0.0.1:2", nil)
+		for pb.Next() {
+			c.W.Reset()
+			s.Dispatch(c, argv, nil)
+			if c.W.Len() != len(benchBlob)+len("$3136\r\n\r\n") {
+				b.Errorf("reply %.40q", c.W.Bytes())
+				return
+			}
+		}
+	})
+}
+
+// pooledBlob is the Ownership the front end's reader gives a command whose
+// argument i it read into a buffer from modelstore.BlobBuffer.
+type pooledBlob int
+
+func (p pooledBlob) Owned(i int) bool  { return i == int(p) }
+func (p pooledBlob) Pooled(i int) bool { return i == int(p) }
+
 // BenchmarkModelExecute is AI.MODELEXECUTE of linear.onnx on a [1,4]
 // input without the network: fetching the model and input, the run queue,
 // the ONNX Runtime call and storing the output. Its allocs/op are those of

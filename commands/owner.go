@@ -81,20 +81,6 @@ func (x *Ctx) lookupOrNull(key string) (modelstore.Value, error) {
 	return v, nil
 }
 
-// borrowTensor is getTensor for a reader done with the data before its
-// command ends: it must call the tensor's Done (Keyspace.BorrowTensor).
-func (x *Ctx) borrowTensor(key string) (*modelstore.Tensor, error) {
-	t, err := x.Keys.BorrowTensor(key)
-	if err != nil {
-		return nil, err
-	}
-	if err := x.mayUse(t); err != nil {
-		t.Done()
-		return nil, err
-	}
-	return t, nil
-}
-
 // getTensor fetches a tensor the client may read.
 func (x *Ctx) getTensor(key string) (*modelstore.Tensor, error) {
 	t, err := x.Keys.GetTensor(key)

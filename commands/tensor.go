@@ -219,19 +219,36 @@ func parseTensorGet(a Args) (Runner, error) {
 	return c, nil
 }
 
-// Run implements Runner. The reply copies the tensor's data: it borrows
-// the tensor rather than keeping it, so that its buffer may be recycled.
+// Run implements Runner. A BLOB or META reply is a copy of at most the
+// tensor's bytes, written while the keyspace lets the tensor be read
+// (Keyspace.ReadTensor), so that its buffer may be recycled once replaced.
+// VALUES formats every element, too long for that: the tensor is kept
+// (getTensor), and its buffer goes to the collector.
 func (c *tensorGetCmd) Run(x *Ctx) error {
-	t, err := x.borrowTensor(c.key)
-	if err != nil {
-		return err
+	if c.f.values {
+		t, err := x.getTensor(c.key)
+		if err != nil {
+			return err
+		}
+		if c.fmtErr != nil {
+			return c.fmtErr
+		}
+		writeTensor(x.W, t, c.f)
+		return nil
 	}
-	defer t.Done()
-	if c.fmtErr != nil {
-		return c.fmtErr
-	}
-	writeTensor(x.W, t, c.f)
-	return nil
+	allow := x.allow() // before the keyspace's lock: it reads the client's user
+	return x.Keys.ReadTensor(c.key, func(t *modelstore.Tensor) error {
+		if allow != nil {
+			if err := allow(t); err != nil {
+				return err
+			}
+		}
+		if c.fmtErr != nil {
+			return c.fmtErr
+		}
+		writeTensor(x.W, t, c.f)
+		return nil
+	})
 }
 
 // writeTensor writes a tensor in RedisAI's reply shapes.

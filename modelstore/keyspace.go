@@ -144,24 +144,37 @@ func (k *Keyspace) Get(key string) (Value, bool) {
 	return e.v, true
 }
 
-// BorrowTensor is GetTensor for a reader that is done with the tensor's
-// data soon (AI.TENSORGET copies it into its reply): it must call
-// Done then, and not read the data after; the tensor's buffer may then
-// be recycled (tensorbuf.go), where GetTensor keeps it from the pool.
-func (k *Keyspace) BorrowTensor(key string) (*Tensor, error) {
+// ReadTensor calls read with the live tensor at key and returns read's
+// error, or ErrNoTensor or ErrWrongType without calling it. read is done
+// with the tensor when it returns (AI.TENSORGET copies the data into its
+// reply): it must not keep the tensor or its Data, wait, or take a lock.
+// A tensor whose buffer may be recycled (tensorbuf.go) is read under the
+// keyspace's read lock, which keeps the buffer its own (AI.TENSORSET
+// replaces the tensor under the write lock) without counting a hold:
+// readers of one key on two CPUs counting theirs fought over the count's
+// cache line, 490 against 190 ns per AI.TENSORGET on the 2-CPU machine of
+// docs/BENCHMARKS.md (BenchmarkTensorGetParallel in package commands). Any
+// other tensor's memory is never reused: read runs after the lock is
+// released.
+func (k *Keyspace) ReadTensor(key string, read func(*Tensor) error) error {
 	now := k.instant()
 	k.mu.RLock()
-	defer k.mu.RUnlock()
 	e, ok := k.m[key]
 	if !ok || !e.live(now) {
-		return nil, ErrNoTensor
+		k.mu.RUnlock()
+		return ErrNoTensor
 	}
 	t, ok := e.v.(*Tensor)
 	if !ok {
-		return nil, ErrWrongType
+		k.mu.RUnlock()
+		return ErrWrongType
 	}
-	t.Hold()
-	return t, nil
+	if t.hold == nil {
+		k.mu.RUnlock()
+		return read(t)
+	}
+	defer k.mu.RUnlock()
+	return read(t)
 }
 
 // GetTensor returns the tensor at key, ErrNoTensor or ErrWrongType.

@@ -24,10 +24,10 @@ package modelstore
 //     forever, and its buffer goes to the garbage collector.
 //   - A reader that keeps a tensor after the keyspace's lock (Get,
 //     GetTensor, Items, Scan) pins it: a pinned tensor is never recycled.
-//     Only two readers count their hold instead: BorrowTensor, whose
-//     caller calls Done once its reply is copied out (AI.TENSORGET), and
-//     the append-only log's journal (Hold under the keyspace lock), which
-//     calls it once the record is encoded.
+//     ReadTensor's reader (AI.TENSORGET's reply) reads it under the lock
+//     instead, and keeps nothing. Only the append-only log's journal
+//     counts its hold (Hold under the keyspace lock), and calls Done once
+//     the record is encoded.
 //   - The holder that brings the count to zero puts the buffer back and
 //     sets Data to nil, so that a reader the rules missed reads nothing,
 //     and the race detector sees it.

@@ -3,6 +3,7 @@ package modelstore
 import (
 	"bytes"
 	"testing"
+	"time"
 )
 
 func TestBlobClass(t *testing.T) {
@@ -100,22 +101,38 @@ func TestTensorBufferRecycling(t *testing.T) {
 		}
 	}
 
-	// Borrowed: kept until released, then recycled.
+	// Read by ReadTensor: no hold counted, the replacement waits for the
+	// read, and the buffer is recycled after it.
 	b := held(t, k, "t", n, 5)
-	got, err := k.BorrowTensor("t")
-	if err != nil || got != b {
-		t.Fatalf("BorrowTensor: %v", err)
+	reading, replaced := make(chan struct{}), make(chan struct{})
+	var whole bool
+	go func() {
+		if err := k.ReadTensor("t", func(x *Tensor) error {
+			close(reading)
+			time.Sleep(20 * time.Millisecond) // an AI.TENSORSET arrives meanwhile
+			whole = x == b && b.hold.n.Load() == 1 && intact(x, n, 5)
+			return nil
+		}); err != nil {
+			t.Error(err)
+		}
+	}()
+	<-reading
+	go func() { held(t, k, "t", n, 6); close(replaced) }()
+	<-replaced
+	if !whole {
+		t.Fatal("a tensor read by ReadTensor was replaced, held or recycled during the read")
 	}
-	held(t, k, "t", n, 6)
-	if !intact(b, n, 5) {
-		t.Fatal("a borrowed tensor lost its data when replaced")
-	}
-	b.Done()
 	if b.Data != nil {
-		t.Fatal("a borrowed tensor, replaced and released, was not recycled")
+		t.Fatal("a tensor read by ReadTensor, then replaced, was not recycled")
 	}
-	if _, err := k.BorrowTensor("missing"); err != ErrNoTensor {
-		t.Fatalf("BorrowTensor of a missing key: %v", err)
+	if err := k.ReadTensor("missing", nil); err != ErrNoTensor {
+		t.Fatalf("ReadTensor of a missing key: %v", err)
+	}
+	if _, err := k.Set("s", &other{1}, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.ReadTensor("s", nil); err != ErrWrongType {
+		t.Fatalf("ReadTensor of a model: %v", err)
 	}
 
 	// Replaced by SetMany (which hands the old value back), deleted,
