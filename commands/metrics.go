@@ -53,16 +53,16 @@ func (s *App) Metrics() []Metric {
 		}
 	}
 	for _, spec := range table.Sorted() {
-		st := &spec.stats
-		if st.calls.Load() == 0 && st.rejected.Load() == 0 {
+		calls, usec, rejected, failed := spec.stats.sum()
+		if calls == 0 && rejected == 0 {
 			continue
 		}
 		cmd := [][2]string{{"cmd", spec.Name}}
 		out = append(out,
-			Metric{Name: "enclaveai_command_calls_total", Help: "Commands run (INFO commandstats calls).", Counter: true, Labels: cmd, Value: float64(st.calls.Load())},
-			Metric{Name: "enclaveai_command_usec_total", Help: "Microseconds spent running commands (INFO commandstats usec).", Counter: true, Labels: cmd, Value: float64(st.usec.Load())},
-			Metric{Name: "enclaveai_command_rejected_total", Help: "Commands refused before running (INFO commandstats rejected_calls).", Counter: true, Labels: cmd, Value: float64(st.rejected.Load())},
-			Metric{Name: "enclaveai_command_failed_total", Help: "Commands that ran and failed (INFO commandstats failed_calls).", Counter: true, Labels: cmd, Value: float64(st.failed.Load())})
+			Metric{Name: "enclaveai_command_calls_total", Help: "Commands run (INFO commandstats calls).", Counter: true, Labels: cmd, Value: float64(calls)},
+			Metric{Name: "enclaveai_command_usec_total", Help: "Microseconds spent running commands (INFO commandstats usec).", Counter: true, Labels: cmd, Value: float64(usec)},
+			Metric{Name: "enclaveai_command_rejected_total", Help: "Commands refused before running (INFO commandstats rejected_calls).", Counter: true, Labels: cmd, Value: float64(rejected)},
+			Metric{Name: "enclaveai_command_failed_total", Help: "Commands that ran and failed (INFO commandstats failed_calls).", Counter: true, Labels: cmd, Value: float64(failed)})
 	}
 	if *s.Opts.Requirepass.Load() != "" || s.Opts.UsersEnabled() {
 		return out

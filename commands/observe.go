@@ -40,25 +40,47 @@ func init() {
 	RegisterInfoSection(InfoSection{Name: "AI", Fields: aiInfo, NotDefault: true, AdminOnly: true})
 }
 
-// cmdStats are one command's counters (INFO commandstats).
+// cmdStats are one command's counters (INFO commandstats), striped as
+// Counter's (counter.go): a client adds to one stripe's line.
 type cmdStats struct {
+	stripes [stripes]cmdStripe
+}
+
+type cmdStripe struct {
 	calls, usec, rejected, failed atomic.Int64
+	_                             [cacheLine]byte
+}
+
+// of is the stripe client c adds to.
+func (st *cmdStats) of(c *Client) *cmdStripe { return &st.stripes[stripe(c.ID)] }
+
+// sum adds the stripes up.
+func (st *cmdStats) sum() (calls, usec, rejected, failed int64) {
+	for i := range st.stripes {
+		x := &st.stripes[i]
+		calls, usec, rejected, failed = calls+x.calls.Load(), usec+x.usec.Load(), rejected+x.rejected.Load(), failed+x.failed.Load()
+	}
+	return
 }
 
 // reset zeroes the counts (CONFIG RESETSTAT).
 func (st *cmdStats) reset() {
-	for _, n := range []*atomic.Int64{&st.calls, &st.usec, &st.rejected, &st.failed} {
-		n.Store(0)
+	for i := range st.stripes {
+		x := &st.stripes[i]
+		for _, n := range []*atomic.Int64{&x.calls, &x.usec, &x.rejected, &x.failed} {
+			n.Store(0)
+		}
 	}
 }
 
 // recordRun counts a command that ran, and logs it if it was slow.
 func (s *App) recordRun(c *Client, spec *Spec, argv [][]byte, d time.Duration, failed bool) {
 	us := d.Microseconds()
-	spec.stats.calls.Add(1)
-	spec.stats.usec.Add(us)
+	st := spec.stats.of(c)
+	st.calls.Add(1)
+	st.usec.Add(us)
 	if failed {
-		spec.stats.failed.Add(1)
+		st.failed.Add(1)
 	}
 	if limit := s.Opts.SlowlogSlowerThan.Load(); limit >= 0 && us >= limit {
 		s.slow.add(c, argv, us, int(s.Opts.SlowlogMaxLen.Load()))
@@ -71,17 +93,16 @@ func (s *App) recordRun(c *Client, spec *Spec, argv [][]byte, d time.Duration, f
 func commandStats(*App) [][2]string {
 	var out [][2]string
 	for _, spec := range table.Sorted() {
-		st := &spec.stats
-		calls := st.calls.Load()
-		if calls == 0 && st.rejected.Load() == 0 {
+		calls, usec, rejected, failed := spec.stats.sum()
+		if calls == 0 && rejected == 0 {
 			continue
 		}
 		per := 0.0
 		if calls > 0 {
-			per = float64(st.usec.Load()) / float64(calls)
+			per = float64(usec) / float64(calls)
 		}
 		out = append(out, [2]string{"cmdstat_" + spec.Name, fmt.Sprintf("calls=%d,usec=%d,usec_per_call=%.2f,rejected_calls=%d,failed_calls=%d",
-			calls, st.usec.Load(), per, st.rejected.Load(), st.failed.Load())})
+			calls, usec, per, rejected, failed)})
 	}
 	return out
 }

@@ -77,7 +77,7 @@ type App struct {
 	// (receipt.go).
 	receipts *receipt.Signer
 
-	tx sync.RWMutex // transaction lock (package doc, docs/LOCKS.md)
+	tx txLock // transaction lock (package doc, docs/LOCKS.md)
 
 	clientsMu sync.Mutex
 	clients   map[int64]*Client
@@ -94,8 +94,9 @@ type App struct {
 
 // Stats are the counters INFO stats shows.
 type Stats struct {
-	Commands, Connections, Rejected, ExpiredKeys, Errors atomic.Int64
-	NetInput, NetOutput                                  atomic.Int64
+	Connections, Rejected, ExpiredKeys, Errors atomic.Int64
+	// Counted for each command or read and write: striped.
+	Commands, NetInput, NetOutput Counter
 }
 
 // NewApp builds the command layer over a fresh keyspace.
@@ -462,8 +463,8 @@ func (x *Ctx) Update(f func() error) error {
 	if x.locked {
 		return f()
 	}
-	x.tx.RLock()
-	defer x.tx.RUnlock()
+	x.tx.RLock(x.C)
+	defer x.tx.RUnlock(x.C)
 	if err := x.fenced(); err != nil {
 		return err
 	}
@@ -621,7 +622,7 @@ func (s *App) dispatchSilent(c *Client, spec *Spec, argv [][]byte, owned Ownersh
 
 // dispatchOne runs one command (dispatch) and appends its reply to c.W.
 func (s *App) dispatchOne(c *Client, spec *Spec, argv [][]byte, owned Ownership) {
-	s.stats.Commands.Add(1)
+	s.stats.Commands.Add(c.ID, 1)
 	if c.logSeq != 0 {
 		c.logReplies++ // this command's reply follows an uncommitted write's
 	}
@@ -637,7 +638,7 @@ func (s *App) dispatchOne(c *Client, spec *Spec, argv [][]byte, owned Ownership)
 	}
 	if err := s.check(c, spec, argv, now); err != nil {
 		if spec != nil {
-			spec.stats.rejected.Add(1)
+			spec.stats.of(c).rejected.Add(1)
 		}
 		if spec != nil && spec.Name == "exec" {
 			// As Redis: a refused EXEC ends the transaction, and says why.
@@ -670,7 +671,7 @@ func (s *App) dispatchOne(c *Client, spec *Spec, argv [][]byte, owned Ownership)
 		}
 		if _, ok := err.(tableError); ok {
 			// An unknown subcommand or its wrong count aborts too.
-			spec.stats.rejected.Add(1)
+			spec.stats.of(c).rejected.Add(1)
 			s.refuse(c, err)
 			return
 		}
@@ -689,7 +690,7 @@ func (s *App) dispatchOne(c *Client, spec *Spec, argv [][]byte, owned Ownership)
 	}
 	r, err := spec.Parse(a)
 	if err != nil {
-		spec.stats.rejected.Add(1)
+		spec.stats.of(c).rejected.Add(1)
 		s.replyError(c.W, err)
 		if _, ok := err.(tableError); !ok {
 			// A refusal Redis makes from its command table is not
@@ -886,12 +887,12 @@ func (s *App) run(x *Ctx, spec *Spec, r Runner) error {
 	if spec.Has(NoTxLock) {
 		err = r.Run(x)
 	} else {
-		s.tx.RLock()
+		s.tx.RLock(x.C)
 		x.locked = true
 		if err = x.fenced(); err == nil {
 			err = r.Run(x)
 		}
-		s.tx.RUnlock()
+		s.tx.RUnlock(x.C)
 	}
 	if err != nil {
 		s.replyError(x.W, err)

@@ -168,7 +168,7 @@ func (s *Server) handle(conn net.Conn) {
 		return
 	}
 	st := s.Cmds.Stats()
-	rd := newReader(conn, func(n int) { st.NetInput.Add(int64(n)) })
+	rd := newReader(conn, func(n int) { st.NetInput.Add(c.ID, int64(n)) })
 	rd.ReportBuffer(c.SetQueryBuf)
 	skipping := false
 	rd.OnRefuse = func() {
@@ -203,7 +203,7 @@ func (s *Server) handle(conn net.Conn) {
 		nb := net.Buffers(bufs)
 		n, err := nb.WriteTo(conn)
 		c.SetPending(0)
-		st.NetOutput.Add(n)
+		st.NetOutput.Add(c.ID, n)
 		return err
 	})
 	flush := func() bool {
@@ -215,7 +215,7 @@ func (s *Server) handle(conn net.Conn) {
 		c.SetPending(int64(c.W.Len()))
 		n, err := conn.Write(c.W.Bytes())
 		c.SetPending(0)
-		st.NetOutput.Add(int64(n))
+		st.NetOutput.Add(c.ID, int64(n))
 		c.W.Reset()
 		return err == nil
 	}
