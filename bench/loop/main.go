@@ -27,7 +27,9 @@
 //     run; the "-nolog" kinds on a third started with --appendonly no
 //     (the floor's Redis runs without its append-only file, Redis's
 //     default, where EnclaveAI's default is its sealed log at everysec),
-//     for the loop like with like. Each client count runs every kind in turn, in rounds whose
+//     for the loop like with like; "floor-ea" is the floor's loop on that
+//     third server (AI.TENSORSET, PING, AI.TENSORGET of the same sizes),
+//     the network front end against Redis's. Each client count runs every kind in turn, in rounds whose
 //     order alternates (ABBA), for -dur after -warm each;
 //   - machine: what this machine charges for the parts of any round trip,
 //     with raw system calls on locked threads: a system call, a page's
@@ -304,6 +306,13 @@ func prepare(o *options, addr string, onnx, blob, want []byte) error {
 	for _, m := range []string{"mlp", "mlp-batch32"} {
 		if err := checkOutput(ctx, admin, m, blob, want); err != nil {
 			return fmt.Errorf("%s: %w", m, err)
+		}
+	}
+	// floor-ea's AI.TENSORGETs read these, as the floor's GETs read
+	// Redis's strings of the same size.
+	for i := range max(slices.Max(o.clients), 8) {
+		if err := admin.Do(ctx, "AI.TENSORSET", "g:"+strconv.Itoa(i), "FLOAT", 1, outputLen, "BLOB", make([]byte, 4*outputLen)).Err(); err != nil {
+			return err
 		}
 	}
 	return nil

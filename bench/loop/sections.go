@@ -257,8 +257,11 @@ func threadCPU() time.Duration {
 
 // loopKinds are the loop's kinds, in the order of odd rounds; "-off" runs
 // on the server without the engine wall, "-nolog" on the one without the
-// append-only log.
-var loopKinds = []string{"floor", "mlp", "mlp-batch32", "mlp-off", "mlp-off-batch32", "mlp-nolog", "mlp-nolog-batch32"}
+// append-only log; "floor-ea" is the loop without its run, on the server
+// without the log (AI.TENSORSET of the input, PING, AI.TENSORGET of a
+// [1,10] tensor: the floor's sizes), the network front end's share of a
+// loop against Redis's.
+var loopKinds = []string{"floor", "floor-ea", "mlp", "mlp-batch32", "mlp-off", "mlp-off-batch32", "mlp-nolog", "mlp-nolog-batch32"}
 
 // extraKinds run only when -kinds names them: "mlp-receipt" is the mlp
 // loop with RECEIPT on each AI.MODELEXECUTE (a signed receipt instead of
@@ -322,11 +325,25 @@ func measureLoops(o *options, ea, off, nolog, rd *benchproc.Proc, runs *modelRun
 			return err
 		}
 	}
+	frontEnd := func(ctx context.Context, c *redis.Conn, id int) error {
+		if err := c.Do(ctx, "AI.TENSORSET", xs[id], "FLOAT", 1, inputLen, "BLOB", blob).Err(); err != nil {
+			return err
+		}
+		if err := c.Ping(ctx).Err(); err != nil {
+			return err
+		}
+		v, err := c.Do(ctx, "AI.TENSORGET", gs[id], "BLOB").Text()
+		if err == nil && len(v) != 4*outputLen {
+			err = fmt.Errorf("AI.TENSORGET: %d bytes", len(v))
+		}
+		return err
+	}
 	bodies := map[string]struct {
 		srv *benchproc.Proc
 		f   body
 	}{
 		"floor":             {rd, floor},
+		"floor-ea":          {nolog, frontEnd},
 		"mlp":               {ea, loop("mlp", false)},
 		"mlp-batch32":       {ea, loop("mlp-batch32", false)},
 		"mlp-receipt":       {ea, loop("mlp", true)},
