@@ -41,8 +41,9 @@ func init() {
 }
 
 // cmdStats are one command's counters (INFO commandstats), striped as
-// Counter's (counter.go): a client adds to one stripe's line.
+// Counter's (stripes.go): a client adds to one stripe's line.
 type cmdStats struct {
+	_       [cacheLine]byte
 	stripes [stripes]cmdStripe
 }
 

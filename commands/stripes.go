@@ -8,12 +8,14 @@ import (
 // Counter is a sum that connections on several CPUs add to without sharing
 // a cache line: each adds to the stripe its client's id picks, and Load
 // adds the stripes up. One atomic.Int64 that every command added to (the
-// commands processed, each command's calls and time) moved between the
-// CPUs' caches on every command two CPUs dispatched at once: 375 against
-// 152 ns an AI.TENSORGET without those counters on the 2-CPU machine of
-// docs/BENCHMARKS.md (BenchmarkTensorGetParallel). Redis's counters, in its
-// one thread, cost it nothing of the kind.
+// commands processed, each command's calls and time), and the transaction
+// lock's read side (txLock), moved between the CPUs' caches on every
+// command two CPUs dispatched at once: BenchmarkTensorGetParallel took 375
+// ns an AI.TENSORGET with them, 140 striped, on the 2-CPU machine of
+// docs/BENCHMARKS.md. Redis's counters, in its one thread, cost it nothing
+// of the kind.
 type Counter struct {
+	_       [cacheLine]byte // nor with what lies before it
 	stripes [stripes]struct {
 		n atomic.Int64
 		_ [cacheLine]byte // n on a line of its own, however the array lies
@@ -58,6 +60,7 @@ func (c *Counter) Store(n int64) {
 // one lock word between their caches; the write side (EXEC, a slot
 // migration's fence) takes every stripe's, in order.
 type txLock struct {
+	_       [cacheLine]byte
 	stripes [stripes]struct {
 		mu sync.RWMutex
 		_  [cacheLine]byte

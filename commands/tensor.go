@@ -225,13 +225,10 @@ func parseTensorGet(a Args) (Runner, error) {
 // VALUES formats every element, too long for that: the tensor is kept
 // (getTensor), and its buffer goes to the collector.
 func (c *tensorGetCmd) Run(x *Ctx) error {
-	if c.f.values {
+	if c.f.values && c.fmtErr == nil {
 		t, err := x.getTensor(c.key)
 		if err != nil {
 			return err
-		}
-		if c.fmtErr != nil {
-			return c.fmtErr
 		}
 		writeTensor(x.W, t, c.f)
 		return nil

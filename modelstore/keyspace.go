@@ -152,8 +152,8 @@ func (k *Keyspace) Get(key string) (Value, bool) {
 // keyspace's read lock, which keeps the buffer its own (AI.TENSORSET
 // replaces the tensor under the write lock) without counting a hold:
 // readers of one key on two CPUs counting theirs fought over the count's
-// cache line, 490 against 190 ns per AI.TENSORGET on the 2-CPU machine of
-// docs/BENCHMARKS.md (BenchmarkTensorGetParallel in package commands). Any
+// cache line (BenchmarkTensorGetParallel in package commands: 538 against
+// 375 ns an AI.TENSORGET on the 2-CPU machine of docs/BENCHMARKS.md). Any
 // other tensor's memory is never reused: read runs after the lock is
 // released.
 func (k *Keyspace) ReadTensor(key string, read func(*Tensor) error) error {

@@ -117,7 +117,16 @@ func TestTensorBufferRecycling(t *testing.T) {
 		}
 	}()
 	<-reading
-	go func() { held(t, k, "t", n, 6); close(replaced) }()
+	c6, err := NewTensorFromBuffer(Uint8, []int64{n}, blobOf(bytes.Repeat([]byte{6}, n)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		if err := k.Apply([]Write{{Key: "t", Value: c6, SameType: true}}); err != nil {
+			t.Error(err)
+		}
+		close(replaced)
+	}()
 	<-replaced
 	if !whole {
 		t.Fatal("a tensor read by ReadTensor was replaced, held or recycled during the read")
