@@ -85,8 +85,11 @@ type App struct {
 
 	started time.Time
 	clock   atomic.Int64 // unix ms, refreshed by Tick
-	loading atomic.Bool
-	stats   Stats
+	// wallOffset is the wall clock's unix ns less mono's reading, taken
+	// together by Tick (wallMs).
+	wallOffset atomic.Int64
+	loading    atomic.Bool
+	stats      Stats
 
 	// Shutdown is called by SHUTDOWN; set by the front end.
 	Shutdown func(save bool) error
@@ -121,7 +124,7 @@ func NewApp(opts *config.Options, log *slog.Logger) *App {
 		}
 		return max(1, limit-s.Models.Bytes())
 	})
-	s.clock.Store(time.Now().UnixMilli())
+	s.setClock(time.Now())
 	s.Snapshot.lastStatus.Store(true)
 	return s
 }
@@ -174,7 +177,7 @@ func (s *App) SetLoading(on bool) { s.loading.Store(on) }
 // 100 ms.
 func (s *App) Tick() {
 	now := time.Now()
-	s.clock.Store(now.UnixMilli())
+	s.setClock(now)
 	if expired := s.Keys.SweepExpired(); len(expired) > 0 {
 		s.stats.ExpiredKeys.Add(int64(len(expired)))
 		s.Release(expired)
@@ -196,6 +199,24 @@ func (s *App) Tick() {
 		}
 	}
 }
+
+// setClock refreshes the cached clock and the offset wallMs adds to the
+// monotonic clock, from one reading.
+func (s *App) setClock(now time.Time) {
+	s.clock.Store(now.UnixMilli())
+	s.wallOffset.Store(now.UnixNano() - int64(now.Sub(s.started)))
+}
+
+// mono is the monotonic clock, in ns since the App started: one clock
+// read, where time.Now makes two (the wall clock's and the monotonic's),
+// each 30-40 ns on the 2-CPU VM of docs/BENCHMARKS.md, where every
+// command reads the clock.
+func (s *App) mono() int64 { return int64(time.Since(s.started)) }
+
+// wallMs is a reading of mono as unix ms: the wall clock as of the last
+// Tick, moved on by the monotonic clock (a step of the wall clock shows
+// within a tick).
+func (s *App) wallMs(mono int64) int64 { return (mono + s.wallOffset.Load()) / int64(time.Millisecond) }
 
 // Client is one connection's state.
 type Client struct {
@@ -628,10 +649,11 @@ func (s *App) dispatchOne(c *Client, spec *Spec, argv [][]byte, owned Ownership)
 	}
 	// Not the cached clock: it may lag by a tick, and Tick would then close
 	// a client before it has been idle for the whole timeout. The same
-	// reading starts the command's duration (one clock read, not two: they
-	// were 4% of a pipelined TENSORSET's CPU).
-	start := time.Now()
-	now := start.UnixMilli()
+	// reading, of the monotonic clock alone, starts the command's duration
+	// (one clock read, not three: they were 4% of a pipelined TENSORSET's
+	// CPU, and 37% of BenchmarkTensorGet's when time.Now read two clocks).
+	start := s.mono()
+	now := s.wallMs(start)
 	c.lastActive.Store(now)
 	if spec == nil {
 		spec = table.Lookup(argv[0])
@@ -710,7 +732,7 @@ func (s *App) dispatchOne(c *Client, spec *Spec, argv [][]byte, owned Ownership)
 	s.feedMonitors(c, spec, argv)
 	// The parsed command may hold its arguments (a blob): let them go.
 	c.scratch = scratch{}
-	s.recordRun(c, spec, argv, time.Since(start), err != nil)
+	s.recordRun(c, spec, argv, time.Duration(s.mono()-start), err != nil)
 }
 
 // refuse answers a command refused before it runs or queues; inside MULTI
