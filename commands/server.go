@@ -86,7 +86,7 @@ type App struct {
 	started time.Time
 	clock   atomic.Int64 // unix ms, refreshed by Tick
 	// wallOffset is the wall clock's unix ns less mono's reading, taken
-	// together by Tick (wallMs).
+	// together by NewApp and Tick (setClock, wallMs).
 	wallOffset atomic.Int64
 	loading    atomic.Bool
 	stats      Stats
@@ -524,7 +524,8 @@ func (s *App) PreLimits(c *Client) Limits {
 	// The cached clock (Tick's): read for every command, and twice, the
 	// real one cost 3% of a pipelined TENSORSET's CPU. A token that lapsed
 	// within the last tick gets one more command read with the limits of
-	// the authenticated; Dispatch, on the real clock, refuses it NOAUTH.
+	// the authenticated; Dispatch, on the monotonic clock moved to wall
+	// time (wallMs), refuses it NOAUTH.
 	if !c.authedAt(s.clock.Load()) {
 		return Limits{MaxArgs: unauthMaxArgs, MaxBulk: unauthMaxBulk, MaxQuery: unauthMaxArgs * unauthMaxBulk, Unauth: true}
 	}
