@@ -40,38 +40,30 @@ func init() {
 	RegisterInfoSection(InfoSection{Name: "AI", Fields: aiInfo, NotDefault: true, AdminOnly: true})
 }
 
-// cmdStats are one command's counters (INFO commandstats), striped as
-// Counter's (stripes.go): a client adds to one stripe's line.
-type cmdStats struct {
-	_       [cacheLine]byte
-	stripes [stripes]cmdStripe
-}
+// cmdStats are one command's counters (INFO commandstats), striped
+// (stripes.go): a client's command adds to one stripe's line.
+type cmdStats struct{ s striped[cmdCounts] }
 
-type cmdStripe struct {
-	calls, usec, rejected, failed atomic.Int64
-	_                             [cacheLine]byte
-}
+type cmdCounts struct{ calls, usec, rejected, failed atomic.Int64 }
 
 // of is the stripe client c adds to.
-func (st *cmdStats) of(c *Client) *cmdStripe { return &st.stripes[stripe(c.ID)] }
+func (st *cmdStats) of(c *Client) *cmdCounts { return st.s.of(c.ID) }
 
 // sum adds the stripes up.
 func (st *cmdStats) sum() (calls, usec, rejected, failed int64) {
-	for i := range st.stripes {
-		x := &st.stripes[i]
+	st.s.each(func(x *cmdCounts) {
 		calls, usec, rejected, failed = calls+x.calls.Load(), usec+x.usec.Load(), rejected+x.rejected.Load(), failed+x.failed.Load()
-	}
+	})
 	return
 }
 
 // reset zeroes the counts (CONFIG RESETSTAT).
 func (st *cmdStats) reset() {
-	for i := range st.stripes {
-		x := &st.stripes[i]
+	st.s.each(func(x *cmdCounts) {
 		for _, n := range []*atomic.Int64{&x.calls, &x.usec, &x.rejected, &x.failed} {
 			n.Store(0)
 		}
-	}
+	})
 }
 
 // recordRun counts a command that ran, and logs it if it was slow.
