@@ -40,11 +40,31 @@ func (ch *channel) close() { ch.c.Close() }
 
 // socketPair makes a control socket: the parent's end and the child's.
 func socketPair() (parent, child *os.File, err error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	fds, err := seqpacketPair()
 	if err != nil {
 		return nil, nil, err
 	}
 	return os.NewFile(uintptr(fds[0]), "engine-control"), os.NewFile(uintptr(fds[1]), "engine-control"), nil
+}
+
+// seqpacketPair makes a SOCK_SEQPACKET socket pair whose ends each send a
+// message of maxMessage bytes in one write: a message larger than a Unix
+// socket's send buffer fails (EMSGSIZE), and the buffer would otherwise
+// be net.core.wmem_default's.
+func seqpacketPair() ([2]int, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fds, err
+	}
+	for _, fd := range fds {
+		// The kernel doubles the value (bookkeeping) and caps it at twice
+		// net.core.wmem_max (212992 by default).
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, maxMessage); err != nil {
+			closeAll(fds[:])
+			return fds, err
+		}
+	}
+	return fds, nil
 }
 
 // send writes one message with fds (their numbers stay the caller's).

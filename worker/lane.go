@@ -144,7 +144,7 @@ func (p *proc) lane(ctx context.Context) (*lane, error) {
 // newLane makes a lane and hands its worker ends (request, reply) to the
 // worker.
 func (p *proc) newLane() (*lane, error) {
-	req, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	req, err := seqpacketPair()
 	if err != nil {
 		return nil, err
 	}

@@ -40,9 +40,14 @@ const (
 )
 
 // inlineMax: tensor payloads up to this size travel in the message, larger
-// ones in a memfd. The message must fit the socket's send buffer
-// (net.core.wmem_default, 208 KiB by default).
-const inlineMax = 96 << 10
+// ones in a memfd. A memfd costs its creation, a mapping on each side and
+// a page fault for each of its pages on each side (11 µs a fault on the VM
+// of docs/BENCHMARKS.md): a batch of 32 rows of the bench's MLP (100,352
+// bytes in) took 1.2 ms a run through a worker in a memfd, 0.40 ms inline,
+// against 0.26 ms in process (`go test -bench Run ./worker`). So the
+// limit holds a full batch of a 784-float row, BATCHSIZE 32. The message
+// must fit the socket's send buffer (seqpacketPair).
+const inlineMax = 128 << 10
 
 // maxMessage bounds a message with an inline payload (fields and all).
 const maxMessage = inlineMax + 64<<10

@@ -72,6 +72,10 @@ func newTestPool(t *testing.T, cfg Config) *Pool {
 	return p
 }
 
+// memfdRows is a number of rows of linear.onnx ([N,4] in, [N,3] out)
+// whose input and output both travel in a memfd (above inlineMax).
+const memfdRows = inlineMax/(3*4) + 1
+
 func readModel(t *testing.T, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "modelstore", "testdata", name))
@@ -136,8 +140,11 @@ func TestWorkerRunsLikeInProcess(t *testing.T) {
 		inputs []*modelstore.Tensor
 	}{
 		{"linear.onnx", []*modelstore.Tensor{floats([]int64{1, 4}, func(i int) float32 { return float32(i + 1) })}},
-		// 10000x4 floats in (160 KB), 10000x3 out (120 KB): both above inlineMax.
-		{"linear.onnx", []*modelstore.Tensor{floats([]int64{10000, 4}, func(i int) float32 { return float32(i%7) * 0.5 })}},
+		// [memfdRows,4] floats in, [memfdRows,3] out: both above inlineMax.
+		{"linear.onnx", []*modelstore.Tensor{floats([]int64{memfdRows, 4}, func(i int) float32 { return float32(i%7) * 0.5 })}},
+		// Exactly inlineMax bytes in: the largest message, which the
+		// lane's socket must take in one write (seqpacketPair).
+		{"linear.onnx", []*modelstore.Tensor{floats([]int64{inlineMax / 16, 4}, func(i int) float32 { return float32(i%5) * 0.25 })}},
 		{"string_identity.onnx", []*modelstore.Tensor{strs}},
 		{"mixed_outputs.onnx", []*modelstore.Tensor{floats([]int64{3, 2}, func(i int) float32 { return float32(i) })}},
 	}
@@ -188,7 +195,7 @@ func TestConcurrentRuns(t *testing.T) {
 			for i := range 50 {
 				rows := int64(1 + (g+i)%5)
 				if i%10 == 0 {
-					rows = 8000 // above inlineMax: a memfd each way
+					rows = memfdRows // a memfd each way
 				}
 				in := []*modelstore.Tensor{floats([]int64{rows, 4}, func(k int) float32 { return float32(g*1000 + i + k) })}
 				want, err := local.Run(context.Background(), in)
@@ -529,25 +536,29 @@ func TestSeccompDenies(t *testing.T) {
 	}
 }
 
-// BenchmarkRun times one run of linear.onnx at batch 1, one at a time, in
-// a worker and in this process: the difference is the wall's cost per run
-// (the control socket's round trip), without the network front end.
+// BenchmarkRun times one run of linear.onnx, one at a time, in a worker
+// and in this process: the difference is the wall's cost per run (the
+// lane's round trip), without the network front end. rows-6272 is a
+// payload of 100,352 bytes in, a batch of 32 of the bench's MLP rows (784
+// floats), which travels in the message (inlineMax).
 func BenchmarkRun(b *testing.B) {
 	t := &testing.T{}
 	pool := newTestPool(t, Config{})
-	in := []*modelstore.Tensor{floats([]int64{1, 4}, func(i int) float32 { return float32(i) })}
 	for _, e := range []struct {
 		name   string
 		engine modelstore.Engine
 	}{{"worker", pool}, {"in-process", modelstore.InProcess{}}} {
 		s := compile(t, e.engine, "linear.onnx")
-		b.Run(e.name, func(b *testing.B) {
-			for b.Loop() {
-				if _, err := s.Run(context.Background(), in); err != nil {
-					b.Fatal(err)
+		for _, rows := range []int64{1, 6272} {
+			in := []*modelstore.Tensor{floats([]int64{rows, 4}, func(i int) float32 { return float32(i % 7) })}
+			b.Run(fmt.Sprintf("%s/rows-%d", e.name, rows), func(b *testing.B) {
+				for b.Loop() {
+					if _, err := s.Run(context.Background(), in); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
 
@@ -558,13 +569,22 @@ func TestPayloadSizeAndAllocs(t *testing.T) {
 	small := []*modelstore.Tensor{floats([]int64{1, 784}, func(i int) float32 { return float32(i) }), nil,
 		floats([]int64{3}, func(int) float32 { return 7 })}
 	big := []*modelstore.Tensor{floats([]int64{1, inlineMax/4 + 1}, func(int) float32 { return 1 })}
-	for _, ts := range [][]*modelstore.Tensor{small, big, {}} {
+	// A full batch (BATCHSIZE 32) of the bench's MLP rows travels inline.
+	batch := []*modelstore.Tensor{floats([]int64{32, 784}, func(int) float32 { return 1 })}
+	for _, c := range []struct {
+		ts     []*modelstore.Tensor
+		inline bool
+	}{{small, true}, {big, false}, {batch, true}, {nil, true}} {
+		ts := c.ts
 		e := &enc{}
 		fds, err := putPayload(e, ts)
 		if err != nil {
 			t.Fatal(err)
 		}
 		closeAll(fds)
+		if (len(fds) == 0) != c.inline {
+			t.Errorf("%d tensors of %d bytes: %d memfds, want inline %v", len(ts), tensorsSize(ts), len(fds), c.inline)
+		}
 		if len(e.b) != payloadSize(ts) {
 			t.Errorf("%d tensors of %d bytes: putPayload appended %d bytes, payloadSize says %d", len(ts), tensorsSize(ts), len(e.b), payloadSize(ts))
 		}
