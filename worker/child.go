@@ -213,8 +213,9 @@ func (w *child) compile(id uint64, d *dec, fds []int) {
 	})
 }
 
-// run runs a session on the tensors of a run request and replies on l.
-func (w *child) run(ctx context.Context, l sender, id uint64, d *dec, fds []int) {
+// run runs a session on the tensors of a run request and replies on l,
+// building the reply in *out (replyTensors).
+func (w *child) run(ctx context.Context, l sender, out *[]byte, id uint64, d *dec, fds []int) {
 	defer func() {
 		w.mu.Lock()
 		delete(w.runs, id)
@@ -240,13 +241,25 @@ func (w *child) run(ctx context.Context, l sender, id uint64, d *dec, fds []int)
 		w.reply(l, id, err, nil)
 		return
 	}
-	w.replyTensors(l, id, outs)
+	w.replyTensors(l, out, id, outs)
 }
 
-// replyTensors answers run id with its outputs, the message built in one
-// allocation (payloadSize), or with the error of sending them.
-func (w *child) replyTensors(l sender, id uint64, outs []*modelstore.Tensor) {
-	e := &enc{b: make([]byte, 0, headSize+1+payloadSize(outs))}
+// replyTensors answers run id with its outputs, or with the error of
+// sending them. The message is built in *out, the lane's buffer, which
+// the next reply reuses once this one is sent: a fresh one when *out is
+// too small, kept when it holds at most maxMessage bytes. Otherwise each
+// reply was garbage the size of the run's outputs, and with outputs of
+// 75 KB the collections it caused took a third of the worker's CPU (`go
+// test -bench Run ./worker`, rows-6272, under perf record).
+func (w *child) replyTensors(l sender, out *[]byte, id uint64, outs []*modelstore.Tensor) {
+	size := headSize + 1 + payloadSize(outs)
+	e := &enc{b: (*out)[:0]}
+	if cap(e.b) < size {
+		e.b = make([]byte, 0, size)
+		if size <= maxMessage {
+			*out = e.b
+		}
+	}
 	e.head(opReply, id)
 	e.u8(0)
 	if err := sendTensors(l, e, outs); err != nil {

@@ -364,6 +364,7 @@ func (w *child) serveLane(req, rep int) {
 	defer unix.Close(rep)
 	l := rawLane{fd: rep}
 	rb := newRecvBuf()
+	var out []byte // the replies' buffer (replyTensors)
 	for {
 		n, oobn, flags, _, err := unix.Recvmsg(req, rb.buf, rb.oob, unix.MSG_CMSG_CLOEXEC)
 		if err == unix.EINTR {
@@ -393,7 +394,7 @@ func (w *child) serveLane(req, rep int) {
 		}
 		w.runs[id] = cancel
 		w.mu.Unlock()
-		w.run(ctx, l, id, d, fds)
+		w.run(ctx, l, &out, id, d, fds)
 		cancel()
 		if poll > 0 {
 			awaitPolling(req, poll)
