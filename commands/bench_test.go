@@ -2,10 +2,13 @@ package commands_test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync/atomic"
 	"testing"
 
 	"github.com/enclaveai/enclaveai/commands"
@@ -98,6 +101,22 @@ func (p pooledBlob) Pooled(i int) bool { return i == int(p) }
 // the ONNX Runtime call and storing the output. Its allocs/op are those of
 // the inference hot path (docs/BENCHMARKS.md, "Inference loop").
 func BenchmarkModelExecute(b *testing.B) {
+	s, c := benchModelServer(b)
+	argv := [][]byte{[]byte("AI.MODELEXECUTE"), []byte("m"), []byte("INPUTS"), []byte("1"), []byte("x"), []byte("OUTPUTS"), []byte("1"), []byte("y")}
+	b.ReportAllocs()
+	for b.Loop() {
+		c.W.Reset()
+		s.Dispatch(c, argv, nil)
+	}
+	if got := string(c.W.Bytes()); got != "+OK\r\n" {
+		b.Fatalf("reply %q", got)
+	}
+}
+
+// benchModelServer is benchServer with linear.onnx stored at m (with
+// args after the backend's, such as BATCHSIZE) and a [1,4] input at x,
+// run in this process.
+func benchModelServer(b *testing.B, args ...string) (*commands.App, *commands.Client) {
 	lib, err := modelstore.FindRuntimeLibrary("")
 	if err != nil {
 		lib, err = modelstore.FindRuntimeLibrary(filepath.Join("..", ".cache", "onnxruntime", modelstore.RuntimeVersionWanted, "libonnxruntime.so.1"))
@@ -113,8 +132,12 @@ func BenchmarkModelExecute(b *testing.B) {
 		b.Fatal(err)
 	}
 	s, c := benchServer(b)
+	store := [][]byte{[]byte("AI.MODELSTORE"), []byte("m"), []byte("ONNX"), []byte("CPU")}
+	for _, a := range args {
+		store = append(store, []byte(a))
+	}
 	for _, argv := range [][][]byte{
-		{[]byte("AI.MODELSTORE"), []byte("m"), []byte("ONNX"), []byte("CPU"), []byte("BLOB"), model},
+		append(store, []byte("BLOB"), model),
 		{[]byte("AI.TENSORSET"), []byte("x"), []byte("FLOAT"), []byte("1"), []byte("4"), []byte("VALUES"), []byte("1"), []byte("2"), []byte("3"), []byte("4")},
 	} {
 		c.W.Reset()
@@ -123,15 +146,33 @@ func BenchmarkModelExecute(b *testing.B) {
 			b.Fatalf("%s: %q", argv[0], got)
 		}
 	}
-	argv := [][]byte{[]byte("AI.MODELEXECUTE"), []byte("m"), []byte("INPUTS"), []byte("1"), []byte("x"), []byte("OUTPUTS"), []byte("1"), []byte("y")}
+	return s, c
+}
+
+// BenchmarkModelExecuteBatched is AI.MODELEXECUTE of linear.onnx stored
+// with BATCHSIZE 32 from 32 clients at once, each with its own input and
+// output keys, without the network: what the run queue's batching costs a
+// request besides the model's run (a [n,4] run takes a few µs).
+func BenchmarkModelExecuteBatched(b *testing.B) {
+	s, _ := benchModelServer(b, "BATCHSIZE", "32")
+	var next atomic.Int32
 	b.ReportAllocs()
-	for b.Loop() {
-		c.W.Reset()
-		s.Dispatch(c, argv, nil)
-	}
-	if got := string(c.W.Bytes()); got != "+OK\r\n" {
-		b.Fatalf("reply %q", got)
-	}
+	b.SetParallelism(32 / runtime.GOMAXPROCS(0))
+	b.RunParallel(func(pb *testing.PB) {
+		c := s.NewClient("127.0.0.1:1", "127.0.0.1:2", nil)
+		in := fmt.Sprintf("x%d", next.Add(1))
+		out := "y" + in
+		s.Dispatch(c, [][]byte{[]byte("AI.TENSORSET"), []byte(in), []byte("FLOAT"), []byte("1"), []byte("4"), []byte("VALUES"), []byte("1"), []byte("2"), []byte("3"), []byte("4")}, nil)
+		argv := [][]byte{[]byte("AI.MODELEXECUTE"), []byte("m"), []byte("INPUTS"), []byte("1"), []byte(in), []byte("OUTPUTS"), []byte("1"), []byte(out)}
+		for pb.Next() {
+			c.W.Reset()
+			s.Dispatch(c, argv, nil)
+			if got := string(c.W.Bytes()); got != "+OK\r\n" {
+				b.Errorf("reply %q", got)
+				return
+			}
+		}
+	})
 }
 
 // BenchmarkTensorSetLogged is BenchmarkTensorSet with the append-only log
