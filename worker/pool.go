@@ -897,6 +897,10 @@ func (s *session) RunGroup(runs []modelstore.GroupRun) {
 			}
 			r.Done(outs, err)
 		})
+		for _, r := range group {
+			recycleRequest(r.msg)
+		}
+		clear(group)
 		group, owners, bytes = group[:0], owners[:0], 0
 	}
 	for i, r := range runs {
@@ -956,7 +960,13 @@ func (s *session) check(ctx context.Context, inputs []*modelstore.Tensor) error 
 // request encodes a run of inputs (its id and poll left 0) and their payload
 // (putPayload: the caller closes the descriptors once sent).
 func (s *session) request(inputs []*modelstore.Tensor) ([]byte, []int, error) {
-	e := &enc{b: make([]byte, 0, headSize+4+8+payloadSize(inputs))}
+	size := headSize + 4 + 8 + payloadSize(inputs)
+	e := &enc{}
+	if p, _ := requestBufs.Get().(*[]byte); p != nil && cap(*p) >= size {
+		e.b = (*p)[:0]
+	} else {
+		e.b = make([]byte, 0, size)
+	}
 	e.head(opRun, 0)
 	e.u32(0) // poll: putPoll
 	e.u64(s.sid)
@@ -965,6 +975,23 @@ func (s *session) request(inputs []*modelstore.Tensor) ([]byte, []int, error) {
 		return nil, nil, err
 	}
 	return e.b, fds, nil
+}
+
+// requestBufs holds the buffers of run requests that have been sent
+// (*[]byte, at most maxMessage bytes each), for the next requests to be
+// built in: otherwise each request was garbage the size of its inputs
+// (64 KB a run of the transformer). A buffer goes back only after its
+// message was written to a lane (RunGroup), which copies it; the next
+// request overwrites it from the start and sends only what it wrote, so
+// an earlier run's bytes past that never leave the server.
+var requestBufs sync.Pool
+
+// recycleRequest gives a sent request's buffer to requestBufs.
+func recycleRequest(msg []byte) {
+	if cap(msg) <= maxMessage {
+		msg = msg[:0]
+		requestBufs.Put(&msg)
+	}
 }
 
 // outputsOf decodes a run's reply (its fds are closed); outputs of more
