@@ -157,12 +157,16 @@ func BenchmarkModelExecuteBatched(b *testing.B) {
 	s, _ := benchModelServer(b, "BATCHSIZE", "32")
 	var next atomic.Int32
 	b.ReportAllocs()
-	b.SetParallelism(32 / runtime.GOMAXPROCS(0))
+	b.SetParallelism(max(1, 32/runtime.GOMAXPROCS(0))) // 32 clients where GOMAXPROCS divides 32
 	b.RunParallel(func(pb *testing.PB) {
 		c := s.NewClient("127.0.0.1:1", "127.0.0.1:2", nil)
 		in := fmt.Sprintf("x%d", next.Add(1))
 		out := "y" + in
 		s.Dispatch(c, [][]byte{[]byte("AI.TENSORSET"), []byte(in), []byte("FLOAT"), []byte("1"), []byte("4"), []byte("VALUES"), []byte("1"), []byte("2"), []byte("3"), []byte("4")}, nil)
+		if got := string(c.W.Bytes()); got != "+OK\r\n" {
+			b.Errorf("AI.TENSORSET: %q", got)
+			return
+		}
 		argv := [][]byte{[]byte("AI.MODELEXECUTE"), []byte("m"), []byte("INPUTS"), []byte("1"), []byte(in), []byte("OUTPUTS"), []byte("1"), []byte(out)}
 		for pb.Next() {
 			c.W.Reset()

@@ -49,17 +49,25 @@ func socketPair() (parent, child *os.File, err error) {
 
 // seqpacketPair makes a SOCK_SEQPACKET socket pair whose ends each send a
 // message of maxMessage bytes in one write: a message larger than a Unix
-// socket's send buffer fails (EMSGSIZE), and the buffer would otherwise
-// be net.core.wmem_default's.
+// socket's send buffer (less 32 bytes) fails (EMSGSIZE), and the buffer
+// would otherwise be net.core.wmem_default's. The kernel doubles the size
+// asked for (its bookkeeping) and caps it at twice net.core.wmem_max
+// (212992 by default): a machine whose wmem_max is set below about 98 KiB
+// gets a clear error here rather than runs that fail later.
 func seqpacketPair() ([2]int, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fds, err
 	}
 	for _, fd := range fds {
-		// The kernel doubles the value (bookkeeping) and caps it at twice
-		// net.core.wmem_max (212992 by default).
-		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, maxMessage); err != nil {
+		err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, maxMessage)
+		if err == nil {
+			var got int
+			if got, err = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF); err == nil && got < maxMessage+32 {
+				err = fmt.Errorf("worker: a socket's send buffer is %d bytes, under the %d a message may take (raise net.core.wmem_max)", got, maxMessage+32)
+			}
+		}
+		if err != nil {
 			closeAll(fds[:])
 			return fds, err
 		}

@@ -319,7 +319,7 @@ func (p *proc) runs(runs []laneRun, sess *session, done func(i int, msg []byte, 
 
 // maxGroupBytes bounds the requests of one group on a lane, which are all
 // written before any reply is read: the socket's send buffer
-// (net.core.wmem_default, 208 KiB by default) must hold them even while
+// (seqpacketPair's, 384 KiB on a default kernel) must hold them even while
 // the worker's replies wait in the other direction. maxGroup bounds their
 // number below the queue of a Unix socket (net.unix.max_dgram_qlen, 10 by
 // default), so that neither side's writes wait for the other's reads.

@@ -980,13 +980,15 @@ func (s *session) request(inputs []*modelstore.Tensor) ([]byte, []int, error) {
 // requestBufs holds the buffers of run requests that have been sent
 // (*[]byte, at most maxMessage bytes each), for the next requests to be
 // built in: otherwise each request was garbage the size of its inputs
-// (64 KB a run of the transformer). A buffer goes back only after its
-// message was written to a lane (RunGroup), which copies it; the next
+// (64 KB a run of the transformer). A buffer goes back once proc.runs is
+// done with its group (RunGroup): its message was written to a lane,
+// which copies it, or failed to be; the next
 // request overwrites it from the start and sends only what it wrote, so
 // an earlier run's bytes past that never leave the server.
 var requestBufs sync.Pool
 
-// recycleRequest gives a sent request's buffer to requestBufs.
+// recycleRequest gives a request's buffer to requestBufs (its box, the
+// *[]byte, is the one allocation a recycled request costs).
 func recycleRequest(msg []byte) {
 	if cap(msg) <= maxMessage {
 		msg = msg[:0]

@@ -72,6 +72,33 @@ func newTestPool(t *testing.T, cfg Config) *Pool {
 	return p
 }
 
+// TestSocketPairTakesTheLargestMessage: seqpacketPair's send buffer is the
+// one it asked for (the kernel doubles it), above the default
+// (net.core.wmem_default, 212992), and a message of maxMessage bytes
+// goes through whole.
+func TestSocketPairTakesTheLargestMessage(t *testing.T) {
+	fds, err := seqpacketPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll(fds[:])
+	if got, err := unix.GetsockoptInt(fds[0], unix.SOL_SOCKET, unix.SO_SNDBUF); err != nil || got != 2*maxMessage {
+		t.Errorf("send buffer %d (%v), want %d", got, err, 2*maxMessage)
+	}
+	msg := bytes.Repeat([]byte{0xa5}, maxMessage)
+	if err := sendMsg(fds[0], msg, nil); err != nil {
+		t.Fatal(err)
+	}
+	rb := newRecvBuf()
+	n, oobn, flags, _, err := unix.Recvmsg(fds[1], rb.buf, rb.oob, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := rb.view(n, oobn, flags); err != nil || !bytes.Equal(got, msg) {
+		t.Fatalf("read back %d bytes (%v), want %d", len(got), err, len(msg))
+	}
+}
+
 // memfdRows is a number of rows of linear.onnx ([N,4] in, [N,3] out)
 // whose input and output both travel in a memfd (above inlineMax).
 const memfdRows = inlineMax/(3*4) + 1
@@ -598,7 +625,9 @@ func TestPayloadSizeAndAllocs(t *testing.T) {
 		t.Errorf("a run's request: %.1f allocations, want 1", got)
 	}
 	// A sent request's buffer serves a next request, rewritten whole; a
-	// buffer too small for one is passed over. (sync.Pool may drop an item,
+	// request that draws a buffer too small for it makes a fresh one (the
+	// small one is put after the large, so it is drawn after it and
+	// dropped by the next try's request). (sync.Pool may drop an item,
 	// as it does at random under the race detector: a few tries.)
 	first, _, err := s.request(small)
 	if err != nil {
