@@ -982,9 +982,9 @@ func (s *session) request(inputs []*modelstore.Tensor) ([]byte, []int, error) {
 // built in: otherwise each request was garbage the size of its inputs
 // (64 KB a run of the transformer). A buffer goes back once proc.runs is
 // done with its group (RunGroup): its message was written to a lane,
-// which copies it, or failed to be; the next
-// request overwrites it from the start and sends only what it wrote, so
-// an earlier run's bytes past that never leave the server.
+// which copies it, or failed to be. The next request overwrites it from
+// the start and sends only what it wrote, so an earlier run's bytes past
+// that never leave the server.
 var requestBufs sync.Pool
 
 // recycleRequest gives a request's buffer to requestBufs (its box, the
