@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -727,30 +726,43 @@ func TestReplyPoll(t *testing.T) {
 			t.Errorf("poll %v alone %v: asked %d times, want polling %v", c.poll, c.alone, asked.Load(), c.polls)
 		}
 		// The worker's thread polls for the next request, or sleeps: a
-		// polling thread takes what CPU it is given, a sleeping one none.
+		// polling thread is runnable (state R) whenever it is looked at, a
+		// sleeping one is not. Its CPU time would not tell on a loaded
+		// machine: it yields to every other thread that wants a CPU.
 		pid := workerPID(t, lin)
-		cpu0 := procCPU(t, pid)
-		time.Sleep(idle)
-		cpu := procCPU(t, pid) - cpu0
-		if polled := cpu >= idle/6; polled != c.polls {
-			t.Errorf("poll %v alone %v: the idle worker used %v of CPU in %v, want polling %v", c.poll, c.alone, cpu, idle, c.polls)
+		const samples = 30
+		runnable := 0
+		for range samples {
+			if procRunnable(t, pid) {
+				runnable++
+			}
+			time.Sleep(idle / samples)
+		}
+		if polled := runnable > samples/2; polled != c.polls {
+			t.Errorf("poll %v alone %v: the idle worker was runnable in %d of %d looks, want polling %v", c.poll, c.alone, runnable, samples, c.polls)
 		}
 	}
 }
 
-// procCPU is the CPU time process pid has used (/proc/pid/stat).
-func procCPU(t *testing.T, pid int) time.Duration {
+// procRunnable reports whether a thread of process pid is running or
+// waiting for a CPU (state R in /proc/pid/task/tid/stat).
+func procRunnable(t *testing.T, pid int) bool {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		t.Fatal(err)
+	stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if err != nil || len(stats) == 0 {
+		t.Fatalf("the threads of process %d: %v", pid, err)
 	}
-	// The fields after the command's name, in parentheses: utime and stime
-	// are the 14th and 15th of the line, in clock ticks (100 a second).
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
-	utime, _ := strconv.Atoi(f[11])
-	stime, _ := strconv.Atoi(f[12])
-	return time.Duration(utime+stime) * 10 * time.Millisecond
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // the thread has exited
+		}
+		// The state is the field after the command's name, in parentheses.
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'R' {
+			return true
+		}
+	}
+	return false
 }
 
 // TestAwaitPolling: awaitPolling returns once a message waits (leaving it
