@@ -264,11 +264,14 @@ section_models() {
 }
 
 section_go() {
-	say "go: Go benchmarks (commands, server)"
+	say "go: Go benchmarks (commands, server, modelstore, worker)"
 	go test -run '^$' -bench . -benchmem -benchtime 1s ./commands ./server | grep -E '^(Benchmark|ok|FAIL)' | tee -a "$SUMMARY"
 	# SCAN and active expiry at 10k and 1M keys: the cost per call must not
 	# grow with the keyspace.
 	go test -run '^$' -bench Keyspace -benchmem -benchtime 2000x ./modelstore | grep -E '^(Benchmark|ok|FAIL)' | tee -a "$SUMMARY"
+	# The engine wall's cost per run: the same runs through a worker and in
+	# process (linear.onnx, and the loop's mlp.onnx at 1, 8 and 32 rows).
+	go test -run '^$' -bench '^BenchmarkRun$' -benchmem ./worker | grep -E '^(Benchmark|ok|FAIL)' | tee -a "$SUMMARY"
 }
 
 [ -x "$SERVER" ] || { echo "$SERVER is missing: run make build" >&2; exit 1; }

@@ -115,9 +115,15 @@ func readModel(t *testing.T, name string) []byte {
 // shared buffer as the Registry would make.
 func compile(t *testing.T, e modelstore.Engine, name string) modelstore.EngineSession {
 	t.Helper()
+	return compileBytes(t, e, name, readModel(t, name))
+}
+
+// compileBytes is compile of a model's bytes.
+func compileBytes(t *testing.T, e modelstore.Engine, name string, model []byte) modelstore.EngineSession {
+	t.Helper()
 	modelstore.ShareBuffers(true)
 	defer modelstore.ShareBuffers(false)
-	buf, err := modelstore.CopyToBuffer(readModel(t, name))
+	buf, err := modelstore.CopyToBuffer(model)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -562,28 +568,50 @@ func TestSeccompDenies(t *testing.T) {
 	}
 }
 
-// BenchmarkRun times one run of linear.onnx, one at a time, in a worker
-// and in this process: the difference is the wall's cost per run (the
-// lane's round trip), without the network front end. rows-6272 is a
-// payload of 100,352 bytes in, a batch of 32 of the bench's MLP rows (784
-// floats), which travels in the message (inlineMax).
+// BenchmarkRun times one run at a time, in a worker and in this process:
+// the difference is the wall's cost per run (the lane's round trip),
+// without the network front end.
+//   - linear.onnx: rows-1 is the wall alone; rows-6272 is a payload of
+//     100,352 bytes in, a batch of 32 of the bench's MLP rows (784
+//     floats), which travels in the message (inlineMax).
+//   - mlp.onnx, the model of the inference loop (redis_tests/models,
+//     make models; skipped without it): one request's row, a batch of 8
+//     (the batched loop's batches held 6 to 13 rows at 32 clients) and a
+//     full batch of 32.
 func BenchmarkRun(b *testing.B) {
 	t := &testing.T{}
 	pool := newTestPool(t, Config{})
+	mlp, mlpErr := os.ReadFile(filepath.Join("..", "redis_tests", "models", "mlp.onnx"))
 	for _, e := range []struct {
 		name   string
 		engine modelstore.Engine
 	}{{"worker", pool}, {"in-process", modelstore.InProcess{}}} {
-		s := compile(t, e.engine, "linear.onnx")
-		for _, rows := range []int64{1, 6272} {
-			in := []*modelstore.Tensor{floats([]int64{rows, 4}, func(i int) float32 { return float32(i % 7) })}
-			b.Run(fmt.Sprintf("%s/rows-%d", e.name, rows), func(b *testing.B) {
-				for b.Loop() {
-					if _, err := s.Run(context.Background(), in); err != nil {
-						b.Fatal(err)
+		lin := compile(t, e.engine, "linear.onnx")
+		var s modelstore.EngineSession
+		if mlpErr == nil {
+			s = compileBytes(t, e.engine, "mlp.onnx", mlp)
+		}
+		for _, c := range []struct {
+			model string
+			cols  int64
+			rows  []int64
+		}{{"linear", 4, []int64{1, 6272}}, {"mlp", 784, []int64{1, 8, 32}}} {
+			for _, rows := range c.rows {
+				in := []*modelstore.Tensor{floats([]int64{rows, c.cols}, func(i int) float32 { return float32(i%7) / 7 })}
+				b.Run(fmt.Sprintf("%s/%s/rows-%d", e.name, c.model, rows), func(b *testing.B) {
+					s := s
+					if c.model == "linear" {
+						s = lin
+					} else if mlpErr != nil {
+						b.Skip(mlpErr)
 					}
-				}
-			})
+					for b.Loop() {
+						if _, err := s.Run(context.Background(), in); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
 		}
 	}
 }
