@@ -586,27 +586,24 @@ func BenchmarkRun(b *testing.B) {
 		name   string
 		engine modelstore.Engine
 	}{{"worker", pool}, {"in-process", modelstore.InProcess{}}} {
-		lin := compile(t, e.engine, "linear.onnx")
-		var s modelstore.EngineSession
+		var mlpSession modelstore.EngineSession // nil without mlp.onnx
 		if mlpErr == nil {
-			s = compileBytes(t, e.engine, "mlp.onnx", mlp)
+			mlpSession = compileBytes(t, e.engine, "mlp.onnx", mlp)
 		}
 		for _, c := range []struct {
 			model string
+			s     modelstore.EngineSession
 			cols  int64
 			rows  []int64
-		}{{"linear", 4, []int64{1, 6272}}, {"mlp", 784, []int64{1, 8, 32}}} {
+		}{{"linear", compile(t, e.engine, "linear.onnx"), 4, []int64{1, 6272}}, {"mlp", mlpSession, 784, []int64{1, 8, 32}}} {
 			for _, rows := range c.rows {
 				in := []*modelstore.Tensor{floats([]int64{rows, c.cols}, func(i int) float32 { return float32(i%7) / 7 })}
 				b.Run(fmt.Sprintf("%s/%s/rows-%d", e.name, c.model, rows), func(b *testing.B) {
-					s := s
-					if c.model == "linear" {
-						s = lin
-					} else if mlpErr != nil {
+					if c.s == nil {
 						b.Skip(mlpErr)
 					}
 					for b.Loop() {
-						if _, err := s.Run(context.Background(), in); err != nil {
+						if _, err := c.s.Run(context.Background(), in); err != nil {
 							b.Fatal(err)
 						}
 					}
