@@ -115,3 +115,28 @@ func TestBoundsNeedTheirFigures(t *testing.T) {
 		t.Errorf("without the model's runs: %q", got)
 	}
 }
+
+// TestBoundsGoFloor: with floor-go's figures, a 32-client bound adds what
+// a goroutine per connection allows, from floor-go's server CPU in place
+// of the floor's, and keeps the first bound's verdict.
+func TestBoundsGoFloor(t *testing.T) {
+	r := boundsReport()
+	if got := newBounds(r).loop("mlp", 32, 0.5); strings.Contains(got, "goroutine") {
+		t.Errorf("without floor-go: %q", got)
+	}
+	u := time.Microsecond
+	r.loops.by[loopKey("floor-go", 32)] = []sample{
+		{ops: 30000, secs: 1, cpuPerOp: 29 * u}, {ops: 30000, secs: 1, cpuPerOp: 31 * u},
+	}
+	// Per round (19 + 29) / (29 + 39 + 16 + 29) = 0.425 and
+	// (21 + 31) / (31 + 41 + 16 + 31) = 0.437: 0.43.
+	got := newBounds(r).loop("mlp", 32, 0.5)
+	for _, w := range []string{"**out of reach**", "at best 0.47x", "goroutine per connection, at best 0.43x", "30.0 + 40.0 + 16.0 = 86.0"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("with floor-go: %q, want %q in it", got, w)
+		}
+	}
+	if got := newBounds(r).loop("mlp", 1, 0.75); strings.Contains(got, "goroutine") {
+		t.Errorf("one client: %q, want no goroutine bound", got)
+	}
+}

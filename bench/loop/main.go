@@ -29,8 +29,12 @@
 //     default, where EnclaveAI's default is its sealed log at everysec),
 //     for the loop like with like; "floor-ea" is the floor's loop on that
 //     third server (AI.TENSORSET, PING, AI.TENSORGET of the same sizes),
-//     the network front end against Redis's. Each client count runs every kind in turn, in rounds whose
-//     order alternates (ABBA), for -dur after -warm each;
+//     the network front end against Redis's; "floor-go" and
+//     "floor-go-loop" the floor's loop on a Go server that does nothing
+//     else, this binary re-executed (gofloor.go), with a goroutine per
+//     connection and with one epoll loop. Each client count runs every
+//     kind in turn, in rounds whose order alternates (ABBA), for -dur
+//     after -warm each;
 //   - machine: what this machine charges for the parts of any round trip,
 //     with raw system calls on locked threads: a system call, a page's
 //     first write (a minor fault), and a one-byte round trip over two
@@ -96,7 +100,8 @@ type options struct {
 }
 
 func main() {
-	runEcho() // section machine's peer process, when it is one
+	runEcho()    // section machine's peer process, when it is one
+	runGoFloor() // a Go floor's server, when it is one
 	var o options
 	var clients, sections, kinds, aiconfig, serverEnv, serverArgs string
 	flag.StringVar(&o.server, "server", "bin/enclaveai-server", "EnclaveAI server binary")
@@ -264,7 +269,12 @@ func run(o *options) (*report, error) {
 		}
 	}
 	if o.sections["loop"] {
-		if rep.loops, err = measureLoops(o, ea, off, nolog, rd, runs, blob); err != nil {
+		goFloors, err := startGoFloors(o.kinds, max(slices.Max(o.clients), 8))
+		if err != nil {
+			return nil, fmt.Errorf("loop: %w", err)
+		}
+		defer stopAll(goFloors)
+		if rep.loops, err = measureLoops(o, ea, off, nolog, rd, goFloors, runs, blob); err != nil {
 			return nil, fmt.Errorf("loop: %w", err)
 		}
 	}

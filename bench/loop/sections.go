@@ -260,8 +260,11 @@ func threadCPU() time.Duration {
 // append-only log; "floor-ea" is the loop without its run, on the server
 // without the log (AI.TENSORSET of the input, PING, AI.TENSORGET of a
 // [1,10] tensor: the floor's sizes), the network front end's share of a
-// loop against Redis's.
-var loopKinds = []string{"floor", "floor-ea", "mlp", "mlp-batch32", "mlp-off", "mlp-off-batch32", "mlp-nolog", "mlp-nolog-batch32"}
+// loop against Redis's; "floor-go" and "floor-go-loop" are the floor's
+// loop on the Go floors (gofloor.go): what the loop's round trips cost a
+// Go server that does nothing else, with a goroutine per connection and
+// with one epoll loop.
+var loopKinds = []string{"floor", "floor-ea", "floor-go", "floor-go-loop", "mlp", "mlp-batch32", "mlp-off", "mlp-off-batch32", "mlp-nolog", "mlp-nolog-batch32"}
 
 // extraKinds run only when -kinds names them: "mlp-receipt" is the mlp
 // loop with RECEIPT on each AI.MODELEXECUTE (a signed receipt instead of
@@ -277,7 +280,7 @@ type loops struct {
 
 func loopKey(kind string, clients int) string { return kind + "/" + strconv.Itoa(clients) }
 
-func measureLoops(o *options, ea, off, nolog, rd *benchproc.Proc, runs *modelRuns, blob []byte) (*loops, error) {
+func measureLoops(o *options, ea, off, nolog, rd *benchproc.Proc, goFloors map[string]*benchproc.Proc, runs *modelRuns, blob []byte) (*loops, error) {
 	big := make([]byte, 4*inputLen)
 	copy(big, blob)
 	keys := func(prefix string, n int) []string {
@@ -343,6 +346,8 @@ func measureLoops(o *options, ea, off, nolog, rd *benchproc.Proc, runs *modelRun
 		f   body
 	}{
 		"floor":             {rd, floor},
+		"floor-go":          {goFloors["floor-go"], floor},
+		"floor-go-loop":     {goFloors["floor-go-loop"], floor},
 		"floor-ea":          {nolog, frontEnd},
 		"mlp":               {ea, loop("mlp", false)},
 		"mlp-batch32":       {ea, loop("mlp-batch32", false)},
