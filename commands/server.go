@@ -896,16 +896,16 @@ func (s *App) run(x *Ctx, spec *Spec, r Runner) error {
 	mark := x.W.Len()
 	aof := s.aof()
 	logged := aof != nil && (spec.Has(Write|txControl) || writesLog(r))
-	if aof != nil {
-		if !logged && x.C.logSeq != 0 {
-			// A read may stream its reply, and the writes' replies
-			// before it with it: their records go first. Its own reply,
-			// counted by Dispatch, is not written yet.
-			x.C.logReplies--
-			s.CommitClient(x.C)
-			mark = x.W.Len()
-		}
+	switch {
+	case logged:
 		seq = aof.Seq()
+	case aof != nil && x.C.logSeq != 0:
+		// A read may stream its reply, and the writes' replies before it
+		// with it: their records go first. Its own reply, counted by
+		// Dispatch, is not written yet.
+		x.C.logReplies--
+		s.CommitClient(x.C)
+		mark = x.W.Len()
 	}
 	if spec.Has(NoTxLock) {
 		err = r.Run(x)

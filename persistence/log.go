@@ -88,10 +88,13 @@ type Log struct {
 	fs     FS
 	policy atomic.Int32
 
-	mu       sync.Mutex // guards pending, appended, leading and waiters
-	pending  []Op
-	spare    []Op // the other queue (writeLocked)
-	appended uint64
+	mu      sync.Mutex // guards pending, leading and waiters, and writes of appended
+	pending []Op
+	spare   []Op // the other queue (writeLocked)
+	// appended is the last record's sequence number: written under mu,
+	// read without it (Seq, which every logged command calls twice: no
+	// lock for the writes of two CPUs to meet on).
+	appended atomic.Uint64
 	leading  bool     // a Commit is writing for everyone (Commit)
 	waiters  []waiter // Commits waiting for the leader's write
 
@@ -257,18 +260,13 @@ func (l *Log) BaseSize() int64 {
 func (l *Log) Append(op Op) uint64 {
 	l.mu.Lock()
 	l.pending = append(l.pending, op)
-	l.appended++
-	seq := l.appended
+	seq := l.appended.Add(1)
 	l.mu.Unlock()
 	return seq
 }
 
 // Seq is the sequence number of the last record appended.
-func (l *Log) Seq() uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.appended
-}
+func (l *Log) Seq() uint64 { return l.appended.Load() }
 
 // Commit returns once the records up to seq are written to the OS (and,
 // under appendfsync always, fsynced), or with the error that stopped them.
@@ -371,7 +369,7 @@ func (l *Log) writeLocked() error {
 	// The two queues swap: Append fills one while this fills frames from
 	// the other, and neither is allocated again.
 	l.pending, l.spare = l.spare[:0], nil
-	last := l.appended
+	last := l.appended.Load()
 	l.mu.Unlock()
 	defer func() {
 		clear(ops) // the values are written: let them go
@@ -1059,10 +1057,7 @@ func (l *Log) switchLocked(c *cutOp) error {
 // the log stays as BeginRewrite left it: the old files, then the new incr.
 func (l *Log) FinishRewrite(cut Op, src func(yield func(Op) error) error, live map[[32]byte]bool) error {
 	// Records before the cut must be out of the old files before those go.
-	l.mu.Lock()
-	seq := l.appended
-	l.mu.Unlock()
-	if err := l.Commit(seq); err != nil {
+	if err := l.Commit(l.Seq()); err != nil {
 		return err
 	}
 	l.wmu.Lock()

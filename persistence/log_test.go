@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // logState is a LogSink that applies records to a map, as the server does.
@@ -215,6 +216,35 @@ func TestLogGroupCommitConcurrent(t *testing.T) {
 			t.Error("no leader asked Busy")
 		}
 	}
+}
+
+// TestLogSeqTakesNoLock: Seq, which every logged command reads twice,
+// answers while the queue's lock is held (a write's Append on another
+// CPU), and follows Append.
+func TestLogSeqTakesNoLock(t *testing.T) {
+	l := openTestLog(t, t.TempDir(), nil)
+	defer l.Close()
+	if err := l.Create(newLogState().source()); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Append(tensorOp("a", "v")); got != 1 || l.Seq() != 1 {
+		t.Fatalf("Append %d, Seq %d, want 1 and 1", got, l.Seq())
+	}
+	l.mu.Lock()
+	got := make(chan uint64, 1)
+	go func() { got <- l.Seq() }()
+	select {
+	case n := <-got:
+		if n != 1 {
+			t.Errorf("Seq %d under the lock, want 1", n)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("Seq waited for the queue's lock")
+		l.mu.Unlock()
+		<-got
+		return
+	}
+	l.mu.Unlock()
 }
 
 func lastIncr(t *testing.T, dir string) string {
