@@ -61,7 +61,10 @@ import (
 // against 159-175 µs, and bench/loop's mlp loop at one client ran at
 // 0.79-0.85x the floor (five runs, polls of 100 to 300 µs) against
 // 0.60-0.62x, its server and worker using about 90 µs more CPU a loop; at
-// 8 clients nothing polls and the loop ran as fast as without. (An earlier poll, on the reply only and
+// 8 clients nothing polls and the loop ran as fast as without. (The
+// machine has since changed under the same code: on 2026-12-06 that
+// commit's build ran the loop at 0.48-0.55x, and polling gave 0.51x
+// against 0.37x without it; docs/BENCHMARKS.md.) (An earlier poll, on the reply only and
 // allowed whenever one client's commands were executing, cost that loop
 // 5-7% at 8 clients: their commands often took turns without
 // overlapping.) On one CPU nothing polls: the worker needs that CPU.
