@@ -27,7 +27,7 @@ func TestGoFloors(t *testing.T) {
 			addr := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(port))
 			go func() { t.Log(serveGoFloor(mode, addr)) }()
 			var c net.Conn
-			for range 100 {
+			for range 1000 { // up to 10 s for the floor to listen, on a loaded machine
 				if c, err = net.Dial("tcp", addr.String()); err == nil {
 					break
 				}
