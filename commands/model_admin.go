@@ -1,10 +1,13 @@
 package commands
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
+	"github.com/enclaveai/enclaveai/config"
 	"github.com/enclaveai/enclaveai/modelstore"
 )
 
@@ -171,19 +174,24 @@ func (c modelInfoCmd) Run(x *Ctx) error {
 	return nil
 }
 
-// aiSetting is one AI.CONFIG integer setting.
+// aiSetting is one AI.CONFIG integer setting, which takes values from
+// min to max.
 type aiSetting struct {
-	v      func(s *AISettings) *atomic.Int64
-	min    int64
-	errMsg string
+	v        func(s *AISettings) *atomic.Int64
+	min, max int64
+	errMsg   string
 }
 
+// maxTimeoutMs is the longest MODEL_EXECUTION_TIMEOUT a time.Duration
+// holds: a longer one would wrap to a negative deadline, which means none.
+const maxTimeoutMs = math.MaxInt64 / int64(time.Millisecond)
+
 var aiSettings = map[string]aiSetting{
-	"MODEL_CHUNK_SIZE":        {func(s *AISettings) *atomic.Int64 { return &s.ModelChunkSize }, 1, "ERR MODEL_CHUNK_SIZE: invalid chunk size"},
-	"MODEL_EXECUTION_TIMEOUT": {func(s *AISettings) *atomic.Int64 { return &s.ModelExecutionTimeout }, 1000, "ERR MODEL_EXECUTION_TIMEOUT: invalid value"},
-	"INTRA_OP_PARALLELISM":    {func(s *AISettings) *atomic.Int64 { return &s.IntraOpParallelism }, 0, "ERR INTRA_OP_PARALLELISM: invalid value"},
-	"INTER_OP_PARALLELISM":    {func(s *AISettings) *atomic.Int64 { return &s.InterOpParallelism }, 0, "ERR INTER_OP_PARALLELISM: invalid value"},
-	"THREADS_PER_QUEUE":       {func(s *AISettings) *atomic.Int64 { return &s.ThreadsPerQueue }, 1, "ERR THREADS_PER_QUEUE: invalid value"},
+	"MODEL_CHUNK_SIZE":        {func(s *AISettings) *atomic.Int64 { return &s.ModelChunkSize }, 1, math.MaxInt64, "ERR MODEL_CHUNK_SIZE: invalid chunk size"},
+	"MODEL_EXECUTION_TIMEOUT": {func(s *AISettings) *atomic.Int64 { return &s.ModelExecutionTimeout }, 1000, maxTimeoutMs, "ERR MODEL_EXECUTION_TIMEOUT: invalid value"},
+	"INTRA_OP_PARALLELISM":    {func(s *AISettings) *atomic.Int64 { return &s.IntraOpParallelism }, 0, config.MaxThreads, "ERR INTRA_OP_PARALLELISM: invalid value"},
+	"INTER_OP_PARALLELISM":    {func(s *AISettings) *atomic.Int64 { return &s.InterOpParallelism }, 0, config.MaxThreads, "ERR INTER_OP_PARALLELISM: invalid value"},
+	"THREADS_PER_QUEUE":       {func(s *AISettings) *atomic.Int64 { return &s.ThreadsPerQueue }, 1, config.MaxThreads, "ERR THREADS_PER_QUEUE: invalid value"},
 }
 
 // aiConfigAdminSubs are AI.CONFIG's forms that change settings (all but
@@ -240,7 +248,7 @@ func parseAIConfig(a Args) (Runner, error) {
 		return nil, errorf("ERR %s: missing value", sub)
 	}
 	n, ok := parseInt(a.Next())
-	if !ok || n < s.min || (sub == "MODEL_CHUNK_SIZE" && n <= 0) {
+	if !ok || n < s.min || n > s.max {
 		return nil, Reply(s.errMsg)
 	}
 	return aiConfigSetCmd{sub: sub, n: n}, nil

@@ -106,7 +106,8 @@ func writeIONames(w *Writer, ios []modelstore.IOInfo) {
 // writeChunks writes a model blob as RedisAI does: one bulk string when it
 // fits in one chunk, else an array of chunks. Unlike RedisAI, a length that
 // is an exact multiple of the chunk size gets no empty final chunk. With
-// stream, large chunks are written with BulkStream.
+// stream, large chunks are written with BulkStream, and small ones leave
+// the reply buffer as it fills (Spill).
 func writeChunks(w *Writer, data []byte, size int64, stream bool) {
 	bulk := w.Bulk
 	if stream {
@@ -121,6 +122,11 @@ func writeChunks(w *Writer, data []byte, size int64, stream bool) {
 	for off := int64(0); off < int64(len(data)); off += size {
 		end := min(off+size, int64(len(data)))
 		bulk(data[off:end])
+		if stream {
+			if w.Spill(); w.StreamErr() != nil {
+				return // the connection is gone: build no more of the reply
+			}
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package commands
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -133,5 +134,52 @@ func TestBulkStream(t *testing.T) {
 	w.BulkStream(big)
 	if w.Len() != len(big)+len("$1048576\r\n\r\n") {
 		t.Errorf("no stream: %d bytes pending", w.Len())
+	}
+}
+
+// A model's chunks under a small MODEL_CHUNK_SIZE leave the reply buffer
+// as it fills (Writer.Spill): AI.MODELGET of 3 MB in chunks of 1 byte
+// would otherwise hold 21 MB of reply. The reply is the same either way,
+// and without a stream (a transaction) it all stays in the buffer.
+func TestWriteChunksSpills(t *testing.T) {
+	data := bytes.Repeat([]byte("abc"), 1<<20)
+	var want bytes.Buffer
+	fmt.Fprintf(&want, "*%d\r\n", len(data))
+	for _, b := range data {
+		fmt.Fprintf(&want, "$1\r\n%c\r\n", b)
+	}
+
+	w := NewWriter()
+	var out bytes.Buffer
+	most := 0
+	w.SetStream(func(bufs ...[]byte) error {
+		for _, b := range bufs {
+			most = max(most, len(b))
+			out.Write(b)
+		}
+		return nil
+	})
+	writeChunks(w, data, 1, true)
+	out.Write(w.Bytes())
+	if !bytes.Equal(out.Bytes(), want.Bytes()) {
+		t.Fatalf("the reply differs: %d bytes, want %d", out.Len(), want.Len())
+	}
+	if limit := streamMin + 16; most > limit || w.Cap() > 2*streamMin+64 {
+		t.Errorf("the reply buffer held %d bytes at once (capacity %d); want at most %d", most, w.Cap(), limit)
+	}
+
+	// A connection that fails stops the reply.
+	w = NewWriter()
+	writes := 0
+	w.SetStream(func(...[]byte) error { writes++; return errors.New("broken pipe") })
+	writeChunks(w, data, 1, true)
+	if writes != 1 || w.Len() > 16 {
+		t.Errorf("after a failed write: %d writes, %d bytes pending", writes, w.Len())
+	}
+
+	w = NewWriter()
+	writeChunks(w, data, 1, false)
+	if !bytes.Equal(w.Bytes(), want.Bytes()) {
+		t.Errorf("without a stream: %d bytes pending, want the %d of the reply", w.Len(), want.Len())
 	}
 }

@@ -131,6 +131,20 @@ func (w *Writer) BulkStream(b []byte) {
 
 var crlf = []byte("\r\n")
 
+// Spill sends the pending bytes straight to the connection, as BulkStream
+// sends what precedes a large bulk string, when the writer has one and
+// they hold streamMin bytes or more. A reply made of many small parts
+// calls it between them, so that it never holds much more than streamMin
+// in memory: AI.MODELGET of a 100 MB model under MODEL_CHUNK_SIZE 1 is
+// 700 MB of chunk headers and bytes.
+func (w *Writer) Spill() {
+	if w.stream == nil || w.streamErr != nil || len(w.buf) < streamMin {
+		return
+	}
+	w.streamErr = w.stream(w.buf)
+	w.Reset()
+}
+
 // StreamErr is the error of a failed BulkStream, if any.
 func (w *Writer) StreamErr() error { return w.streamErr }
 

@@ -72,6 +72,7 @@ type Options struct {
 	// (RedisAI's load-time THREADS_PER_QUEUE, INTRA_OP_PARALLELISM and
 	// INTER_OP_PARALLELISM; AI.CONFIG changes them later). 0 means the
 	// default: a worker per CPU, one thread per run, no inter-op pool.
+	// Each is at most MaxThreads.
 	ThreadsPerQueue    atomic.Int64
 	IntraOpParallelism atomic.Int64
 	InterOpParallelism atomic.Int64
@@ -193,6 +194,16 @@ func (o *Options) Get(name string) (string, bool) {
 	}
 	return d.get(o), true
 }
+
+// MaxThreads bounds THREADS_PER_QUEUE, INTRA_OP_PARALLELISM and
+// INTER_OP_PARALLELISM, as directives and in AI.CONFIG alike: the run
+// queue starts a goroutine per worker, and ONNX Runtime a thread per
+// intra- or inter-op thread of every session, when the value is set.
+// Unbounded, AI.CONFIG THREADS_PER_QUEUE 100000000 never returned: it
+// started goroutines under the run queue's lock, which model runs wait
+// for, and the server's memory passed 3 GB within half a minute
+// (FuzzDispatch found it as a hang).
+const MaxThreads = 1024
 
 // ErrUnknown and ErrImmutable are returned by Set.
 var (

@@ -381,6 +381,19 @@ class MetadataTest(ModelCase):
         self.r.execute_command("AI.CONFIG", "SET", "MODEL_CHUNK_SIZE", len(data))
         self.assertEqual(self.r.execute_command("AI.MODELGET", "m", "BLOB"), data)
 
+    def test_modelget_small_chunks_of_a_large_model(self):
+        """Chunks much smaller than the model make a reply larger than it
+        (16 bytes each: 1.7x), which leaves the server as it is built, a
+        megabyte at a time, not all at once."""
+        data = model_bytes("mlp.onnx")
+        self.assertGreater(len(data), 2 << 20)
+        store(self.r, "mlp", "mlp.onnx")
+        self.aiconfig("MODEL_CHUNK_SIZE", 16)
+        blob = self.r.execute_command("AI.MODELGET", "mlp", "BLOB")
+        self.assertEqual(len(blob), -(-len(data) // 16))
+        self.assertEqual(b"".join(blob), data)
+        self.assertEqual(self.r.ping(), True)
+
     def test_type_del_modeldel(self):
         store(self.r, "m", "linear.onnx", "TAG", "t")
         self.assertEqual(self.r.type("m"), b"AI__MODEL")
@@ -563,6 +576,15 @@ class ConfigTest(ModelCase):
             self.assertErr("ERR MODEL_CHUNK_SIZE: invalid chunk size", "AI.CONFIG", "SET", "MODEL_CHUNK_SIZE", bad)
         self.assertTrue(self.err("AI.CONFIG", "SET", "MODEL_EXECUTION_TIMEOUT", 999).startswith("ERR "))
         self.assertTrue(self.err("AI.CONFIG", "SET", "THREADS_PER_QUEUE", 0).startswith("ERR "))
+        # The thread counts stop at 1024, as their directives do: unbounded,
+        # this one never returned while the server's memory grew by gigabytes.
+        workers = self.r.execute_command("AI.CONFIG", "GET", "THREADS_PER_QUEUE")
+        for name, value in (("THREADS_PER_QUEUE", 100000000), ("THREADS_PER_QUEUE", 1025),
+                            ("INTRA_OP_PARALLELISM", 1025), ("INTER_OP_PARALLELISM", 2 ** 40)):
+            self.assertErr("ERR %s: invalid value" % name, "AI.CONFIG", "SET", name, value)
+        self.assertEqual(self.r.execute_command("AI.CONFIG", "GET", "THREADS_PER_QUEUE"), workers)
+        store(self.r, "m", "linear.onnx")
+        self.assertLinearRuns("m")
         self.assertErr("ERR unsupported backend", "AI.CONFIG", "LOADBACKEND", "PORCH", "/x.so")
         self.assertEqual(self.err("AI.CONFIG", "LOADBACKEND", "TORCH", "/x.so"), "ERR error loading backend")
         for args in (("AI.CONFIG",), ("AI.CONFIG", "GET"), ("AI.CONFIG", "LOADBACKEND", "ONNX")):
