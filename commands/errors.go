@@ -70,6 +70,7 @@ var storeErrors = []struct {
 	{modelstore.ErrBatchSize, "ERR Model did not generate the expected batch size"},
 	{modelstore.ErrOOM, "OOM command not allowed when used memory > 'maxmemory'."},
 	{modelstore.ErrOutputTooBig, "ERR " + modelstore.ErrOutputTooBig.Error()},
+	{modelstore.ErrQueueClosed, "ERR the server is stopping"},
 	{config.ErrUnknown, "ERR Unknown option or number of arguments for CONFIG SET"},
 	{config.ErrImmutable, "ERR CONFIG SET failed - can't set immutable config"},
 }

@@ -35,6 +35,7 @@ type RunQueue struct {
 	// timerAt is when the timer armed for a MINBATCHTIMEOUT wakes the
 	// workers (zero: none armed).
 	timerAt time.Time
+	closed  bool // Close: no workers, no requests
 }
 
 // job is one request in the queue.
@@ -64,15 +65,38 @@ func NewRunQueue(n int) *RunQueue {
 }
 
 // SetWorkers changes the number of workers (at least 1). Extra workers
-// end once they have finished the run they are doing.
+// end once they have finished the run they are doing. It does nothing
+// once the queue is closed.
 func (q *RunQueue) SetWorkers(n int) {
 	n = max(n, 1)
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.closed {
+		return
+	}
 	q.want = n
 	for ; q.workers < n; q.workers++ {
 		go q.work()
 	}
+	q.cond.Broadcast()
+}
+
+// ErrQueueClosed answers a request made of a closed queue.
+var ErrQueueClosed = errors.New("the run queue is closed")
+
+// Close ends the queue's workers, each once the run it is doing returns,
+// and answers the requests waiting, and any made later, ErrQueueClosed.
+// A server closes its queue when it stops; without it, the workers'
+// goroutines outlive it (the fuzz tests make a server for every input).
+func (q *RunQueue) Close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed, q.want = true, 0
+	for _, j := range q.pending {
+		j.taken = true
+		j.finish(nil, ErrQueueClosed)
+	}
+	q.pending = nil
 	q.cond.Broadcast()
 }
 
@@ -181,6 +205,10 @@ func (q *RunQueue) Run(m *Model, req *RunRequest) ([]*Tensor, error) {
 		size = batchDim(req.Inputs)
 	}
 	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return nil, ErrQueueClosed
+	}
 	if q.busy < q.want && len(q.pending) == 0 && (size == 0 || size >= m.BatchSize) {
 		return q.runHere(m, req)
 	}

@@ -50,7 +50,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestRunQueueBoundsConcurrentRuns(t *testing.T) {
 	slow := queueModel(t, "slow.onnx", ModelMeta{})
 	q := NewRunQueue(2)
-	t.Cleanup(func() { q.SetWorkers(1) })
+	t.Cleanup(q.Close)
 	maxBusy := 0
 	stop := make(chan struct{})
 	sampled := make(chan struct{})
@@ -198,7 +198,7 @@ func TestRunQueueBatchesInFlight(t *testing.T) {
 			g := &gatedSession{EngineSession: lin.Blob.Session, open: make(chan struct{})}
 			lin.Blob.Session = g
 			q := NewRunQueue(tc.workers)
-			t.Cleanup(func() { q.SetWorkers(1) })
+			t.Cleanup(q.Close)
 			const n = 6
 			errs := make([]error, n)
 			var wg sync.WaitGroup
@@ -514,5 +514,38 @@ func TestAlone(t *testing.T) {
 	}
 	if Alone() {
 		t.Error("Alone with nothing executing")
+	}
+}
+
+// Close answers the requests waiting and any made later ErrQueueClosed,
+// lets the run in progress finish, and ends every worker.
+func TestRunQueueClose(t *testing.T) {
+	lin := queueModel(t, "linear.onnx", ModelMeta{})
+	g := &gatedSession{EngineSession: lin.Blob.Session, open: make(chan struct{})}
+	lin.Blob.Session = g
+	q := NewRunQueue(1)
+	in := func() *RunRequest { return &RunRequest{Inputs: []*Tensor{floats([]int64{1, 4}, 1, 2, 3, 4)}} }
+	var running, waiting error
+	var wg sync.WaitGroup
+	wg.Go(func() { _, running = q.Run(lin, in()) })
+	waitFor(t, "the first request runs", func() bool { return g.held() == 1 })
+	wg.Go(func() { _, waiting = q.Run(lin, in()) })
+	waitFor(t, "the second request waits", func() bool { return q.Pending() == 1 })
+
+	q.Close()
+	if _, err := q.Run(lin, in()); !errors.Is(err, ErrQueueClosed) {
+		t.Errorf("a request after Close: %v, want ErrQueueClosed", err)
+	}
+	close(g.open)
+	wg.Wait()
+	if running != nil || !errors.Is(waiting, ErrQueueClosed) {
+		t.Errorf("the running request: %v (want none); the waiting one: %v (want ErrQueueClosed)", running, waiting)
+	}
+	waitFor(t, "the worker ends", func() bool { q.mu.Lock(); defer q.mu.Unlock(); return q.workers == 0 })
+	if q.SetWorkers(2); q.Workers() != 0 {
+		t.Errorf("SetWorkers after Close: %d workers asked for, want 0", q.Workers())
+	}
+	if c := lin.Stats.Calls.Load(); c != 1 {
+		t.Errorf("%d calls, want 1", c)
 	}
 }

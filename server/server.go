@@ -132,6 +132,7 @@ func (s *Server) Stop() {
 		}
 	})
 	s.wg.Wait()
+	s.Cmds.Queue.Close() // no connection is left to run a model
 	s.Cmds.CloseLog()
 	if s.unlockDir != nil {
 		s.unlockDir()
