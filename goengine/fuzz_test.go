@@ -63,26 +63,32 @@ func FuzzGoEngine(f *testing.F) {
 		}
 		defer s.Close()
 		// Each input gets the fuzzed shape, or its declared one where the
-		// fuzzed one is empty; at most 4096 elements.
+		// fuzzed one is empty; at most 4096 elements, counted as the
+		// dimensions come so that the count cannot wrap (22 fuzzed
+		// dimensions of up to 16 did, and make panicked).
 		var inputs []*modelstore.Tensor
 		for _, in := range s.Inputs() {
 			shape := make([]int64, 0, len(dims))
-			n := int64(1)
 			for _, d := range dims {
 				shape = append(shape, int64(d%17))
-				n *= int64(d % 17)
 			}
 			if len(dims) == 0 {
-				shape, n = nil, 1
+				shape = nil
 				for _, d := range in.Shape {
 					if d < 0 {
-						d = 1
+						d = 1 // a symbolic dimension
 					}
 					shape = append(shape, d)
-					n *= d
 				}
 			}
-			if n > 4096 || in.DType == modelstore.DTypeInvalid {
+			n := int64(1)
+			for _, d := range shape {
+				if d > 4096 || n*d > 4096 {
+					return
+				}
+				n *= d
+			}
+			if in.DType == modelstore.DTypeInvalid {
 				return
 			}
 			data := make([]byte, int(n)*in.DType.Size())
