@@ -201,8 +201,8 @@ func (o *Options) Get(name string) (string, bool) {
 // intra- or inter-op thread of every session, when the value is set.
 // Unbounded, AI.CONFIG THREADS_PER_QUEUE 100000000 never returned: it
 // started goroutines under the run queue's lock, which model runs wait
-// for, and the server's memory passed 3 GB within half a minute
-// (FuzzDispatch found it as a hang).
+// for, and the server's memory passed 3 GB within half a minute (found
+// while looking into a FuzzDispatch hang).
 const MaxThreads = 1024
 
 // ErrUnknown and ErrImmutable are returned by Set.
