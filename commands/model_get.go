@@ -89,9 +89,17 @@ func (c *modelGetCmd) Run(x *Ctx) error {
 		if c.meta {
 			w.BulkString("blob")
 		}
-		// Outside a transaction (which holds the transaction lock), large
-		// chunks go straight to the connection, never into the reply buffer.
-		writeChunks(w, m.Blob.Data, x.AI.ModelChunkSize.Load(), !x.locked)
+		// Outside a transaction, large chunks go straight to the
+		// connection, never into the reply buffer. A transaction holds its
+		// lock while it builds its replies: the model's bytes go out once
+		// it has released it, from where they lie (Later), the model kept
+		// until then (a reference of its own: this one ends with Run).
+		if !x.locked {
+			writeChunks(w, m.Blob.Data, x.AI.ModelChunkSize.Load(), true)
+		} else {
+			m.Blob.Retain()
+			w.Later(m.Blob.Data, x.AI.ModelChunkSize.Load(), m.Blob.Release)
+		}
 	}
 	return nil
 }

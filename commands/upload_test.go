@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
@@ -181,5 +182,111 @@ func TestWriteChunksSpills(t *testing.T) {
 	writeChunks(w, data, 1, false)
 	if !bytes.Equal(w.Bytes(), want.Bytes()) {
 		t.Errorf("without a stream: %d bytes pending, want the %d of the reply", w.Len(), want.Len())
+	}
+}
+
+// A transaction's AI.MODELGET leaves the model's bytes where they lie
+// until the connection sends the replies (Writer.Later): WriteOut sends
+// them in their place among the other replies, chunked as asked, and each
+// reference is released once, whether its reply was sent or dropped.
+func TestWriterLater(t *testing.T) {
+	data := bytes.Repeat([]byte("abcdefg"), 3<<18) // 5.25 MiB: some chunks go out from where they lie
+	chunked := func(chunk int) []byte {
+		w := NewWriter()
+		writeChunks(w, data, int64(chunk), false)
+		return slices.Clone(w.Bytes())
+	}
+	for _, chunk := range []int{0, 1, 1000, 2 << 20} {
+		w := NewWriter()
+		var out bytes.Buffer
+		w.SetStream(func(bufs ...[]byte) error {
+			for _, b := range bufs {
+				out.Write(b)
+			}
+			return nil
+		})
+		released := 0
+		release := func() { released++ }
+		w.Array(3)
+		w.Later(data, int64(chunk), release)
+		w.Later(data[:5], int64(chunk), release)
+		w.Simple("PONG")
+		if !w.HasLater() || w.Len() != len("*3\r\n")+2+len("+PONG\r\n") || released != 0 {
+			t.Fatalf("chunk %d: before WriteOut: later %v, %d bytes pending, %d released", chunk, w.HasLater(), w.Len(), released)
+		}
+		if err := w.WriteOut(); err != nil {
+			t.Fatal(err)
+		}
+		want := slices.Concat([]byte("*3\r\n"), chunked(chunk), []byte("$5\r\nabcde\r\n"), []byte("+PONG\r\n"))
+		if chunk == 1 {
+			want = slices.Concat([]byte("*3\r\n"), chunked(chunk), []byte("*5\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n$1\r\nd\r\n$1\r\ne\r\n"), []byte("+PONG\r\n"))
+		}
+		if !bytes.Equal(out.Bytes(), want) {
+			t.Errorf("chunk %d: %d bytes written, want %d", chunk, out.Len(), len(want))
+		}
+		if released != 2 || w.HasLater() || w.Len() != 0 {
+			t.Errorf("chunk %d: after WriteOut: %d released, later %v, %d bytes pending", chunk, released, w.HasLater(), w.Len())
+		}
+	}
+
+	// Replies dropped after a mark (CLIENT REPLY OFF, a failed log commit)
+	// release theirs; a mark taken right after a Later keeps it.
+	w := NewWriter()
+	w.SetStream(func(...[]byte) error { return nil })
+	var released []int
+	w.Later(data, 0, func() { released = append(released, 1) })
+	mark := w.Len()
+	w.Later(data, 0, func() { released = append(released, 2) })
+	w.truncate(mark)
+	if !slices.Equal(released, []int{2}) || !w.HasLater() {
+		t.Errorf("truncate: released %v, later %v", released, w.HasLater())
+	}
+	w.Reset() // a connection that ends with replies unsent
+	if !slices.Equal(released, []int{2, 1}) || w.HasLater() {
+		t.Errorf("reset: released %v, later %v", released, w.HasLater())
+	}
+
+	// A failed write ends WriteOut, and releases everything.
+	w = NewWriter()
+	writes := 0
+	w.SetStream(func(...[]byte) error { writes++; return errors.New("broken pipe") })
+	n := 0
+	w.Simple("OK")
+	w.Later(data, 1, func() { n++ })
+	w.Later(data, 1, func() { n++ })
+	if err := w.WriteOut(); err == nil || writes != 1 || n != 2 || w.HasLater() {
+		t.Errorf("failed write: err %v, %d writes, %d released, later %v", err, writes, n, w.HasLater())
+	}
+
+	// While a Later reply waits, nothing else streams past it.
+	w = NewWriter()
+	var order bytes.Buffer
+	w.SetStream(func(bufs ...[]byte) error {
+		for _, b := range bufs {
+			order.Write(b)
+		}
+		return nil
+	})
+	w.Later(data[:3], 0, func() {})
+	w.BulkStream(data)
+	writeChunks(w, data, 1, true)
+	if order.Len() != 0 {
+		t.Errorf("%d bytes streamed ahead of a Later reply", order.Len())
+	}
+	if err := w.WriteOut(); err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Concat([]byte("$3\r\nabc\r\n"), chunked(0), chunked(1))
+	if !bytes.Equal(order.Bytes(), want) {
+		t.Errorf("%d bytes written, want %d", order.Len(), len(want))
+	}
+
+	// Without a stream (a client of the server's own), the reply is built
+	// at once.
+	w = NewWriter()
+	done := false
+	w.Later(data, 1000, func() { done = true })
+	if !done || w.HasLater() || !bytes.Equal(w.Bytes(), chunked(1000)) {
+		t.Errorf("no stream: released %v, later %v, %d bytes", done, w.HasLater(), w.Len())
 	}
 }

@@ -22,6 +22,18 @@ type Writer struct {
 	// its first error, after which nothing more is streamed.
 	stream    func(bufs ...[]byte) error
 	streamErr error
+	// later holds the chunked bulk replies whose bytes are written from
+	// where they lie when the connection sends the replies (Later), in
+	// the order of their placeholder bytes in buf.
+	later []laterBulk
+}
+
+// laterBulk is a chunked bulk reply to write at flush (Writer.Later).
+type laterBulk struct {
+	at      int // its placeholder byte in buf
+	data    []byte
+	chunk   int64
+	release func()
 }
 
 // NewWriter returns a RESP2 writer.
@@ -30,8 +42,10 @@ func NewWriter() *Writer { return &Writer{proto: 2} }
 // Bytes returns the pending reply bytes.
 func (w *Writer) Bytes() []byte { return w.buf }
 
-// Reset drops the pending bytes, keeping the buffer if it is small.
+// Reset drops the pending bytes, keeping the buffer if it is small, and
+// the replies held for Later.
 func (w *Writer) Reset() {
+	w.dropLater(0)
 	if cap(w.buf) > 1<<20 {
 		w.buf = nil
 	}
@@ -89,7 +103,10 @@ func (w *Writer) Len() int { return len(w.buf) }
 
 // truncate drops what was written after the first n bytes (replies that
 // must not go out: CommitClient).
-func (w *Writer) truncate(n int) { w.buf = w.buf[:n] }
+func (w *Writer) truncate(n int) {
+	w.dropLater(n)
+	w.buf = w.buf[:n]
+}
 
 // OK writes +OK.
 func (w *Writer) OK() { w.buf = redcon.AppendOK(w.buf) }
@@ -115,7 +132,7 @@ func (w *Writer) SetStream(f func(bufs ...[]byte) error) { w.stream = f }
 // then its CRLF. b need only stay valid during the call. A failed write is
 // kept (StreamErr) and ends streaming; the connection is gone by then.
 func (w *Writer) BulkStream(b []byte) {
-	if w.stream == nil || len(b) < streamMin {
+	if w.stream == nil || len(b) < streamMin || len(w.later) > 0 {
 		w.Bulk(b)
 		return
 	}
@@ -138,11 +155,82 @@ var crlf = []byte("\r\n")
 // in memory: AI.MODELGET of a 100 MB model under MODEL_CHUNK_SIZE 1 is
 // 700 MB of chunk headers and bytes.
 func (w *Writer) Spill() {
-	if w.stream == nil || w.streamErr != nil || len(w.buf) < streamMin {
+	if w.stream == nil || w.streamErr != nil || len(w.buf) < streamMin || len(w.later) > 0 {
 		return
 	}
 	w.streamErr = w.stream(w.buf)
 	w.Reset()
+}
+
+// Later writes data as writeChunks does (one bulk string, or an array of
+// chunk-sized ones), but only when the connection sends the replies
+// (WriteOut): a transaction builds its replies under the transaction's
+// lock, when nothing may be written to a client that may not read, and
+// AI.MODELGET of a model in MULTI would otherwise copy the model into the
+// reply buffer (7 times over under MODEL_CHUNK_SIZE 1). data must stay
+// valid until release is called, which happens once it is written or
+// dropped (Reset, truncate). Without a stream, the reply is built at once.
+func (w *Writer) Later(data []byte, chunk int64, release func()) {
+	if w.stream == nil {
+		writeChunks(w, data, chunk, false)
+		release()
+		return
+	}
+	// A placeholder byte gives the reply a place in buf that Len counts,
+	// so that a mark taken before it (truncate) tells it apart from one
+	// taken after.
+	w.later = append(w.later, laterBulk{at: len(w.buf), data: data, chunk: chunk, release: release})
+	w.buf = append(w.buf, 0)
+}
+
+// HasLater reports replies held for Later: the connection sends them with
+// WriteOut, before the next command runs.
+func (w *Writer) HasLater() bool { return len(w.later) > 0 }
+
+// WriteOut sends every pending reply through the stream, the Later ones
+// from where their bytes lie, and resets the writer. It returns the first
+// failed write's error, after which nothing more is written.
+func (w *Writer) WriteOut() error {
+	defer w.Reset()
+	if w.streamErr != nil {
+		return w.streamErr
+	}
+	later, buf := w.later, w.buf
+	w.later, w.buf = nil, nil // writeChunks below builds in a buffer of its own
+	defer func() { w.later, w.buf = later, buf[:0] }()
+	from := 0
+	for i := range later {
+		l := &later[i]
+		if l.at > from {
+			if w.streamErr = w.stream(buf[from:l.at]); w.streamErr != nil {
+				return w.streamErr
+			}
+		}
+		writeChunks(w, l.data, l.chunk, true)
+		if len(w.buf) > 0 && w.streamErr == nil {
+			w.streamErr = w.stream(w.buf)
+		}
+		w.buf = w.buf[:0]
+		if w.streamErr != nil {
+			return w.streamErr
+		}
+		from = l.at + 1
+	}
+	if len(buf) > from {
+		w.streamErr = w.stream(buf[from:])
+	}
+	return w.streamErr
+}
+
+// dropLater releases the Later replies from placeholder n on.
+func (w *Writer) dropLater(n int) {
+	k := len(w.later)
+	for k > 0 && w.later[k-1].at >= n {
+		k--
+		w.later[k].release()
+		w.later[k] = laterBulk{}
+	}
+	w.later = w.later[:k]
 }
 
 // StreamErr is the error of a failed BulkStream, if any.

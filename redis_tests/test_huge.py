@@ -186,48 +186,68 @@ class UploadTest(HugeCase):
     def test_modelget_blob_streams_the_uploaded_bytes(self):
         c = self.conn()
         self.assertEqual(self.upload(c)[0], "OK")
-        size = len(huge.data)
-        chunk = 511 * MiB  # the default MODEL_CHUNK_SIZE
-        got = huge_model.alloc(size)
         reset_peak(self.pid)
         before = self.rss()
         c.send(RawConn.encode("AI.MODELGET", "m", "BLOB"))
-        sock = c.sock
-        buf = c.buf
+        self.read_model(c)
+        grew = proc_status(self.pid, "VmHWM") - before
+        self.assertLess(grew, 64 * MiB, "MODELGET built %d MiB of reply in memory" % (grew // MiB))
+        self.assertEqual(c.cmd("PING"), "PONG")
 
-        def line():
-            nonlocal buf
-            while b"\r\n" not in buf:
-                buf += sock.recv(1 << 16)
-            i = buf.index(b"\r\n")
-            head, buf = buf[:i], buf[i + 2:]
-            return head
+    def test_modelget_blob_in_multi_streams_the_uploaded_bytes(self):
+        # A transaction builds its replies under its lock, when nothing is
+        # written to the client: the model's bytes are written once it
+        # has run, from where they lie, not copied into the reply.
+        c = self.conn()
+        self.assertEqual(self.upload(c)[0], "OK")
+        self.assertEqual(c.cmd("MULTI"), "OK")
+        self.assertEqual(c.cmd("AI.MODELGET", "m", "BLOB"), "QUEUED")
+        self.assertEqual(c.cmd("PING"), "QUEUED")
+        reset_peak(self.pid)
+        before = self.rss()
+        c.send(RawConn.encode("EXEC"))
+        self.assertEqual(self.line(c), b"*2")
+        self.read_model(c)
+        self.assertEqual(c.read_reply(), "PONG")
+        grew = proc_status(self.pid, "VmHWM") - before
+        self.assertLess(grew, 64 * MiB, "EXEC built %d MiB of reply in memory" % (grew // MiB))
+        self.assertEqual(c.cmd("PING"), "PONG")
 
+    def line(self, c):
+        """The next line c reads (a reply's header), without its CRLF."""
+        while b"\r\n" not in c.buf:
+            c.buf += c.sock.recv(1 << 16)
+        i = c.buf.index(b"\r\n")
+        head, c.buf = c.buf[:i], c.buf[i + 2:]
+        return head
+
+    def read_model(self, c):
+        """Reads AI.MODELGET BLOB's reply of the huge model in the default
+        chunks (MODEL_CHUNK_SIZE 511 MiB) into one buffer, and checks it."""
+        size = len(huge.data)
+        chunk = 511 * MiB
+        got = huge_model.alloc(size)
         n = (size + chunk - 1) // chunk
-        self.assertEqual(line(), b"*%d" % n)
+        self.assertEqual(self.line(c), b"*%d" % n)
         view = memoryview(got)
         pos = 0
         for k in range(n):
             want = min(chunk, size - pos)
-            self.assertEqual(line(), b"$%d" % want)
-            take = min(len(buf), want)
-            view[pos:pos + take] = buf[:take]
-            buf = buf[take:]
+            self.assertEqual(self.line(c), b"$%d" % want)
+            take = min(len(c.buf), want)
+            view[pos:pos + take] = c.buf[:take]
+            c.buf = c.buf[take:]
             done = take
             while done < want:
-                r = sock.recv_into(view[pos + done:pos + want])
+                r = c.sock.recv_into(view[pos + done:pos + want])
                 self.assertGreater(r, 0, "connection closed mid-reply")
                 done += r
             pos += want
-            while len(buf) < 2:
-                buf += sock.recv(2)
-            self.assertEqual(buf[:2], b"\r\n")
-            buf = buf[2:]
-        c.buf = buf
+            while len(c.buf) < 2:
+                c.buf += c.sock.recv(2)
+            self.assertEqual(c.buf[:2], b"\r\n")
+            c.buf = c.buf[2:]
         self.assertTrue(view[:size] == memoryview(huge.data)[:size], "MODELGET BLOB differs from the upload")
-        grew = proc_status(self.pid, "VmHWM") - before
-        self.assertLess(grew, 64 * MiB, "MODELGET built %d MiB of reply in memory" % (grew // MiB))
-        self.assertEqual(c.cmd("PING"), "PONG")
 
     def test_small_commands_are_served_during_an_upload(self):
         probe = self.conn(timeout=10)

@@ -394,6 +394,54 @@ class MetadataTest(ModelCase):
         self.assertEqual(b"".join(blob), data)
         self.assertEqual(self.r.ping(), True)
 
+    def test_modelget_in_a_transaction(self):
+        """In MULTI/EXEC, AI.MODELGET's bytes go out once the transaction has
+        run (its lock released), from where they lie, in their place among
+        the replies and chunked as they were asked: through redis-py's
+        transaction pipeline, and in one raw pipeline whose next command
+        streams the model again."""
+        data = model_bytes("mlp.onnx")
+        store(self.r, "mlp", "mlp.onnx")
+        self.aiconfig("MODEL_CHUNK_SIZE", 16)
+        p = self.r.pipeline(transaction=True)
+        p.execute_command("AI.MODELGET", "mlp", "BLOB")
+        p.ping()
+        p.execute_command("AI.MODELGET", "mlp", "META", "BLOB")
+        p.execute_command("AI.MODELGET", "nosuch", "BLOB")
+        blob, pong, full, missing = p.execute(raise_on_error=False)
+        self.assertEqual(len(blob), -(-len(data) // 16))
+        self.assertEqual(b"".join(blob), data)
+        self.assertEqual(pong, True)
+        self.assertEqual(full[:2], [b"backend", b"ONNX"])
+        self.assertEqual(full[16], b"blob")
+        self.assertEqual(b"".join(full[17]), data)
+        self.assertIsInstance(missing, redis.ResponseError)
+        c = self.raw(timeout=30)
+        c.send(c.encode("MULTI") + c.encode("AI.MODELGET", "mlp", "BLOB") + c.encode("EXEC")
+               + c.encode("AI.CONFIG", "SET", "MODEL_CHUNK_SIZE", DEFAULT_CHUNK_SIZE)
+               + c.encode("AI.MODELGET", "mlp", "BLOB") + c.encode("PING"))
+        self.assertEqual(c.read_reply(), "OK")
+        self.assertEqual(c.read_reply(), "QUEUED")
+        (chunks,) = c.read_reply()
+        self.assertEqual(b"".join(chunks), data)
+        self.assertEqual(c.read_reply(), "OK")
+        self.assertEqual(c.read_reply(), data)  # 2.7 MB: streamed from where it lies
+        self.assertEqual(c.read_reply(), "PONG")
+        # Under CLIENT REPLY OFF the reply is dropped, and the reference
+        # that kept the model for it is released (shared_with counts it).
+        c.send(c.encode("CLIENT", "REPLY", "OFF") + c.encode("MULTI") + c.encode("AI.MODELGET", "mlp", "BLOB")
+               + c.encode("EXEC") + c.encode("CLIENT", "REPLY", "ON") + c.encode("PING"))
+        self.assertEqual(c.read_reply(), "OK")
+        self.assertEqual(c.read_reply(), "PONG")
+        self.assertEqual(modelinfo(self.r, "mlp")["shared_with"], 0)
+        # A model deleted while its reply waits is still sent whole.
+        c.send(c.encode("MULTI") + c.encode("AI.MODELGET", "mlp", "BLOB") + c.encode("AI.MODELDEL", "mlp")
+               + c.encode("EXEC"))
+        self.assertEqual([c.read_reply() for _ in range(3)], ["OK", "QUEUED", "QUEUED"])
+        self.assertEqual(c.read_reply(), [data, "OK"])
+        self.assertEqual(self.r.exists("mlp"), 0)
+        self.assertEqual(self.r.ping(), True)
+
     def test_type_del_modeldel(self):
         store(self.r, "m", "linear.onnx", "TAG", "t")
         self.assertEqual(self.r.type("m"), b"AI__MODEL")

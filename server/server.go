@@ -163,6 +163,7 @@ func (s *Server) handle(conn net.Conn) {
 	}
 	c := s.Cmds.NewClient(conn.RemoteAddr().String(), conn.LocalAddr().String(), conn)
 	defer s.Cmds.RemoveClient(c)
+	defer c.W.Reset() // replies not sent release what they hold (Writer.Later)
 	if int64(s.Cmds.NumClients()) > s.opts.MaxClients.Load() {
 		s.Cmds.Stats().Rejected.Add(1)
 		io.WriteString(conn, "-ERR max number of clients reached\r\n")
@@ -211,6 +212,9 @@ func (s *Server) handle(conn net.Conn) {
 		s.Cmds.CommitClient(c) // what the replies acknowledge is logged first
 		if c.W.Len() == 0 {
 			return true
+		}
+		if c.W.HasLater() {
+			return c.W.WriteOut() == nil // through SetStream's function, above
 		}
 		c.SetReplyBuf(c.W.Cap()) // a write the client does not read may wait
 		c.SetPending(int64(c.W.Len()))
@@ -289,6 +293,12 @@ func (s *Server) handle(conn net.Conn) {
 					"timeout", skipTimeout)
 			}
 			flush() // EOF or a dead connection: nothing more to read
+			return
+		}
+		// A transaction's AI.MODELGET leaves its model's bytes to be
+		// written from where they lie (Writer.Later): they go out before a
+		// next command, which may write to the connection itself.
+		if c.W.HasLater() && !flush() {
 			return
 		}
 		buf := up.take()
