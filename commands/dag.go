@@ -453,7 +453,7 @@ func (c *dagCmd) Run(x *Ctx) error {
 		case !r.ran:
 			x.W.Simple(dagNA)
 		case op.kind == opTensorGet:
-			writeTensor(x.W, r.tensor, op.format)
+			writeTensor(x.W, r.tensor, op.format, !x.locked)
 		default:
 			x.W.OK()
 		}

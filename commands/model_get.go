@@ -98,7 +98,8 @@ func (c *modelGetCmd) Run(x *Ctx) error {
 			writeChunks(w, m.Blob.Data, x.AI.ModelChunkSize.Load(), true)
 		} else {
 			m.Blob.Retain()
-			w.Later(m.Blob.Data, x.AI.ModelChunkSize.Load(), m.Blob.Release)
+			data, chunk := m.Blob.Data, x.AI.ModelChunkSize.Load()
+			w.Later(func(w *Writer) { writeChunks(w, data, chunk, true) }, m.Blob.Release)
 		}
 	}
 	return nil

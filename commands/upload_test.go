@@ -2,10 +2,12 @@ package commands
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -185,6 +187,11 @@ func TestWriteChunksSpills(t *testing.T) {
 	}
 }
 
+// chunksOf renders AI.MODELGET's reply of data (Writer.Later).
+func chunksOf(data []byte, chunk int64) func(*Writer) {
+	return func(w *Writer) { writeChunks(w, data, chunk, true) }
+}
+
 // A transaction's AI.MODELGET leaves the model's bytes where they lie
 // until the connection sends the replies (Writer.Later): WriteOut sends
 // them in their place among the other replies, chunked as asked, and each
@@ -208,8 +215,8 @@ func TestWriterLater(t *testing.T) {
 		released := 0
 		release := func() { released++ }
 		w.Array(3)
-		w.Later(data, int64(chunk), release)
-		w.Later(data[:5], int64(chunk), release)
+		w.Later(chunksOf(data, int64(chunk)), release)
+		w.Later(chunksOf(data[:5], int64(chunk)), release)
 		w.Simple("PONG")
 		if !w.HasLater() || w.Len() != len("*3\r\n")+2+len("+PONG\r\n") || released != 0 {
 			t.Fatalf("chunk %d: before WriteOut: later %v, %d bytes pending, %d released", chunk, w.HasLater(), w.Len(), released)
@@ -234,9 +241,9 @@ func TestWriterLater(t *testing.T) {
 	w := NewWriter()
 	w.SetStream(func(...[]byte) error { return nil })
 	var released []int
-	w.Later(data, 0, func() { released = append(released, 1) })
+	w.Later(chunksOf(data, 0), func() { released = append(released, 1) })
 	mark := w.Len()
-	w.Later(data, 0, func() { released = append(released, 2) })
+	w.Later(chunksOf(data, 0), func() { released = append(released, 2) })
 	w.truncate(mark)
 	if !slices.Equal(released, []int{2}) || !w.HasLater() {
 		t.Errorf("truncate: released %v, later %v", released, w.HasLater())
@@ -252,8 +259,8 @@ func TestWriterLater(t *testing.T) {
 	w.SetStream(func(...[]byte) error { writes++; return errors.New("broken pipe") })
 	n := 0
 	w.Simple("OK")
-	w.Later(data, 1, func() { n++ })
-	w.Later(data, 1, func() { n++ })
+	w.Later(chunksOf(data, 1), func() { n++ })
+	w.Later(chunksOf(data, 1), func() { n++ })
 	if err := w.WriteOut(); err == nil || writes != 1 || n != 2 || w.HasLater() {
 		t.Errorf("failed write: err %v, %d writes, %d released, later %v", err, writes, n, w.HasLater())
 	}
@@ -267,7 +274,7 @@ func TestWriterLater(t *testing.T) {
 		}
 		return nil
 	})
-	w.Later(data[:3], 0, func() {})
+	w.Later(chunksOf(data[:3], 0), func() {})
 	w.BulkStream(data)
 	writeChunks(w, data, 1, true)
 	if order.Len() != 0 {
@@ -285,8 +292,48 @@ func TestWriterLater(t *testing.T) {
 	// at once.
 	w = NewWriter()
 	done := false
-	w.Later(data, 1000, func() { done = true })
+	w.Later(chunksOf(data, 1000), func() { done = true })
 	if !done || w.HasLater() || !bytes.Equal(w.Bytes(), chunked(1000)) {
 		t.Errorf("no stream: released %v, later %v, %d bytes", done, w.HasLater(), w.Len())
+	}
+}
+
+// AI.TENSORGET VALUES of a large tensor, built as its reply leaves
+// (Writer.Later), is the reply built at once, and never holds much more
+// than a megabyte of text.
+func TestWriteValuesLater(t *testing.T) {
+	n := 300_000
+	data := make([]byte, 4*n)
+	for i := range n {
+		binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(float32(i)/7))
+	}
+	ten := &modelstore.Tensor{DType: modelstore.Float, Shape: []int64{3, int64(n / 3)}, Data: data}
+	f := tensorGetFormat{meta: true, values: true}
+	at := NewWriter()
+	writeTensor(at, ten, f, false)
+	w := NewWriter()
+	var out bytes.Buffer
+	most := 0
+	w.SetStream(func(bufs ...[]byte) error {
+		n := 0
+		for _, b := range bufs {
+			n += len(b)
+			out.Write(b)
+		}
+		most = max(most, n)
+		return nil
+	})
+	w.Later(func(w *Writer) { writeTensor(w, ten, f, true) }, nil)
+	if out.Len() != 0 {
+		t.Fatalf("%d bytes written before WriteOut", out.Len())
+	}
+	if err := w.WriteOut(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(out.Bytes(), at.Bytes()) {
+		t.Fatalf("%d bytes written, want the %d of the reply built at once", out.Len(), at.Len())
+	}
+	if at.Len() < 3*streamMin || most > streamMin+1024*32 {
+		t.Errorf("a reply of %d bytes left in writes of up to %d", at.Len(), most)
 	}
 }

@@ -22,18 +22,17 @@ type Writer struct {
 	// its first error, after which nothing more is streamed.
 	stream    func(bufs ...[]byte) error
 	streamErr error
-	// later holds the chunked bulk replies whose bytes are written from
-	// where they lie when the connection sends the replies (Later), in
-	// the order of their placeholder bytes in buf.
-	later []laterBulk
+	// later holds the replies built and written only when the connection
+	// sends the replies (Later), in the order of their placeholder bytes
+	// in buf.
+	later []laterReply
 }
 
-// laterBulk is a chunked bulk reply to write at flush (Writer.Later).
-type laterBulk struct {
+// laterReply is a reply to build and write at flush (Writer.Later).
+type laterReply struct {
 	at      int // its placeholder byte in buf
-	data    []byte
-	chunk   int64
-	release func()
+	render  func(w *Writer)
+	release func() // nil: nothing to release
 }
 
 // NewWriter returns a RESP2 writer.
@@ -159,27 +158,32 @@ func (w *Writer) Spill() {
 		return
 	}
 	w.streamErr = w.stream(w.buf)
-	w.Reset()
+	w.buf = w.buf[:0] // kept for the rest of the reply (Reset drops it after)
 }
 
-// Later writes data as writeChunks does (one bulk string, or an array of
-// chunk-sized ones), but only when the connection sends the replies
-// (WriteOut): a transaction builds its replies under the transaction's
-// lock, when nothing may be written to a client that may not read, and
-// AI.MODELGET of a model in MULTI would otherwise copy the model into the
-// reply buffer (7 times over under MODEL_CHUNK_SIZE 1). data must stay
-// valid until release is called, which happens once it is written or
-// dropped (Reset, truncate). Without a stream, the reply is built at once.
-func (w *Writer) Later(data []byte, chunk int64, release func()) {
+// Later leaves a reply to be built by render only when the connection
+// sends the replies (WriteOut), through a writer that streams: a large
+// reply then leaves a megabyte at a time (BulkStream, Spill) instead of
+// being built whole in the reply buffer. Commands run under the
+// transaction lock, when nothing may be written to a client that may not
+// read: AI.MODELGET in MULTI would otherwise copy the model into the
+// buffer (7 times over under MODEL_CHUNK_SIZE 1), and AI.TENSORGET VALUES
+// of a large tensor takes 2 to 5 times its bytes as text. What render
+// reads must stay as it is until release is called (if not nil), which
+// happens once the reply is written or dropped (Reset, truncate). Without
+// a stream, the reply is built at once.
+func (w *Writer) Later(render func(w *Writer), release func()) {
 	if w.stream == nil {
-		writeChunks(w, data, chunk, false)
-		release()
+		render(w)
+		if release != nil {
+			release()
+		}
 		return
 	}
 	// A placeholder byte gives the reply a place in buf that Len counts,
 	// so that a mark taken before it (truncate) tells it apart from one
 	// taken after.
-	w.later = append(w.later, laterBulk{at: len(w.buf), data: data, chunk: chunk, release: release})
+	w.later = append(w.later, laterReply{at: len(w.buf), render: render, release: release})
 	w.buf = append(w.buf, 0)
 }
 
@@ -196,7 +200,7 @@ func (w *Writer) WriteOut() error {
 		return w.streamErr
 	}
 	later, buf := w.later, w.buf
-	w.later, w.buf = nil, nil // writeChunks below builds in a buffer of its own
+	w.later, w.buf = nil, nil // render builds in a buffer of its own
 	defer func() { w.later, w.buf = later, buf[:0] }()
 	from := 0
 	for i := range later {
@@ -206,7 +210,7 @@ func (w *Writer) WriteOut() error {
 				return w.streamErr
 			}
 		}
-		writeChunks(w, l.data, l.chunk, true)
+		l.render(w)
 		if len(w.buf) > 0 && w.streamErr == nil {
 			w.streamErr = w.stream(w.buf)
 		}
@@ -227,8 +231,10 @@ func (w *Writer) dropLater(n int) {
 	k := len(w.later)
 	for k > 0 && w.later[k-1].at >= n {
 		k--
-		w.later[k].release()
-		w.later[k] = laterBulk{}
+		if w.later[k].release != nil {
+			w.later[k].release()
+		}
+		w.later[k] = laterReply{}
 	}
 	w.later = w.later[:k]
 }
@@ -295,16 +301,12 @@ func (w *Writer) Set(n int) {
 func (w *Writer) Double(f float64) {
 	if w.proto == 3 {
 		w.buf = append(w.buf, ',')
-		w.buf = appendDouble(w.buf, f)
+		w.buf = modelstore.AppendDouble(w.buf, f)
 		w.buf = append(w.buf, '\r', '\n')
 		return
 	}
-	w.BulkString(string(appendDouble(nil, f)))
-}
-
-// appendDouble writes f in Redis 7.2's text (modelstore.FormatDouble).
-func appendDouble(b []byte, f float64) []byte {
-	return append(b, modelstore.FormatDouble(f)...)
+	var text [40]byte // the longest is 25 bytes
+	w.buf = redcon.AppendBulk(w.buf, modelstore.AppendDouble(text[:0], f))
 }
 
 // Verbatim writes a verbatim text (RESP3 `=`, e.g. INFO), a bulk string in RESP2.

@@ -111,3 +111,20 @@ func TestWriterRelease(t *testing.T) {
 		t.Fatalf("%.2f allocations a reply through the pool", allocs)
 	}
 }
+
+// A double's reply allocates nothing once the buffer has room, in RESP2
+// (a bulk string) and RESP3.
+func TestWriterDoubleAllocs(t *testing.T) {
+	for _, proto := range []int{2, 3} {
+		w := &Writer{proto: proto, buf: make([]byte, 0, 64)}
+		if got := testing.AllocsPerRun(100, func() {
+			w.Reset()
+			w.Double(0.1)
+		}); got != 0 {
+			t.Errorf("RESP%d: %.0f allocations a double", proto, got)
+		}
+		if want := map[int]string{2: "$3\r\n0.1\r\n", 3: ",0.1\r\n"}[proto]; string(w.Bytes()) != want {
+			t.Errorf("RESP%d: %q, want %q", proto, w.Bytes(), want)
+		}
+	}
+}

@@ -336,27 +336,41 @@ func (t *Tensor) Float(i int) float64 {
 // otherwise the shortest digits that parse back to f, laid out as
 // fpconv_dtoa does (plain unless the exponent is far from the digits, then
 // d.ddde±x with no padding of the exponent).
-func FormatDouble(f float64) string {
+func FormatDouble(f float64) string { return string(AppendDouble(nil, f)) }
+
+// AppendDouble appends FormatDouble's text of f to dst, allocating nothing
+// but what dst's growth needs (AI.TENSORGET VALUES formats every element).
+func AppendDouble(dst []byte, f float64) []byte {
 	switch {
 	case math.IsNaN(f):
-		return "nan"
+		return append(dst, "nan"...)
 	case math.IsInf(f, 1):
-		return "inf"
+		return append(dst, "inf"...)
 	case math.IsInf(f, -1):
-		return "-inf"
+		return append(dst, "-inf"...)
 	case f == 0 && math.Signbit(f):
-		return "-0"
+		return append(dst, "-0"...)
 	case f >= -(1<<62) && f <= 1<<62 && f == math.Trunc(f):
-		return strconv.FormatInt(int64(f), 10)
+		return strconv.AppendInt(dst, int64(f), 10)
 	}
-	var out []byte
 	if f < 0 {
-		out = append(out, '-')
+		dst = append(dst, '-')
 	}
-	e := strconv.FormatFloat(math.Abs(f), 'e', -1, 64) // d.ddde±xx
-	mant, exp10, _ := strings.Cut(e, "e")
-	digits := strings.Replace(mant, ".", "", 1)
-	x, _ := strconv.Atoi(exp10) // the exponent of the first digit
+	var sci [32]byte
+	e := strconv.AppendFloat(sci[:0], math.Abs(f), 'e', -1, 64) // d.ddde±xx
+	at := bytes.IndexByte(e, 'e')
+	var dig [24]byte
+	digits := append(dig[:0], e[0]) // the mantissa's digits, without its point
+	if at > 2 {
+		digits = append(digits, e[2:at]...)
+	}
+	x := 0 // the exponent of the first digit
+	for _, c := range e[at+2:] {
+		x = 10*x + int(c-'0')
+	}
+	if e[at+1] == '-' {
+		x = -x
+	}
 	nd := len(digits)
 	k := x - nd + 1 // f = digits × 10^k
 	ax := x
@@ -365,33 +379,40 @@ func FormatDouble(f float64) string {
 	}
 	switch {
 	case k >= 0 && ax < nd+7:
-		out = append(out, digits...)
-		out = append(out, strings.Repeat("0", k)...)
+		dst = append(dst, digits...)
+		dst = appendZeros(dst, k)
 	case k < 0 && (k > -7 || ax < 4):
 		if off := nd + k; off <= 0 {
-			out = append(out, "0."...)
-			out = append(out, strings.Repeat("0", -off)...)
-			out = append(out, digits...)
+			dst = append(dst, "0."...)
+			dst = appendZeros(dst, -off)
+			dst = append(dst, digits...)
 		} else {
-			out = append(out, digits[:off]...)
-			out = append(out, '.')
-			out = append(out, digits[off:]...)
+			dst = append(dst, digits[:off]...)
+			dst = append(dst, '.')
+			dst = append(dst, digits[off:]...)
 		}
 	default:
-		out = append(out, digits[0])
+		dst = append(dst, digits[0])
 		if nd > 1 {
-			out = append(out, '.')
-			out = append(out, digits[1:]...)
+			dst = append(dst, '.')
+			dst = append(dst, digits[1:]...)
 		}
-		out = append(out, 'e')
+		dst = append(dst, 'e')
 		if x < 0 {
-			out = append(out, '-')
+			dst = append(dst, '-')
 		} else {
-			out = append(out, '+')
+			dst = append(dst, '+')
 		}
-		out = strconv.AppendInt(out, int64(ax), 10)
+		dst = strconv.AppendInt(dst, int64(ax), 10)
 	}
-	return string(out)
+	return dst
+}
+
+func appendZeros(dst []byte, n int) []byte {
+	for ; n > 0; n-- {
+		dst = append(dst, '0')
+	}
+	return dst
 }
 
 // Int returns element i of an integer or BOOL tensor. UINT64 values above

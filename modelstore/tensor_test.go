@@ -285,6 +285,21 @@ func TestFormatDouble(t *testing.T) {
 	}
 }
 
+// AppendDouble allocates nothing into a buffer that has room (AI.TENSORGET
+// VALUES formats every element: a string each made 25 MiB of garbage for
+// 5 million elements), and writes FormatDouble's text.
+func TestAppendDoubleAllocs(t *testing.T) {
+	buf := make([]byte, 0, 64)
+	for _, f := range []float64{0.1, -2.5e-308, 1.7976931348623157e308, 3, math.NaN(), 123456.789, 1e-7} {
+		if got := testing.AllocsPerRun(100, func() { buf = AppendDouble(buf[:0], f) }); got != 0 {
+			t.Errorf("AppendDouble(%v): %.0f allocations", f, got)
+		}
+		if string(AppendDouble([]byte("x"), f)) != "x"+FormatDouble(f) {
+			t.Errorf("AppendDouble(%v) = %q", f, AppendDouble([]byte("x"), f))
+		}
+	}
+}
+
 // Float formatting round-trips for every float32 class: the text of a
 // FLOAT element parses back to the same float32.
 func FuzzFormatDouble(f *testing.F) {

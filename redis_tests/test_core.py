@@ -177,6 +177,41 @@ class TestTensorSetGet(TensorTestCase):
                 self.assertEqual(self.ts("t2", name, 200, "VALUES", *[repr(float(x)) for x in arr]), b"OK")
                 self.assertEqual(self.tg("t2", "BLOB"), arr.tobytes())
 
+    def test_large_values_reply_leaves_as_it_is_made(self):
+        """VALUES of a large tensor is formatted as its reply leaves, a
+        megabyte at a time, also in a transaction and in META form: its text
+        (2 to 5 times the tensor's bytes) is never built whole in memory."""
+        rng = np.random.default_rng(2)
+        small = rng.standard_normal(70_000).astype(np.float32)  # above 65536: formatted as it leaves
+        self.assertEqual(self.ts("m", "FLOAT", 7, 10_000, "BLOB", small.tobytes()), b"OK")
+        got = self.tg("m", "META", "VALUES")
+        self.assertEqual(got[:4], [b"dtype", b"FLOAT", b"shape", [7, 10_000]])
+        np.testing.assert_array_equal(np.array([float(v) for v in got[5]], dtype=np.float32), small)
+        p = self.r.pipeline(transaction=True)
+        p.execute_command("AI.TENSORGET", "m", "VALUES")
+        p.ping()
+        vals, pong = p.execute()
+        np.testing.assert_array_equal(np.array([float(v) for v in vals], dtype=np.float32), small)
+        self.assertEqual(pong, True)
+        n = 5_000_000  # 20 MB of 0.5: 49 MB of reply text in RESP2
+        self.assertEqual(self.ts("big", "FLOAT", n, "BLOB", np.full(n, 0.5, np.float32).tobytes()), b"OK")
+        pid = self.srv.proc.pid
+        reset_peak(pid)
+        base = proc_status(pid, "VmRSS")
+        c = self.raw(timeout=60)
+        c.send(c.encode("MULTI") + c.encode("AI.TENSORGET", "big", "VALUES") + c.encode("EXEC")
+               + c.encode("AI.TENSORGET", "big", "VALUES") + c.encode("PING"))
+        want = b"+OK\r\n+QUEUED\r\n*1\r\n" + b"*%d\r\n" % n + b"$3\r\n0.5\r\n" * n
+        want += b"*%d\r\n" % n + b"$3\r\n0.5\r\n" * n + b"+PONG\r\n"
+        got = bytearray()
+        while len(got) < len(want):
+            b = c.sock.recv(1 << 20)
+            self.assertTrue(b, "connection closed after %d of %d bytes" % (len(got), len(want)))
+            got += b
+        self.assertTrue(got == want, "the replies differ")
+        grew = proc_status(pid, "VmHWM") - base
+        self.assertLess(grew, 16 << 20, "TENSORGET VALUES built %d MiB of reply" % (grew >> 20))
+
     def test_infinities_and_nan_as_redis_spells_them(self):
         # Redis's addReplyDouble: "inf" / "-inf" (RESP2 bulk), "nan".
         self.assertEqual(self.ts("t", "FLOAT", 2, "VALUES", "inf", "-inf"), b"OK")
@@ -1091,14 +1126,16 @@ class TestClient(TensorTestCase):
         """CLIENT LIST's rbs is the reply buffer a client holds, tot-mem
         the buffers' sum, omem the reply being written: a client that does
         not read a 7 MB reply holds it (the server's write waits) and shows
-        it in omem, and gives it back once read."""
-        self.r.execute_command("AI.TENSORSET", "big", "FLOAT", 1 << 20, "BLOB", bytes(4 << 20))
+        it in omem, and gives it back once read. (A BLOB reply is a copy of
+        the tensor's bytes in the reply buffer; VALUES of a large tensor
+        leaves a megabyte at a time.)"""
+        self.r.execute_command("AI.TENSORSET", "big", "FLOAT", 7 << 18, "BLOB", bytes(7 << 20))
         slow = self.raw()
         slow_id = slow.cmd("CLIENT", "ID")
         # 7 MB of replies: more than the sockets' buffers hold for a
         # client that does not read (tcp_wmem's 4 MB at most, and a
         # receive window that grows only as the client reads).
-        slow.send(RawConn.encode("AI.TENSORGET", "big", "VALUES"))
+        slow.send(RawConn.encode("AI.TENSORGET", "big", "BLOB"))
 
         def listed():
             return {int(c["id"]): c for c in self.r.client_list()}[slow_id]
@@ -1110,7 +1147,7 @@ class TestClient(TensorTestCase):
         c = poll(lambda: (lambda c: c if int(c["omem"]) > 4 << 20 else None)(listed()),
                  what="the unread reply in omem")
         self.assertEqual((c["oll"], c["obl"]), ("1", "0"))
-        self.assertEqual(len(slow.read_reply()), 1 << 20)
+        self.assertEqual(len(slow.read_reply()), 7 << 20)
         self.assertEqual(slow.cmd("PING"), "PONG")
         # Over 256 KiB, a buffer is dropped, not kept for the next reply.
         c = listed()
