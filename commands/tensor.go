@@ -221,7 +221,9 @@ func parseTensorGet(a Args) (Runner, error) {
 
 // Run implements Runner. A BLOB or META reply is a copy of at most the
 // tensor's bytes, written while the keyspace lets the tensor be read
-// (Keyspace.ReadTensor), so that its buffer may be recycled once replaced.
+// (Keyspace.ReadTensor), so that its buffer may be recycled once replaced;
+// a BLOB of a megabyte or more, whose buffer is never recycled, is written
+// from where it lies when the connection sends the replies (Writer.Later).
 // VALUES formats every element, too long for that: the tensor is kept
 // (getTensor, which pins its buffer), and its buffer goes to the collector.
 // The text of a large one is formatted only when the connection sends the
@@ -252,14 +254,23 @@ func (c *tensorGetCmd) Run(x *Ctx) error {
 		if c.fmtErr != nil {
 			return c.fmtErr
 		}
+		if c.f.blob && len(t.Data) >= streamMin && !modelstore.PooledSize(len(t.Data)) {
+			// A buffer never recycled may be read after the keyspace's
+			// lock: the bytes go out from where they lie (Writer.Later),
+			// not copied into the reply.
+			f := c.f
+			x.W.Later(func(w *Writer) { writeTensor(w, t, f, true) }, nil)
+			return nil
+		}
 		writeTensor(x.W, t, c.f, false)
 		return nil
 	})
 }
 
-// writeTensor writes a tensor in RedisAI's reply shapes. With stream, the
-// text of VALUES is sent on as it is made (writeValues); a command may ask
-// for that only when it holds no lock.
+// writeTensor writes a tensor in RedisAI's reply shapes. With stream, a
+// large BLOB goes to the connection from where it lies (BulkStream) and
+// the text of VALUES is sent on as it is made (writeValues); a command may
+// ask for that only when it holds no lock.
 func writeTensor(w *Writer, t *modelstore.Tensor, f tensorGetFormat, stream bool) {
 	if f.meta {
 		n := 4
@@ -280,7 +291,11 @@ func writeTensor(w *Writer, t *modelstore.Tensor, f tensorGetFormat, stream bool
 		if f.meta {
 			w.BulkString("blob")
 		}
-		w.Bulk(t.Data)
+		if stream {
+			w.BulkStream(t.Data)
+		} else {
+			w.Bulk(t.Data)
+		}
 	case f.values:
 		if f.meta {
 			w.BulkString("values")
