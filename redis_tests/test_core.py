@@ -2095,6 +2095,29 @@ class TestMemoryOverhead(unittest.TestCase):
         self.assertEqual((c["qbuf"], c["qbuf-free"]), ("0", "0"))
         self.assertEqual(tls.ping(), True)
 
+    def test_tls_large_replies_leave_from_where_they_lie(self):
+        """Over TLS too, the large replies written once the connection sends
+        them (a BLOB of 4 MiB, VALUES of 70,000 elements, commands/writer.go
+        Later) arrive whole and in order, in a transaction and out."""
+        srv = Server("--save", "", "--tls-port", free_port()).start()
+        self.addCleanup(srv.stop)
+        tls = redis.Redis(host="127.0.0.1", port=int(srv.args[srv.args.index("--tls-port") + 1]),
+                          ssl=True, ssl_cert_reqs=None, socket_timeout=30)
+        self.addCleanup(tls.close)
+        big = np.arange(1 << 20, dtype=np.float32)
+        vals = np.arange(70_000, dtype=np.float32) / 8
+        self.assertEqual(tls.execute_command("AI.TENSORSET", "big", "FLOAT", 1 << 20, "BLOB", big.tobytes()), b"OK")
+        self.assertEqual(tls.execute_command("AI.TENSORSET", "v", "FLOAT", 70_000, "BLOB", vals.tobytes()), b"OK")
+        for transaction in (True, False):
+            p = tls.pipeline(transaction=transaction)
+            p.execute_command("AI.TENSORGET", "big", "BLOB")
+            p.execute_command("AI.TENSORGET", "v", "VALUES")
+            p.ping()
+            blob, got, pong = p.execute()
+            self.assertEqual(blob, big.tobytes())
+            np.testing.assert_array_equal(np.array([float(x) for x in got], dtype=np.float32), vals)
+            self.assertEqual(pong, True)
+
     def test_idle_clients_hold_no_reply_buffer(self):
         """A client whose replies are sent keeps no large reply buffer
         (commands/writer.go, Release): after 20 pipelined TENSORGETs of
