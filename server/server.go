@@ -295,9 +295,9 @@ func (s *Server) handle(conn net.Conn) {
 			flush() // EOF or a dead connection: nothing more to read
 			return
 		}
-		// A transaction's AI.MODELGET leaves its model's bytes to be
-		// written from where they lie (Writer.Later): they go out before a
-		// next command, which may write to the connection itself.
+		// Replies held for Writer.Later (a transaction's AI.MODELGET, a
+		// large AI.TENSORGET) go out before the next command runs, which
+		// may write to the connection itself.
 		if c.W.HasLater() && !flush() {
 			return
 		}
