@@ -240,8 +240,7 @@ func (c *tensorGetCmd) Run(x *Ctx) error {
 			writeTensor(x.W, t, c.f, false)
 			return nil
 		}
-		f := c.f
-		x.W.Later(func(w *Writer) { writeTensor(w, t, f, true) }, nil)
+		writeTensorLater(x.W, t, c.f)
 		return nil
 	}
 	allow := x.allow() // before the keyspace's lock: it reads the client's user
@@ -258,13 +257,18 @@ func (c *tensorGetCmd) Run(x *Ctx) error {
 			// A buffer never recycled may be read after the keyspace's
 			// lock: the bytes go out from where they lie (Writer.Later),
 			// not copied into the reply.
-			f := c.f
-			x.W.Later(func(w *Writer) { writeTensor(w, t, f, true) }, nil)
+			writeTensorLater(x.W, t, c.f)
 			return nil
 		}
 		writeTensor(x.W, t, c.f, false)
 		return nil
 	})
+}
+
+// writeTensorLater writes t's reply when the connection sends the replies,
+// streaming (Writer.Later): t must stay as it is until then.
+func writeTensorLater(w *Writer, t *modelstore.Tensor, f tensorGetFormat) {
+	w.Later(func(w *Writer) { writeTensor(w, t, f, true) }, nil)
 }
 
 // writeTensor writes a tensor in RedisAI's reply shapes. With stream, a

@@ -323,7 +323,7 @@ func TestWriteValuesLater(t *testing.T) {
 		most = max(most, n)
 		return nil
 	})
-	w.Later(func(w *Writer) { writeTensor(w, ten, f, true) }, nil)
+	writeTensorLater(w, ten, f)
 	if out.Len() != 0 {
 		t.Fatalf("%d bytes written before WriteOut", out.Len())
 	}
