@@ -453,7 +453,12 @@ func (c *dagCmd) Run(x *Ctx) error {
 		case !r.ran:
 			x.W.Simple(dagNA)
 		case op.kind == opTensorGet:
-			writeTensor(x.W, r.tensor, op.format, false) // a DAG may write: its reply waits for the log (CommitClient)
+			// Never streamed while the DAG runs: a DAG may write, and its
+			// reply waits for the log (CommitClient). A large one waits
+			// for the connection to send the replies (Writer.Later), which
+			// commits first; the DAG's tensors are pinned (LOAD) or of Go's
+			// memory alone.
+			writeTensorReply(x.W, r.tensor, op.format)
 		default:
 			x.W.OK()
 		}

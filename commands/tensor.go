@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"bytes"
 	"strconv"
 
 	"github.com/enclaveai/enclaveai/modelstore"
@@ -222,7 +223,7 @@ func parseTensorGet(a Args) (Runner, error) {
 // Run implements Runner. A BLOB or META reply is a copy of at most the
 // tensor's bytes, written while the keyspace lets the tensor be read
 // (Keyspace.ReadTensor), so that its buffer may be recycled once replaced;
-// a BLOB of a megabyte or more, whose buffer is never recycled, is written
+// a large BLOB (heldReply), whose buffer is never recycled, is written
 // from where it lies when the connection sends the replies (Writer.Later).
 // VALUES formats every element, too long for that: the tensor is kept
 // (getTensor, which pins its buffer), and its buffer goes to the collector.
@@ -236,11 +237,7 @@ func (c *tensorGetCmd) Run(x *Ctx) error {
 		if err != nil {
 			return err
 		}
-		if t.Len() < laterValues {
-			writeTensor(x.W, t, c.f, false)
-			return nil
-		}
-		writeTensorLater(x.W, t, c.f)
+		writeTensorReply(x.W, t, c.f)
 		return nil
 	}
 	allow := x.allow() // before the keyspace's lock: it reads the client's user
@@ -253,16 +250,37 @@ func (c *tensorGetCmd) Run(x *Ctx) error {
 		if c.fmtErr != nil {
 			return c.fmtErr
 		}
-		if c.f.blob && len(t.Data) >= streamMin && !modelstore.PooledSize(len(t.Data)) {
-			// A buffer never recycled may be read after the keyspace's
-			// lock: the bytes go out from where they lie (Writer.Later),
-			// not copied into the reply.
-			writeTensorLater(x.W, t, c.f)
-			return nil
-		}
-		writeTensor(x.W, t, c.f, false)
+		writeTensorReply(x.W, t, c.f)
 		return nil
 	})
+}
+
+// heldReply reports whether t's reply in format f is large enough to be
+// written only when the connection sends the replies (Writer.Later), from
+// where t's bytes lie: VALUES of laterValues elements or of streamMin
+// bytes (STRING elements may be long), and a BLOB of streamMin bytes
+// whose buffer is never recycled (not modelstore.PooledSize: such a
+// buffer may be read after the keyspace's lock).
+func heldReply(t *modelstore.Tensor, f tensorGetFormat) bool {
+	switch {
+	case f.values:
+		return t.Len() >= laterValues || len(t.Data) >= streamMin
+	case f.blob:
+		return len(t.Data) >= streamMin && !modelstore.PooledSize(len(t.Data))
+	}
+	return false
+}
+
+// writeTensorReply writes t's reply, a large one (heldReply) when the
+// connection sends the replies. t must stay as it is until then: a tensor
+// pinned (getTensor) or of Go's memory alone (modelstore/tensorbuf.go),
+// or one whose buffer heldReply's rule keeps from the pool.
+func writeTensorReply(w *Writer, t *modelstore.Tensor, f tensorGetFormat) {
+	if heldReply(t, f) {
+		writeTensorLater(w, t, f)
+		return
+	}
+	writeTensor(w, t, f, false)
 }
 
 // writeTensorLater writes t's reply when the connection sends the replies,
@@ -316,7 +334,7 @@ const laterValues = 1 << 16
 
 func writeValues(w *Writer, t *modelstore.Tensor, stream bool) {
 	if t.DType == modelstore.String {
-		w.StringList(keyStrings(t.Strings()))
+		writeStrings(w, t, stream)
 		return
 	}
 	n := int(t.Len())
@@ -336,6 +354,32 @@ func writeValues(w *Writer, t *modelstore.Tensor, stream bool) {
 		default:
 			w.Int(t.Int(i))
 		}
+	}
+}
+
+// writeStrings writes a STRING tensor's elements, each ended by a NUL in
+// its data, as bulk strings read from where they lie. With stream, a long
+// element goes straight to the connection (BulkStream) and the text is
+// sent on once it holds a megabyte (Spill).
+func writeStrings(w *Writer, t *modelstore.Tensor, stream bool) {
+	rest := t.Data
+	w.Array(bytes.Count(rest, []byte{0}))
+	for {
+		i := bytes.IndexByte(rest, 0)
+		if i < 0 {
+			return
+		}
+		if stream {
+			if w.BulkStream(rest[:i]); w.StreamErr() == nil {
+				w.Spill()
+			}
+			if w.StreamErr() != nil {
+				return
+			}
+		} else {
+			w.Bulk(rest[:i])
+		}
+		rest = rest[i+1:]
 	}
 }
 

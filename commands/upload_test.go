@@ -337,3 +337,51 @@ func TestWriteValuesLater(t *testing.T) {
 		t.Errorf("a reply of %d bytes left in writes of up to %d", at.Len(), most)
 	}
 }
+
+// VALUES of a STRING tensor, built as its reply leaves, is the reply built
+// at once; a long element is written from the tensor's own bytes, and the
+// short ones leave a megabyte or so at a time.
+func TestWriteStringsLater(t *testing.T) {
+	long := bytes.Repeat([]byte{'x'}, 3*streamMin)
+	data := slices.Concat([]byte("a\x00"), long, []byte("\x00"))
+	for i := range 200_000 {
+		data = fmt.Appendf(data, "%d\x00", i)
+	}
+	ten := &modelstore.Tensor{DType: modelstore.String, Shape: []int64{200_002}, Data: data}
+	f := tensorGetFormat{values: true}
+	if !heldReply(ten, f) {
+		t.Fatal("not held")
+	}
+	at := NewWriter()
+	writeTensor(at, ten, f, false)
+	w := NewWriter()
+	var out bytes.Buffer
+	most, inPlace := 0, false
+	w.SetStream(func(bufs ...[]byte) error {
+		for _, b := range bufs {
+			if len(b) == len(long) && &b[0] == &data[2] {
+				inPlace = true
+				continue
+			}
+			most = max(most, len(b))
+		}
+		for _, b := range bufs {
+			out.Write(b)
+		}
+		return nil
+	})
+	writeTensorReply(w, ten, f)
+	if err := w.WriteOut(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(out.Bytes(), at.Bytes()) {
+		t.Fatalf("%d bytes written, want the %d of the reply built at once", out.Len(), at.Len())
+	}
+	if !inPlace || most > streamMin+1024 {
+		t.Errorf("long element written in place: %v; other writes of up to %d bytes", inPlace, most)
+	}
+	want := fmt.Appendf(nil, "*200002\r\n$1\r\na\r\n$%d\r\n%s\r\n$1\r\n0\r\n", len(long), long)
+	if !bytes.HasPrefix(at.Bytes(), want) {
+		t.Errorf("reply starts %q", at.Bytes()[:40])
+	}
+}

@@ -15,6 +15,7 @@ import socket
 import ssl
 import sys
 import time
+import threading
 import unittest
 
 import numpy as np
@@ -246,6 +247,74 @@ class TestTensorSetGet(TensorTestCase):
         self.assertTrue(got == want, "the replies differ")
         grew = proc_status(pid, "VmHWM") - base
         self.assertLess(grew, 16 << 20, "TENSORGET BLOB took %d MiB" % (grew >> 20))
+
+    def read_exact(self, c, want):
+        """Reads len(want) bytes from raw connection c and checks them."""
+        got = bytearray(len(want))
+        view, n = memoryview(got), 0
+        while n < len(want):
+            r = c.sock.recv_into(view[n:])
+            self.assertGreater(r, 0, "connection closed after %d of %d bytes" % (n, len(want)))
+            n += r
+        self.assertTrue(got == want, "the replies differ")
+
+    def test_large_dag_tensorget_is_not_built_whole(self):
+        """A DAG's TENSORGET of a large tensor (loaded, or made by the DAG)
+        is written once the DAG's reply may go (after the log), from where
+        the tensor lies: VALUES formatted as it leaves, BLOB not copied.
+        (RedisAI refuses a DAG in MULTI, as we do.)"""
+        self.no_auto_rewrite()
+        n = 5_000_000  # 20 MB of 0.5: 49 MB of VALUES text in RESP2
+        data = np.full(n, 0.5, np.float32).tobytes()
+        self.assertEqual(self.ts("big", "FLOAT", n, "BLOB", data), b"OK")
+        got = self.r.execute_command("AI.DAGEXECUTE", "LOAD", 1, "big", "|>", "AI.TENSORSET", "s", "INT8", 2,
+                                     "VALUES", 1, 2, "|>", "AI.TENSORGET", "s", "VALUES", "|>",
+                                     "AI.TENSORGET", "big", "META")
+        self.assertEqual(got, [b"OK", [1, 2], [b"dtype", b"FLOAT", b"shape", [n]]])
+        pid = self.srv.proc.pid
+        reset_peak(pid)
+        base = proc_status(pid, "VmRSS")
+        c = self.raw(timeout=60)
+        dag = c.encode("AI.DAGEXECUTE", "LOAD", 1, "big", "|>",
+                       "AI.TENSORSET", "copy", "FLOAT", n, "BLOB", data, "|>",
+                       "AI.TENSORGET", "big", "VALUES", "|>", "AI.TENSORGET", "copy", "BLOB")
+        # Sent while the replies are read: the server stops reading while
+        # the client does not take the first reply.
+        sender = threading.Thread(target=c.send, args=(c.encode("AI.DAGEXECUTE_RO", "LOAD", 1, "big", "|>", "AI.TENSORGET",
+                                                                "big", "BLOB") + dag + c.encode("PING"),))
+        sender.start()
+        self.addCleanup(sender.join)
+        values = b"*%d\r\n" % n + b"$3\r\n0.5\r\n" * n
+        bulk = b"$%d\r\n%s\r\n" % (len(data), data)
+        self.read_exact(c, b"".join([b"*1\r\n", bulk, b"*3\r\n+OK\r\n", values, bulk, b"+PONG\r\n"]))
+        # The DAG's own TENSORSET holds its 20 MB argument. (Built whole,
+        # the build before took 124-125 MiB.)
+        grew = proc_status(pid, "VmHWM") - base
+        self.assertLess(grew, 36 << 20, "DAG TENSORGET took %d MiB" % (grew >> 20))
+
+    def test_large_string_values_are_not_built_whole(self):
+        """VALUES of a STRING tensor is written from the tensor's bytes: a
+        long element goes out from where it lies, many short ones a
+        megabyte at a time, never copied into a reply built whole."""
+        self.no_auto_rewrite()
+        long = b"x" * (32 << 20)
+        self.assertEqual(self.ts("s", "STRING", 3, "VALUES", b"a", long, b"\xff\x01"), b"OK")
+        short = [b"%d" % i for i in range(100_000)]
+        self.assertEqual(self.ts("many", "STRING", len(short), "VALUES", *short), b"OK")
+        pid = self.srv.proc.pid
+        reset_peak(pid)
+        base = proc_status(pid, "VmRSS")
+        c = self.raw(timeout=60)
+        c.send(c.encode("MULTI") + c.encode("AI.TENSORGET", "s", "VALUES") + c.encode("EXEC")
+               + c.encode("AI.TENSORGET", "s", "META", "VALUES") + c.encode("AI.TENSORGET", "many", "VALUES")
+               + c.encode("PING"))
+        elems = b"*3\r\n$1\r\na\r\n$%d\r\n%s\r\n$2\r\n\xff\x01\r\n" % (len(long), long)
+        many = b"*%d\r\n" % len(short) + b"".join(b"$%d\r\n%s\r\n" % (len(v), v) for v in short)
+        self.read_exact(c, b"".join([b"+OK\r\n+QUEUED\r\n*1\r\n", elems,
+                                     b"*6\r\n$5\r\ndtype\r\n$6\r\nSTRING\r\n$5\r\nshape\r\n*1\r\n:3\r\n$6\r\nvalues\r\n",
+                                     elems, many, b"+PONG\r\n"]))
+        grew = proc_status(pid, "VmHWM") - base
+        self.assertLess(grew, 16 << 20, "STRING VALUES took %d MiB" % (grew >> 20))
 
     def test_infinities_and_nan_as_redis_spells_them(self):
         # Redis's addReplyDouble: "inf" / "-inf" (RESP2 bulk), "nan".
