@@ -238,13 +238,7 @@ class TestTensorSetGet(TensorTestCase):
         want = b"".join([b"+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n", bulk, b"$3\r\n\x01\x02\x03\r\n",
                          b"*6\r\n$5\r\ndtype\r\n$5\r\nFLOAT\r\n$5\r\nshape\r\n*1\r\n:%d\r\n$4\r\nblob\r\n" % (16 << 20),
                          bulk, b"+PONG\r\n"])
-        got = bytearray(len(want))
-        view, n = memoryview(got), 0
-        while n < len(want):
-            r = c.sock.recv_into(view[n:])
-            self.assertGreater(r, 0, "connection closed after %d of %d bytes" % (n, len(want)))
-            n += r
-        self.assertTrue(got == want, "the replies differ")
+        self.read_exact(c, want)
         grew = proc_status(pid, "VmHWM") - base
         self.assertLess(grew, 16 << 20, "TENSORGET BLOB took %d MiB" % (grew >> 20))
 
