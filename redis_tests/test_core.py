@@ -1224,17 +1224,17 @@ class TestClient(TensorTestCase):
         """CLIENT LIST's rbs is the reply buffer a client holds, tot-mem
         the buffers' sum, omem the reply being written: a client that does
         not read a 7 MB reply holds it (the server's write waits) and shows
-        it in omem, and gives it back once read. (AI.TENSORGET's large
-        BLOB and VALUES replies no longer sit in the buffer: they leave from
-        where the bytes lie, or as the text is made. A DAG's VALUES is
-        built in the buffer.)"""
-        self.r.execute_command("AI.TENSORSET", "big", "FLOAT", 1 << 20, "BLOB", bytes(4 << 20))
+        it in omem, and gives it back once read. (A large AI.TENSORGET's
+        reply no longer sits in the buffer: it leaves from where the bytes
+        lie, or as the text is made. A DAG's eight BLOBs of 920 KB, each
+        under the megabyte from which a BLOB is held, are built in it.)"""
+        self.r.execute_command("AI.TENSORSET", "mid", "FLOAT", 230_000, "BLOB", bytes(920_000))
         slow = self.raw()
         slow_id = slow.cmd("CLIENT", "ID")
         # 7 MB of replies: more than the sockets' buffers hold for a
         # client that does not read (tcp_wmem's 4 MB at most, and a
         # receive window that grows only as the client reads).
-        slow.send(RawConn.encode("AI.DAGEXECUTE_RO", "LOAD", 1, "big", "|>", "AI.TENSORGET", "big", "VALUES"))
+        slow.send(RawConn.encode("AI.DAGEXECUTE_RO", "LOAD", 1, "mid", *["|>", "AI.TENSORGET", "mid", "BLOB"] * 8))
 
         def listed():
             return {int(c["id"]): c for c in self.r.client_list()}[slow_id]
@@ -1246,7 +1246,7 @@ class TestClient(TensorTestCase):
         c = poll(lambda: (lambda c: c if int(c["omem"]) > 4 << 20 else None)(listed()),
                  what="the unread reply in omem")
         self.assertEqual((c["oll"], c["obl"]), ("1", "0"))
-        self.assertEqual(len(slow.read_reply()[0]), 1 << 20)
+        self.assertEqual([len(b) for b in slow.read_reply()], [920_000] * 8)
         self.assertEqual(slow.cmd("PING"), "PONG")
         # Over 256 KiB, a buffer is dropped, not kept for the next reply.
         c = listed()
