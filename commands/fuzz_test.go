@@ -58,6 +58,7 @@ func FuzzDispatch(f *testing.F) {
 		{"ai.modelstore", "m2 ONNX CPU TAG v BATCHSIZE 2 MINBATCHSIZE 1 BLOB abc"},
 		{"ai.dagexecute", "LOAD 1 x PERSIST 1 z |> AI.MODELEXECUTE m INPUTS 1 x OUTPUTS 1 z |> AI.TENSORGET z VALUES"},
 		{"ai.dagexecute_ro", "LOAD 1 x |> AI.TENSORSET a FLOAT 1 VALUES 1 |> AI.TENSORGET a BLOB"},
+		{"ai.dagexecute_ro", "LOAD 1 x |> AI.TENSORSET s STRING 3 VALUES a  b |> AI.TENSORGET s META VALUES"},
 		{"ai.info", "m RESETSTAT"},
 		{"ai.config", "GET BACKENDSPATH"},
 		{"config", "SET maxmemory 1mb"},
