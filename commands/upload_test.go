@@ -206,12 +206,7 @@ func TestWriterLater(t *testing.T) {
 	for _, chunk := range []int{0, 1, 1000, 2 << 20} {
 		w := NewWriter()
 		var out bytes.Buffer
-		w.SetStream(func(bufs ...[]byte) error {
-			for _, b := range bufs {
-				out.Write(b)
-			}
-			return nil
-		})
+		streamTo(w, &out)
 		released := 0
 		release := func() { released++ }
 		w.Array(3)
@@ -384,4 +379,36 @@ func TestWriteStringsLater(t *testing.T) {
 	if !bytes.HasPrefix(at.Bytes(), want) {
 		t.Errorf("reply starts %q", at.Bytes()[:40])
 	}
+}
+
+// A held reply is built in the protocol its command ran in: a HELLO 3
+// queued after it in a transaction changes the protocol before the
+// connection sends the replies.
+func TestWriterLaterKeepsItsProtocol(t *testing.T) {
+	w := NewWriter()
+	var out bytes.Buffer
+	streamTo(w, &out)
+	double := func(w *Writer) { w.Double(0.5) }
+	w.Later(double, nil)
+	w.proto = 3 // HELLO 3, run after it in the same EXEC
+	w.Later(double, nil)
+	if err := w.WriteOut(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := out.String(), "$3\r\n0.5\r\n,0.5\r\n"; got != want {
+		t.Errorf("wrote %q, want %q", got, want)
+	}
+	if w.proto != 3 {
+		t.Errorf("protocol %d after WriteOut, want 3", w.proto)
+	}
+}
+
+// streamTo makes w stream into out.
+func streamTo(w *Writer, out *bytes.Buffer) {
+	w.SetStream(func(bufs ...[]byte) error {
+		for _, b := range bufs {
+			out.Write(b)
+		}
+		return nil
+	})
 }

@@ -33,6 +33,9 @@ type laterReply struct {
 	at      int // its placeholder byte in buf
 	render  func(w *Writer)
 	release func() // nil: nothing to release
+	// proto is the protocol when its command ran: a HELLO queued after it
+	// in the same transaction changes w's before the reply is built.
+	proto int
 }
 
 // NewWriter returns a RESP2 writer.
@@ -170,7 +173,8 @@ func (w *Writer) Spill() {
 // buffer (7 times over under MODEL_CHUNK_SIZE 1), and AI.TENSORGET VALUES
 // of a large tensor takes 2 to 5 times its bytes as text. What render
 // reads must stay as it is until release is called (if not nil), which
-// happens once the reply is written or dropped (Reset, truncate). Without
+// happens once the reply is written or dropped (Reset, truncate). It is
+// built in the protocol w speaks now, whatever a later HELLO says. Without
 // a stream, the reply is built at once.
 func (w *Writer) Later(render func(w *Writer), release func()) {
 	if w.stream == nil {
@@ -183,7 +187,7 @@ func (w *Writer) Later(render func(w *Writer), release func()) {
 	// A placeholder byte gives the reply a place in buf that Len counts,
 	// so that a mark taken before it (truncate) tells it apart from one
 	// taken after.
-	w.later = append(w.later, laterReply{at: len(w.buf), render: render, release: release})
+	w.later = append(w.later, laterReply{at: len(w.buf), render: render, release: release, proto: w.proto})
 	w.buf = append(w.buf, 0)
 }
 
@@ -199,9 +203,9 @@ func (w *Writer) WriteOut() error {
 	if w.streamErr != nil {
 		return w.streamErr
 	}
-	later, buf := w.later, w.buf
+	later, buf, proto := w.later, w.buf, w.proto
 	w.later, w.buf = nil, nil // render builds in a buffer of its own
-	defer func() { w.later, w.buf = later, buf[:0] }()
+	defer func() { w.later, w.buf, w.proto = later, buf[:0], proto }()
 	from := 0
 	for i := range later {
 		l := &later[i]
@@ -210,6 +214,7 @@ func (w *Writer) WriteOut() error {
 				return w.streamErr
 			}
 		}
+		w.proto = l.proto
 		l.render(w)
 		if len(w.buf) > 0 && w.streamErr == nil {
 			w.streamErr = w.stream(w.buf)

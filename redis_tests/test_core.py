@@ -221,6 +221,21 @@ class TestTensorSetGet(TensorTestCase):
         grew = proc_status(pid, "VmHWM") - base
         self.assertLess(grew, 16 << 20, "TENSORGET VALUES built %d MiB of reply" % (grew >> 20))
 
+    def test_held_reply_keeps_the_protocol_its_command_ran_in(self):
+        """A large VALUES reply written when the connection sends the
+        replies is in the protocol its command ran in: in MULTI, a HELLO 3
+        queued after it does not turn its doubles into RESP3's."""
+        n = 70_000  # above 65536: held (commands/writer.go, Later)
+        self.assertEqual(self.ts("v", "FLOAT", n, "BLOB", np.full(n, 0.5, np.float32).tobytes()), b"OK")
+        c = self.raw(timeout=30)
+        c.send(c.encode("MULTI") + c.encode("AI.TENSORGET", "v", "VALUES") + c.encode("HELLO", "3")
+               + c.encode("EXEC") + c.encode("AI.TENSORGET", "v", "VALUES") + c.encode("PING"))
+        want = b"+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n*%d\r\n" % n + b"$3\r\n0.5\r\n" * n
+        self.read_exact(c, want)
+        hello = c.read_reply()  # HELLO's map, in RESP3
+        self.assertEqual(hello[b"proto"], 3)
+        self.read_exact(c, b"*%d\r\n" % n + b",0.5\r\n" * n + b"+PONG\r\n")
+
     def test_large_blob_reply_is_not_copied(self):
         """BLOB of a tensor of a megabyte or more is written from where it
         lies, in MULTI and out, not copied into the reply buffer."""
@@ -243,9 +258,12 @@ class TestTensorSetGet(TensorTestCase):
         self.assertLess(grew, 16 << 20, "TENSORGET BLOB took %d MiB" % (grew >> 20))
 
     def read_exact(self, c, want):
-        """Reads len(want) bytes from raw connection c and checks them."""
+        """Reads len(want) bytes from raw connection c (those it holds
+        read already first) and checks them."""
         got = bytearray(len(want))
-        view, n = memoryview(got), 0
+        n = min(len(c.buf), len(want))
+        got[:n], c.buf = c.buf[:n], c.buf[n:]
+        view = memoryview(got)
         while n < len(want):
             r = c.sock.recv_into(view[n:])
             self.assertGreater(r, 0, "connection closed after %d of %d bytes" % (n, len(want)))
