@@ -95,11 +95,11 @@ func (c *modelGetCmd) Run(x *Ctx) error {
 		// it has released it, from where they lie (Later), the model kept
 		// until then (a reference of its own: this one ends with Run).
 		if !x.locked {
-			writeChunks(w, m.Blob.Data, x.AI.ModelChunkSize.Load(), true)
+			writeChunks(w, m.Blob.Data, x.AI.ModelChunkSize.Load())
 		} else {
 			m.Blob.Retain()
 			data, chunk := m.Blob.Data, x.AI.ModelChunkSize.Load()
-			w.Later(func(w *Writer) { writeChunks(w, data, chunk, true) }, m.Blob.Release)
+			w.Later(func(w *Writer) { writeChunks(w, data, chunk) }, m.Blob.Release)
 		}
 	}
 	return nil
@@ -114,27 +114,22 @@ func writeIONames(w *Writer, ios []modelstore.IOInfo) {
 
 // writeChunks writes a model blob as RedisAI does: one bulk string when it
 // fits in one chunk, else an array of chunks. Unlike RedisAI, a length that
-// is an exact multiple of the chunk size gets no empty final chunk. With
-// stream, large chunks are written with BulkStream, and small ones leave
-// the reply buffer as it fills (Spill).
-func writeChunks(w *Writer, data []byte, size int64, stream bool) {
-	bulk := w.Bulk
-	if stream {
-		bulk = w.BulkStream
-	}
+// is an exact multiple of the chunk size gets no empty final chunk. Large
+// chunks are written with BulkStream, and small ones leave the reply
+// buffer as it fills (Spill): the caller holds no lock (a transaction's
+// goes through Writer.Later). A writer without a stream builds it whole.
+func writeChunks(w *Writer, data []byte, size int64) {
 	if size <= 0 || int64(len(data)) <= size {
-		bulk(data)
+		w.BulkStream(data)
 		return
 	}
 	n := (int64(len(data)) + size - 1) / size
 	w.Array(int(n))
 	for off := int64(0); off < int64(len(data)); off += size {
 		end := min(off+size, int64(len(data)))
-		bulk(data[off:end])
-		if stream {
-			if w.Spill(); w.StreamErr() != nil {
-				return // the connection is gone: build no more of the reply
-			}
+		w.BulkStream(data[off:end])
+		if w.Spill(); w.StreamErr() != nil {
+			return // the connection is gone: build no more of the reply
 		}
 	}
 }

@@ -277,16 +277,10 @@ func heldReply(t *modelstore.Tensor, f tensorGetFormat) bool {
 // or one whose buffer heldReply's rule keeps from the pool.
 func writeTensorReply(w *Writer, t *modelstore.Tensor, f tensorGetFormat) {
 	if heldReply(t, f) {
-		writeTensorLater(w, t, f)
+		w.Later(func(w *Writer) { writeTensor(w, t, f, true) }, nil)
 		return
 	}
 	writeTensor(w, t, f, false)
-}
-
-// writeTensorLater writes t's reply when the connection sends the replies,
-// streaming (Writer.Later): t must stay as it is until then.
-func writeTensorLater(w *Writer, t *modelstore.Tensor, f tensorGetFormat) {
-	w.Later(func(w *Writer) { writeTensor(w, t, f, true) }, nil)
 }
 
 // writeTensor writes a tensor in RedisAI's reply shapes. With stream, a

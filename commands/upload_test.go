@@ -162,7 +162,7 @@ func TestWriteChunksSpills(t *testing.T) {
 		}
 		return nil
 	})
-	writeChunks(w, data, 1, true)
+	writeChunks(w, data, 1)
 	out.Write(w.Bytes())
 	if !bytes.Equal(out.Bytes(), want.Bytes()) {
 		t.Fatalf("the reply differs: %d bytes, want %d", out.Len(), want.Len())
@@ -175,13 +175,13 @@ func TestWriteChunksSpills(t *testing.T) {
 	w = NewWriter()
 	writes := 0
 	w.SetStream(func(...[]byte) error { writes++; return errors.New("broken pipe") })
-	writeChunks(w, data, 1, true)
+	writeChunks(w, data, 1)
 	if writes != 1 || w.Len() > 16 {
 		t.Errorf("after a failed write: %d writes, %d bytes pending", writes, w.Len())
 	}
 
 	w = NewWriter()
-	writeChunks(w, data, 1, false)
+	writeChunks(w, data, 1)
 	if !bytes.Equal(w.Bytes(), want.Bytes()) {
 		t.Errorf("without a stream: %d bytes pending, want the %d of the reply", w.Len(), want.Len())
 	}
@@ -189,7 +189,7 @@ func TestWriteChunksSpills(t *testing.T) {
 
 // chunksOf renders AI.MODELGET's reply of data (Writer.Later).
 func chunksOf(data []byte, chunk int64) func(*Writer) {
-	return func(w *Writer) { writeChunks(w, data, chunk, true) }
+	return func(w *Writer) { writeChunks(w, data, chunk) }
 }
 
 // A transaction's AI.MODELGET leaves the model's bytes where they lie
@@ -200,7 +200,7 @@ func TestWriterLater(t *testing.T) {
 	data := bytes.Repeat([]byte("abcdefg"), 3<<18) // 5.25 MiB: some chunks go out from where they lie
 	chunked := func(chunk int) []byte {
 		w := NewWriter()
-		writeChunks(w, data, int64(chunk), false)
+		writeChunks(w, data, int64(chunk))
 		return slices.Clone(w.Bytes())
 	}
 	for _, chunk := range []int{0, 1, 1000, 2 << 20} {
@@ -271,7 +271,7 @@ func TestWriterLater(t *testing.T) {
 	})
 	w.Later(chunksOf(data[:3], 0), func() {})
 	w.BulkStream(data)
-	writeChunks(w, data, 1, true)
+	writeChunks(w, data, 1)
 	if order.Len() != 0 {
 		t.Errorf("%d bytes streamed ahead of a Later reply", order.Len())
 	}
@@ -318,7 +318,7 @@ func TestWriteValuesLater(t *testing.T) {
 		most = max(most, n)
 		return nil
 	})
-	writeTensorLater(w, ten, f)
+	writeTensorReply(w, ten, f)
 	if out.Len() != 0 {
 		t.Fatalf("%d bytes written before WriteOut", out.Len())
 	}
