@@ -140,3 +140,25 @@ func TestBoundsGoFloor(t *testing.T) {
 		t.Errorf("one client: %q, want no goroutine bound", got)
 	}
 }
+
+// TestBoundsFrontEnd: with floor-ea's figures (EnclaveAI serving the
+// floor's loop), a 32-client bound adds what EnclaveAI's own front end
+// allows, after floor-go's, and the verdict stays the first bound's.
+func TestBoundsFrontEnd(t *testing.T) {
+	r := boundsReport()
+	u := time.Microsecond
+	r.loops.by[loopKey("floor-go", 32)] = []sample{{ops: 30000, secs: 1, cpuPerOp: 30 * u}, {ops: 30000, secs: 1, cpuPerOp: 30 * u}}
+	r.loops.by[loopKey("floor-ea", 32)] = []sample{{ops: 30000, secs: 1, cpuPerOp: 35 * u}, {ops: 30000, secs: 1, cpuPerOp: 37 * u}}
+	// Batched: (19 + 29) / (35 + 12.7 + 0.5 + 29) = 0.622 and
+	// (21 + 31) / (37 + 12.9 + 0.5 + 31) = 0.639: 0.63, where the
+	// machine allows 0.79 (TestBounds).
+	got := newBounds(r).loop("mlp-batch32", 32, 0.8)
+	for _, w := range []string{"at the edge", "at best 0.79x", "goroutine per connection", "; EnclaveAI's own front end, at best 0.63x (36.0 + 12.8 + 0.5 = 49.3 µs, floor-ea's 36.0 instead of the floor's)"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("with floor-ea: %q, want %q in it", got, w)
+		}
+	}
+	if strings.Index(got, "goroutine") > strings.Index(got, "EnclaveAI's own") {
+		t.Errorf("%q: want floor-go's bound before floor-ea's", got)
+	}
+}
