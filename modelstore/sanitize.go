@@ -484,6 +484,8 @@ var rules = []rule{
 	{"OneHot", "", elemsOf(2, 2)},                                                         // hunt: SIGABRT
 	{"ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceSumSquare", "", axesInput(1)}, // hunt: SIGABRT
 	{"ScatterND GatherND", "", indexDepth},                    // hunt: SIGFPE
+	{"ScatterND GatherND", "", indicesInBounds},               // hunt: SIGSEGV (at store when folded)
+	{"DFT", "", noZeroDim(0)},                                 // hunt: SIGFPE (at store when folded)
 	{"Einsum", "", einsumEllipsis},                            // hunt: SIGSEGV
 	{"GatherND", "", batchDimsAgree},                          // hunt: SIGFPE
 	{"Trilu", "", constScalarBetween(1, -1<<40, 1<<40)},       // hunt: SIGSEGV (k = INT64_MIN)
@@ -642,6 +644,37 @@ func indexDepth(c *ruleCtx, _ *gAttr) string {
 	}
 	if c.rank(0) >= 0 && k > r {
 		return fmt.Sprintf("the indices' last dimension is %d, more than the %d data dimensions it can index", k, r)
+	}
+	return ""
+}
+
+// indicesInBounds: ScatterND's and GatherND's indices (input 1), where
+// they are a known constant, address only elements the data (input 0)
+// has: each index lies in [-s, s-1] for the data dimension of size s it
+// indexes, as the ONNX specification asks (none does for a dimension of
+// size 0). ONNX Runtime folds such a node at store and reads out of
+// bounds.
+func indicesInBounds(c *ruleCtx, _ *gAttr) string {
+	idx, data := c.in(1), c.in(0)
+	k := c.dim(1, -1)
+	if idx == nil || !idx.known || data == nil || data.shape == nil || k <= 0 {
+		return ""
+	}
+	var b int64
+	if bd := c.n.attr("batch_dims"); bd != nil && !bd.ref {
+		b = bd.i
+	}
+	if b < 0 || b+k > int64(len(data.shape)) {
+		return "" // gatherNDBatch's and indexDepth's to refuse
+	}
+	for n, x := range idx.ints {
+		d := b + int64(n)%k
+		switch s := data.shape[d]; {
+		case s == 0:
+			return fmt.Sprintf("index %d is into the data's dimension %d, of size 0", x, d)
+		case s > 0 && (x < -s || x >= s):
+			return fmt.Sprintf("index %d is outside [%d, %d], the data's dimension %d", x, -s, s-1, d)
+		}
 	}
 	return ""
 }

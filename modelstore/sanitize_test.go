@@ -340,6 +340,12 @@ func oneNode(op string, inputs []string, attrs [][]byte, decls ...[]byte) []byte
 	return model(graph...)
 }
 
+// gatherND is GatherND of data (a graph input's declaration, "x") at the
+// constant index (i, j).
+func gatherND(data []byte, i, j int64) []byte {
+	return oneNode("GatherND", []string{"x", "i"}, nil, data, pbMsg(5, tensor("i", 7, []int64{2}, pbPacked(7, i, j))))
+}
+
 func TestSanitizeRules(t *testing.T) {
 	x4 := inputDecl("x", onnxFloat, 1, 4, 8, 8)
 	w4 := inputDecl("w", onnxFloat, 2, 2, 3, 3)
@@ -366,6 +372,12 @@ func TestSanitizeRules(t *testing.T) {
 		{"axis ok", oneNode("Softmax", []string{"x"}, [][]byte{intAttrPB("axis", -1)}, x4), ""},
 		{"blocksize huge", oneNode("DepthToSpace", []string{"x"}, [][]byte{intAttrPB("blocksize", 1<<40)}, x4), "attribute blocksize must be between 1 and 65536"},
 		{"zero dim", oneNode("LpNormalization", []string{"x"}, nil, inputDecl("x", onnxFloat, 2, 0)), "input 0 has a dimension of size 0"},
+		{"dft zero dim", oneNode("DFT", []string{"x"}, nil, inputDecl("x", onnxFloat, 0, 4, 2)), "(DFT): input 0 has a dimension of size 0"},
+		{"gathernd index out of bounds", gatherND(inputDecl("x", onnxFloat, 2, 3), 1, 3), "(GatherND): index 3 is outside [-3, 2], the data's dimension 1"},
+		{"gathernd negative index out of bounds", gatherND(inputDecl("x", onnxFloat, 2, 3), -3, 0), "index -3 is outside [-2, 1], the data's dimension 0"},
+		{"gathernd index into size 0", gatherND(inputDecl("x", onnxFloat, 0, 3), 0, 1), "index 0 is into the data's dimension 0, of size 0"},
+		{"gathernd indices ok", gatherND(inputDecl("x", onnxFloat, 2, 3), -2, 2), ""},
+		{"gathernd unknown dims", gatherND(inputDecl("x", onnxFloat, -1, 3), 7, 2), ""},
 		{"unknown type division", oneNode("Div", []string{"a", "b"}, nil), "the element type of its inputs cannot be inferred"},
 	} {
 		safe, err := SanitizeModel(tc.model)
