@@ -685,6 +685,13 @@ def main():
         print("  %-28s %-5s %-12s x%d" % (b["op"], b["stage"], b["signal"], b["count"]))
     print("worker deaths (stage signal: count): %s" % summary["worker_deaths"])
     print("server deaths (stage signal: count): %s" % summary["server_deaths"])
+    # A crash while the session is created comes from what the model itself
+    # declares, which the sanitizer reads: each is a rule to write (a
+    # bucket that crashes.json already holds may hide a new cause).
+    for b in summary["findings"]:
+        if b["stage"] == "store":
+            print("at store, for the sanitizer (docs/MODEL_VALIDATION.md, Adding a rule): %s %s x%d" % (
+                b["op"], b["signal"], b["count"]))
     print("worker restart, kill to sessions recreated: %s; rate-limit waits %d" % (
         summary["worker_restart_ms"], srv.rate_limited))
     if args.check and any(not b["signal"].startswith("worker:") for b in buckets.values()):
