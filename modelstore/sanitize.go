@@ -629,7 +629,8 @@ func axesInput(i int) func(*ruleCtx, *gAttr) string {
 }
 
 // indexDepth: the last dimension of ScatterND's and GatherND's indices
-// (input 1) is between 1 and the data's rank (less batch_dims).
+// (input 1) is between 1 and the data's rank (less GatherND's
+// batch_dims).
 func indexDepth(c *ruleCtx, _ *gAttr) string {
 	k := c.dim(1, -1)
 	if k < 0 {
@@ -639,8 +640,8 @@ func indexDepth(c *ruleCtx, _ *gAttr) string {
 		return "the indices' last dimension is 0"
 	}
 	r := int64(c.rank(0))
-	if bd := c.n.attr("batch_dims"); bd != nil && !bd.ref {
-		r -= bd.i
+	if bd := c.n.attr("batch_dims"); bd != nil && !bd.ref && c.n.op == "GatherND" {
+		r -= bd.i // ScatterND has no batch_dims
 	}
 	if c.rank(0) >= 0 && k > r {
 		return fmt.Sprintf("the indices' last dimension is %d, more than the %d data dimensions it can index", k, r)
@@ -661,10 +662,10 @@ func indicesInBounds(c *ruleCtx, _ *gAttr) string {
 		return ""
 	}
 	var b int64
-	if bd := c.n.attr("batch_dims"); bd != nil && !bd.ref {
+	if bd := c.n.attr("batch_dims"); bd != nil && !bd.ref && c.n.op == "GatherND" {
 		b = bd.i
 	}
-	if b < 0 || b+k > int64(len(data.shape)) {
+	if r := int64(len(data.shape)); b < 0 || b > r || k > r-b {
 		return "" // gatherNDBatch's and indexDepth's to refuse
 	}
 	for n, x := range idx.ints {

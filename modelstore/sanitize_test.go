@@ -378,6 +378,8 @@ func TestSanitizeRules(t *testing.T) {
 		{"gathernd index into size 0", gatherND(inputDecl("x", onnxFloat, 0, 3), 0, 1), "index 0 is into the data's dimension 0, of size 0"},
 		{"gathernd indices ok", gatherND(inputDecl("x", onnxFloat, 2, 3), -2, 2), ""},
 		{"gathernd unknown dims", gatherND(inputDecl("x", onnxFloat, -1, 3), 7, 2), ""},
+		{"scatternd index out of bounds", oneNode("ScatterND", []string{"x", "i", "u"}, nil, inputDecl("x", onnxFloat, 2, 3), pbMsg(5, tensor("i", 7, []int64{1, 2}, pbPacked(7, 2, 0)))), "(ScatterND): index 2 is outside [-2, 1], the data's dimension 0"},
+		{"scatternd batch_dims ignored", oneNode("ScatterND", []string{"x", "i", "u"}, [][]byte{intAttrPB("batch_dims", 1<<62)}, inputDecl("x", onnxFloat, 2, 3), pbMsg(5, tensor("i", 7, []int64{1, 2}, pbPacked(7, 1, 2)))), ""},
 		{"unknown type division", oneNode("Div", []string{"a", "b"}, nil), "the element type of its inputs cannot be inferred"},
 	} {
 		safe, err := SanitizeModel(tc.model)
