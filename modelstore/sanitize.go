@@ -487,6 +487,7 @@ var rules = []rule{
 	{"ScatterND GatherND", "", indicesInBounds},               // hunt: SIGSEGV (at store when folded)
 	{"DFT", "", noZeroDim(0)},                                 // hunt: SIGFPE (at store when folded)
 	{"Einsum", "", einsumEllipsis},                            // hunt: SIGSEGV
+	{"Einsum", "", noZeroDimInputs},                           // hunt: SIGSEGV (at store when folded)
 	{"GatherND", "", batchDimsAgree},                          // hunt: SIGFPE
 	{"Trilu", "", constScalarBetween(1, -1<<40, 1<<40)},       // hunt: SIGSEGV (k = INT64_MIN)
 	{"RandomUniform RandomUniformLike", "low", floatsFinite},  // hunt: SIGABRT
@@ -565,6 +566,17 @@ func noZeroDim(i int) func(*ruleCtx, *gAttr) string {
 		}
 		return ""
 	}
+}
+
+// noZeroDimInputs: no input has a dimension of size 0 (noZeroDim, for an
+// operator of any number of inputs).
+func noZeroDimInputs(c *ruleCtx, _ *gAttr) string {
+	for i := range c.n.inputs {
+		if why := noZeroDim(i)(c, nil); why != "" {
+			return why
+		}
+	}
+	return ""
 }
 
 // sameShape: inputs i and j have equal shapes where both are known.

@@ -319,6 +319,10 @@ func intAttrPB(name string, v int64) []byte {
 	return bytes.Join([][]byte{pbStr(1, name), pbInt(20, attrInt), pbInt(3, v)}, nil)
 }
 
+func strAttrPB(name, v string) []byte {
+	return bytes.Join([][]byte{pbStr(1, name), pbInt(20, attrString), pbStr(4, v)}, nil)
+}
+
 // inputDecl is a graph input of type float with the given shape.
 func inputDecl(name string, elem int64, shape ...int64) []byte {
 	var dims [][]byte
@@ -372,6 +376,7 @@ func TestSanitizeRules(t *testing.T) {
 		{"axis ok", oneNode("Softmax", []string{"x"}, [][]byte{intAttrPB("axis", -1)}, x4), ""},
 		{"blocksize huge", oneNode("DepthToSpace", []string{"x"}, [][]byte{intAttrPB("blocksize", 1<<40)}, x4), "attribute blocksize must be between 1 and 65536"},
 		{"zero dim", oneNode("LpNormalization", []string{"x"}, nil, inputDecl("x", onnxFloat, 2, 0)), "input 0 has a dimension of size 0"},
+		{"einsum zero dim", oneNode("Einsum", []string{"a", "b"}, [][]byte{strAttrPB("equation", "...,...")}, inputDecl("a", onnxFloat, 1, 3), inputDecl("b", onnxFloat, 0, 3)), "(Einsum): input 1 has a dimension of size 0"},
 		{"dft zero dim", oneNode("DFT", []string{"x"}, nil, inputDecl("x", onnxFloat, 0, 4, 2)), "(DFT): input 0 has a dimension of size 0"},
 		{"gathernd index out of bounds", gatherND(inputDecl("x", onnxFloat, 2, 3), 1, 3), "(GatherND): index 3 is outside [-3, 2], the data's dimension 1"},
 		{"gathernd negative index out of bounds", gatherND(inputDecl("x", onnxFloat, 2, 3), -3, 0), "index -3 is outside [-2, 1], the data's dimension 0"},
