@@ -651,14 +651,20 @@ func indexDepth(c *ruleCtx, _ *gAttr) string {
 	if k == 0 {
 		return "the indices' last dimension is 0"
 	}
-	r := int64(c.rank(0))
-	if bd := c.n.attr("batch_dims"); bd != nil && !bd.ref && c.n.op == "GatherND" {
-		r -= bd.i // ScatterND has no batch_dims
-	}
+	r := int64(c.rank(0)) - batchDims(c)
 	if c.rank(0) >= 0 && k > r {
 		return fmt.Sprintf("the indices' last dimension is %d, more than the %d data dimensions it can index", k, r)
 	}
 	return ""
+}
+
+// batchDims is GatherND's batch_dims where it is a value, else 0
+// (ScatterND has no batch_dims).
+func batchDims(c *ruleCtx) int64 {
+	if bd := c.n.attr("batch_dims"); bd != nil && !bd.ref && c.n.op == "GatherND" {
+		return bd.i
+	}
+	return 0
 }
 
 // indicesInBounds: ScatterND's and GatherND's indices (input 1), where
@@ -673,10 +679,7 @@ func indicesInBounds(c *ruleCtx, _ *gAttr) string {
 	if idx == nil || !idx.known || data == nil || data.shape == nil || k <= 0 {
 		return ""
 	}
-	var b int64
-	if bd := c.n.attr("batch_dims"); bd != nil && !bd.ref && c.n.op == "GatherND" {
-		b = bd.i
-	}
+	b := batchDims(c)
 	if r := int64(len(data.shape)); b < 0 || b > r || k > r-b {
 		return "" // gatherNDBatch's and indexDepth's to refuse
 	}
