@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"io"
+	"iter"
+	"net"
 	"os"
 	"sync"
 	"syscall"
@@ -29,9 +31,9 @@ import (
 // measurably either way.
 //
 // Waiting without a buffer takes the socket's descriptor: the read is
-// made in syscall.RawConn.Read, whose function takes a buffer, reads, and
-// gives the buffer back when there is nothing to read yet, so the
-// goroutine waits in the network poller holding nothing. A connection
+// made in syscall.RawConn.Read (fdSource), whose function takes a buffer,
+// reads, and gives the buffer back when there is nothing to read yet, so
+// the goroutine waits in the network poller holding nothing. A connection
 // without a descriptor (TLS, tests' readers) waits in a read of one byte
 // of its own (wait), and takes a pooled buffer for what follows it: a
 // TLS connection has decrypted the whole record by then, and hands over
@@ -76,7 +78,7 @@ type inSource interface {
 func newInBuf(rd io.Reader, count func(int)) *inBuf {
 	if sc, ok := rd.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
-			s := &fdSource{rc: rc, count: count}
+			s := &fdSource{rc: rc, count: count, inq: inqSocket(rc)}
 			s.readFn, s.lentFn = s.readCall, s.lentCall // bound once: no allocation a read
 			return &inBuf{src: s, fd: s}
 		}
@@ -88,7 +90,8 @@ func newInBuf(rd io.Reader, count func(int)) *inBuf {
 func (b *inBuf) Buffered() int { return b.w - b.r }
 
 // setWaiting has f called when a read of the connection is about to wait
-// for input: for a socket, once a read has found nothing; for a source
+// for input: for a socket, once a read has found nothing or left nothing
+// (fdSource); for a source
 // without a descriptor (TLS), before every read.
 func (b *inBuf) setWaiting(f func()) {
 	switch s := b.src.(type) {
@@ -96,6 +99,15 @@ func (b *inBuf) setWaiting(f func()) {
 		s.waiting = f
 	case *ioSource:
 		s.waiting = f
+	}
+}
+
+// close ends what a socket's source holds while it reads (fdSource): call
+// it before the connection is read otherwise or closed. b may read again
+// after it.
+func (b *inBuf) close() {
+	if b.fd != nil {
+		b.fd.close()
 	}
 }
 
@@ -308,6 +320,30 @@ func (s *ioSource) read(p []byte) (int, error) {
 // function given to it reads, and returns false when there is nothing to
 // read, which makes RawConn wait in the network poller (read deadlines
 // included) and call it again once the socket is readable.
+//
+// A TCP socket that says how much input its read left (TCP_INQ, inqSocket)
+// also waits without reading first. RawConn.Read forgets, as it begins,
+// that the poller has seen input (internal/poll's prepareRead), so each
+// call must read before it may wait, and a client that waits for each
+// reply made every command cost a read that found nothing: two reads a
+// command where Redis makes one, a system call of about 1.6 µs on the
+// paravirtualised host of docs/BENCHMARKS.md. Within one call the
+// poller's word holds: whatever arrives after a read (input, the peer's
+// close) wakes the wait that follows it. So once a read has left nothing
+// (TCP_INQ says 0: no input and no close pending), the source waits in a
+// RawConn.Read that lasts (the poll): a coroutine (iter.Pull) whose
+// function hands the descriptor to the reader and returns false, to wait,
+// when the reader asks it to. A read that left something makes the next
+// read at once, in a RawConn.Read of its own (which also notices a
+// closed connection) after the poll is ended.
+//
+// The poll holds the descriptor's read lock from one read to the next, so
+// close must end it (Reader.Close) before anything else reads the
+// connection, and before the connection goroutine leaves it (its
+// coroutine would wait for ever); and the connection's Close, which wakes
+// its reads and writes at once, then waits for the poll to end: until the
+// connection's goroutine reads again, after the command it runs (CLIENT
+// KILL closes without waiting: killer, server.go).
 type fdSource struct {
 	rc    syscall.RawConn
 	count func(int)
@@ -321,22 +357,94 @@ type fdSource struct {
 	n              int
 	err            error
 	readFn, lentFn func(fd uintptr) bool
+	// inq: the socket reports what a read left (TCP_INQ; its message
+	// buffers in in); drained: the last read left nothing.
+	inq     bool
+	in      inqMsg
+	drained bool
+	// The poll, while it runs: next hands the descriptor back once it may
+	// be read (after a wait unless the poll has just begun), false when
+	// the poll ended with pollErr; stop ends it.
+	next    func() (uintptr, bool)
+	stop    func()
+	pollErr error
 }
 
 func (s *fdSource) read(p []byte) (int, error) {
 	s.p = p
-	err := s.rc.Read(s.readFn)
+	err := s.call(s.readFn)
 	s.p = nil
 	return s.result(err)
 }
 
 func (s *fdSource) readCall(fd uintptr) bool {
-	s.n, s.err = readFD(fd, s.p)
+	s.n, s.err = s.recv(fd, s.p)
 	if s.err == syscall.EAGAIN {
 		s.wait()
 		return false
 	}
 	return true
+}
+
+// recv reads into p, and notes whether the read left the socket drained.
+func (s *fdSource) recv(fd uintptr, p []byte) (int, error) {
+	if !s.inq {
+		return readFD(fd, p)
+	}
+	n, left, err := s.in.recv(fd, p)
+	if err == syscall.ENOSYS {
+		s.inq = false // not served here (an enclave's runtime): read(2)
+		return readFD(fd, p)
+	}
+	s.drained = err == nil && n > 0 && !left
+	return n, err
+}
+
+// call runs fn as RawConn.Read does: fn reads and returns false to wait
+// for input. A drained source waits in its poll, others read at once.
+func (s *fdSource) call(fn func(fd uintptr) bool) error {
+	if !s.drained {
+		s.close()
+		return s.rc.Read(fn)
+	}
+	s.drained = false
+	if s.next == nil {
+		s.next, s.stop = iter.Pull(s.poll) // a new poll reads first
+	} else {
+		s.wait()
+	}
+	for {
+		fd, ok := s.next()
+		if !ok {
+			s.next, s.stop = nil, nil
+			err := s.pollErr
+			s.pollErr = nil
+			if err == nil {
+				err = net.ErrClosed // cannot happen: only stop ends a poll without an error
+			}
+			return err // a deadline, a closed connection
+		}
+		if fn(fd) {
+			if s.n == 0 {
+				s.close() // the end of input, or an error: nothing to wait for
+			}
+			return nil
+		}
+	}
+}
+
+// poll is the coroutine's body: one RawConn.Read, whose function yields the
+// descriptor and, once the reader calls next again, returns false to wait.
+func (s *fdSource) poll(yield func(uintptr) bool) {
+	s.pollErr = s.rc.Read(func(fd uintptr) bool { return !yield(fd) })
+}
+
+// close ends the poll, if one runs.
+func (s *fdSource) close() {
+	if s.stop != nil {
+		s.stop()
+		s.next, s.stop = nil, nil
+	}
 }
 
 // wait tells waiting that the read is about to wait.
@@ -349,7 +457,7 @@ func (s *fdSource) wait() {
 // readLent waits for input holding no buffer, then reads it into a pooled
 // block (nil when nothing was read).
 func (s *fdSource) readLent() (*inBlock, int, error) {
-	err := s.rc.Read(s.lentFn)
+	err := s.call(s.lentFn)
 	blk := s.blk
 	s.blk = nil
 	n, err := s.result(err)
@@ -364,7 +472,7 @@ func (s *fdSource) lentCall(fd uintptr) bool {
 	if s.blk == nil {
 		s.blk = inPool.Get().(*inBlock)
 	}
-	s.n, s.err = readFD(fd, s.blk[:])
+	s.n, s.err = s.recv(fd, s.blk[:])
 	if s.err == syscall.EAGAIN {
 		inPool.Put(s.blk) // wait for input holding no buffer
 		s.blk = nil

@@ -92,6 +92,7 @@ func testHoldsNothingIdle(t *testing.T, hideFD bool) {
 		src = struct{ net.Conn }{s} // no SyscallConn: an ioSource
 	}
 	r := NewReader(src)
+	t.Cleanup(r.Close)
 	if (r.in.fd == nil) != hideFD {
 		t.Fatalf("descriptor source %v, want %v", r.in.fd != nil, !hideFD)
 	}
@@ -166,6 +167,7 @@ func testHoldsNothingIdle(t *testing.T, hideFD bool) {
 func TestInBufReadsWithoutAllocating(t *testing.T) {
 	s, c := tcpPair(t)
 	r := NewReader(s)
+	t.Cleanup(r.Close)
 	cmd := []byte(bulkCmd("GET", "k"))
 	allocs := testing.AllocsPerRun(200, func() {
 		c.Write(cmd)
@@ -190,6 +192,7 @@ func TestBeforeWait(t *testing.T) {
 			src = struct{ net.Conn }{s}
 		}
 		r := NewReader(src)
+		t.Cleanup(r.Close)
 		waited := make(chan struct{}, 16)
 		r.BeforeWait(func() { waited <- struct{}{} })
 		c.Write([]byte("PING\r\n*2\r\n$4\r\nECHO\r\n$3\r\nab"))
@@ -217,5 +220,102 @@ func TestBeforeWait(t *testing.T) {
 		if got := <-done; got != "abc" {
 			t.Fatalf("fd hidden %v: read %q, want abc", hideFD, got)
 		}
+	}
+}
+
+// A TCP connection whose client waits for each reply reads each command
+// once: after a read that left nothing (TCP_INQ), the next waits in the
+// poller before it reads, where it used to read first and find nothing.
+// And what arrives meanwhile is not missed: the next command, sent while
+// the reader is busy, or the client's close sent with its last command.
+func TestSocketReadsOnceACommand(t *testing.T) {
+	s, c := tcpPair(t)
+	r := NewReader(s)
+	t.Cleanup(r.Close)
+	if !r.in.fd.inq {
+		t.Skip("no TCP_INQ on this system")
+	}
+	reads := 0
+	lent := r.in.fd.lentFn
+	r.in.fd.lentFn = func(fd uintptr) bool { reads++; return lent(fd) }
+	cmd := []byte(bulkCmd("GET", "k"))
+	read := func() {
+		t.Helper()
+		if got, err := r.ReadCommand(open, nil); err != nil || string(got.Args[0]) != "GET" {
+			t.Fatalf("read %v, %v", got, err)
+		}
+	}
+	for range 2 {
+		c.Write(cmd)
+		read() // the first poll's first read is at once, and may find nothing
+	}
+	for i := range 20 {
+		go func() {
+			if i%2 == 0 {
+				time.Sleep(time.Millisecond) // the reader waits first
+			}
+			c.Write(cmd)
+		}()
+		if i%2 == 1 {
+			time.Sleep(time.Millisecond) // the command arrives first
+		}
+		reads = 0
+		read()
+		if reads != 1 {
+			t.Fatalf("command %d: %d reads, want 1", i, reads)
+		}
+	}
+	// A command and the client's close in one segment: the reader gets
+	// the command, then EOF, without waiting for ever.
+	c.Write(append(cmd, cmd...))
+	c.CloseWrite()
+	read()
+	read()
+	end := make(chan error, 1)
+	go func() {
+		_, err := r.ReadCommand(open, nil)
+		end <- err
+	}()
+	select {
+	case err := <-end:
+		if err != io.EOF {
+			t.Fatalf("after the close: %v, want EOF", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the client's close, sent with its commands, was missed")
+	}
+}
+
+// A connection's Close, while its reader waits in the poll or between two
+// reads of it, wakes the reader with an error; a killer closes without
+// waiting for the reader.
+func TestSocketCloseEndsThePoll(t *testing.T) {
+	for _, busy := range []bool{false, true} {
+		s, c := tcpPair(t)
+		r := NewReader(s)
+		c.Write([]byte(bulkCmd("GET", "k")))
+		if _, err := r.ReadCommand(open, nil); err != nil {
+			t.Fatal(err)
+		}
+		closed := make(chan struct{})
+		go func() {
+			if !busy {
+				time.Sleep(5 * time.Millisecond) // the reader waits
+			}
+			killer{s}.Close()
+			close(closed)
+		}()
+		select {
+		case <-closed:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("busy %v: a killer's Close waited", busy)
+		}
+		if busy {
+			time.Sleep(5 * time.Millisecond) // the reader was between reads
+		}
+		if _, err := r.ReadCommand(open, nil); !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("busy %v: read after Close: %v, want net.ErrClosed", busy, err)
+		}
+		r.Close()
 	}
 }

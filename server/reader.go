@@ -135,6 +135,12 @@ func newReader(r io.Reader, count func(int)) *Reader {
 	return &Reader{in: newInBuf(r, count)}
 }
 
+// Close ends what the reader holds of a socket while it reads (fdSource's
+// poll, which holds the descriptor's read lock). Call it before anything
+// else reads the connection, and before the connection is abandoned. The
+// reader may read again after it.
+func (r *Reader) Close() { r.in.close() }
+
 // Buffered reports how many bytes are already read and not yet parsed; the
 // connection flushes replies when it is 0 (pipelining).
 func (r *Reader) Buffered() int { return r.in.Buffered() }

@@ -33,6 +33,7 @@ var open = Limits{Limits: commands.Limits{MaxArgs: 1 << 20, MaxBulk: 1 << 30, Ma
 // a ProtocolError, "!<text>" for a RefusedError (after which reading goes
 // on, as the connection does).
 func transcript(r *Reader, pre Limits, classify func([]byte) Limits) string {
+	defer r.Close() // a socket's poll ends (fdSource), so the socket can close
 	var out []string
 	for range 1000 {
 		cmd, err := r.ReadCommand(pre, classify)

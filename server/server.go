@@ -161,7 +161,7 @@ func (s *Server) handle(conn net.Conn) {
 	if tc, ok := conn.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	c := s.Cmds.NewClient(conn.RemoteAddr().String(), conn.LocalAddr().String(), conn)
+	c := s.Cmds.NewClient(conn.RemoteAddr().String(), conn.LocalAddr().String(), killer{conn})
 	defer s.Cmds.RemoveClient(c)
 	defer c.W.Reset() // replies not sent release what they hold (Writer.Later)
 	if int64(s.Cmds.NumClients()) > s.opts.MaxClients.Load() {
@@ -171,6 +171,7 @@ func (s *Server) handle(conn net.Conn) {
 	}
 	st := s.Cmds.Stats()
 	rd := newReader(conn, func(n int) { st.NetInput.Add(c.ID, int64(n)) })
+	defer rd.Close()
 	rd.ReportBuffer(c.SetQueryBuf)
 	skipping := false
 	rd.OnRefuse = func() {
@@ -269,14 +270,14 @@ func (s *Server) handle(conn net.Conn) {
 				s.log.Warn("protocol error, closing client", "addr", c.Addr, "err", pe.Msg)
 				s.Cmds.ReplyError(c, commands.Reply("ERR "+pe.Error()))
 				flush()
-				s.linger(conn, c)
+				s.linger(conn, rd, c)
 				return
 			case errors.As(err, &re) && re.Close:
 				s.log.Warn("command refused while its bytes arrive, too large to skip: closing client",
 					"addr", c.Addr, "err", re.Err, "max-skip", 2*s.opts.MaxModelSize.Load())
 				s.Cmds.ReplyError(c, re.Err)
 				flush()
-				s.linger(conn, c)
+				s.linger(conn, rd, c)
 				return
 			case errors.As(err, &re):
 				s.log.Info("command refused while its bytes arrived; the rest was skipped", "addr", c.Addr, "err", re.Err)
@@ -326,6 +327,19 @@ func (s *Server) handle(conn net.Conn) {
 	}
 }
 
+// killer is a connection as CLIENT KILL and shutdown close it (Client.Kill):
+// without waiting. net.Conn's Close wakes the connection's reads and
+// writes at once, then waits until nothing holds its descriptor, and the
+// reader's poll holds it until the connection's goroutine reads again,
+// after the command it runs (fdSource).
+type killer struct{ net.Conn }
+
+// Close closes the connection in the background.
+func (k killer) Close() error {
+	go k.Conn.Close()
+	return nil
+}
+
 // A command refused while its bytes are still arriving is answered only
 // once the client has sent them: a client (redis-py) writes a whole
 // command before it reads, so a connection closed under it loses the
@@ -344,7 +358,9 @@ const (
 // EOF), and what the client still sends is read and dropped, for at most
 // lingerTimeout and lingerMax bytes, before the socket is closed.
 // A client that has not authenticated gets no such courtesy.
-func (s *Server) linger(conn net.Conn, c *commands.Client) {
+func (s *Server) linger(conn net.Conn, rd *Reader, c *commands.Client) {
+	// linger reads conn itself: the reader lets it go first.
+	rd.Close()
 	hc, ok := conn.(interface{ CloseWrite() error }) // TCP and TLS
 	if !ok || s.Cmds.PreLimits(c).Unauth || hc.CloseWrite() != nil {
 		return
