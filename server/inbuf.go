@@ -91,8 +91,7 @@ func (b *inBuf) Buffered() int { return b.w - b.r }
 
 // setWaiting has f called when a read of the connection is about to wait
 // for input: for a socket, once a read has found nothing or left nothing
-// (fdSource); for a source
-// without a descriptor (TLS), before every read.
+// (fdSource); for a source without a descriptor (TLS), before every read.
 func (b *inBuf) setWaiting(f func()) {
 	switch s := b.src.(type) {
 	case *fdSource:
@@ -347,8 +346,8 @@ func (s *ioSource) read(p []byte) (int, error) {
 type fdSource struct {
 	rc    syscall.RawConn
 	count func(int)
-	// waiting, if set, is called when a read finds nothing and is about
-	// to wait (inBuf.setWaiting).
+	// waiting, if set, is called when a read finds nothing, or the poll
+	// is about to wait after a read that left nothing (inBuf.setWaiting).
 	waiting func()
 	// The call's arguments and results, in fields so that the functions
 	// handed to rc.Read are bound once (a closure a call would allocate).
