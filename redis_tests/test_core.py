@@ -1282,6 +1282,20 @@ class TestClient(TensorTestCase):
         self.assertEqual(self.r.client_kill_filter(_id=vid), 0)
         self.srv.assert_serving()
 
+    def test_close_sent_with_the_last_commands_is_seen(self):
+        # A connection that waits for its next command reads only when the
+        # poller signals (server/inbuf.go, fdSource): a client's close that
+        # arrives with its last commands, which no later signal announces,
+        # must still end the connection once they are answered.
+        for _ in range(20):
+            c = self.raw()
+            self.assertEqual(c.cmd("PING"), "PONG")  # the connection now waits in its poll
+            c.send(RawConn.encode("PING") + RawConn.encode("ECHO", "last"))
+            c.sock.shutdown(socket.SHUT_WR)
+            self.assertEqual(c.read_until_closed(), b"+PONG\r\n$4\r\nlast\r\n")
+            c.close()
+        self.srv.assert_serving()
+
     def test_kill_by_user_and_type(self):
         victim = self.raw()
         vid = victim.cmd("CLIENT", "ID")
