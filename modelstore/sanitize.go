@@ -486,6 +486,7 @@ var rules = []rule{
 	{"ScatterND GatherND", "", indexDepth},                    // hunt: SIGFPE
 	{"ScatterND GatherND", "", indicesInBounds},               // hunt: SIGSEGV (at store when folded)
 	{"DFT", "", noZeroDim(0)},                                 // hunt: SIGFPE (at store when folded)
+	{"InstanceNormalization", "", noZeroDim(0)},               // hunt: SIGSEGV (a spatial dimension of 0)
 	{"Einsum", "", einsumEllipsis},                            // hunt: SIGSEGV
 	{"Einsum", "", noZeroDimInputs},                           // hunt: SIGSEGV (at store when folded)
 	{"GatherND", "", batchDimsAgree},                          // hunt: SIGFPE

@@ -378,6 +378,8 @@ func TestSanitizeRules(t *testing.T) {
 		{"zero dim", oneNode("LpNormalization", []string{"x"}, nil, inputDecl("x", onnxFloat, 2, 0)), "input 0 has a dimension of size 0"},
 		{"einsum zero dim", oneNode("Einsum", []string{"a", "b"}, [][]byte{strAttrPB("equation", "...,...")}, inputDecl("a", onnxFloat, 1, 3), inputDecl("b", onnxFloat, 0, 3)), "(Einsum): input 1 has a dimension of size 0"},
 		{"dft zero dim", oneNode("DFT", []string{"x"}, nil, inputDecl("x", onnxFloat, 0, 4, 2)), "(DFT): input 0 has a dimension of size 0"},
+		{"instancenorm zero dim", oneNode("InstanceNormalization", []string{"x", "s", "b"}, nil, inputDecl("x", onnxFloat, 2, 2, 0)), "(InstanceNormalization): input 0 has a dimension of size 0"},
+		{"instancenorm ok", oneNode("InstanceNormalization", []string{"x", "s", "b"}, nil, inputDecl("x", onnxFloat, 2, 2, 3)), ""},
 		{"gathernd index out of bounds", gatherND(inputDecl("x", onnxFloat, 2, 3), 1, 3), "(GatherND): index 3 is outside [-3, 2], the data's dimension 1"},
 		{"gathernd negative index out of bounds", gatherND(inputDecl("x", onnxFloat, 2, 3), -3, 0), "index -3 is outside [-2, 1], the data's dimension 0"},
 		{"gathernd index into size 0", gatherND(inputDecl("x", onnxFloat, 0, 3), 0, 1), "index 0 is into the data's dimension 0, of size 0"},
