@@ -511,6 +511,11 @@ var rules = []rule{
 	{"Reshape", "", staticSize(shapeFromInput(1))},
 	{"Tile", "", staticSize(tileShape)},
 	{"Range", "", staticSize(rangeShape)},
+
+	// A tree ensemble's parallel arrays (hunt: SIGABRT at store; the regressor's by the spec, as the classifier's).
+	{"ai.onnx.ml:TreeEnsembleClassifier ai.onnx.ml:TreeEnsembleRegressor", "", parallelLists("nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_modes", "nodes_truenodeids", "nodes_falsenodeids")},
+	{"ai.onnx.ml:TreeEnsembleClassifier", "", parallelLists("class_ids", "class_treeids", "class_nodeids", "class_weights")},
+	{"ai.onnx.ml:TreeEnsembleRegressor", "", parallelLists("target_ids", "target_treeids", "target_nodeids", "target_weights")},
 }
 
 // splitLengths: SplitToSequence's split, where it is a constant, is a
@@ -552,6 +557,40 @@ func floatsLen(lens ...int) func(*ruleCtx, *gAttr) string {
 			}
 		}
 		return fmt.Sprintf("must have %v entries, got %d", lens, len(a.floats))
+	}
+}
+
+// parallelLists: the named list attributes, which the specification makes
+// parallel arrays, have as many entries each, an absent one counting none
+// (a tree ensemble's: ONNX Runtime aborts on a mismatch). A list given as
+// a tensor instead (NAME_as_tensor) counts its elements.
+func parallelLists(names ...string) func(*ruleCtx, *gAttr) string {
+	return func(c *ruleCtx, _ *gAttr) string {
+		first, n := "", -1
+		for _, name := range names {
+			k := 0
+			if a := c.n.attr(name); a != nil {
+				if a.ref {
+					return ""
+				}
+				k = max(len(a.ints), len(a.floats), a.nStrs)
+			} else if t := c.n.attr(name + "_as_tensor"); t != nil {
+				e, ok := int64(0), false
+				if !t.ref && t.t != nil {
+					e, ok = elemCount(t.t.shape)
+				}
+				if !ok || e > 1<<31 {
+					return "" // not told here
+				}
+				k = int(e)
+			}
+			if n < 0 {
+				first, n = name, k
+			} else if k != n {
+				return fmt.Sprintf("attribute %s has %d entries, but %s has %d", name, k, first, n)
+			}
+		}
+		return ""
 	}
 }
 

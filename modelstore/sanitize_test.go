@@ -323,6 +323,17 @@ func strAttrPB(name, v string) []byte {
 	return bytes.Join([][]byte{pbStr(1, name), pbInt(20, attrString), pbStr(4, v)}, nil)
 }
 
+// treeEnsemble is an ai.onnx.ml TreeEnsembleClassifier of one leaf (its
+// nodes' lists but nodes_treeids, which extra gives with any others).
+func treeEnsemble(extra ...[]byte) []byte {
+	parts := [][]byte{pbStr(3, "n1"), pbStr(4, "TreeEnsembleClassifier"), pbStr(7, "ai.onnx.ml"), pbStr(1, "x"), pbStr(2, "y")}
+	for _, a := range append([][]byte{intsAttr("nodes_nodeids", 0), intsAttr("nodes_featureids", 0), intsAttr("nodes_truenodeids", 0),
+		intsAttr("nodes_falsenodeids", 0), bytes.Join([][]byte{pbStr(1, "nodes_modes"), pbInt(20, attrStrings), pbStr(9, "LEAF")}, nil)}, extra...) {
+		parts = append(parts, pbMsg(5, a))
+	}
+	return model(pbMsg(1, parts...), inputDecl("x", onnxFloat, 1, 2))
+}
+
 // inputDecl is a graph input of type float with the given shape.
 func inputDecl(name string, elem int64, shape ...int64) []byte {
 	var dims [][]byte
@@ -378,6 +389,9 @@ func TestSanitizeRules(t *testing.T) {
 		{"zero dim", oneNode("LpNormalization", []string{"x"}, nil, inputDecl("x", onnxFloat, 2, 0)), "input 0 has a dimension of size 0"},
 		{"einsum zero dim", oneNode("Einsum", []string{"a", "b"}, [][]byte{strAttrPB("equation", "...,...")}, inputDecl("a", onnxFloat, 1, 3), inputDecl("b", onnxFloat, 0, 3)), "(Einsum): input 1 has a dimension of size 0"},
 		{"dft zero dim", oneNode("DFT", []string{"x"}, nil, inputDecl("x", onnxFloat, 0, 4, 2)), "(DFT): input 0 has a dimension of size 0"},
+		{"tree ensemble ok", treeEnsemble(intsAttr("nodes_treeids", 0)), ""},
+		{"tree ensemble nodes", treeEnsemble(intsAttr("nodes_treeids", 0, 0)), "attribute nodes_nodeids has 1 entries, but nodes_treeids has 2"},
+		{"tree ensemble classes", treeEnsemble(intsAttr("nodes_treeids", 0), intsAttr("class_ids", 1, -1, 1, 1)), "attribute class_treeids has 0 entries, but class_ids has 4"},
 		{"instancenorm zero dim", oneNode("InstanceNormalization", []string{"x", "s", "b"}, nil, inputDecl("x", onnxFloat, 2, 2, 0)), "(InstanceNormalization): input 0 has a dimension of size 0"},
 		{"instancenorm ok", oneNode("InstanceNormalization", []string{"x", "s", "b"}, nil, inputDecl("x", onnxFloat, 2, 2, 3)), ""},
 		{"gathernd index out of bounds", gatherND(inputDecl("x", onnxFloat, 2, 3), 1, 3), "(GatherND): index 3 is outside [-3, 2], the data's dimension 1"},
