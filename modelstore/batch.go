@@ -11,7 +11,8 @@ import (
 // queued requests for the same model whose inputs agree in everything but
 // dimension 0, concatenates them along it, runs them once and splits the
 // outputs back. Nothing waits for a batch to fill unless MINBATCHSIZE asks
-// it to: a batch is whatever the queue holds when a worker is free.
+// it to: a batch is whatever the queue holds when a worker is free, once the
+// goroutines ready to run have had their turn to queue (settleLocked).
 
 // batchDim is dimension 0 shared by every input, or 0 when they disagree
 // or one is a scalar (such a request runs alone).

@@ -3,6 +3,7 @@ package modelstore
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -264,6 +265,7 @@ func (q *RunQueue) runHere(m *Model, req *RunRequest) ([]*Tensor, error) {
 // and runs it, until SetWorkers asks for fewer workers.
 func (q *RunQueue) work() {
 	q.mu.Lock()
+	settled := false // settleLocked ran since this worker last took work
 	for {
 		if q.workers > q.want {
 			q.workers--
@@ -274,6 +276,11 @@ func (q *RunQueue) work() {
 			q.cond.Wait() // every slot runs a model (some on their callers)
 			continue
 		}
+		if !settled && q.settleLocked() {
+			settled = true
+			continue // the queue may have changed meanwhile: look again
+		}
+		settled = false
 		batch, gathered, at := q.next(time.Now())
 		if batch == nil {
 			q.armLocked(at)
@@ -306,6 +313,47 @@ func (q *RunQueue) work() {
 			q.cond.Signal() // this worker looks too, but may be told to stop
 		}
 	}
+}
+
+// settleYields bounds the times a worker yields in settleLocked.
+const settleYields = 4
+
+// settleLocked lets the requests that the server has already received join
+// the batch a worker is about to form. The worker is woken by the first
+// request queued for an idle queue and would run at once, often before the
+// connections whose commands have arrived behind it have queued theirs: a
+// batch of one, then another of a few. So when the oldest request is a
+// batched model's, the queue holds fewer than its BATCHSIZE and commands of
+// other clients are executing (Busy), the worker yields its thread
+// (runtime.Gosched) to the goroutines ready to run, and again while the
+// queue grew meanwhile, up to settleYields times. It never waits on a
+// clock. A lone client's requests never yield: a yield with nothing else to
+// run wakes an idle thread (the runtime's wakep), which may take the worker
+// to another CPU, gone cold. Under load the batches grow: mlp at 32 clients
+// with BATCHSIZE 32 went from 6-9 requests a batch to 7-10
+// (docs/BENCHMARKS.md). It reports whether it yielded; q.mu is held, and
+// released while it yields.
+func (q *RunQueue) settleLocked() bool {
+	yielded := false
+	for range settleYields {
+		if len(q.pending) == 0 {
+			break
+		}
+		j := q.pending[0]
+		if j.size == 0 || j.size >= j.m.BatchSize || int64(len(q.pending)) >= j.m.BatchSize || !Busy() ||
+			(j.m.batching > 0 && !q.spareLocked()) { // next passes it over
+			break
+		}
+		n := len(q.pending)
+		q.mu.Unlock()
+		runtime.Gosched()
+		q.mu.Lock()
+		yielded = true
+		if len(q.pending) <= n {
+			break // nothing came in while the others ran
+		}
+	}
+	return yielded
 }
 
 // next removes and returns the first runnable work in the queue: the

@@ -6,7 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -548,4 +551,82 @@ func TestRunQueueClose(t *testing.T) {
 	if c := lin.Stats.Calls.Load(); c != 1 {
 		t.Errorf("%d calls, want 1", c)
 	}
+}
+
+// batchRecorder records the rows of each run its session is handed, and
+// answers with the inputs, in Go: no call into C lets the runtime hand the
+// thread to another goroutine meanwhile.
+type batchRecorder struct {
+	EngineSession
+	mu   sync.Mutex
+	rows []int64
+}
+
+func (b *batchRecorder) Run(ctx context.Context, in []*Tensor) ([]*Tensor, error) {
+	b.mu.Lock()
+	b.rows = append(b.rows, in[0].Shape[0])
+	b.mu.Unlock()
+	return in, nil
+}
+
+// Requests whose goroutines are ready to run when the first of them wakes
+// the idle queue's worker join that worker's batch (settleLocked) while
+// the server is busy with several clients' commands; without the worker's
+// yield, it runs each request alone, as it does when the server is not
+// busy (a lone client's request never waits for others). One thread
+// (GOMAXPROCS 1) makes the order of the goroutines the scheduler's, as on
+// a busy machine (the race detector shuffles that order, so only the
+// busy rounds' batches are checked). The scheduler takes the global run queue first one time
+// in 61, which then ends a yield early: a round may fail that way, so the
+// busy case has three tries. Each request gets its own row back.
+func TestRunQueueBatchSettles(t *testing.T) {
+	lin := queueModel(t, "linear.onnx", ModelMeta{BatchSize: 8})
+	rec := &batchRecorder{EngineSession: lin.Blob.Session}
+	lin.Blob.Session = rec
+	q := NewRunQueue(1)
+	t.Cleanup(q.Close)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	const n = 6
+	round := func() []int64 {
+		rec.rows = nil
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		var ready atomic.Int32
+		for i := range n {
+			wg.Go(func() {
+				ready.Add(1)
+				<-start
+				in := floats([]int64{1, 4}, float32(i), 1, 2, 3)
+				outs, err := q.Run(lin, &RunRequest{Inputs: []*Tensor{in}})
+				if err != nil || len(outs) != 1 || !slices.Equal(outs[0].Data, in.Data) {
+					t.Errorf("request %d: %v, %v: not its own row", i, outs, err)
+				}
+			})
+		}
+		waitFor(t, "the requests wait to start", func() bool { return ready.Load() == n })
+		close(start) // all n ready to run at once
+		wg.Wait()
+		return rec.rows
+	}
+	round()
+	// Not busy, a worker does not yield (the order the rounds' goroutines
+	// ran in is the runtime's, which the race detector shuffles).
+	q.mu.Lock()
+	q.pending = []*job{{m: lin, req: &RunRequest{}, size: 1}}
+	if q.settleLocked() {
+		t.Error("the worker yielded for a lone client")
+	}
+	q.pending = nil
+	q.mu.Unlock()
+	BeginWork(1) // two clients' commands executing
+	BeginWork(2)
+	defer EndWork()
+	defer EndWork()
+	var rows []int64
+	for range 3 {
+		if rows = round(); slices.Equal(rows, []int64{n}) {
+			return
+		}
+	}
+	t.Errorf("busy: batches of %v rows, want one of %d", rows, n)
 }
