@@ -330,7 +330,7 @@ const settleYields = 4
 // clock. A lone client's requests never yield: a yield with nothing else to
 // run wakes an idle thread (the runtime's wakep), which may take the worker
 // to another CPU, gone cold. Under load the batches grow: mlp at 32 clients
-// with BATCHSIZE 32 went from 6-9 requests a batch to 7-10
+// with BATCHSIZE 32 went from about 8 requests a batch to about 9.5
 // (docs/BENCHMARKS.md). It reports whether it yielded; q.mu is held, and
 // released while it yields.
 func (q *RunQueue) settleLocked() bool {
