@@ -177,9 +177,9 @@ func timeFor(warm, dur time.Duration, f func() error) (sample, error) {
 var rpsLine = regexp.MustCompile(`: ([0-9.]+) requests per second`)
 
 // redisBenchmark runs redis-benchmark against port (over TLS when tls)
-// and returns its rate; -q redraws its line with carriage returns, the
-// last figure is final.
-func redisBenchmark(port string, tls bool, requests, clients, pipeline int, args ...string) (float64, error) {
+// and returns its rate and the CPU time it used itself; -q redraws its
+// line with carriage returns, the last figure is final.
+func redisBenchmark(port string, tls bool, requests, clients, pipeline int, args ...string) (float64, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	full := []string{"-h", "127.0.0.1", "-p", port, "-n", strconv.Itoa(requests),
@@ -188,15 +188,18 @@ func redisBenchmark(port string, tls bool, requests, clients, pipeline int, args
 		full = append(full, "--tls", "--insecure") // the servers' own certificates
 	}
 	full = append(full, args...)
-	out, err := exec.CommandContext(ctx, "redis-benchmark", full...).Output()
+	cmd := exec.CommandContext(ctx, "redis-benchmark", full...)
+	out, err := cmd.Output()
 	if err != nil {
-		return 0, fmt.Errorf("redis-benchmark %s: %w", args[0], err)
+		return 0, 0, fmt.Errorf("redis-benchmark %s: %w", args[0], err)
 	}
+	used := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	m := rpsLine.FindAllStringSubmatch(strings.ReplaceAll(string(out), "\r", "\n"), -1)
 	if len(m) == 0 {
-		return 0, fmt.Errorf("redis-benchmark %s gave no figure: %q", args[0], out)
+		return 0, 0, fmt.Errorf("redis-benchmark %s gave no figure: %q", args[0], out)
 	}
-	return strconv.ParseFloat(m[len(m)-1][1], 64)
+	rps, err := strconv.ParseFloat(m[len(m)-1][1], 64)
+	return rps, used, err
 }
 
 // median of a list (NaN when empty).

@@ -480,6 +480,9 @@ func measureTransformer(o *options, ea *benchproc.Proc) (*transformer, error) {
 type core struct {
 	clients, pipeline, requests int
 	by                          map[string][]float64 // "redis SET", "enclaveai-log GET", ...
+	// CPU µs a request, by the same keys: the server's (engine workers
+	// included), and redis-benchmark's own, the client that drives both.
+	serverCPU, clientCPU map[string][]float64
 }
 
 // coreServers are the servers of section core: Redis and EnclaveAI each
@@ -558,7 +561,8 @@ func measureCore(o *options, ea, nolog, rd *benchproc.Proc) (*core, error) {
 	procs := map[string]*benchproc.Proc{"redis": rd, "enclaveai": nolog, "redis-aof": aof, "enclaveai-log": ea, "redis-tls": rdTLS, "enclaveai-tls": eaTLS}
 	tlsPorts := map[string]string{"redis-tls": rdTLSPort, "enclaveai-tls": eaTLSPort}
 	value := strings.Repeat("x", 4*inputLen)
-	c := &core{clients: 50, pipeline: 16, requests: o.rbRequests, by: map[string][]float64{}}
+	c := &core{clients: 50, pipeline: 16, requests: o.rbRequests, by: map[string][]float64{},
+		serverCPU: map[string][]float64{}, clientCPU: map[string][]float64{}}
 	set := [][]string{{"SET", "t", value}, {"GET", "t"}}
 	tensor := [][]string{{"AI.TENSORSET", "t", "FLOAT", strconv.Itoa(inputLen), "BLOB", value}, {"AI.TENSORGET", "t", "BLOB"}}
 	cmds := map[string][][]string{"redis": set, "redis-aof": set, "redis-tls": set, "enclaveai": tensor, "enclaveai-log": tensor, "enclaveai-tls": tensor}
@@ -574,12 +578,18 @@ func measureCore(o *options, ea, nolog, rd *benchproc.Proc) (*core, error) {
 				if tls {
 					port = tlsPorts[srv]
 				}
-				rps, err := redisBenchmark(port, tls, c.requests, c.clients, c.pipeline, cmds[srv][i]...)
+				before := cpu(procs[srv])
+				rps, client, err := redisBenchmark(port, tls, c.requests, c.clients, c.pipeline, cmds[srv][i]...)
 				if err != nil {
 					return nil, err
 				}
-				fmt.Printf("   %-13s %s %10.0f ops/s\n", srv, op, rps)
-				c.by[srv+" "+op] = append(c.by[srv+" "+op], rps)
+				perReq := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(c.requests) }
+				server := perReq(cpu(procs[srv]) - before)
+				fmt.Printf("   %-13s %s %10.0f ops/s  CPU us/op: server %5.2f, redis-benchmark %5.2f\n", srv, op, rps, server, perReq(client))
+				key := srv + " " + op
+				c.by[key] = append(c.by[key], rps)
+				c.serverCPU[key] = append(c.serverCPU[key], server)
+				c.clientCPU[key] = append(c.clientCPU[key], perReq(client))
 			}
 		}
 	}
