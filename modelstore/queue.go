@@ -340,8 +340,7 @@ func (q *RunQueue) settleLocked() bool {
 			break
 		}
 		j := q.pending[0]
-		if j.size == 0 || j.size >= j.m.BatchSize || int64(len(q.pending)) >= j.m.BatchSize || !Busy() ||
-			(j.m.batching > 0 && !q.spareLocked()) { // next passes it over
+		if j.alone() || int64(len(q.pending)) >= j.m.BatchSize || !Busy() || q.heldBackLocked(j.m) {
 			break
 		}
 		n := len(q.pending)
@@ -388,12 +387,12 @@ func (q *RunQueue) next(now time.Time) (batch []*job, gathered bool, at time.Tim
 			j.finish(nil, ErrTimedOut)
 			continue
 		}
-		if j.size == 0 || j.size >= j.m.BatchSize {
+		if j.alone() {
 			q.pending = slices.Delete(q.pending, i, i+1)
 			j.taken = true
 			return []*job{j}, false, time.Time{}
 		}
-		if (j.m.batching > 0 && !q.spareLocked()) || slices.Contains(waiting, j.m) {
+		if q.heldBackLocked(j.m) || slices.Contains(waiting, j.m) {
 			continue
 		}
 		batch, ready, at := gather(q.pending, i, now)
@@ -413,6 +412,10 @@ func (q *RunQueue) next(now time.Time) (batch []*job, gathered bool, at time.Tim
 	}
 	return nil, false, wake
 }
+
+// heldBackLocked reports whether m's requests wait for its running batch
+// to end before forming the next (next). q.mu is held.
+func (q *RunQueue) heldBackLocked(m *Model) bool { return m.batching > 0 && !q.spareLocked() }
 
 // spareLocked reports whether more than half the slots are free, so that
 // a batched model may run another batch beside the one it is running
@@ -483,6 +486,10 @@ func (q *RunQueue) groupLocked(j *job, now time.Time) []*job {
 	}
 	return group
 }
+
+// alone tells a request that runs by itself: its model is unbatched, its
+// inputs cannot be batched, or it fills a batch on its own.
+func (j *job) alone() bool { return j.size == 0 || j.size >= j.m.BatchSize }
 
 // expired tells a request whose TIMEOUT passed while it waited.
 func (j *job) expired(now time.Time) bool {

@@ -485,8 +485,7 @@ var rules = []rule{
 	{"ReduceSum ReduceMean ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceSumSquare", "", axesInput(1)}, // hunt: SIGABRT
 	{"ScatterND GatherND", "", indexDepth},                    // hunt: SIGFPE
 	{"ScatterND GatherND", "", indicesInBounds},               // hunt: SIGSEGV (at store when folded)
-	{"DFT", "", noZeroDim(0)},                                 // hunt: SIGFPE (at store when folded)
-	{"InstanceNormalization", "", noZeroDim(0)},               // hunt: SIGSEGV (a spatial dimension of 0)
+	{"DFT InstanceNormalization", "", noZeroDim(0)},           // hunt: DFT SIGFPE (at store when folded), InstanceNormalization SIGSEGV
 	{"Einsum", "", einsumEllipsis},                            // hunt: SIGSEGV
 	{"Einsum", "", noZeroDimInputs},                           // hunt: SIGSEGV (at store when folded)
 	{"GatherND", "", batchDimsAgree},                          // hunt: SIGFPE

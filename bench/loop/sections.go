@@ -566,6 +566,7 @@ func measureCore(o *options, ea, nolog, rd *benchproc.Proc) (*core, error) {
 	set := [][]string{{"SET", "t", value}, {"GET", "t"}}
 	tensor := [][]string{{"AI.TENSORSET", "t", "FLOAT", strconv.Itoa(inputLen), "BLOB", value}, {"AI.TENSORGET", "t", "BLOB"}}
 	cmds := map[string][][]string{"redis": set, "redis-aof": set, "redis-tls": set, "enclaveai": tensor, "enclaveai-log": tensor, "enclaveai-tls": tensor}
+	perReq := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(c.requests) }
 	for r := range o.rounds {
 		fmt.Printf("-- core round %d/%d (load average %s)\n", r+1, o.rounds, loadAvg())
 		order := slices.Clone(coreServers)
@@ -583,7 +584,6 @@ func measureCore(o *options, ea, nolog, rd *benchproc.Proc) (*core, error) {
 				if err != nil {
 					return nil, err
 				}
-				perReq := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(c.requests) }
 				server := perReq(cpu(procs[srv]) - before)
 				fmt.Printf("   %-13s %s %10.0f ops/s  CPU us/op: server %5.2f, redis-benchmark %5.2f\n", srv, op, rps, server, perReq(client))
 				key := srv + " " + op
