@@ -782,6 +782,19 @@ func adminCommand(spec *Spec, argv [][]byte) (string, bool) {
 	return "", false
 }
 
+// checkAdmin refuses an administrative command (adminCommand) to a user
+// without +@admin, when users are enabled: at dispatch, and before a
+// payload's bytes are read (StartUpload).
+func (s *App) checkAdmin(c *Client, spec *Spec, argv [][]byte) error {
+	if !s.Opts.UsersEnabled() {
+		return nil
+	}
+	if name, ok := adminCommand(spec, argv); ok && !s.isAdmin(c) {
+		return errorf("NOPERM User %s has no permissions to run the '%s' command", c.User(), name)
+	}
+	return nil
+}
+
 // isAdmin reports whether c's user may run administrative commands: the
 // default user, and named users given +@admin (a token's user only when a
 // user directive of its name gives it +@admin).
@@ -828,10 +841,8 @@ func (s *App) check(c *Client, spec *Spec, argv [][]byte, now int64) error {
 	if !spec.Has(NoAuth) && !c.authedAt(now) {
 		return errNoAuth
 	}
-	if s.Opts.UsersEnabled() {
-		if name, ok := adminCommand(spec, argv); ok && !s.isAdmin(c) {
-			return errorf("NOPERM User %s has no permissions to run the '%s' command", c.User(), name)
-		}
+	if err := s.checkAdmin(c, spec, argv); err != nil {
+		return err
 	}
 	// Redis Cluster's redirections come before anything runs; the
 	// server's own client (startup models, the log's replay) is exempt.

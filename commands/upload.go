@@ -51,11 +51,19 @@ type Upload struct {
 
 // StartUpload decides, on the length header of an upload's first chunk and
 // before any of its bytes, whether c may upload at all: prev is the
-// command's arguments before that chunk (prev[0] the name). For
-// AI.MODELSTORE, the upload policy and the key's owner; for AI.UPLOAD
+// command's arguments before that chunk (prev[0] the name), spec the
+// command's. For every command, the user's right to run it (checkAdmin);
+// for AI.MODELSTORE, the upload policy and the key's owner; for AI.UPLOAD
 // APPEND, that the upload is c's, idle, and holds exactly the offset's
 // bytes (Buffer is then where the chunks go).
-func (s *App) StartUpload(c *Client, prev [][]byte) (*Upload, error) {
+func (s *App) StartUpload(c *Client, spec *Spec, prev [][]byte) (*Upload, error) {
+	// A command c may not run at all is refused before any of its bytes
+	// are held: Dispatch refuses it only once the whole payload is read,
+	// and CLUSTERX RESTORE's may be max-model-size (4 GB) on every
+	// connection of a user without +@admin.
+	if err := s.checkAdmin(c, spec, prev); err != nil {
+		return nil, err
+	}
 	u := &Upload{app: s, budget: math.MaxInt64}
 	if isWord(prev[0], "ai.upload") {
 		off, ok := parseInt(prev[3])
@@ -72,7 +80,8 @@ func (s *App) StartUpload(c *Client, prev [][]byte) (*Upload, error) {
 	}
 	if isWord(prev[0], "clusterx") {
 		// CLUSTERX RESTORE: a key on the move between nodes (migrate.go),
-		// an admin command; max-model-size and maxmemory still bound it.
+		// an admin command (checked above); max-model-size and maxmemory
+		// still bound it.
 		return u, nil
 	}
 	if len(prev) > 1 {

@@ -132,6 +132,19 @@ class UsersTest(ServerTestCase):
         self.assertEqual(self.bob.ping(), True)
         self.assertEqual(self.run_model(self.alice)[:3], [7.0, 9.0, 11.0])
 
+    def test_admin_payload_is_refused_before_its_bytes(self):
+        # CLUSTERX RESTORE, an admin command, carries a payload of up to
+        # max-model-size: a user without +@admin is refused on its length
+        # header, not once all of it has been held in memory.
+        pid = self.srv.proc.pid
+        reset_peak(pid)
+        before = proc_status(pid, "VmHWM")
+        with self.assertRaises(redis.exceptions.NoPermissionError) as cm:
+            self.bob.execute_command("CLUSTERX", "RESTORE", 0, bytes(300 << 20))
+        self.assertEqual(str(cm.exception), "User bob has no permissions to run the 'clusterx' command")
+        self.assertLess(proc_status(pid, "VmHWM") - before, 100 << 20)
+        self.assertEqual(self.bob.ping(), True)
+
     def test_tensors_are_kept_apart(self):
         # Bob cannot feed alice's tensor to his own model, nor write his
         # model's output onto it, nor load it in a DAG; his own work is fine.

@@ -17,10 +17,11 @@ const directMin = 1 << 20
 // (AI.MODELSTORE / AI.MODELSET BLOB chunks, per Spec.Payload). As each
 // chunk's length header arrives, before any of its bytes, it asks the
 // command layer's Upload (commands/upload.go) whether the upload may go on
-// at all (StartUpload: the upload policy, the key's owner), whether the
-// chunk is admitted (Admit: max-model-size, max-model-bytes-per-user), and
-// for a model read into a buffer, for room (Reserve: maxmemory, whose
-// memory is taken before it could be found to duplicate one already held);
+// at all (StartUpload: the user's right to the command, the upload policy,
+// the key's owner), whether the chunk is admitted (Admit: max-model-size,
+// max-model-bytes-per-user), and for a model read into a buffer, for room
+// (Reserve: maxmemory, whose memory is taken before it could be found to
+// duplicate one already held);
 // then it gives the reader the chunk's final place: the next stretch of one
 // contiguous ModelBuffer for the whole model, or an allocation of the
 // chunk's size while the chunks so far total less than directMin. The
@@ -78,7 +79,7 @@ func (g *ingest) sink(a SinkArg) ([]byte, error) {
 		if len(a.Prev) > 1 {
 			g.key = string(a.Prev[1])
 		}
-		up, err := g.cmds.StartUpload(g.client, a.Prev)
+		up, err := g.cmds.StartUpload(g.client, g.spec, a.Prev)
 		if err != nil {
 			return nil, err
 		}
