@@ -189,13 +189,14 @@ const (
 // arguments of at most slowMaxArg bytes, and never a tensor's or a model's
 // bytes (what follows BLOB or VALUES, up to a DAG's next |>: "(n bytes
 // redacted)") nor a secret (AUTH's arguments, HELLO's AUTH user and
-// password, CONFIG SET's value of requirepass: "(redacted)", as Redis 7
+// password, CONFIG SET's value of requirepass or user: "(redacted)", as Redis 7
 // writes them, without their length).
 func slowArgs(argv [][]byte) []string {
 	var out []string
 	payload := false
 	secrets := 0 // the next arguments that are secrets (-1: all)
 	configSet := len(argv) > 1 && strings.EqualFold(string(argv[0]), "config") && strings.EqualFold(string(argv[1]), "set")
+	hello := len(argv) > 0 && strings.EqualFold(string(argv[0]), "hello")
 	// Only a DAG's arguments are split by |>: elsewhere it is a key or a
 	// value like any other (AI.TENSORSET |> STRING BLOB ... showed its blob).
 	dag := len(argv) > 0 && isDAGName(argv[0])
@@ -205,7 +206,7 @@ func slowArgs(argv [][]byte) []string {
 			break
 		}
 		switch {
-		case secrets != 0, configSet && i >= 3 && i%2 == 1 && strings.EqualFold(string(argv[i-1]), "requirepass"):
+		case secrets != 0, configSet && i >= 3 && i%2 == 1 && secretDirective(argv[i-1]):
 			out = append(out, "(redacted)")
 			if secrets > 0 {
 				secrets--
@@ -222,8 +223,10 @@ func slowArgs(argv [][]byte) []string {
 			s = s[:slowMaxArg] + fmt.Sprintf("... (%d more bytes)", len(a)-slowMaxArg)
 		}
 		out = append(out, s)
-		if i == 1 || (dag && i >= 2 && string(argv[i-2]) == "|>") {
-			continue // a key (AI.TENSORSET blob ...), not a keyword
+		// A key (AI.TENSORSET blob ...), not a keyword; HELLO's first
+		// argument is its version, or AUTH when a client left it out.
+		if (i == 1 && !hello) || (dag && i >= 2 && string(argv[i-2]) == "|>") {
+			continue
 		}
 		switch strings.ToUpper(string(a)) {
 		case "BLOB", "VALUES":
@@ -231,12 +234,20 @@ func slowArgs(argv [][]byte) []string {
 		case "AUTH":
 			if i == 0 {
 				secrets = -1
-			} else if strings.EqualFold(string(argv[0]), "hello") {
+			} else if hello {
 				secrets = 2
 			}
 		}
 	}
 	return out
+}
+
+// secretDirective reports whether CONFIG SET's value of the directive
+// name holds a secret: requirepass, and user (its ">password" rules; not
+// a CONFIG SET directive, but a client may try, and the slow log keeps the
+// refused command).
+func secretDirective(name []byte) bool {
+	return strings.EqualFold(string(name), "requirepass") || strings.EqualFold(string(name), "user")
 }
 
 // isDAGName reports whether name is one of the DAG commands (dag.go: the
