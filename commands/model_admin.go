@@ -155,7 +155,9 @@ func (c modelInfoCmd) Run(x *Ctx) error {
 	w.BulkString("optimize")
 	w.Int(b2i(m.Blob.Opts.Optimize))
 	w.BulkString("shared_with")
-	w.Int(int64(m.Blob.Refs() - 2)) // less this key's and this command's
+	// The other keys holding this copy: the caller's own when users are
+	// enabled, since two users' models never share one (modelstore.Blob).
+	w.Int(int64(m.Blob.Models() - 1))
 	w.BulkString("persist")
 	w.Int(b2i(!m.NoPersist))
 	w.BulkString("created")

@@ -48,9 +48,6 @@ type Engine struct {
 // Name implements modelstore.Engine.
 func (Engine) Name() string { return "go" }
 
-// Group implements modelstore.Engine: one process, one group.
-func (Engine) Group(string) string { return "" }
-
 // getOperator resolves an operator type, ours first, then gonnx's, guarded.
 func getOperator(opType string) (ops.Operator, error) {
 	var op ops.Operator

@@ -50,10 +50,6 @@ type Engine interface {
 	// Compile checks and compiles a model. Errors that ONNX Runtime reports
 	// come back as *ORTError, as from NewSession.
 	Compile(src ModelSource, opts SessionOptions) (EngineSession, error)
-	// Group names the placement group of a model stored by owner. Models of
-	// different groups never share a session, even with equal bytes: an
-	// engine that isolates tenants gives each its own group.
-	Group(owner string) string
 	// Name is the engine as INFO shows it ("onnxruntime", "onnxruntime-worker").
 	Name() string
 }
@@ -116,9 +112,6 @@ func (InProcess) Compile(src ModelSource, opts SessionOptions) (EngineSession, e
 	}
 	return s, nil
 }
-
-// Group implements Engine: one process, one group.
-func (InProcess) Group(string) string { return "" }
 
 // Name implements Engine.
 func (InProcess) Name() string { return "onnxruntime" }

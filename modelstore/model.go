@@ -11,8 +11,13 @@ import (
 )
 
 // Blob is a model's bytes with the session an Engine compiled from them.
-// Keys whose model bytes, session options and placement group are identical
-// share one Blob: the bytes are held once and the session is created once.
+// Keys whose model bytes, session options and owner are identical share
+// one Blob: the bytes are held once and the session is created once. Two
+// users never share one, whatever the engine: a shared session would tell
+// each that the other holds the model (AI.MODELINFO's shared_with) and
+// when the other runs it (the runs take turns on it, and its count moved
+// with them), and a run that breaks a session (the pure-Go engine's
+// quarantine) would break it for both.
 type Blob struct {
 	Data    []byte
 	Opts    SessionOptions
@@ -24,13 +29,13 @@ type Blob struct {
 	// Engine names the engine that compiled Session (Engine.Name()).
 	Engine string
 
-	buf   *ModelBuffer // Data's memory, when the model came in through one
-	fp    uint64       // Fingerprint(Data)
-	group string       // the Engine's placement group
-	sha   digest
+	buf *ModelBuffer // Data's memory, when the model came in through one
+	key blobKey
+	sha digest
 
-	reg  *Registry
-	refs int // guarded by reg.mu: stored models plus runs in flight
+	reg    *Registry
+	refs   int // guarded by reg.mu: stored models plus runs in flight
+	models int // guarded by reg.mu: the Models holding it (NewModel)
 }
 
 // digest is a Blob's SHA-256, computed by a goroutine once the Blob is
@@ -88,7 +93,7 @@ type blobKey struct {
 	fp    uint64
 	size  int
 	opts  SessionOptions
-	group string // Engine.Group of the owner
+	owner string // Origin.Owner
 }
 
 // Registry deduplicates model blobs and reference-counts their sessions.
@@ -149,8 +154,8 @@ func (r *Registry) Len() int {
 // only when no identical blob is registered, since sharing one adds
 // nothing. Compilation runs without the registry lock: two clients storing
 // the same new model at once may both compile, and the second session is
-// dropped. from names who stores it: the owner's placement group
-// (Engine.Group) is part of what makes two blobs identical.
+// dropped. from names who stores it: the owner is part of what makes two
+// blobs identical.
 func (r *Registry) AcquireIfRoom(data []byte, from Origin, opts SessionOptions, room func(n int64) error) (*Blob, error) {
 	return r.acquire(data, nil, Fingerprint(data), nil, from, opts, room)
 }
@@ -179,7 +184,7 @@ func (r *Registry) AcquireBufferVerified(buf *ModelBuffer, sum [32]byte, from Or
 // acquire does the work of the Acquire methods; sum, if not nil, is the
 // bytes' verified SHA-256.
 func (r *Registry) acquire(data []byte, buf *ModelBuffer, fp uint64, sum *[32]byte, from Origin, opts SessionOptions, room func(n int64) error) (*Blob, error) {
-	k := blobKey{fp, len(data), opts, r.engine.Group(from.Owner)}
+	k := blobKey{fp, len(data), opts, from.Owner}
 	if b, _ := r.find(k, data); b != nil {
 		return b, nil
 	}
@@ -218,7 +223,7 @@ func (r *Registry) acquire(data []byte, buf *ModelBuffer, fp uint64, sum *[32]by
 			r.mu.Unlock()
 			continue // a blob was added since find looked: it may be this one
 		}
-		b = &Blob{Data: data, Opts: opts, Session: sess, Engine: r.engine.Name(), reg: r, refs: 1, buf: buf, fp: fp, group: k.group}
+		b = &Blob{Data: data, Opts: opts, Session: sess, Engine: r.engine.Name(), reg: r, refs: 1, buf: buf, key: k}
 		b.sha.done = make(chan struct{})
 		b.Weights, b.SharedBytes = sess.Weights()
 		if buf != nil {
@@ -291,12 +296,11 @@ func (b *Blob) Release() {
 	b.refs--
 	last := b.refs == 0
 	if last {
-		k := blobKey{b.fp, len(b.Data), b.Opts, b.group}
-		bs := slices.DeleteFunc(r.blobs[k], func(x *Blob) bool { return x == b })
+		bs := slices.DeleteFunc(r.blobs[b.key], func(x *Blob) bool { return x == b })
 		if len(bs) == 0 {
-			delete(r.blobs, k)
+			delete(r.blobs, b.key)
 		} else {
-			r.blobs[k] = bs
+			r.blobs[b.key] = bs
 		}
 		r.bytes.Add(-int64(len(b.Data)))
 	}
@@ -324,11 +328,20 @@ func (b *Blob) TryRetain() bool {
 	return true
 }
 
-// Refs is the current reference count (for tests and AI.MODELINFO).
+// Refs is the current reference count (for tests).
 func (b *Blob) Refs() int {
 	b.reg.mu.Lock()
 	defer b.reg.mu.Unlock()
 	return b.refs
+}
+
+// Models is how many Models hold b (AI.MODELINFO's shared_with is the
+// others): its keys, where runs, replies and snapshots in flight, which
+// also take references, do not count.
+func (b *Blob) Models() int {
+	b.reg.mu.Lock()
+	defer b.reg.mu.Unlock()
+	return b.models
 }
 
 // Stats are a model key's AI.INFO counters.
@@ -382,6 +395,9 @@ type Model struct {
 
 // NewModel wraps an acquired blob; the model owns that reference.
 func NewModel(meta ModelMeta, blob *Blob) *Model {
+	blob.reg.mu.Lock()
+	blob.models++
+	blob.reg.mu.Unlock()
 	return &Model{ModelMeta: meta, Blob: blob}
 }
 
@@ -396,6 +412,9 @@ func (m *Model) MemSize() int64 { return 512 + int64(len(m.Tag)+len(m.Device)) }
 // has left the keyspace.
 func (m *Model) Release() {
 	if m.released.CompareAndSwap(false, true) {
+		m.Blob.reg.mu.Lock()
+		m.Blob.models--
+		m.Blob.reg.mu.Unlock()
 		m.Blob.Release()
 	}
 }

@@ -47,6 +47,41 @@ func TestRegistryDeduplicates(t *testing.T) {
 	}
 }
 
+// Two users' models never share a Blob, even with equal bytes, whatever
+// the engine (here in process, which has no placement groups): a shared
+// one would tell each about the other's copy and runs. Models counts the
+// Models holding a Blob, not the runs and readers that retain it.
+func TestRegistryKeepsOwnersApart(t *testing.T) {
+	requireRuntime(t)
+	r := NewRegistry(nil)
+	data := readModel(t, "linear.onnx")
+	acquire := func(owner string) *Blob {
+		b, err := r.AcquireIfRoom(data, Origin{Owner: owner}, SessionOptions{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	alice, bob, alice2 := NewModel(ModelMeta{}, acquire("alice")), NewModel(ModelMeta{}, acquire("bob")), NewModel(ModelMeta{}, acquire("alice"))
+	if alice.Blob == bob.Blob || alice.Blob != alice2.Blob || r.Len() != 2 {
+		t.Fatalf("alice's and bob's shared: %v; alice's two shared: %v; %d blobs", alice.Blob == bob.Blob, alice.Blob == alice2.Blob, r.Len())
+	}
+	alice.Blob.Retain() // a run in flight
+	if n, m := alice.Blob.Models(), bob.Blob.Models(); n != 2 || m != 1 {
+		t.Errorf("models: alice's blob %d, bob's %d; want 2 and 1", n, m)
+	}
+	alice.Blob.Release()
+	alice2.Release()
+	if n := alice.Blob.Models(); n != 1 {
+		t.Errorf("models after one key went: %d, want 1", n)
+	}
+	alice.Release()
+	bob.Release()
+	if r.Len() != 0 || r.Bytes() != 0 {
+		t.Errorf("len %d, bytes %d after release", r.Len(), r.Bytes())
+	}
+}
+
 // Two different models of one length whose fingerprints collide are still
 // told apart by their bytes (the collision is forced: the fingerprint is
 // only 64 bits).

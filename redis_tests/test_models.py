@@ -428,12 +428,17 @@ class MetadataTest(ModelCase):
         self.assertEqual(c.read_reply(), data)  # 2.7 MB: streamed from where it lies
         self.assertEqual(c.read_reply(), "PONG")
         # Under CLIENT REPLY OFF the reply is dropped, and the reference
-        # that kept the model for it is released (shared_with counts it).
+        # that kept the model for it is released: deleting the key then
+        # frees the model's bytes (used_memory counts them until the last
+        # reference goes).
         c.send(c.encode("CLIENT", "REPLY", "OFF") + c.encode("MULTI") + c.encode("AI.MODELGET", "mlp", "BLOB")
                + c.encode("EXEC") + c.encode("CLIENT", "REPLY", "ON") + c.encode("PING"))
         self.assertEqual(c.read_reply(), "OK")
         self.assertEqual(c.read_reply(), "PONG")
-        self.assertEqual(modelinfo(self.r, "mlp")["shared_with"], 0)
+        before = self.r.info("memory")["used_memory"]
+        self.assertEqual(self.r.execute_command("AI.MODELDEL", "mlp"), b"OK")
+        self.assertLessEqual(self.r.info("memory")["used_memory"], before - len(data))
+        store(self.r, "mlp", "mlp.onnx")
         # A model deleted while its reply waits is still sent whole.
         c.send(c.encode("MULTI") + c.encode("AI.MODELGET", "mlp", "BLOB") + c.encode("AI.MODELDEL", "mlp")
                + c.encode("EXEC"))

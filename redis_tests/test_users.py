@@ -5,6 +5,7 @@ one included, may read, run, replace, rename, expire or delete it."""
 
 import os
 import sys
+import threading
 import unittest
 
 import numpy as np
@@ -208,6 +209,53 @@ class UsersMaxModelsTest(unittest.TestCase):
         self.assertEqual(alice.exists("a1", "b1"), 2)
         self.assertEqual(store(alice, "a2"), b"OK")
         self.assertEqual((alice.exists("a1"), alice.exists("a2"), bob.exists("b1")), (0, 1, 1))
+
+
+class UsersShareNothingTest(unittest.TestCase):
+    """Two users who store the same bytes get a copy each, with every
+    engine: where one copy served both (the pure-Go engine, shared engine
+    workers, ONNX Runtime in process), AI.MODELINFO's shared_with told bob
+    how many copies alice held, and moved while she ran hers."""
+
+    def test_same_bytes_two_users(self):
+        for args in (("--inference-engine", "go"), ("--engine-isolation", "shared"), ("--engine-isolation", "off")):
+            with self.subTest(args=args):
+                srv = Server(*args, "--user", "alice", "on", ">pa", "--user", "bob", "on", ">pb").start()
+                self.addCleanup(srv.stop)
+                alice = srv.client(username="alice", password="pa")
+                bob = srv.client(username="bob", password="pb")
+                for r, key in ((bob, "b"), (alice, "a1"), (alice, "a2")):
+                    self.assertEqual(r.execute_command("AI.MODELSTORE", key, "ONNX", "CPU", "BLOB", linear_onnx()), b"OK")
+                alice.execute_command("AI.TENSORSET", "x", "FLOAT", 1, 4, "VALUES", 1, 2, 3, 4)
+
+                def shared(r, key):
+                    info = r.execute_command("AI.MODELINFO", key)
+                    return dict(zip(info[::2], info[1::2]))[b"shared_with"]
+
+                self.assertEqual((shared(alice, "a1"), shared(bob, "b")), (1, 0))
+                # While alice runs hers, bob's count stays (it counted runs).
+                stop, runs = threading.Event(), []
+
+                def run():
+                    c = srv.client(username="alice", password="pa")
+                    while not stop.is_set():
+                        runs.append(c.execute_command("AI.MODELEXECUTE", "a1", "INPUTS", 1, "x", "OUTPUTS", 1, "y"))
+                    c.close()
+
+                threads = [threading.Thread(target=run) for _ in range(3)]
+                for t in threads:
+                    t.start()
+                try:
+                    seen = {shared(bob, "b") for _ in range(200)} | {shared(alice, "a2") for _ in range(200)}
+                finally:
+                    stop.set()
+                    for t in threads:
+                        t.join(30)
+                self.assertGreater(len(runs), 0)
+                self.assertEqual(set(runs), {b"OK"})
+                self.assertEqual(seen, {0, 1})
+                self.assertEqual(shared(bob, "b"), 0)
+                srv.assert_serving()
 
 
 class AdminCommandsTest(unittest.TestCase):

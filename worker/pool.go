@@ -118,8 +118,9 @@ func (p *Pool) Name() string { return "onnxruntime-worker" }
 // memfd.
 func (p *Pool) NeedsBuffer() bool { return true }
 
-// Group implements modelstore.Engine.
-func (p *Pool) Group(owner string) string {
+// group is the placement group of a model stored by owner: with
+// per-tenant, a user's models go to workers of that user's only.
+func (p *Pool) group(owner string) string {
 	if p.cfg.Isolation == PerTenant {
 		return "user:" + owner
 	}
@@ -183,7 +184,7 @@ func (p *Pool) Compile(src modelstore.ModelSource, opts modelstore.SessionOption
 	if src.Buf == nil || !src.Buf.Shareable() {
 		return nil, errors.New("engine workers need the model in a shared buffer")
 	}
-	sl, err := p.place(p.Group(src.Owner))
+	sl, err := p.place(p.group(src.Owner))
 	if err != nil {
 		return nil, err
 	}
