@@ -15,13 +15,14 @@ import (
 
 // modelStoreCmd is a parsed AI.MODELSTORE / AI.MODELSET.
 type modelStoreCmd struct {
-	key      string
-	meta     modelstore.ModelMeta
-	optimize bool
-	chunks   [][]byte // the model bytes, in order
-	file     string
-	fromFile bool   // FILE was given (file may be empty, which is refused)
-	uploadID string // UPLOAD: the resumable upload that holds the bytes
+	key        string
+	meta       modelstore.ModelMeta
+	optimize   bool
+	chunks     [][]byte // the model bytes, in order
+	file       string
+	fromFile   bool   // FILE was given (file may be empty, which is refused)
+	uploadID   string // UPLOAD: the resumable upload that holds the bytes
+	fromUpload bool   // UPLOAD was given (an empty id is no upload's)
 	// upload is the buffer the front end read the chunks into, if any.
 	upload *modelstore.ModelBuffer
 	// prepared is set by prepare (a MULTI's queued store, compiled before
@@ -38,7 +39,7 @@ type modelStoreCmd struct {
 // Run: taking the upload is a change that an EXEC which runs nothing (a
 // WATCHed key changed) must not make.
 func (c *modelStoreCmd) prepare(x *Ctx) {
-	if c.uploadID == "" {
+	if !c.fromUpload {
 		c.model, c.err = c.compile(x)
 		c.prepared = true
 	}
@@ -176,7 +177,7 @@ func parseModelStore(deprecated bool) func(a Args) (Runner, error) {
 		case a.Match("FILE") && a.Remaining() == 1:
 			c.file, c.fromFile = a.NextString(), true
 		case !deprecated && a.Match("UPLOAD") && a.Remaining() == 1:
-			c.uploadID = a.NextString()
+			c.uploadID, c.fromUpload = a.NextString(), true
 		case !deprecated && isWord(a.Peek(), "INPUTS"):
 			return nil, errInputsNotForONNX
 		case deprecated:
@@ -259,7 +260,7 @@ func (c *modelStoreCmd) compile(x *Ctx) (*modelstore.Model, error) {
 	}
 	var data []byte
 	var buf *modelstore.ModelBuffer
-	if c.uploadID != "" {
+	if c.fromUpload {
 		// The upload ends here whatever the store's outcome: a refused
 		// model is not kept for a retry.
 		u, err := x.takeUpload(x.C, c.uploadID)

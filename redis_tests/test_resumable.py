@@ -113,6 +113,8 @@ class ResumableTest(unittest.TestCase):
         self.assertRefused("ERR the upload holds 4 of its 10 bytes", "AI.MODELSTORE", "m", "ONNX", "CPU", "UPLOAD", uid)
         self.assertRefused(NO_UPLOAD, "AI.UPLOAD", "APPEND", "nosuch", 0, "BLOB", b"x")
         self.assertRefused(NO_UPLOAD, "AI.MODELSTORE", "m", "ONNX", "CPU", "UPLOAD", "nosuch")
+        # An empty id is no upload's (it was read as no UPLOAD at all: "No graph").
+        self.assertRefused(NO_UPLOAD, "AI.MODELSTORE", "m", "ONNX", "CPU", "UPLOAD", "")
         self.assertRefused("ERR upload size must be a positive integer", "AI.UPLOAD", "BEGIN", 0)
         self.assertRefused("ERR syntax error", "AI.UPLOAD", "STATUS", uid, "x")
         self.assertRefused("ERR wrong number of arguments for 'ai.upload' command", "AI.UPLOAD", "STATUS")
