@@ -23,7 +23,7 @@ func TestUploadParse(t *testing.T) {
 		parseCase{line: "AI.UPLOAD STATUS", err: string(errSyntax)},
 		parseCase{line: "AI.UPLOAD RESUME u1", err: string(errSyntax)},
 		parseCase{line: "AI.MODELSTORE m ONNX CPU UPLOAD u1", want: &modelStoreCmd{key: "m", optimize: true,
-			meta: modelstore.ModelMeta{Backend: "ONNX", Device: "CPU"}, uploadID: "u1"}},
+			meta: modelstore.ModelMeta{Backend: "ONNX", Device: "CPU"}, uploadID: "u1", fromUpload: true}},
 		parseCase{line: "AI.MODELSTORE m ONNX CPU UPLOAD u1 x", err: string(errExpectedBlob)},
 	)
 }
