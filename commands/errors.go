@@ -75,11 +75,14 @@ var storeErrors = []struct {
 	{config.ErrImmutable, "ERR CONFIG SET failed - can't set immutable config"},
 }
 
-// modelErrors are refusals of a hostile or broken model blob, found before
-// ONNX Runtime sees it; their text (with detail) goes to the client.
-var modelErrors = []error{
+// detailedErrors go to the client with their text and detail: refusals of
+// a hostile or broken model blob, found before ONNX Runtime sees it, and
+// what a run cannot carry (a FLOAT16 output, a rank-0 STRING input), which
+// was answered "internal error" with its reason only in the log.
+var detailedErrors = []error{
 	modelstore.ErrModelEmpty, modelstore.ErrModelMalformed, modelstore.ErrModelTooDeep,
 	modelstore.ErrModelExternalData, modelstore.ErrModelTensorSize, modelstore.ErrModelUnsafe,
+	modelstore.ErrUnsupportedDType, modelstore.ErrUnsupportedShape,
 }
 
 // errorText is the one place where an error becomes RESP error text.
@@ -95,7 +98,7 @@ func errorText(err error) string {
 			return se.text
 		}
 	}
-	for _, me := range modelErrors {
+	for _, me := range detailedErrors {
 		if errors.Is(err, me) {
 			return "ERR " + err.Error()
 		}

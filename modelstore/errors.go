@@ -37,7 +37,8 @@ var (
 	// protobuf bomb). RedisAI's ORT answers those with ErrModelMalformed's text.
 	ErrModelTooDeep = errors.New("model protobuf nests messages too deeply")
 	// ErrModelExternalData: a tensor stored outside the model (by file name).
-	ErrModelExternalData = errors.New("model has initializers with external data, which is not allowed")
+	// RedisAI's patched ONNX Runtime's words (REDISAI.md §3.3).
+	ErrModelExternalData = errors.New("Initializer tensors with external data is not allowed.")
 	// ErrModelTensorSize: a tensor's raw_data length disagrees with its
 	// dims and type; wrapped with the tensor's name.
 	ErrModelTensorSize = errors.New("model has a tensor whose raw_data size does not match its dims and type")

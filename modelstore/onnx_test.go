@@ -573,7 +573,7 @@ func TestNewSessionErrors(t *testing.T) {
 		{name: "truncated", model: linear[:len(linear)/2], is: ErrModelMalformed},
 		{name: "protobuf bomb", model: deepModel(100_000), is: ErrModelTooDeep},
 		{name: "external data", model: readModel(t, "external_data.onnx"), is: ErrModelExternalData,
-			exact: "model has initializers with external data, which is not allowed"},
+			exact: "Initializer tensors with external data is not allowed."},
 		{name: "bad size", model: readModel(t, "bad_size.onnx"), is: ErrModelTensorSize,
 			exact: `model has a tensor whose raw_data size does not match its dims and type: tensor "W" has 40 bytes of raw_data, but dims [4 3] of float need 48`},
 		{name: "unknown op", model: readModel(t, "unknown_op.onnx"), ort: "No Op registered for NoSuchOperator with domain_version of 13"},

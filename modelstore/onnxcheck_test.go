@@ -184,7 +184,7 @@ func TestCheckModelBlobMessages(t *testing.T) {
 		t.Errorf("got %q, want %q", err, want)
 	}
 	if err := CheckModelBlob(model(initializer(tensor("W", onnxFloat, nil, externalEntry)))); err == nil ||
-		err.Error() != "model has initializers with external data, which is not allowed" {
+		err.Error() != "Initializer tensors with external data is not allowed." {
 		t.Errorf("got %q", err)
 	}
 }

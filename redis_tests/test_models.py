@@ -929,6 +929,20 @@ class RuntimeErrorTest(ModelCase):
         d = info(self.r, "lin")
         self.assertEqual((d["calls"], d["errors"]), (1, 1))
 
+    def test_output_type_not_stored_says_why(self):
+        # A FLOAT16 output cannot become a tensor: the client reads why (it
+        # read "internal error", the reason only in the server's log).
+        with open(os.path.join(harness.REPO, "modelstore", "testdata", "half_output.onnx"), "rb") as f:
+            self.assertEqual(self.r.execute_command("AI.MODELSTORE", "half", "ONNX", "CPU", "BLOB", f.read()), b"OK")
+        tset(self.r, "hx", np.ones(3, np.float32))
+        want = "ERR unsupported tensor type: output 0 (h) is a tensor(float16), which cannot be stored"
+        self.assertEqual(self.err("AI.MODELEXECUTE", "half", "INPUTS", 1, "hx", "OUTPUTS", 1, "hy"), want)
+        with self.raw() as c:  # a DAG answers an array, its failed op's error in it
+            (rep,) = c.cmd("AI.DAGEXECUTE", "LOAD", 1, "hx", "|>", "AI.MODELEXECUTE", "half",
+                           "INPUTS", 1, "hx", "OUTPUTS", 1, "hy")
+        self.assertEqual(str(rep), want)
+        self.assertEqual(self.r.exists("hy"), 0)
+
     def test_timeout_while_waiting_for_batch(self):
         # 5.2: a request waiting for MINBATCHSIZE with a small TIMEOUT.
         store(self.r, "bm", "linear.onnx", "BATCHSIZE", 4, "MINBATCHSIZE", 4)
@@ -1404,7 +1418,8 @@ class HostileModelTest(ModelCase):
         self.check(model_bytes("unknown_op.onnx"), "NoSuchOperator")
 
     def test_external_data_initializer(self):
-        self.check(model_bytes("external_data.onnx"), "external data")
+        # RedisAI's words (REDISAI.md §3.3), with ERR as every refusal here.
+        self.check(model_bytes("external_data.onnx"), "ERR Initializer tensors with external data is not allowed.")
 
     def test_tensor_size_mismatch(self):
         self.check(model_bytes("bad_size.onnx"))
