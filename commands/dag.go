@@ -77,6 +77,12 @@ type dagCmd struct {
 	// receipt is RECEIPT's nonce: a signed receipt ends the reply
 	// (receipt.go); nil without RECEIPT.
 	receipt []byte
+	// RedisAI reads LOAD's keys and each model op's model as it parses
+	// (first failure wins), and checks names against the DAG only after.
+	// So a syntax error found after a LOAD or a model op is kept here and
+	// answered by Run once the keys LOADed and the models of ops (each
+	// with its own deferred error, modelExecCmd.syntaxErr) are checked.
+	syntaxErr error
 }
 
 // dagNA is the reply for ops that did not run because an earlier one failed.
@@ -95,64 +101,73 @@ func parseDAG(form dagForm) func(a Args) (Runner, error) {
 		}
 		c := &dagCmd{cmdName: name}
 		var routing, hasLoad, hasPersist, hasTimeout bool
+		// fail answers a syntax error now, or defers it past the checks of
+		// what RedisAI would have read from the keyspace before it.
+		fail := func(err error) (Runner, error) {
+			if !hasLoad && len(c.ops) == 0 {
+				return nil, err
+			}
+			c.syntaxErr = err
+			return c, nil
+		}
 		for a.More() && !isWord(a.Peek(), "|>") {
 			switch {
 			case a.Match("LOAD") && !hasLoad:
 				hasLoad = true
 				if !a.More() {
-					return nil, Reply("ERR missing arguments after LOAD keyword in DAG command")
+					return fail(Reply("ERR missing arguments after LOAD keyword in DAG command"))
 				}
 				keys, err := a.countedList(Reply("ERR invalid or negative value found in number of keys to LOAD"),
 					Reply("ERR number of keys to LOAD into DAG does not match the number of given arguments"))
 				if err != nil {
-					return nil, err
+					return fail(err)
 				}
 				c.load = keyStrings(keys)
 			case a.Match("PERSIST") && !hasPersist:
 				if readonly {
-					return nil, Reply("ERR PERSIST cannot be specified in a read-only DAG")
+					return fail(Reply("ERR PERSIST cannot be specified in a read-only DAG"))
 				}
 				hasPersist = true
 				if !a.More() {
-					return nil, Reply("ERR missing arguments after PERSIST keyword in DAG command")
+					return fail(Reply("ERR missing arguments after PERSIST keyword in DAG command"))
 				}
 				keys, err := a.countedList(Reply("ERR invalid or negative value found in number of keys to PERSIST"),
 					Reply("ERR number of keys to PERSIST after DAG execution does not match the number of given arguments"))
 				if err != nil {
-					return nil, err
+					return fail(err)
 				}
 				c.persist = keyStrings(keys)
 				seen := map[string]bool{}
 				for _, k := range c.persist {
 					if seen[k] {
-						return nil, Reply("ERR PERSIST keys must be unique")
+						return fail(Reply("ERR PERSIST keys must be unique"))
 					}
 					seen[k] = true
 				}
 			case a.Match("ROUTING") && !routing:
 				if !a.More() {
-					return nil, Reply("ERR Missing ROUTING value")
+					return fail(Reply("ERR Missing ROUTING value"))
 				}
 				a.Next()
 				routing = true
 			case a.Match("TIMEOUT") && !hasTimeout:
 				t, err := parseTimeout(&a)
 				if err != nil {
-					return nil, err
+					return fail(err)
 				}
 				c.timeout, hasTimeout = t, true
 			case !form.deprecated && c.receipt == nil && a.Match("RECEIPT"):
 				n, err := parseReceiptNonce(&a)
 				if err != nil {
-					return nil, err
+					return fail(err)
 				}
 				c.receipt = n
 			default:
-				return nil, errorf("ERR Invalid DAG command. Unexpected argument:  %s", a.Peek())
+				return fail(errorf("ERR Invalid DAG command. Unexpected argument:  %s", a.Peek()))
 			}
 		}
 		if !form.deprecated && !hasLoad && !hasPersist && !routing {
-			return nil, Reply("ERR AI.DAGEXECUTE and AI.DAGEXECUTE_RO commands must contain at least one out of ROUTING, LOAD, PERSIST keywords")
+			return fail(Reply("ERR AI.DAGEXECUTE and AI.DAGEXECUTE_RO commands must contain at least one out of ROUTING, LOAD, PERSIST keywords"))
 		}
 		for a.Match("|>") {
 			start := a.Pos()
@@ -160,13 +175,16 @@ func parseDAG(form dagForm) func(a Args) (Runner, error) {
 				a.Next()
 			}
 			if a.Pos() == start {
-				return nil, errorf("ERR Invalid DAG command. Unexpected argument:  |>")
+				return fail(errorf("ERR Invalid DAG command. Unexpected argument:  |>"))
 			}
 			op, err := parseDAGOp(NewArgs(a.V[start-1:a.Pos()], nil), form)
 			if err != nil {
-				return nil, err
+				return fail(err)
 			}
 			c.ops = append(c.ops, op)
+			if op.exec != nil && op.exec.syntaxErr != nil {
+				return c, nil // answered by Run after the op's model checks
+			}
 		}
 		if len(c.ops) == 0 {
 			return nil, Reply("ERR DAG is empty")
@@ -219,20 +237,18 @@ func parseDAGOp(a Args, form dagForm) (dagOp, error) {
 		if len(a.V)-1 < 8 { // a.V[0] is the "|>"
 			return dagOp{}, Reply("ERR wrong number of arguments for 'AI.MODELEXECUTE' command")
 		}
+		// Errors after the key wait for the model's checks, as at the top
+		// level (modelExecCmd.syntaxErr).
 		e := &modelExecCmd{key: a.NextString()}
-		if err := parseExecBody(&a, e, nil); err != nil {
-			return dagOp{}, err
+		e.syntaxErr = parseExecBody(&a, e, nil)
+		if e.syntaxErr == nil && a.Match("TIMEOUT") {
+			e.syntaxErr = Reply("ERR TIMEOUT not allowed within a DAG command")
 		}
-		if a.Match("TIMEOUT") {
-			return dagOp{}, Reply("ERR TIMEOUT not allowed within a DAG command")
+		if e.syntaxErr == nil && a.Match("EXPECT") {
+			e.syntaxErr = parseExpect(&a, e)
 		}
-		if a.Match("EXPECT") {
-			if err := parseExpect(&a, e); err != nil {
-				return dagOp{}, err
-			}
-		}
-		if a.More() {
-			return dagOp{}, errorf("Invalid argument: %s", a.Peek())
+		if e.syntaxErr == nil && a.More() {
+			e.syntaxErr = errorf("Invalid argument: %s", a.Peek())
 		}
 		return dagOp{kind: opModelExec, exec: e}, nil
 	case a.Match("AI.SCRIPTEXECUTE"):
@@ -250,20 +266,23 @@ func parseDAGOp(a Args, form dagForm) (dagOp, error) {
 
 // parseDAGModelRun parses AI.MODELRUN's syntax inside AI.DAGRUN:
 // key [TIMEOUT ms] INPUTS in ... [OUTPUTS out ...] (a.V[0] is the "|>").
-// Input and output counts are checked against the model when the DAG runs.
+// Input and output counts are checked against the model when the DAG runs,
+// and so are errors after the key, after the model's own checks.
 func parseDAGModelRun(a Args) (dagOp, error) {
 	if len(a.V)-1 < 6 {
 		return dagOp{}, Reply("ERR wrong number of arguments for 'AI.MODELRUN' command")
 	}
 	e := &modelExecCmd{key: a.NextString()}
+	op := dagOp{kind: opModelExec, exec: e}
 	if a.Match("TIMEOUT") {
-		if _, err := parseTimeout(&a); err != nil {
-			return dagOp{}, err
+		if _, e.syntaxErr = parseTimeout(&a); e.syntaxErr == nil {
+			e.syntaxErr = Reply("ERR TIMEOUT not allowed within a DAG command")
 		}
-		return dagOp{}, Reply("ERR TIMEOUT not allowed within a DAG command")
+		return op, nil
 	}
 	if !a.Match("INPUTS") {
-		return dagOp{}, Reply("ERR INPUTS not specified")
+		e.syntaxErr = Reply("ERR INPUTS not specified")
+		return op, nil
 	}
 	for a.More() && !isWord(a.Peek(), "OUTPUTS") {
 		e.inputs = append(e.inputs, a.NextString())
@@ -271,7 +290,7 @@ func parseDAGModelRun(a Args) (dagOp, error) {
 	if a.Match("OUTPUTS") {
 		e.outputs = keyStrings(a.Rest())
 	}
-	return dagOp{kind: opModelExec, exec: e}, nil
+	return op, nil
 }
 
 type dagResult struct {
@@ -281,8 +300,10 @@ type dagResult struct {
 }
 
 // Run implements Runner: every key and name is resolved before the first
-// op runs; ops run in order with no lock held; PERSIST writes all outputs
-// in one atomic update, and only if every op succeeded.
+// op runs, in RedisAI's order (the LOADs, then each model op's model, then
+// a deferred syntax error, then the names, dagCmd.syntaxErr); ops run in
+// order with no lock held; PERSIST writes all outputs in one atomic
+// update, and only if every op succeeded.
 func (c *dagCmd) Run(x *Ctx) error {
 	start := time.Now()
 	local := map[string]*modelstore.Tensor{}
@@ -294,11 +315,36 @@ func (c *dagCmd) Run(x *Ctx) error {
 		local[k] = t
 	}
 	models := make([]*modelstore.Model, len(c.ops))
+	for i, op := range c.ops {
+		if op.kind != opModelExec {
+			continue
+		}
+		m, err := x.getModel(op.exec.key)
+		if err != nil {
+			return err
+		}
+		if err := op.exec.checkSyntax(m); err != nil {
+			return err
+		}
+		if err := checkExpect(m, op.exec.expect); err != nil {
+			return err
+		}
+		if len(op.exec.inputs) != len(m.Inputs()) {
+			return errInputsMismatch
+		}
+		if len(op.exec.outputs) != len(m.Outputs()) {
+			return errOutputsMismatch
+		}
+		models[i] = m
+	}
+	if c.syntaxErr != nil {
+		return c.syntaxErr
+	}
 	known := map[string]bool{}
 	for k := range local {
 		known[k] = true
 	}
-	for i, op := range c.ops {
+	for _, op := range c.ops {
 		switch op.kind {
 		case opTensorSet:
 			known[op.name] = true
@@ -307,19 +353,6 @@ func (c *dagCmd) Run(x *Ctx) error {
 				return Reply("ERR INPUT key cannot be found in DAG")
 			}
 		case opModelExec:
-			m, err := x.getModel(op.exec.key)
-			if err != nil {
-				return err
-			}
-			if err := checkExpect(m, op.exec.expect); err != nil {
-				return err
-			}
-			if len(op.exec.inputs) != len(m.Inputs()) {
-				return errInputsMismatch
-			}
-			if len(op.exec.outputs) != len(m.Outputs()) {
-				return errOutputsMismatch
-			}
 			for _, in := range op.exec.inputs {
 				if !known[in] {
 					return Reply("ERR INPUT key cannot be found in DAG")
@@ -328,7 +361,6 @@ func (c *dagCmd) Run(x *Ctx) error {
 			for _, out := range op.exec.outputs {
 				known[out] = true
 			}
-			models[i] = m
 		}
 	}
 	for _, k := range c.persist {

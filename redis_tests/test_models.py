@@ -850,6 +850,19 @@ class ParseErrorTest(ModelCase):
             ("ERR INPUT key cannot be found in DAG", D, "ROUTING", "lin",
              "|>", "AI.MODELEXECUTE", "lin", "INPUTS", 1, "x", "OUTPUTS", 1, "y"),
             ("ERR INPUT key cannot be found in DAG", D, "ROUTING", "r", "|>", "AI.TENSORGET", "x", "VALUES"),
+            # A model op's model and counts are checked before the syntax
+            # after its key, and before the DAG's names (REDISAI.md 3.9:
+            # "model key resolved at parse time"; first failure wins).
+            (NO_MODEL, D, "LOAD", 1, "x", "|>", "AI.MODELEXECUTE", "nosuch", "INPUTS", 1, "x", "FOO", 1, "y"),
+            (NO_MODEL, D, "LOAD", 1, "x", "|>", "AI.MODELEXECUTE", "nosuch", "INPUTS", 1, "x", "OUTPUTS", 1, "y",
+             "TIMEOUT", 5),
+            (IN_MISMATCH, D, "LOAD", 1, "x", "|>", "AI.MODELEXECUTE", "lin", "INPUTS", 2, "x", "OUTPUTS", 1, "y"),
+            (OUT_MISMATCH, D, "LOAD", 1, "x", "|>", "AI.TENSORGET", "q", "META",
+             "|>", "AI.MODELEXECUTE", "lin", "INPUTS", 1, "x", "OUTPUTS", 2, "y", "z"),
+            (NO_MODEL, D, "LOAD", 1, "x", "|>", "AI.MODELEXECUTE", "nosuch", "INPUTS", 1, "x", "OUTPUTS", 1, "y",
+             "|>", "AI.TENSORSET", "t", "FLOAT32", 1),
+            # The LOADed keys are read before a syntax error after them.
+            (NO_TENSOR, D, "LOAD", 1, "nosuch", "TIMEOUT", "abc", *S),
         ]
         for want, *args in rows:
             self.assertErr(want, *args)
@@ -1114,6 +1127,8 @@ class DAGTest(ModelCase):
             ("ERR TIMEOUT not allowed within a DAG command", D, "LOAD", 1, "x",
              "|>", "AI.MODELRUN", "lin", "TIMEOUT", 5, "INPUTS", "x", "OUTPUTS", "y"),
             ("ERR INPUTS not specified", D, "LOAD", 1, "x", "|>", "AI.MODELRUN", "lin", "FOO", "x", "OUTPUTS", "y"),
+            (NO_MODEL, D, "LOAD", 1, "x", "|>", "AI.MODELRUN", "nosuch", "FOO", "x", "OUTPUTS", "y"),
+            (NO_MODEL, D, "LOAD", 1, "x", "|>", "AI.MODELRUN", "nosuch", "TIMEOUT", 5, "INPUTS", "x", "OUTPUTS", "y"),
             (IN_MISMATCH, D, "LOAD", 1, "x", "|>", "AI.MODELRUN", "lin", "INPUTS", "x", "x", "OUTPUTS", "y"),
             (NO_MODEL, D, "LOAD", 1, "x", "|>", "AI.MODELRUN", "nosuch", "INPUTS", "x", "OUTPUTS", "y"),
             ("Unsupported command within DAG", D, "|>", "SET", "k", "v"),

@@ -104,6 +104,11 @@ class ExpectTest(TrustCase):
             a.execute_command(*dag, "EXPECT", d_mlp)
         self.assertEqual(str(cm.exception), MISMATCH)
         self.assertEqual(a.exists("dy"), 0)
+        for extra, err in ((("abc",), "a model digest is a SHA-256 in hex (64 digits)"),
+                           ((d_lin, "X"), "Invalid argument: X")):
+            with self.assertRaises(redis.exceptions.ResponseError, msg=extra) as cm:
+                a.execute_command(*dag, "EXPECT", *extra)
+            self.assertEqual(str(cm.exception), err)
         # Bob cannot run alice's model whatever its digest.
         with self.assertRaises(redis.exceptions.NoPermissionError):
             b.execute_command("AI.MODELEXECUTE", "m2", "INPUTS", 1, "x", "OUTPUTS", 1, "y", "EXPECT", d_lin)
