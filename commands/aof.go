@@ -156,6 +156,18 @@ func modelRecord(key string, m *modelstore.Model, expireAt int64) (*persistence.
 		File: file, Digest: digest, Size: int64(len(m.Blob.Data))}, true
 }
 
+// dropUnstored releases a compiled model that will not be stored after
+// all, and gives up the claim on its model file (persistence.Log.Unclaim),
+// which a later rewrite then removes unless a record names it.
+func (x *Ctx) dropUnstored(m *modelstore.Model) {
+	if l := x.aof(); l != nil {
+		if file, _, ok := modelFileOf(m); ok {
+			l.Unclaim(file)
+		}
+	}
+	m.Release()
+}
+
 // modelFileOf is the LogModel.File naming m's model file, and whether it is
 // the model's SHA-256; false for a model that is not persisted.
 func modelFileOf(m *modelstore.Model) (file [32]byte, digest, ok bool) {
@@ -583,6 +595,7 @@ func (s *App) LoadData() error {
 func (s *App) createLog(l *persistence.Log) error {
 	items := s.retainItems()
 	defer s.releaseItems(items)
+	var claimed [][32]byte
 	for _, it := range items {
 		m, ok := it.Value.(*modelstore.Model)
 		if !ok {
@@ -596,15 +609,19 @@ func (s *App) createLog(l *persistence.Log) error {
 		if err == nil {
 			if _, err = w.Write(m.Blob.Data); err != nil {
 				w.Abort()
-			} else {
-				err = w.Finish(file)
+			} else if err = w.Finish(file); err == nil {
+				claimed = append(claimed, file)
 			}
 		}
 		if err != nil {
 			return fmt.Errorf("append-only log: writing model file: %w", err)
 		}
 	}
-	if err := l.Create(baseSource(items)); err != nil {
+	err := l.Create(baseSource(items))
+	for _, file := range claimed {
+		l.Unclaim(file) // the base names them, or nothing will
+	}
+	if err != nil {
 		return err
 	}
 	s.Log.Info("append-only log created", "dir", filepath.Join(s.Opts.Dir, s.Opts.AppendDirName), "keys", len(items))

@@ -46,9 +46,9 @@ func (c *modelStoreCmd) prepare(x *Ctx) {
 }
 
 // discard gives back what prepare compiled, for an EXEC that runs nothing.
-func (c *modelStoreCmd) discard() {
+func (c *modelStoreCmd) discard(x *Ctx) {
 	if c.model != nil {
-		c.model.Release()
+		x.dropUnstored(c.model)
 		c.model = nil
 	}
 }
@@ -211,14 +211,14 @@ func (c *modelStoreCmd) Run(x *Ctx) error {
 		// them was stored: the user's budget is checked again now that
 		// they are (ten 90 MB stores in one EXEC passed a 100 MB budget).
 		if err := checkUploadBudget(int64(len(m.Blob.Data)), x.uploadBudget(x.C, c.key)); err != nil {
-			m.Release()
+			x.dropUnstored(m)
 			return err
 		}
 	}
 	key := c.key
 	if key == "*" {
 		if m.ID, err = x.newModelID(); err != nil {
-			m.Release()
+			x.dropUnstored(m)
 			return err
 		}
 		key = m.ID
@@ -228,7 +228,7 @@ func (c *modelStoreCmd) Run(x *Ctx) error {
 		old, err = x.Keys.SetMany([]modelstore.Write{{Key: key, Value: m, SameType: true, Allow: x.allow()}})
 		return err
 	}); err != nil {
-		m.Release()
+		x.dropUnstored(m)
 		return err
 	}
 	if old[0] != nil {

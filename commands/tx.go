@@ -23,7 +23,7 @@ func init() {
 // the transaction runs nothing.
 type preparer interface {
 	prepare(x *Ctx)
-	discard()
+	discard(x *Ctx)
 }
 
 func parseWatch(a Args) (Runner, error) {
@@ -137,7 +137,7 @@ func (execCmd) Run(x *Ctx) error {
 	if changed {
 		for _, cmd := range q {
 			if p, ok := cmd.runner.(preparer); ok {
-				p.discard()
+				p.discard(x)
 			}
 		}
 		x.W.NullArray()

@@ -105,11 +105,17 @@ type Log struct {
 	upto      uint64     // seq the unwritten frames reach
 	broken    error      // the current file's tail is unknown: only a rewrite recovers
 	man       manifest
-	modelSync []string   // model files written, not yet fsynced (everysec)
-	retired   []*logFile // incr files a rewrite replaced, not yet fsynced (everysec)
-	recent    map[string]bool
-	baseSize  int64
-	oldSize   int64 // bytes of the incr files before cur
+	modelSync []string        // model files written, not yet fsynced (everysec)
+	retired   []*logFile      // incr files a rewrite replaced, not yet fsynced (everysec)
+	recent    map[string]bool // model files named by records written since the last rewrite
+	// unnamed counts the claims on model files put in place (Finish)
+	// whose record is not yet written: a MULTI's stores compile, and so
+	// write their files, before any of them is stored, and a rewrite
+	// that finished in between removed a file that recent no longer held
+	// (the record naming it came after, and the next start failed).
+	unnamed  map[string]int
+	baseSize int64
+	oldSize  int64 // bytes of the incr files before cur
 
 	syncMu sync.Mutex // held around an fsync of cur outside wmu
 
@@ -148,7 +154,7 @@ func OpenLog(o LogOptions) (*Log, error) {
 			return nil, fmt.Errorf("persistence: log directory: %w", err)
 		}
 	}
-	l := &Log{o: o, fs: o.FS, recent: map[string]bool{}}
+	l := &Log{o: o, fs: o.FS, recent: map[string]bool{}, unnamed: map[string]int{}}
 	// Temporary files are what a crash left of a model file or a
 	// manifest being written.
 	for _, d := range []string{o.Dir, filepath.Join(o.Dir, modelsDir)} {
@@ -387,12 +393,14 @@ func (l *Log) writeLocked() error {
 			}
 			continue
 		}
+		if op.Model != nil {
+			name := l.ModelFileName(op.Model.File)
+			l.unclaimLocked(name)
+			l.recent[name] = true
+		}
 		if l.broken != nil {
 			ops[i].release()
 			continue // a rewrite's base will cover it (see switchLocked)
-		}
-		if op.Model != nil {
-			l.recent[l.ModelFileName(op.Model.File)] = true
 		}
 		var err error
 		if l.plain, err = appendOp(l.plain, op); err != nil {
@@ -1213,7 +1221,8 @@ func (w *ModelWriter) fail(err error) {
 // name the file: the model's SHA-256 or a random id), and renames the
 // file into place. Under appendfsync always the file and its
 // directory are fsynced first; under everysec the next fsync of the log
-// fsyncs them before the log.
+// fsyncs them before the log. The file is claimed until a record naming
+// it is written or the caller calls Unclaim (removeModelsLocked).
 func (w *ModelWriter) Finish(id [32]byte) error {
 	if w.err == nil {
 		w.frame(lastFrame, id[:])
@@ -1234,11 +1243,11 @@ func (w *ModelWriter) Finish(id [32]byte) error {
 	}
 	final := l.modelPath(id)
 	if err == nil {
-		// Marked before it is in place, not after: a rewrite that lists
+		// Claimed before it is in place, not after: a rewrite that lists
 		// the directory in between would take it for a file nothing names
 		// and remove it, and the record that names it would follow.
 		l.wmu.Lock()
-		l.recent[filepath.Base(final)] = true
+		l.unnamed[filepath.Base(final)]++
 		l.wmu.Unlock()
 		err = l.fs.Rename(w.tmp, final)
 	}
@@ -1333,11 +1342,30 @@ func (l *Log) ReadModelInto(id [32]byte, size int64, dst []byte) ([]byte, error)
 	}
 }
 
-// removeModelsLocked removes model files that live does not name and that
-// were neither finished nor named by a record written since the last
-// rewrite: a model file is marked before it is renamed into place
-// (ModelWriter.Finish) and the record naming it is appended just after,
-// so a file still about to be named is never removed.
+// Unclaim gives up the claim that Finish made on model file id, for a
+// model that will not be stored after all (a refused store, a discarded
+// transaction, a base that names it): the next rewrite then removes the
+// file unless a record names it.
+func (l *Log) Unclaim(id [32]byte) {
+	l.wmu.Lock()
+	l.unclaimLocked(l.ModelFileName(id))
+	l.wmu.Unlock()
+}
+
+// unclaimLocked drops one claim on the model file name, if any. wmu is held.
+func (l *Log) unclaimLocked(name string) {
+	if n := l.unnamed[name]; n > 1 {
+		l.unnamed[name] = n - 1
+	} else {
+		delete(l.unnamed, name)
+	}
+}
+
+// removeModelsLocked removes model files that live does not name, that no
+// record written since the last rewrite names, and that no store still
+// claims: a model file is claimed before it is renamed into place
+// (ModelWriter.Finish) until the record naming it is written, or its
+// store gives it up (Unclaim), however many rewrites finish meanwhile.
 func (l *Log) removeModelsLocked(live map[[32]byte]bool) {
 	keep := map[string]bool{}
 	for id := range live {
@@ -1347,7 +1375,7 @@ func (l *Log) removeModelsLocked(live map[[32]byte]bool) {
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
 		name := e.Name()
-		if strings.HasSuffix(name, ".model") && !keep[name] && !l.recent[name] {
+		if strings.HasSuffix(name, ".model") && !keep[name] && !l.recent[name] && l.unnamed[name] == 0 {
 			l.fs.Remove(filepath.Join(dir, name))
 		}
 	}

@@ -485,6 +485,7 @@ func TestRewriteKeepsStateAndRemovesOldFiles(t *testing.T) {
 		sums = append(sums, sum)
 	}
 	l.recent = map[string]bool{} // as after an earlier rewrite
+	l.Unclaim(sums[0])           // its store gave it up
 	before := l.Size()
 	cut, err := l.BeginRewrite()
 	if err != nil {
@@ -768,6 +769,61 @@ func TestRewriteKeepsModelFileAboutToBeNamed(t *testing.T) {
 	}
 	commitAll(t, l, Op{Model: &LogModel{ModelRecord: ModelRecord{Key: "m"}, File: sum, Digest: true, Size: int64(len(data))}})
 	if got, err := l.ReadModel(sum, int64(len(data))); err != nil || string(got) != string(data) {
+		t.Fatalf("ReadModel: %q, %v", got, err)
+	}
+}
+
+// A model file put in place stays through any number of rewrites until
+// the record naming it is written: a MULTI's stores all compile (and write
+// their files) before the first is stored, and the second rewrite to
+// finish meanwhile removed the first store's file, so the next start
+// failed (review). A file whose store gives it up (Unclaim) goes with the
+// next rewrite.
+func TestRewritesKeepClaimedModelFile(t *testing.T) {
+	dir := t.TempDir()
+	l := createdLog(t, dir)
+	rewrite := func(live map[[32]byte]bool) {
+		t.Helper()
+		cut, err := l.BeginRewrite()
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Append(cut)
+		if err := l.FinishRewrite(cut, newLogState().source(), live); err != nil {
+			t.Fatal(err)
+		}
+	}
+	finish := func(s string) [32]byte {
+		t.Helper()
+		w, err := l.NewModelWriter()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte(s))
+		sum := sha256.Sum256([]byte(s))
+		if err := w.Finish(sum); err != nil {
+			t.Fatal(err)
+		}
+		return sum
+	}
+	kept, dropped := finish("stored later"), finish("never stored")
+	for range 3 {
+		rewrite(nil)
+	}
+	if !l.HasModel(kept) || !l.HasModel(dropped) {
+		t.Fatalf("after 3 rewrites: stored-later file %v, never-stored file %v; want both kept", l.HasModel(kept), l.HasModel(dropped))
+	}
+	commitAll(t, l, Op{Model: &LogModel{ModelRecord: ModelRecord{Key: "m"}, File: kept, Digest: true, Size: int64(len("stored later"))}})
+	l.Unclaim(dropped)
+	rewrite(nil) // its copy was taken before the record: the record keeps the file
+	if !l.HasModel(kept) {
+		t.Fatal("the rewrite after the record removed the file it names")
+	}
+	if l.HasModel(dropped) {
+		t.Error("a file given up (Unclaim) survived a rewrite")
+	}
+	rewrite(map[[32]byte]bool{kept: true})
+	if got, err := l.ReadModel(kept, int64(len("stored later"))); err != nil || string(got) != "stored later" {
 		t.Fatalf("ReadModel: %q, %v", got, err)
 	}
 }
