@@ -564,7 +564,7 @@ func (s *App) LoadData() error {
 	}
 	dir := filepath.Join(s.Opts.Dir, s.Opts.AppendDirName)
 	l, err := persistence.OpenLog(persistence.LogOptions{Dir: dir, SealKey: s.Snapshot.SealKey,
-		MaxBlob: s.Opts.MaxModelSize.Load(), FS: s.LogFS, Busy: modelstore.Busy})
+		FS: s.LogFS, Busy: modelstore.Busy})
 	if err != nil {
 		return err
 	}
@@ -650,7 +650,7 @@ func (s *App) replayLog(l *persistence.Log, dir string) (*persistence.Log, error
 		}
 		s.Log.Warn("append-only log could not be loaded: moved aside", "dir", dir, "moved_to", aside, "err", err)
 		nl, err := persistence.OpenLog(persistence.LogOptions{Dir: dir, SealKey: s.Snapshot.SealKey,
-			MaxBlob: s.Opts.MaxModelSize.Load(), FS: s.LogFS, Busy: modelstore.Busy})
+			FS: s.LogFS, Busy: modelstore.Busy})
 		if err != nil {
 			return nil, err
 		}

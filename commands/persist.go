@@ -438,6 +438,16 @@ func (s *App) SaveRulesConfigured() bool {
 	return err == nil && len(rules) > 0 && len(s.Snapshot.SealKey) > 0
 }
 
+// snapshotValueBound is the largest tensor or model a snapshot may hold
+// when it is read (persistence.LoadFile checks each size against it before
+// allocating): the largest of the limits that bound a value when it is
+// written, so that a tensor over max-model-size (proto-max-bulk-len bounds
+// tensors) no longer stops the start. A value over all three as they are
+// now is refused (ErrTooLarge gives the limit): raised, the start loads it.
+func (s *App) snapshotValueBound() int64 {
+	return max(s.Opts.MaxModelSize.Load(), s.Opts.ProtoMaxBulkLen.Load(), s.Opts.ClientQueryBufferLimit.Load())
+}
+
 // LoadSnapshot loads <dir>/<dbfilename> if it exists. A bad snapshot stops
 // the start with an error naming the file and the reason, unless
 // load-bad-snapshot is set: then the file is moved aside (never
@@ -458,7 +468,7 @@ func (s *App) LoadSnapshot() error {
 			s.Log.Info("loading snapshot", "file", path, "done_bytes", done, "total_bytes", total)
 		}
 	}}
-	err := persistence.LoadFile(path, s.Snapshot.SealKey, s.Opts.MaxModelSize.Load(), l)
+	err := persistence.LoadFile(path, s.Snapshot.SealKey, s.snapshotValueBound(), l)
 	l.release()
 	if err != nil {
 		s.Release(itemValues(l.items))

@@ -204,7 +204,7 @@ func TestRecycledTensorsUnderLoad(t *testing.T) {
 	// its buffer was recycled would hold another's), and the log replayed
 	// leaves whole blobs at the keys.
 	s.CloseLog()
-	l, err := persistence.OpenLog(persistence.LogOptions{Dir: filepath.Join(dir, "appendonlydir"), SealKey: aofTestKey, MaxBlob: 1 << 20})
+	l, err := persistence.OpenLog(persistence.LogOptions{Dir: filepath.Join(dir, "appendonlydir"), SealKey: aofTestKey})
 	if err != nil {
 		t.Fatal(err)
 	}

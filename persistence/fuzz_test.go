@@ -62,7 +62,7 @@ func FuzzDecodeFrame(f *testing.F) {
 	f.Add(seed)
 	f.Add(seed[:len(seed)/2])
 	f.Fuzz(func(t *testing.T, b []byte) {
-		decodeFrame(b, KindIncr, fuzzMaxBlob, newLogState())
-		decodeFrame(b, KindBase, fuzzMaxBlob, newLogState())
+		decodeFrame(b, KindIncr, newLogState())
+		decodeFrame(b, KindBase, newLogState())
 	})
 }

@@ -55,8 +55,7 @@ func (p FsyncPolicy) String() string {
 type LogOptions struct {
 	Dir     string // the log's own directory (appenddirname under dir)
 	SealKey []byte
-	FS      FS    // nil means OSFS
-	MaxBlob int64 // largest tensor or model a reader accepts
+	FS      FS // nil means OSFS
 	// Busy, if set, tells a commit about to lead a write that other
 	// clients' commands are executing, which may queue records of their
 	// own: it then lets them run first (runtime.Gosched), so that one
@@ -939,7 +938,7 @@ func (l *Log) replayFile(name string, kind byte, sink LogSink) (*logFile, int64,
 			}
 			return lf, int64(off), fmt.Errorf("%w: %d bytes after frame %d", ErrLogTruncated, len(b)-off, lf.index)
 		}
-		if err := decodeFrame(pt, kind, l.o.MaxBlob, sink); err != nil {
+		if err := decodeFrame(pt, kind, sink); err != nil {
 			var se sinkError
 			if errors.As(err, &se) {
 				return lf, int64(off), se.err
@@ -1292,6 +1291,11 @@ func (l *Log) ReadModelInto(id [32]byte, size int64, dst []byte) ([]byte, error)
 		return nil, fmt.Errorf("persistence: model file %s: %w", filepath.Base(path), err)
 	}
 	defer f.Close()
+	// The file holds at least the model's bytes: size is checked against
+	// it before anything is allocated.
+	if st, err := f.Stat(); err != nil || st.Size() < size {
+		return nil, fmt.Errorf("persistence: model file %s: %w: shorter than the %d bytes the log says", filepath.Base(path), ErrLogCorrupt, size)
+	}
 	var hb [logHeaderSize]byte
 	if _, err := io.ReadFull(f, hb[:]); err != nil {
 		return nil, fmt.Errorf("persistence: model file %s: %w: %v", filepath.Base(path), ErrLogCorrupt, err)

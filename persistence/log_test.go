@@ -93,7 +93,7 @@ func tensorOp(k, v string) Op {
 
 func openTestLog(t testing.TB, dir string, fs FS) *Log {
 	t.Helper()
-	l, err := OpenLog(LogOptions{Dir: dir, SealKey: testKey, FS: fs, MaxBlob: 1 << 30})
+	l, err := OpenLog(LogOptions{Dir: dir, SealKey: testKey, FS: fs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestLogGroupCommitConcurrent(t *testing.T) {
 	for _, busy := range []bool{false, true} {
 		dir := t.TempDir()
 		var asked atomic.Int64
-		o := LogOptions{Dir: dir, SealKey: testKey, MaxBlob: 1 << 30}
+		o := LogOptions{Dir: dir, SealKey: testKey}
 		if busy {
 			o.Busy = func() bool { asked.Add(1); return true }
 		}
@@ -362,7 +362,7 @@ func TestLogTamperingRefusesStart(t *testing.T) {
 	// Another seal key.
 	other := bytes.Clone(testKey)
 	other[0] ^= 1
-	lo, _ := OpenLog(LogOptions{Dir: dir, SealKey: other, MaxBlob: 1 << 20})
+	lo, _ := OpenLog(LogOptions{Dir: dir, SealKey: other})
 	if _, err := lo.Replay(newLogState(), true); err == nil {
 		t.Fatal("another seal key replayed the log")
 	}
@@ -413,7 +413,7 @@ func TestLogModelNamedByID(t *testing.T) {
 		t.Fatalf("flags byte %#x", b[at])
 	}
 	b[at] |= 1 << 2
-	if err := decodeFrame(b, KindIncr, 1<<20, newLogState()); !errors.Is(err, ErrLogCorrupt) {
+	if err := decodeFrame(b, KindIncr, newLogState()); !errors.Is(err, ErrLogCorrupt) {
 		t.Errorf("an unknown flag: %v", err)
 	}
 }
@@ -824,6 +824,28 @@ func TestRewritesKeepClaimedModelFile(t *testing.T) {
 	}
 	rewrite(map[[32]byte]bool{kept: true})
 	if got, err := l.ReadModel(kept, int64(len("stored later"))); err != nil || string(got) != "stored later" {
+		t.Fatalf("ReadModel: %q, %v", got, err)
+	}
+}
+
+// A model record's size is no longer checked against a limit of the day
+// (max-model-size) when the log is read: the model file's own size bounds
+// what ReadModel allocates.
+func TestReadModelSizeBoundedByItsFile(t *testing.T) {
+	l := createdLog(t, t.TempDir())
+	w, err := l.NewModelWriter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]byte("abc"))
+	sum := sha256.Sum256([]byte("abc"))
+	if err := w.Finish(sum); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.ReadModel(sum, 1<<50); !errors.Is(err, ErrLogCorrupt) {
+		t.Fatalf("a size past the file's: %v, want ErrLogCorrupt (before allocating)", err)
+	}
+	if got, err := l.ReadModel(sum, 3); err != nil || string(got) != "abc" {
 		t.Fatalf("ReadModel: %q, %v", got, err)
 	}
 }

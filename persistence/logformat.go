@@ -332,9 +332,8 @@ func appendOp(b []byte, op Op) ([]byte, error) {
 
 // recDecoder decodes the records of one verified frame.
 type recDecoder struct {
-	b       []byte
-	err     error
-	maxBlob int64
+	b   []byte
+	err error
 }
 
 func (d *recDecoder) take(n int) []byte {
@@ -362,9 +361,14 @@ func (d *recDecoder) str() string {
 }
 
 // decodeFrame hands every record of a frame's plaintext to sink. A base
-// holds only TENSOR and MODEL records.
-func decodeFrame(pt []byte, kind byte, maxBlob int64, sink LogSink) error {
-	d := &recDecoder{b: pt, maxBlob: maxBlob}
+// holds only TENSOR and MODEL records. Nothing is checked against today's
+// limits (max-model-size and the like): what this server acknowledged
+// under the limits of its day is read back whatever they are now (a
+// tensor over a lowered max-model-size stopped the start). A tensor's
+// bytes lie in the frame, and a model's are read from its file, whose size
+// bounds them (ReadModelInto).
+func decodeFrame(pt []byte, kind byte, sink LogSink) error {
+	d := &recDecoder{b: pt}
 	for len(d.b) > 0 {
 		typ := d.u8()
 		if kind == KindBase && typ != recTensor && typ != recLogModel {
@@ -384,9 +388,6 @@ func decodeFrame(pt []byte, kind byte, maxBlob int64, sink LogSink) error {
 				}
 			}
 			n := d.u64()
-			if d.err == nil && n > uint64(maxBlob) {
-				return fmt.Errorf("%w: tensor %q is %d bytes, the limit is %d", ErrTooLarge, t.Key, n, maxBlob)
-			}
 			if n > uint64(len(d.b)) {
 				n = uint64(len(d.b)) + 1
 			}
@@ -412,9 +413,6 @@ func decodeFrame(pt []byte, kind byte, maxBlob int64, sink LogSink) error {
 			n := d.u32()
 			if d.err == nil && (flags&^(modelOptimize|modelFileID) != 0 || n > MaxExtra || m.Size < 0) {
 				return fmt.Errorf("%w: model %q: bad attributes", ErrLogCorrupt, m.Key)
-			}
-			if d.err == nil && m.Size > maxBlob {
-				return fmt.Errorf("%w: model %q is %d bytes, the limit is %d", ErrTooLarge, m.Key, m.Size, maxBlob)
 			}
 			for i := uint32(0); i < n && d.err == nil; i++ {
 				if m.Extra == nil {

@@ -200,6 +200,31 @@ class SurvivesTest(unittest.TestCase):
         self.assertEqual(model_get(r, "mslow"), slow)
         d.kill9()
 
+    def test_values_over_todays_limits_are_read_back(self):
+        # What was acknowledged under the limits of its day is read back
+        # whatever they are at the next start: a tensor over max-model-size
+        # (proto-max-bulk-len bounds tensors), a model stored under a
+        # raised max-model-size, from the log and from a snapshot. Each
+        # stopped the start (review).
+        t = np.arange(5 << 20, dtype=np.float32)  # 20 MiB
+        mlp = model_bytes("mlp.onnx")  # 2.7 MB
+        for log in ("yes", "no"):
+            with self.subTest(appendonly=log):
+                d = DataDir(self, "--appendonly", log, "--max-model-size", "10mb")
+                r = d.start()
+                tset(r, "t", t)
+                self.assertTrue(r.config_set("max-model-size", "50mb"))
+                self.assertEqual(r.execute_command("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", mlp), b"OK")
+                if log == "no":
+                    self.assertTrue(r.save())
+                d.kill9()
+                d.flags = ["--appendonly", log, "--max-model-size", "1mb"]
+                r = d.start()
+                np.testing.assert_array_equal(
+                    np.frombuffer(r.execute_command("AI.TENSORGET", "t", "BLOB"), np.float32), t)
+                self.assertEqual(model_get(r, "m"), mlp)
+                d.kill9()
+
     def test_appendonly_no_writes_no_log(self):
         d = DataDir(self, "--appendonly", "no")
         r = d.start()
