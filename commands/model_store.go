@@ -108,27 +108,36 @@ func parseModelStore(deprecated bool) func(a Args) (Runner, error) {
 		}
 		// Each clause is optional on its own (RedisAI's AC_AdvanceIfMatch),
 		// so MINBATCHSIZE without BATCHSIZE is reported as such.
+		// The deprecated AI.MODELSET nests them (BATCHSIZE n [MINBATCHSIZE
+		// m [MINBATCHTIMEOUT t]]): one without BATCHSIZE is refused before
+		// its value is read, whatever the value (REDISAI.md 3.4).
 		var err error
 		if a.Match("BATCHSIZE") {
 			if c.meta.BatchSize, err = parseBatchValue(a.Next(), "ERR Invalid argument for BATCHSIZE"); err != nil {
 				return nil, err
 			}
+			if deprecated && backend == "TFLITE" {
+				return nil, Reply("ERR Auto-batching not supported by the TFLITE backend")
+			}
 		}
 		if a.Match("MINBATCHSIZE") {
+			if deprecated && c.meta.BatchSize == 0 {
+				return nil, Reply("ERR MINBATCHSIZE specified without BATCHSIZE")
+			}
 			if c.meta.MinBatchSize, err = parseBatchValue(a.Next(), "ERR Invalid argument for MINBATCHSIZE"); err != nil {
 				return nil, err
 			}
 		}
 		if a.Match("MINBATCHTIMEOUT") {
+			if deprecated && c.meta.BatchSize == 0 {
+				return nil, Reply("ERR MINBATCHTIMEOUT specified without BATCHSIZE")
+			}
 			if c.meta.MinBatchTimeout, err = parseBatchValue(a.Next(), "ERR Invalid argument for MINBATCHTIMEOUT"); err != nil {
 				return nil, err
 			}
 		}
 		if c.meta.MinBatchSize > 0 && c.meta.BatchSize == 0 {
 			return nil, Reply("ERR MINBATCHSIZE specified without BATCHSIZE")
-		}
-		if deprecated && c.meta.MinBatchTimeout > 0 && c.meta.BatchSize == 0 {
-			return nil, Reply("ERR MINBATCHTIMEOUT specified without BATCHSIZE")
 		}
 		if c.meta.MinBatchTimeout > 0 && c.meta.MinBatchSize == 0 {
 			return nil, Reply("ERR MINBATCHTIMEOUT specified without MINBATCHSIZE")
@@ -160,6 +169,8 @@ func parseModelStore(deprecated bool) func(a Args) (Runner, error) {
 					a.Next()
 				}
 			}
+		} else if deprecated && backend == "TF" {
+			return nil, Reply("ERR Insufficient arguments, INPUTS and OUTPUTS not specified")
 		}
 		if !a.More() {
 			return nil, errMissingBlob
@@ -179,6 +190,9 @@ func parseModelStore(deprecated bool) func(a Args) (Runner, error) {
 		case !deprecated && a.Match("UPLOAD") && a.Remaining() == 1:
 			c.uploadID, c.fromUpload = a.NextString(), true
 		case !deprecated && isWord(a.Peek(), "INPUTS"):
+			if backend == "TF" { // TF's own INPUTS, then a backend not there
+				return nil, errLoadBackend
+			}
 			return nil, errInputsNotForONNX
 		case deprecated:
 			return nil, errMissingBlob

@@ -702,6 +702,9 @@ class ParseErrorTest(ModelCase):
             ("ERR Invalid argument, expected BLOB", "m", "ONNX", "CPU", "BATCHSIZE", 2, "TAG", "t", "BLOB", B),
             ("ERR Could not load backend", "m", "TF", "CPU", "BLOB", B),
             ("ERR Could not load backend", "m", "TORCH", "CPU", "BLOB", B),
+            # TF's own INPUTS, then its backend is not there (REDISAI.md 3.3:
+            # the INPUTS refusal is for non-TF backends).
+            ("ERR Could not load backend", "m", "TF", "CPU", "INPUTS", 1, "a", "OUTPUTS", 1, "b", "BLOB", B),
         ]
         for want, *args in rows:
             self.assertErr(want, "AI.MODELSTORE", *args)
@@ -728,6 +731,13 @@ class ParseErrorTest(ModelCase):
             ("ERR Insufficient arguments, missing model BLOB", "m", "ONNX", "CPU", "BATCHSIZE", 2),
             ("ERR Insufficient arguments, missing model BLOB", "m", "ONNX", "CPU", "BATCHSIZE", 2, "NOT_BLOB"),
             ("ERR Insufficient arguments, missing model BLOB", "m", "ONNX", "CPU", "BATCHSIZE", 2, "BLOB"),
+            # Nested clauses: refused without BATCHSIZE before their value
+            # is read; TFLITE does not batch; TF needs its names (3.4).
+            ("ERR MINBATCHSIZE specified without BATCHSIZE", "m", "ONNX", "CPU", "MINBATCHSIZE", "x", "BLOB", B),
+            ("ERR MINBATCHSIZE specified without BATCHSIZE", "m", "ONNX", "CPU", "MINBATCHSIZE", 0, "BLOB", B),
+            ("ERR MINBATCHTIMEOUT specified without BATCHSIZE", "m", "ONNX", "CPU", "MINBATCHTIMEOUT", 0, "BLOB", B),
+            ("ERR Auto-batching not supported by the TFLITE backend", "m", "TFLITE", "CPU", "BATCHSIZE", 2, "BLOB", B),
+            ("ERR Insufficient arguments, INPUTS and OUTPUTS not specified", "m", "TF", "CPU", "BLOB", B),
         ]
         for want, *args in rows:
             self.assertErr(want, "AI.MODELSET", *args)
