@@ -260,15 +260,26 @@ func NewTensorFromValues(dt DType, shape []int64, values [][]byte) (*Tensor, err
 // parseDouble parses a float VALUES element as RedisModule_StringToDouble
 // (strtod) does: NaN, values beyond the double range and values that
 // underflow to zero are invalid; "inf" is valid (and a FLOAT beyond the
-// float32 range becomes inf). Go's digit separators are not numbers.
+// float32 range becomes inf); a hexadecimal float may leave out its
+// binary exponent ("0x10" is 16), which Go's parser requires. Go's digit
+// separators are not numbers.
 func parseDouble(s string) (float64, bool) {
+	unsigned := strings.TrimPrefix(strings.TrimPrefix(s, "-"), "+")
+	hex := len(unsigned) > 1 && unsigned[0] == '0' && unsigned[1]|0x20 == 'x'
+	exp, digits := "e", "123456789"
+	if hex {
+		exp, digits = "p", "123456789abcdef"
+		if !strings.ContainsAny(s, "pP") {
+			s += "p0"
+		}
+	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil || math.IsNaN(f) || strings.ContainsRune(s, '_') {
 		return 0, false
 	}
 	if f == 0 {
-		mant, _, _ := strings.Cut(strings.ToLower(s), "e")
-		if strings.ContainsAny(mant, "123456789") {
+		mant, _, _ := strings.Cut(strings.ToLower(s), exp)
+		if strings.ContainsAny(mant, digits) {
 			return 0, false
 		}
 	}

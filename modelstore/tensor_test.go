@@ -175,6 +175,13 @@ func TestNewTensorFromValues(t *testing.T) {
 		{at(), Double, []string{"1e-400"}, "", ErrInvalidValue},
 		{at(), Double, []string{"1_000"}, "", ErrInvalidValue},
 		{at(), Double, []string{"0x"}, "", ErrInvalidValue},
+		// strtod's hexadecimal floats, the binary exponent optional.
+		{at(), Double, []string{"0x10"}, "\x00\x00\x00\x00\x00\x00\x30\x40", nil},
+		{at(), Double, []string{"-0X1.8p1"}, "\x00\x00\x00\x00\x00\x00\x08\xc0", nil},
+		{at(), Double, []string{"0x0"}, "\x00\x00\x00\x00\x00\x00\x00\x00", nil},
+		{at(), Double, []string{"0x1p-2000"}, "", ErrInvalidValue}, // underflows to 0
+		{at(), Double, []string{"0xe"}, "\x00\x00\x00\x00\x00\x00\x2c\x40", nil},
+		{at(), Double, []string{"0xp0"}, "", ErrInvalidValue},
 		{at(), Double, []string{"1 "}, "", ErrInvalidValue},
 		{at(), Double, []string{""}, "", ErrInvalidValue},
 		{at(), String, []string{"ab", "", "c\x00"}, "ab\x00\x00c\x00", nil},
