@@ -3,6 +3,7 @@ package goengine
 import (
 	"fmt"
 	"math"
+	"sync/atomic"
 
 	gonnxproto "github.com/advancedclimatesystems/gonnx/onnx"
 	"gorgonia.org/tensor"
@@ -145,24 +146,40 @@ func spatialElems(x []int, c int64, pads, strides []int) int64 {
 // run is stopped at the operator whose outputs pass the bound, which
 // therefore holds the run to at most the bound plus one tensor. An output
 // that is a view of its input (Reshape) is counted as a copy: the count
-// errs on the safe side.
+// errs on the safe side. The bound is the engine's across the runs under
+// way (inFlight), not each run's: threads-per-queue runs go at once, and
+// two runs of 1.9 GB each under a 2 GiB bound per run took the server to
+// 3.9 GB (review).
 type runBudget struct {
 	max, used int64
 }
 
+// inFlight is what the runs under way in this process have made so far,
+// together (runBudget.add, done).
+var inFlight atomic.Int64
+
 // add counts an operator's outputs against the budget.
 func (b *runBudget) add(opType string, outs []tensor.Tensor) error {
+	var n int64
 	for _, t := range outs {
 		if t != nil {
-			b.used += int64(t.Shape().TotalSize()) * int64(t.Dtype().Size())
+			n += int64(t.Shape().TotalSize()) * int64(t.Dtype().Size())
 		}
 	}
-	if b.used > b.max {
-		return fmt.Errorf("%s: the run's tensors would total %d bytes, past the engine's bound of %d bytes per run (maxmemory, else %d)",
-			opType, b.used, b.max, int64(DefaultMaxTensorBytes))
+	b.used += n
+	if all := inFlight.Add(n); all > b.max {
+		return fmt.Errorf("%s: the run's tensors would total %d bytes, %d with the other runs under way, past the engine's bound of %d bytes (maxmemory's headroom, else %d)",
+			opType, b.used, all, b.max, int64(DefaultMaxTensorBytes))
 	}
 	return nil
 }
+
+// done gives back what the run made, once it is over.
+func (b *runBudget) done() { inFlight.Add(-b.used) }
+
+// left is what the runs under way leave of bound: the most one tensor an
+// operator makes may take (checkOutput).
+func left(bound int64) int64 { return bound - inFlight.Load() }
 
 // checkOutput refuses to run op (of type opType) when the tensor it would
 // make passes maxBytes.
@@ -184,7 +201,7 @@ func checkOutput(opType string, op any, node *gonnxproto.NodeProto, in []tensor.
 		}
 	}
 	if n > maxBytes/size {
-		return fmt.Errorf("%s would make a tensor of %d elements, past the engine's bound of %d bytes per tensor (maxmemory, else %d)",
+		return fmt.Errorf("%s would make a tensor of %d elements, past the engine's bound of %d bytes, what the runs under way leave (of maxmemory's headroom, else %d)",
 			opType, n, maxBytes, int64(DefaultMaxTensorBytes))
 	}
 	return nil

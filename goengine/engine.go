@@ -40,8 +40,9 @@ const Opset = 13
 
 // Engine is the pure-Go engine. The zero value is ready to use.
 type Engine struct {
-	// MaxTensorBytes bounds any one tensor an operator makes (bound.go);
-	// nil means DefaultMaxTensorBytes. The server passes maxmemory.
+	// MaxTensorBytes bounds what the runs under way make together, and so
+	// any one tensor an operator makes (bound.go); nil or 0 means
+	// DefaultMaxTensorBytes. The server passes maxmemory's headroom.
 	MaxTensorBytes func() int64
 }
 
@@ -119,7 +120,7 @@ func (g *guarded) Apply(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 		}
 	}
 	if g.maxBytes > 0 {
-		if err := checkOutput(g.opType, g.Operator, g.node, inputs, g.maxBytes); err != nil {
+		if err := checkOutput(g.opType, g.Operator, g.node, inputs, left(g.maxBytes)); err != nil {
 			return nil, err
 		}
 	}
@@ -351,6 +352,7 @@ func (s *session) Run(ctx context.Context, inputs []*modelstore.Tensor) (_ []*mo
 		}
 	}
 	budget := &runBudget{max: bound}
+	defer budget.done()
 	deadline, _ := ctx.Deadline()
 	m.GetOperator = func(opType string) (ops.Operator, error) {
 		if err := ctx.Err(); err != nil {

@@ -143,7 +143,7 @@ func TestRunBound(t *testing.T) {
 		bound int64
 		err   string
 	}{
-		{4 << 20, "Relu: the run's tensors would total 5000000 bytes, past the engine's bound of 4194304 bytes per run"},
+		{4 << 20, "Relu: the run's tensors would total 5000000 bytes, 5000000 with the other runs under way, past the engine's bound of 4194304 bytes"},
 		{16 << 20, ""},
 	} {
 		s, err := Engine{MaxTensorBytes: func() int64 { return c.bound }}.Compile(modelstore.ModelSource{Data: m}, modelstore.SessionOptions{})
@@ -158,6 +158,31 @@ func TestRunBound(t *testing.T) {
 			t.Errorf("bound %d: %v, want %q", c.bound, err, c.err)
 		}
 		s.Close()
+	}
+}
+
+// The bound holds for the runs under way together: a run that fits alone
+// is refused while others hold most of it, and a run gives back what it
+// made when it ends, refused or not.
+func TestRunBoundSharedAcrossRuns(t *testing.T) {
+	m := chain(t, "Relu", []int64{1, 250000}, 8) // makes 5,000,000 bytes
+	x := floatT(1, 250000)
+	s, err := Engine{MaxTensorBytes: func() int64 { return 16 << 20 }}.Compile(modelstore.ModelSource{Data: m}, modelstore.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	inFlight.Add(12 << 20) // other runs under way
+	_, err = s.Run(context.Background(), []*modelstore.Tensor{x})
+	inFlight.Add(-12 << 20)
+	if err == nil || !strings.Contains(err.Error(), "with the other runs under way, past the engine's bound of 16777216 bytes") {
+		t.Errorf("beside 12 MiB of other runs: %v", err)
+	}
+	if _, err := s.Run(context.Background(), []*modelstore.Tensor{x}); err != nil {
+		t.Errorf("alone: %v", err)
+	}
+	if n := inFlight.Load(); n != 0 {
+		t.Errorf("%d bytes still counted after the runs ended", n)
 	}
 }
 
