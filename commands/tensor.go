@@ -272,11 +272,15 @@ func heldReply(t *modelstore.Tensor, f tensorGetFormat) bool {
 }
 
 // writeTensorReply writes t's reply, a large one (heldReply) when the
-// connection sends the replies. t must stay as it is until then: a tensor
-// pinned (getTensor) or of Go's memory alone (modelstore/tensorbuf.go),
-// or one whose buffer heldReply's rule keeps from the pool.
+// connection sends the replies, and so is VALUES once the replies before
+// it hold streamMin bytes: one command's replies together are bounded, not
+// only each (a DAG of 600 TENSORGET VALUES of 65,535 INT64s, 27 KB sent,
+// built 890 MB of text before a byte left; review). t must stay as it is
+// until then: a tensor pinned (getTensor, as every VALUES reply's is) or
+// of Go's memory alone (modelstore/tensorbuf.go), or one whose buffer
+// heldReply's rule keeps from the pool.
 func writeTensorReply(w *Writer, t *modelstore.Tensor, f tensorGetFormat) {
-	if heldReply(t, f) {
+	if heldReply(t, f) || (f.values && w.Len() >= streamMin) {
 		w.Later(func(w *Writer) { writeTensor(w, t, f, true) }, nil)
 		return
 	}

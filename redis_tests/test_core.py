@@ -221,6 +221,31 @@ class TestTensorSetGet(TensorTestCase):
         grew = proc_status(pid, "VmHWM") - base
         self.assertLess(grew, 16 << 20, "TENSORGET VALUES built %d MiB of reply" % (grew >> 20))
 
+    def test_many_values_replies_of_one_command_leave_as_they_are_made(self):
+        """One command's replies together are bounded as each is: a DAG, or a
+        transaction, of many VALUES replies just under the size that holds
+        one alone (65,536 elements) formats them as they leave once the
+        replies before them hold a megabyte (review: 600 of them, 27 KB
+        sent, built 890 MB of text before a byte left)."""
+        n, ops = 65_535, 120  # 0.5 is 9 bytes of RESP2 a value: 70 MB of replies
+        self.assertEqual(self.ts("v", "FLOAT", n, "BLOB", np.full(n, 0.5, np.float32).tobytes()), b"OK")
+        self.no_auto_rewrite()
+        one = b"*%d\r\n" % n + b"$3\r\n0.5\r\n" * n
+        dag = ["AI.DAGEXECUTE_RO", "LOAD", 1, "v"] + ["|>", "AI.TENSORGET", "v", "VALUES"] * ops
+        tx = b"".join(self.raw().encode(*a) for a in [("MULTI",)] + [("AI.TENSORGET", "v", "VALUES")] * ops + [("EXEC",)])
+        for name, send, want in (("dag", lambda c: c.send(c.encode(*dag)), b"*%d\r\n" % ops + one * ops),
+                                 ("multi", lambda c: c.send(tx), b"+OK\r\n" + b"+QUEUED\r\n" * ops
+                                  + b"*%d\r\n" % ops + one * ops)):
+            pid = self.srv.proc.pid
+            reset_peak(pid)
+            base = proc_status(pid, "VmRSS")
+            c = self.raw(timeout=60)
+            send(c)
+            time.sleep(1)  # the client reads nothing yet
+            grew = proc_status(pid, "VmHWM") - base
+            self.read_exact(c, want)
+            self.assertLess(grew, 24 << 20, "%s: %d MiB held for the replies" % (name, grew >> 20))
+
     def test_held_reply_keeps_the_protocol_its_command_ran_in(self):
         """A large VALUES reply written when the connection sends the
         replies is in the protocol its command ran in: in MULTI, a HELLO 3
