@@ -833,7 +833,7 @@ func (l *Log) Create(src func(yield func(Op) error) error) error {
 type ReplayInfo struct {
 	Files   int   // base and incr files read
 	Records int64 // records handed to the sink
-	// CutBytes is what was cut off a torn last incr file (0 if none).
+	// CutBytes is what was cut off a torn incr file (0 if none).
 	CutBytes int64
 	CutFile  string
 }
@@ -855,11 +855,17 @@ func (c countingSink) Rename(s, d string) error { *c.n++; return c.LogSink.Renam
 func (c countingSink) Flush() error             { *c.n++; return c.LogSink.Flush() }
 
 // Replay verifies the log and hands its records to sink in order, then
-// opens the last incr file for appending. A torn last frame of the last
-// incr file (a write cut short by a crash) is cut off the file when
+// opens the last incr file for appending. A torn last frame of an incr
+// file (a write cut short by a crash) is cut off the file when
 // loadTruncated is set, and is an error wrapping ErrLogTruncated
 // otherwise; any other damage is an error wrapping ErrLogCorrupt,
-// ErrWrongKey or ErrVersion.
+// ErrWrongKey or ErrVersion. The torn file need not be the last: a
+// rewrite lists its new incr file (BeginRewrite) while writes queued
+// before the cut still go to the old one, so a crash can tear the old
+// file's tail while the new one holds only its header. Each file after the
+// torn one must hold only its header (newIncr writes and fsyncs it before
+// the manifest names the file); one written to means frames followed the
+// torn one, which is damage.
 func (l *Log) Replay(sink LogSink, loadTruncated bool) (ReplayInfo, error) {
 	var info ReplayInfo
 	sink = countingSink{sink, &info.Records}
@@ -872,7 +878,9 @@ func (l *Log) Replay(sink LogSink, loadTruncated bool) (ReplayInfo, error) {
 	}
 	var total int64
 	files := append([]string{m.base}, m.incrs...)
-	var last *logFile
+	// cut is the file with a torn tail, cut off only once every file has
+	// verified: a start refused leaves the files as they were.
+	var last, cut *logFile
 	for i, name := range files {
 		kind := byte(KindIncr)
 		if i == 0 {
@@ -880,15 +888,17 @@ func (l *Log) Replay(sink LogSink, loadTruncated bool) (ReplayInfo, error) {
 		}
 		lf, good, err := l.replayFile(name, kind, sink)
 		info.Files++
-		if err != nil && errors.Is(err, ErrLogTruncated) && i == len(files)-1 {
+		if err != nil && errors.Is(err, ErrLogTruncated) && kind == KindIncr {
+			if later, size := l.writtenAfter(files[i+1:]); later != "" {
+				return info, fmt.Errorf("persistence: %s: %w: a torn frame (%d bytes after frame %d), yet %s after it is not a bare header (%d bytes)",
+					name, ErrLogCorrupt, lf.size-good, lf.index, later, size)
+			}
 			if !loadTruncated {
 				return info, fmt.Errorf("persistence: %s: %w (start with aof-load-truncated yes to cut it off)", name, err)
 			}
 			info.CutBytes, info.CutFile = lf.size-good, name
-			if terr := os.Truncate(filepath.Join(l.o.Dir, name), good); terr != nil {
-				return info, fmt.Errorf("persistence: cutting the torn tail of %s: %w", name, terr)
-			}
 			lf.size = good
+			cut = lf
 			err = nil
 		}
 		if err != nil {
@@ -899,6 +909,11 @@ func (l *Log) Replay(sink LogSink, loadTruncated bool) (ReplayInfo, error) {
 		}
 		total += lf.size
 		last = lf
+	}
+	if cut != nil {
+		if err := os.Truncate(filepath.Join(l.o.Dir, cut.name), cut.size); err != nil {
+			return info, fmt.Errorf("persistence: cutting the torn tail of %s: %w", cut.name, err)
+		}
 	}
 	f, err := l.fs.OpenFile(filepath.Join(l.o.Dir, last.name), os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -912,6 +927,19 @@ func (l *Log) Replay(sink LogSink, loadTruncated bool) (ReplayInfo, error) {
 	l.wmu.Unlock()
 	l.size.Store(total)
 	return info, nil
+}
+
+// writtenAfter names the first of the incr files that holds anything but
+// its header, and its size. Files it cannot stat are left to their own
+// replay to report.
+func (l *Log) writtenAfter(files []string) (string, int64) {
+	for _, name := range files {
+		st, err := os.Stat(filepath.Join(l.o.Dir, name))
+		if err == nil && st.Size() != logHeaderSize {
+			return name, st.Size()
+		}
+	}
+	return "", 0
 }
 
 // replayFile reads one log file: it returns the file (its header, frame

@@ -341,6 +341,97 @@ func TestLogLargeTornTailIsCutQuickly(t *testing.T) {
 	t.Logf("replayed a %d-byte torn tail in %v", torn, took)
 }
 
+// tornBeforeRewrite makes a log whose manifest lists incr.1.log, with a
+// torn last frame, then incr.2.log, a rewrite's new incr file (BeginRewrite
+// lists it before appends switch to it): with only its header, as a kill -9
+// leaves it while writes queued before the cut still go to incr.1.log, or,
+// if written, with a frame. It returns incr.1.log's size before the torn
+// frame.
+func tornBeforeRewrite(t *testing.T, dir string, written bool) int64 {
+	t.Helper()
+	l := createdLog(t, dir)
+	commitAll(t, l, tensorOp("kept", "1"))
+	st, _ := os.Stat(filepath.Join(dir, "incr.1.log"))
+	commitAll(t, l, tensorOp("torn", "2"))
+	cut, err := l.BeginRewrite()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if written {
+		l.Append(cut)
+		commitAll(t, l, tensorOp("later", "3"))
+	} else {
+		defer cut.cut.next.f.Close()
+	}
+	l.Close()
+	path := filepath.Join(dir, "incr.1.log")
+	b, _ := os.ReadFile(path)
+	os.WriteFile(path, b[:len(b)-7], 0o600)
+	if got := lastIncr(t, dir); filepath.Base(got) != "incr.2.log" {
+		t.Fatalf("the manifest's last incr is %s", got)
+	}
+	return st.Size()
+}
+
+// A torn tail of an incr file before a rewrite's header-only incr is cut
+// off, as it is in the last file, and appends go on into the last.
+// The reviewer's start failed: "incr.4.log: append-only log ends in a torn
+// frame: 9634304 bytes after frame 7", incr.6.log holding only its header.
+func TestLogTornTailBeforeHeaderOnlyIncr(t *testing.T) {
+	dir := t.TempDir()
+	good := tornBeforeRewrite(t, dir, false)
+	if _, _, err := replayed(t, dir, false); !errors.Is(err, ErrLogTruncated) {
+		t.Fatalf("aof-load-truncated no: %v", err)
+	}
+	st, info, err := replayed(t, dir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(st.keys, map[string]string{"kept": "tensor:1"}) || info.CutFile != "incr.1.log" || info.Files != 3 {
+		t.Fatalf("keys %v info %+v", st.keys, info)
+	}
+	size := func(name string) int64 {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	if size("incr.1.log") != good || size("incr.2.log") != logHeaderSize {
+		t.Fatalf("incr.1.log %d bytes, want %d; incr.2.log %d", size("incr.1.log"), good, size("incr.2.log"))
+	}
+	l := openTestLog(t, dir, nil)
+	if _, err := l.Replay(newLogState(), false); err != nil {
+		t.Fatal(err)
+	}
+	commitAll(t, l, tensorOp("after", "4"))
+	all := size("base.1.log") + size("incr.1.log") + size("incr.2.log")
+	if size("incr.1.log") != good || l.Size() != all {
+		t.Errorf("incr.1.log %d bytes, want %d; Size %d, the files %d", size("incr.1.log"), good, l.Size(), all)
+	}
+	l.Close()
+	st, _, err = replayed(t, dir, false)
+	if err != nil || !reflect.DeepEqual(st.keys, map[string]string{"kept": "tensor:1", "after": "tensor:4"}) {
+		t.Fatalf("after the cut: %v %v", st.keys, err)
+	}
+}
+
+// A torn frame with frames after it in a later incr file is damage, not a
+// crash's torn tail: the start stops, and nothing is cut.
+func TestLogTornFrameBeforeWrittenIncrRefuses(t *testing.T) {
+	dir := t.TempDir()
+	tornBeforeRewrite(t, dir, true)
+	before, _ := os.Stat(filepath.Join(dir, "incr.1.log"))
+	for _, loadTruncated := range []bool{false, true} {
+		if _, _, err := replayed(t, dir, loadTruncated); !errors.Is(err, ErrLogCorrupt) || !strings.Contains(err.Error(), "incr.2.log") {
+			t.Fatalf("aof-load-truncated %v: %v", loadTruncated, err)
+		}
+	}
+	if after, _ := os.Stat(filepath.Join(dir, "incr.1.log")); after.Size() != before.Size() {
+		t.Errorf("incr.1.log cut from %d to %d bytes", before.Size(), after.Size())
+	}
+}
+
 func TestLogTamperingRefusesStart(t *testing.T) {
 	dir := t.TempDir()
 	l := createdLog(t, dir)

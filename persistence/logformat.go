@@ -55,8 +55,9 @@ var (
 	// ErrLogCorrupt means a log, manifest or model file failed verification
 	// somewhere other than a torn tail: it was damaged or tampered with.
 	ErrLogCorrupt = errors.New("append-only log corrupt or tampered with")
-	// ErrLogTruncated means the last log file ends inside a frame (a write
-	// cut short by a crash); Replay reports where the last whole frame ends.
+	// ErrLogTruncated means an incr file ends inside a frame, and the
+	// files after it hold no frame (a write cut short by a crash); Replay
+	// reports where the last whole frame ends.
 	ErrLogTruncated = errors.New("append-only log ends in a torn frame")
 )
 
