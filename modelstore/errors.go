@@ -38,6 +38,7 @@ var (
 	ErrModelTooDeep = errors.New("model protobuf nests messages too deeply")
 	// ErrModelExternalData: a tensor stored outside the model (by file name).
 	// RedisAI's patched ONNX Runtime's words (REDISAI.md §3.3).
+	//lint:ignore ST1005 RedisAI's exact text, which clients see
 	ErrModelExternalData = errors.New("Initializer tensors with external data is not allowed.")
 	// ErrModelTensorSize: a tensor's raw_data length disagrees with its
 	// dims and type; wrapped with the tensor's name.

@@ -862,16 +862,7 @@ func TestRewriteKeepsModelFileAboutToBeNamed(t *testing.T) {
 	if err := l.Create(newLogState().source()); err != nil {
 		t.Fatal(err)
 	}
-	rewrite := func(live map[[32]byte]bool) {
-		cut, err := l.BeginRewrite()
-		if err != nil {
-			t.Fatal(err)
-		}
-		l.Append(cut)
-		if err := l.FinishRewrite(cut, newLogState().source(), live); err != nil {
-			t.Fatal(err)
-		}
-	}
+	rewrite := func(live map[[32]byte]bool) { rewriteEmpty(t, l, live) }
 	rewrite(nil) // as after an earlier rewrite: nothing marked
 	data := []byte("model bytes")
 	sum := sha256.Sum256(data)
@@ -896,6 +887,20 @@ func TestRewriteKeepsModelFileAboutToBeNamed(t *testing.T) {
 	}
 }
 
+// rewriteEmpty runs a whole rewrite of l to an empty keyspace whose live
+// model files are live.
+func rewriteEmpty(t *testing.T, l *Log, live map[[32]byte]bool) {
+	t.Helper()
+	cut, err := l.BeginRewrite()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Append(cut)
+	if err := l.FinishRewrite(cut, newLogState().source(), live); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A model file put in place stays through any number of rewrites until
 // the record naming it is written: a MULTI's stores all compile (and write
 // their files) before the first is stored, and the second rewrite to
@@ -905,17 +910,7 @@ func TestRewriteKeepsModelFileAboutToBeNamed(t *testing.T) {
 func TestRewritesKeepClaimedModelFile(t *testing.T) {
 	dir := t.TempDir()
 	l := createdLog(t, dir)
-	rewrite := func(live map[[32]byte]bool) {
-		t.Helper()
-		cut, err := l.BeginRewrite()
-		if err != nil {
-			t.Fatal(err)
-		}
-		l.Append(cut)
-		if err := l.FinishRewrite(cut, newLogState().source(), live); err != nil {
-			t.Fatal(err)
-		}
-	}
+	rewrite := func(live map[[32]byte]bool) { rewriteEmpty(t, l, live) }
 	finish := func(s string) [32]byte {
 		t.Helper()
 		w, err := l.NewModelWriter()
