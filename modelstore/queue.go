@@ -3,6 +3,7 @@ package modelstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"sync"
@@ -166,6 +167,29 @@ func OutputLimit(ctx context.Context) int64 {
 	return n
 }
 
+// stringElemCost is about what one STRING element of an input costs an
+// engine beyond its own bytes: ONNX Runtime's binding makes a Go string, a
+// C string and a pointer to it for each, and ORT a std::string of it. A
+// 40-byte AI.TENSORSET of 20,000,000 empty strings took an engine worker
+// to 1.8-2.2 GB when it ran, 100 to 150 bytes an element (review).
+const stringElemCost = 128
+
+// checkStringInputs refuses STRING inputs whose elements would take an
+// engine more than max bytes, what the run's outputs may take (0: no
+// bound), before anything is built for them.
+func checkStringInputs(inputs []*Tensor, max int64) error {
+	if max <= 0 {
+		return nil
+	}
+	for i, t := range inputs {
+		if t != nil && t.DType == String && t.Len() > max/stringElemCost {
+			return fmt.Errorf("%w: input %d holds %d STRING elements, about %d bytes in the engine, past the %d bytes a run may take",
+				ErrUnsupportedShape, i, t.Len(), t.Len()*stringElemCost, max)
+		}
+	}
+	return nil
+}
+
 // checkOutputs reports ErrOutputTooBig when outs take more than max bytes
 // (0: no bound).
 func checkOutputs(outs []*Tensor, max int64) error {
@@ -189,6 +213,9 @@ func checkOutputs(outs []*Tensor, max int64) error {
 // whose Timeout passes before a worker takes it returns ErrTimedOut and
 // never runs.
 func (q *RunQueue) Run(m *Model, req *RunRequest) ([]*Tensor, error) {
+	if err := checkStringInputs(req.Inputs, req.MaxOutput); err != nil {
+		return nil, err
+	}
 	queued.Add(1)
 	defer queued.Add(-1)
 	if req.Queued.IsZero() {

@@ -966,6 +966,22 @@ class RuntimeErrorTest(ModelCase):
         self.assertEqual(str(rep), want)
         self.assertEqual(self.r.exists("hy"), 0)
 
+    def test_string_input_bounded_by_what_it_costs_the_engine(self):
+        # A STRING element costs an engine about 128 bytes beyond its own
+        # (Go, C and ONNX Runtime strings): a 40-byte AI.TENSORSET of 20M
+        # empty strings took an engine worker to 2 GB when it ran (review).
+        # Past what a run may take (proto-max-bulk-len), it is refused
+        # before anything is built.
+        self.assertEqual(store(self.r, "sid", "string_identity.onnx"), b"OK")
+        self.r.execute_command("AI.TENSORSET", "s", "STRING", 5_000_000)
+        e = self.err("AI.MODELEXECUTE", "sid", "INPUTS", 1, "s", "OUTPUTS", 1, "so")
+        self.assertTrue(e.startswith("ERR unsupported tensor shape: input 0 holds 5000000 STRING elements, "
+                                     "about 640000000 bytes in the engine, past the 536870912 bytes"), e)
+        self.assertEqual(self.r.exists("so"), 0)
+        self.r.execute_command("AI.TENSORSET", "s2", "STRING", 2, "VALUES", "a", "b")
+        self.assertEqual(execute(self.r, "sid", ["s2"], ["so"]), b"OK")
+        self.assertEqual(self.r.execute_command("AI.TENSORGET", "so", "VALUES"), [b"a", b"b"])
+
     def test_timeout_while_waiting_for_batch(self):
         # 5.2: a request waiting for MINBATCHSIZE with a small TIMEOUT.
         store(self.r, "bm", "linear.onnx", "BATCHSIZE", 4, "MINBATCHSIZE", 4)
