@@ -1323,6 +1323,7 @@ func (w *ModelWriter) Finish(id [32]byte) error {
 	}
 	if err != nil {
 		l.fs.Remove(w.tmp)
+		l.Unclaim(id) // the caller stores nothing: the next rewrite may remove it
 		err = fmt.Errorf("writing model file: %w", err)
 		l.setErr(err)
 		return err
