@@ -319,21 +319,9 @@ func (c *dagCmd) Run(x *Ctx) error {
 		if op.kind != opModelExec {
 			continue
 		}
-		m, err := x.getModel(op.exec.key)
+		m, err := op.exec.resolve(x)
 		if err != nil {
 			return err
-		}
-		if err := op.exec.checkSyntax(m); err != nil {
-			return err
-		}
-		if err := checkExpect(m, op.exec.expect); err != nil {
-			return err
-		}
-		if len(op.exec.inputs) != len(m.Inputs()) {
-			return errInputsMismatch
-		}
-		if len(op.exec.outputs) != len(m.Outputs()) {
-			return errOutputsMismatch
 		}
 		models[i] = m
 	}

@@ -169,25 +169,36 @@ func parseModelRun(a Args) (Runner, error) {
 	return c, nil
 }
 
+// resolve fetches the model and checks the command against it in RedisAI's
+// order: the key, a deferred syntax error (checkSyntax), EXPECT, the input
+// and output counts. A DAG's model ops are checked the same way.
+func (c *modelExecCmd) resolve(x *Ctx) (*modelstore.Model, error) {
+	m, err := x.getModel(c.key)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.checkSyntax(m); err != nil {
+		return nil, err
+	}
+	if err := checkExpect(m, c.expect); err != nil {
+		return nil, err
+	}
+	if len(c.inputs) != len(m.Inputs()) {
+		return nil, errInputsMismatch
+	}
+	if len(c.outputs) != len(m.Outputs()) {
+		return nil, errOutputsMismatch
+	}
+	return m, nil
+}
+
 // Run implements Runner: inputs are fetched, output keys checked, the model
 // runs with no lock held, and the outputs are stored in one atomic update.
 func (c *modelExecCmd) Run(x *Ctx) error {
 	queued := time.Now()
-	m, err := x.getModel(c.key)
+	m, err := c.resolve(x)
 	if err != nil {
 		return err
-	}
-	if err := c.checkSyntax(m); err != nil {
-		return err
-	}
-	if err := checkExpect(m, c.expect); err != nil {
-		return err
-	}
-	if len(c.inputs) != len(m.Inputs()) {
-		return errInputsMismatch
-	}
-	if len(c.outputs) != len(m.Outputs()) {
-		return errOutputsMismatch
 	}
 	inputs := make([]*modelstore.Tensor, len(c.inputs))
 	for i, k := range c.inputs {
