@@ -459,6 +459,14 @@ func (s *App) feedMonitors(c *Client, spec *Spec, argv [][]byte) {
 		if mc.repliesOff.Load() {
 			continue
 		}
+		if mc == c {
+			// A monitor's own command: its line follows the command's
+			// reply, as in Redis, where both go to the client's output
+			// buffer in turn. The writer goroutine could send it before
+			// the reply, which is still in c.W (ownMonitorLines).
+			c.monOwn = append(c.monOwn, line[1:len(line)-2])
+			continue
+		}
 		select {
 		case sub.ch <- line:
 		default:

@@ -245,7 +245,10 @@ type Client struct {
 	repliesOff atomic.Bool
 	// monitor is MONITOR mode (App.mon holds its line channel): no idle
 	// timeout, flag O in CLIENT LIST.
-	monitor  atomic.Bool
+	monitor atomic.Bool
+	// monOwn is the monitor lines of this monitor's own command, written
+	// after its reply (ownMonitorLines); only its goroutine touches it.
+	monOwn   [][]byte
 	internal bool // the server's own client (loadmodel): no upload policy
 
 	// upload is the running command's payload buffer (DispatchUpload).
@@ -561,7 +564,23 @@ func (s *App) dispatch(c *Client, spec *Spec, argv [][]byte, owned Ownership) {
 	} else {
 		s.dispatchSilent(c, spec, argv, owned)
 	}
+	if c.monOwn != nil {
+		c.ownMonitorLines()
+	}
 	c.replied()
+}
+
+// ownMonitorLines appends the monitor lines of a monitor's own commands
+// (feedMonitors) after the command's reply, a whole EXEC's included, unless
+// CLIENT REPLY drops the reply: as Redis, whose CLIENT REPLY SKIP has its
+// own line sent and the skipped command's dropped.
+func (c *Client) ownMonitorLines() {
+	if c.reply == replyOn || c.reply == replySkipNext {
+		for _, l := range c.monOwn {
+			c.W.Simple(string(l))
+		}
+	}
+	c.monOwn = nil
 }
 
 // replied moves CLIENT REPLY's state past one command: a skipped reply

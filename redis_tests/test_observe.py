@@ -153,6 +153,26 @@ class ObserveTest(unittest.TestCase):
             line = mon.read_reply()
         self.assertRegex(line, r'^\d+\.\d{6} \[0 127\.0\.0\.1:\d+\] "ECHO" "seen"$')
 
+    def test_monitor_own_commands_follow_their_replies(self):
+        """As in Redis, where both go to the monitor's output buffer in
+        turn: a monitor's own command's line comes after its reply, never
+        before it (CLIENT REPLY ON's OK came after its line at times)."""
+        mon = harness.RawConn(self.srv.port)
+        self.addCleanup(mon.close)
+        self.assertEqual(mon.cmd("MONITOR"), "OK")
+        for i in range(300):
+            self.assertEqual(mon.cmd("ECHO", str(i)), str(i).encode())
+            self.assertRegex(mon.read_reply(), r'^\d+\.\d{6} \[0 127\.0\.0\.1:\d+\] "ECHO" "%d"$' % i)
+        mon.send(b"".join(mon.encode("ECHO", "p%d" % i) for i in range(50)))
+        for i in range(50):
+            self.assertEqual(mon.read_reply(), b"p%d" % i)
+            self.assertRegex(mon.read_reply(), r'"ECHO" "p%d"$' % i)
+        mon.send(mon.encode("MULTI") + mon.encode("ECHO", "x") + mon.encode("EXEC"))
+        got = [mon.read_reply() for _ in range(6)]
+        got = [re.sub(r"^\d+\.\d{6} \[0 [0-9.:]+\] ", "", g) if isinstance(g, str) else g for g in got]
+        # An EXEC's lines follow its whole reply.
+        self.assertEqual(got, ["OK", '"MULTI"', "QUEUED", [b"x"], '"ECHO" "x"', '"EXEC"'])
+
     def test_reset_ends_monitor(self):
         """As Redis 7.0.15 (hunt): RESET leaves MONITOR mode; no monitor line
         follows its reply, not even its own."""
