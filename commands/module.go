@@ -64,8 +64,8 @@ func aiConfigsInfo(s *App) [][2]string {
 }
 
 // aiBackendsInfo is ai_backends_info, for ONNX Runtime (not the pure-Go
-// engine of an enclave build): its version where this process has loaded
-// it (engine-isolation off; engine workers load it in their own), and how
+// engine of an enclave build): its version once it is loaded, in this
+// process (engine-isolation off) or in an engine worker, and how
 // many runs may be in flight at once (RedisAI's
 // maximum_run_sessions_number: the run queue's workers). RedisAI's
 // ai_onnxruntime_memory counts its allocator's bytes, which this server
@@ -75,7 +75,11 @@ func aiBackendsInfo(s *App) [][2]string {
 		return nil
 	}
 	var out [][2]string
-	if v := modelstore.RuntimeVersion(); v != "" {
+	v := modelstore.RuntimeVersion()
+	if p, ok := s.Models.Engine().(interface{ RuntimeVersion() string }); ok {
+		v = p.RuntimeVersion() // engine workers': this process has not loaded it
+	}
+	if v != "" {
 		out = append(out, [2]string{"ai_onnxruntime_version", v})
 	}
 	return append(out, [2]string{"ai_onnxruntime_maximum_run_sessions_number", itoa(s.AI.ThreadsPerQueue.Load())})

@@ -131,6 +131,9 @@ class WallTest(unittest.TestCase):
         info = self.r.info("engine")
         self.assertEqual(info["engine"], "onnxruntime-worker")
         self.assertEqual(info["engine_isolation"], "per-tenant")
+        # INFO MODULES names the version the workers loaded, as RedisAI
+        # names a backend once it is loaded.
+        self.assertEqual(self.r.info("ai_backends_info")["ai_onnxruntime_version"], "1.24.1")
 
     def test_timer_slack_of_server_and_workers(self):
         """server/timerslack.go: 1 ms for every thread of the server and

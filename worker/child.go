@@ -209,6 +209,7 @@ func (w *child) compile(id uint64, d *dec, fds []int) {
 		mode, shared := s.Weights()
 		e.u8(byte(mode))
 		e.u64(uint64(shared))
+		e.str(modelstore.RuntimeVersion())
 		return w.ch.send(e.b)
 	})
 }

@@ -89,6 +89,18 @@ type Pool struct {
 	// recreate its sessions, in microseconds.
 	lastRestart atomic.Int64
 	nextSID     atomic.Uint64
+	// version is ONNX Runtime's, as the first worker to compile a model
+	// gave it (the server process never loads the library).
+	version atomic.Pointer[string]
+}
+
+// RuntimeVersion is the workers' ONNX Runtime version, or "" before one
+// has compiled a model (RedisAI, too, names a backend once it is loaded).
+func (p *Pool) RuntimeVersion() string {
+	if v := p.version.Load(); v != nil {
+		return *v
+	}
+	return ""
 }
 
 // NewPool returns a pool; workers start when the first model needs one.
@@ -756,9 +768,11 @@ func (s *session) compileOn(p *proc) error {
 	}
 	ins, outs := getIO(d), getIO(d)
 	mode, shared := modelstore.WeightsMode(d.u8()), int64(d.u64())
+	version := d.str()
 	if d.err != nil {
 		return d.err
 	}
+	s.slot.pool.version.CompareAndSwap(nil, &version)
 	if s.on == nil && s.inputs == nil { // the first compile describes it
 		s.inputs, s.outputs, s.weights, s.shared = ins, outs, mode, shared
 	}

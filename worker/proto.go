@@ -13,7 +13,8 @@ package worker
 //	opClose    sid u64
 //	opReply    status u8: 0 ok + fields, 1 error: kind u8, message str
 //
-// A compile's reply carries the inputs, outputs and weights mode; a run's
+// A compile's reply carries the inputs, outputs, weights mode and ONNX
+// Runtime's version (INFO's ai_onnxruntime_version); a run's
 // its outputs. Tensors are dtype u8, present u8, rank u32, dims i64...,
 // offset u64 and length u64 of their bytes in the payload; the payload is
 // either inline (a u8 1, then the bytes) or in the attached memfd (a u8 2
