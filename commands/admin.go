@@ -197,6 +197,9 @@ func (c configSetCmd) Run(x *Ctx) error {
 			return errorf("ERR CONFIG SET failed (possibly related to argument '%s') - %v", c.rest[i], err)
 		}
 	}
+	if l := x.App.aof(); l != nil {
+		x.App.applyFsyncPolicy(l)
+	}
 	x.W.OK()
 	return nil
 }

@@ -440,7 +440,9 @@ func (s *App) rewriteLogNow() error {
 	l := s.aof()
 	cut, err := l.BeginRewrite()
 	if err != nil {
-		l.NoteError(err)
+		if !errors.Is(err, persistence.ErrCutWaiting) { // the write error stays the one to report
+			l.NoteError(err)
+		}
 		return err
 	}
 	items := s.Keys.Cut(retainBlob, func() { l.Append(cut) })
@@ -462,13 +464,21 @@ func retainBlob(v modelstore.Value) {
 	}
 }
 
+// applyFsyncPolicy gives the log appendfsync as configured now. CONFIG
+// SET runs it before its OK, so that a write after it is fsynced as
+// `always` says, not only from the next tick on (durability review: up
+// to three writes after the OK were acknowledged unsynced).
+func (s *App) applyFsyncPolicy(l *persistence.Log) {
+	if p, err := persistence.ParseFsyncPolicy(*s.Opts.AppendFsync.Load()); err == nil {
+		l.SetPolicy(p)
+	}
+}
+
 // aofTick runs from Tick: the everysec fsync, recovery after a write
 // error, and the auto-aof-rewrite rule.
 func (s *App) aofTick(nowMs int64) {
 	l, st := s.aof(), &s.aofState
-	if p, err := persistence.ParseFsyncPolicy(*s.Opts.AppendFsync.Load()); err == nil {
-		l.SetPolicy(p)
-	}
+	s.applyFsyncPolicy(l)
 	if l.Err() != nil {
 		if nowMs-st.lastRetry.Load() >= 1000 {
 			st.lastRetry.Store(nowMs)

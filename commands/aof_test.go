@@ -183,6 +183,21 @@ func TestMisconfOnFsyncFailureUnderAlways(t *testing.T) {
 	h2.run(row("EXISTS a b c", ":3"))
 }
 
+// CONFIG SET appendfsync always holds from its OK on: the next write is
+// fsynced before its reply (here the fsync fails, so the reply says so),
+// not only once the next tick has given the log the policy (durability
+// review: writes after the OK were acknowledged unsynced).
+func TestConfigSetAppendfsyncAlwaysHoldsAtOnce(t *testing.T) {
+	fs := &failFS{}
+	h := newLogHarness(t, t.TempDir(), fs, "everysec")
+	h.run(
+		row("AI.TENSORSET a INT8 1 VALUES 1", "+OK"),
+		row("CONFIG SET appendfsync always", "+OK"),
+	)
+	fs.fail(nil, syscall.EIO)
+	h.run(row("AI.TENSORSET b INT8 1 VALUES 2", "-MISCONF Errors writing to the AOF file: input/output error"))
+}
+
 func TestMisconfOnFailedSnapshot(t *testing.T) {
 	dir := t.TempDir()
 	opts := config.Default()

@@ -105,9 +105,12 @@ type Log struct {
 	upto      uint64     // seq the unwritten frames reach
 	broken    error      // the current file's tail is unknown: only a rewrite recovers
 	man       manifest
-	modelSync []string        // model files written, not yet fsynced (everysec)
 	retired   []*logFile      // incr files a rewrite replaced, not yet fsynced (everysec)
 	recent    map[string]bool // model files named by records written since the last rewrite
+	// waiting is the incr file of a rewrite's cut not yet reached by the
+	// writes (switchLocked): while a write error holds records before the
+	// cut, no other rewrite begins, each with a new incr file.
+	waiting string
 	// unnamed counts the claims on model files put in place (Finish)
 	// whose record is not yet written: a MULTI's stores compile, and so
 	// write their files, before any of them is stored, and a rewrite
@@ -493,32 +496,13 @@ func (l *Log) drainLocked() error {
 	return nil
 }
 
-// syncLocked fsyncs the model files written and the current incr file.
+// syncLocked fsyncs the current incr file.
 func (l *Log) syncLocked() error {
 	target := l.written.Load()
-	if err := l.syncModelsLocked(); err != nil {
-		return err
-	}
 	if err := l.cur.f.Sync(); err != nil {
 		return l.syncFailedLocked(err)
 	}
 	l.synced.Store(target)
-	return nil
-}
-
-func (l *Log) syncModelsLocked() error {
-	if len(l.modelSync) == 0 {
-		return nil
-	}
-	for _, name := range l.modelSync {
-		if err := syncFile(l.fs, name); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return l.syncFailedLocked(err)
-		}
-	}
-	if err := l.fs.SyncDir(filepath.Join(l.o.Dir, modelsDir)); err != nil {
-		return l.syncFailedLocked(err)
-	}
-	l.modelSync = l.modelSync[:0]
 	return nil
 }
 
@@ -531,18 +515,6 @@ func (l *Log) syncFailedLocked(err error) error {
 	return l.broken
 }
 
-func syncFile(fs FS, name string) error {
-	f, err := fs.OpenFile(name, os.O_RDONLY, 0)
-	if err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
 // SyncEverysec is appendfsync everysec's fsync, which the server runs
 // about every second in the background: it writes what is queued, then
 // fsyncs without holding up writers.
@@ -553,10 +525,6 @@ func (l *Log) SyncEverysec() error {
 		return l.broken
 	}
 	if err := l.writeLocked(); err != nil {
-		l.wmu.Unlock()
-		return err
-	}
-	if err := l.syncModelsLocked(); err != nil {
 		l.wmu.Unlock()
 		return err
 	}
@@ -733,11 +701,16 @@ func (l *Log) writeFileAtomic(dir, name string, data []byte) error {
 
 // newIncr creates incr file number n with its header, fsynced.
 func (l *Log) newIncr(n int) (*logFile, error) {
+	return l.createIncr(fmt.Sprintf("incr.%d.log", n))
+}
+
+// createIncr creates (or empties) the incr file name and writes and
+// fsyncs its header.
+func (l *Log) createIncr(name string) (*logFile, error) {
 	h, err := newLogHeader(l.o.SealKey, KindIncr)
 	if err != nil {
 		return nil, err
 	}
-	name := fmt.Sprintf("incr.%d.log", n)
 	path := filepath.Join(l.o.Dir, name)
 	f, err := l.fs.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -910,7 +883,20 @@ func (l *Log) Replay(sink LogSink, loadTruncated bool) (ReplayInfo, error) {
 		total += lf.size
 		last = lf
 	}
-	if cut != nil {
+	switch {
+	case cut != nil && cut.h == nil:
+		// Its header itself is torn, which only damage does (newIncr
+		// fsyncs it before the manifest names the file): the file gets a
+		// new one, for appends to seal their frames with.
+		fresh, err := l.createIncr(cut.name)
+		if err != nil {
+			return info, fmt.Errorf("persistence: writing a new header for %s: %w", cut.name, err)
+		}
+		fresh.f.Close()
+		fresh.f = nil
+		total += fresh.size - cut.size
+		*cut = *fresh
+	case cut != nil:
 		if err := os.Truncate(filepath.Join(l.o.Dir, cut.name), cut.size); err != nil {
 			return info, fmt.Errorf("persistence: cutting the torn tail of %s: %w", cut.name, err)
 		}
@@ -1071,6 +1057,9 @@ type cutOp struct{ next *logFile }
 func (l *Log) BeginRewrite() (Op, error) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
+	if l.waiting != "" {
+		return Op{}, fmt.Errorf("%w (%s)", ErrCutWaiting, l.waiting)
+	}
 	m := l.man
 	cur, err := l.newIncr(m.next)
 	if err != nil {
@@ -1084,6 +1073,7 @@ func (l *Log) BeginRewrite() (Op, error) {
 		return Op{}, err
 	}
 	l.man = m
+	l.waiting = cur.name
 	return Op{cut: &cutOp{next: cur}}, nil
 }
 
@@ -1116,6 +1106,9 @@ func (l *Log) switchLocked(c *cutOp) error {
 	}
 	l.oldSize += l.cur.size
 	l.cur = c.next
+	if l.waiting == c.next.name {
+		l.waiting = ""
+	}
 	l.size.Add(c.next.size)
 	// The new file is whole; the old one's trouble ends with it. The
 	// error stays until FinishRewrite has the base in place.
@@ -1286,10 +1279,15 @@ func (w *ModelWriter) fail(err error) {
 
 // Finish writes the last frame, holding id (the LogModel.File that will
 // name the file: the model's SHA-256 or a random id), and renames the
-// file into place. Under appendfsync always the file and its
-// directory are fsynced first; under everysec the next fsync of the log
-// fsyncs them before the log. The file is claimed until a record naming
-// it is written or the caller calls Unclaim (removeModelsLocked).
+// file into place, fsyncing the file and then its directory under every
+// appendfsync policy: a record, or a rewrite's base, that names a model
+// file is written only once the file is on disk. Otherwise the OS could
+// write the record back before the file (everysec, no), and a power cut
+// would leave a log whose next start fails on a missing model file rather
+// than one that lost its last second. The file is mostly written with
+// direct I/O, so its fsync has little left to write. The file is claimed
+// until a record naming it is written or the caller calls Unclaim
+// (removeModelsLocked).
 func (w *ModelWriter) Finish(id [32]byte) error {
 	if w.err == nil {
 		w.frame(lastFrame, id[:])
@@ -1301,8 +1299,7 @@ func (w *ModelWriter) Finish(id [32]byte) error {
 	}
 	err := w.err
 	l := w.l
-	always := l.Policy() == FsyncAlways
-	if err == nil && always {
+	if err == nil {
 		err = w.f.Sync()
 	}
 	if cerr := w.f.Close(); err == nil {
@@ -1318,7 +1315,7 @@ func (w *ModelWriter) Finish(id [32]byte) error {
 		l.wmu.Unlock()
 		err = l.fs.Rename(w.tmp, final)
 	}
-	if err == nil && always {
+	if err == nil {
 		err = l.fs.SyncDir(filepath.Join(l.o.Dir, modelsDir))
 	}
 	if err != nil {
@@ -1328,11 +1325,6 @@ func (w *ModelWriter) Finish(id [32]byte) error {
 		l.setErr(err)
 		return err
 	}
-	l.wmu.Lock()
-	if l.Policy() == FsyncEverysec {
-		l.modelSync = append(l.modelSync, final)
-	}
-	l.wmu.Unlock()
 	return nil
 }
 

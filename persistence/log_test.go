@@ -416,6 +416,50 @@ func TestLogTornTailBeforeHeaderOnlyIncr(t *testing.T) {
 	}
 }
 
+// An incr file shorter than its own header (only damage does that: the
+// header is fsynced before the manifest names the file) is cut off as a
+// torn tail with aof-load-truncated yes, and gets a new header: the first
+// append after the start sealed its frame with the missing one and
+// panicked, at every start (durability review).
+func TestLogTornHeaderOfLastIncrIsRenewed(t *testing.T) {
+	dir := t.TempDir()
+	l := createdLog(t, dir)
+	commitAll(t, l, tensorOp("a", "1"))
+	cut, err := l.BeginRewrite()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Append(cut)
+	commitAll(t, l, tensorOp("b", "2"))
+	l.Close()
+	last := lastIncr(t, dir)
+	if err := os.Truncate(last, 30); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := replayed(t, dir, false); !errors.Is(err, ErrLogTruncated) {
+		t.Fatalf("aof-load-truncated no: %v", err)
+	}
+	l = openTestLog(t, dir, nil)
+	st := newLogState()
+	info, err := l.Replay(st, true)
+	if err != nil || info.CutFile != filepath.Base(last) || info.CutBytes != 30 {
+		t.Fatalf("replay: %+v %v", info, err)
+	}
+	if !reflect.DeepEqual(st.keys, map[string]string{"a": "tensor:1"}) {
+		t.Fatalf("keys %v", st.keys)
+	}
+	commitAll(t, l, tensorOp("c", "3"))
+	fi, _ := os.Stat(last)
+	if l.Size() <= logHeaderSize || fi.Size() <= logHeaderSize {
+		t.Errorf("Size %d, %s %d bytes", l.Size(), last, fi.Size())
+	}
+	l.Close()
+	st, _, err = replayed(t, dir, false)
+	if err != nil || !reflect.DeepEqual(st.keys, map[string]string{"a": "tensor:1", "c": "tensor:3"}) {
+		t.Fatalf("after the new header: %v %v", st.keys, err)
+	}
+}
+
 // A torn frame with frames after it in a later incr file is damage, not a
 // crash's torn tail: the start stops, and nothing is cut.
 func TestLogTornFrameBeforeWrittenIncrRefuses(t *testing.T) {
@@ -635,12 +679,91 @@ func TestRewriteKeepsStateAndRemovesOldFiles(t *testing.T) {
 	}
 }
 
+// syncOrderFS records the fsyncs, renames and directory fsyncs, in order.
+type syncOrderFS struct {
+	OSFS
+	mu     sync.Mutex
+	events []string
+}
+
+type syncOrderFile struct {
+	*os.File
+	fs *syncOrderFS
+}
+
+func (f *syncOrderFS) add(ev string) {
+	f.mu.Lock()
+	f.events = append(f.events, ev)
+	f.mu.Unlock()
+}
+
+func (f *syncOrderFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	file, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return syncOrderFile{file, f}, nil
+}
+
+func (f *syncOrderFS) Rename(a, b string) error {
+	f.add("rename " + filepath.Base(b))
+	return os.Rename(a, b)
+}
+
+func (f *syncOrderFS) SyncDir(dir string) error {
+	f.add("syncdir " + filepath.Base(dir))
+	return f.OSFS.SyncDir(dir)
+}
+
+func (f syncOrderFile) Sync() error {
+	name := filepath.Base(f.Name())
+	if strings.Contains(name, ".tmp") {
+		name = "(model being written)"
+	}
+	f.fs.add("sync " + name)
+	return f.File.Sync()
+}
+
+// A model file is on disk, its directory entry too, before Finish
+// returns, under every appendfsync policy: the record (or a rewrite's
+// base) naming it follows, and under everysec or no the OS could write
+// that back first. A power cut then left a log that named a missing file,
+// and the next start failed (durability review: under no the file was
+// never fsynced, under everysec a rewrite's manifest came first).
+func TestModelFileSyncedBeforeFinishReturns(t *testing.T) {
+	for _, p := range []FsyncPolicy{FsyncAlways, FsyncEverysec, FsyncNo} {
+		dir := t.TempDir()
+		fs := &syncOrderFS{}
+		l := openTestLog(t, dir, fs)
+		if err := l.Create(newLogState().source()); err != nil {
+			t.Fatal(err)
+		}
+		l.SetPolicy(p)
+		fs.events = nil
+		w, err := l.NewModelWriter()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte("model bytes"))
+		id := [32]byte{'m'}
+		if err := w.Finish(id); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"sync (model being written)", "rename " + filepath.Base(l.modelPath(id)), "syncdir " + modelsDir}
+		if !reflect.DeepEqual(fs.events, want) {
+			t.Errorf("%v: %q, want %q", p, fs.events, want)
+		}
+		l.Close()
+	}
+}
+
 // faultFS wraps OSFS with injected failures.
 type faultFS struct {
 	OSFS
 	mu        sync.Mutex
-	writeErr  error // next writes fail with it (after writing short bytes)
-	short     int   // bytes a failing write still writes
+	writeErr  error  // next writes fail with it (after writing short bytes)
+	short     int    // bytes a failing write still writes
+	only      string // the file writeErr fails, by base name ("": every file)
 	syncErr   error
 	renameErr error
 }
@@ -677,6 +800,9 @@ func (f *faultFS) set(fn func()) {
 func (f faultFile) Write(p []byte) (int, error) {
 	f.fs.mu.Lock()
 	err, short := f.fs.writeErr, f.fs.short
+	if f.fs.only != "" && f.fs.only != filepath.Base(f.Name()) {
+		err = nil
+	}
 	f.fs.mu.Unlock()
 	if err != nil {
 		n, _ := f.File.Write(p[:min(short, len(p))])
@@ -724,6 +850,59 @@ func TestLogShortWriteENOSPCRecovers(t *testing.T) {
 	st, _, err = replayed(t, dir, false)
 	if err != nil || st.keys["during"] != "tensor:2" {
 		t.Fatalf("after the retry: %v %v", st.keys, err)
+	}
+}
+
+// While a write error on one file (EFBIG: over RLIMIT_FSIZE) holds the
+// records before a rewrite's cut, a second rewrite does not begin: each
+// retry used to list one more incr file in the manifest, one a second
+// (durability review). Once the records are written, rewrites go on.
+func TestLogRewriteWaitsForItsCut(t *testing.T) {
+	dir := t.TempDir()
+	fs := &faultFS{}
+	l := openTestLog(t, dir, fs)
+	if err := l.Create(newLogState().source()); err != nil {
+		t.Fatal(err)
+	}
+	commitAll(t, l, tensorOp("before", "1"))
+	fs.set(func() { fs.writeErr, fs.only = syscall.EFBIG, "incr.1.log" })
+	if err := l.Commit(l.Append(tensorOp("during", "2"))); !errors.Is(err, syscall.EFBIG) {
+		t.Fatalf("commit: %v", err)
+	}
+	cut, err := l.BeginRewrite()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Append(cut)
+	if err := l.FinishRewrite(cut, newLogState().source(), nil); !errors.Is(err, syscall.EFBIG) {
+		t.Fatalf("FinishRewrite: %v", err)
+	}
+	for range 3 {
+		if _, err := l.BeginRewrite(); !errors.Is(err, ErrCutWaiting) {
+			t.Fatalf("a second rewrite: %v", err)
+		}
+	}
+	if got := dirNames(dir); got != "base.1.log incr.1.log incr.2.log manifest models" {
+		t.Errorf("files: %s", got)
+	}
+	fs.set(func() { fs.writeErr = nil })
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	st := newLogState()
+	st.keys["before"], st.keys["during"] = "tensor:1", "tensor:2"
+	cut, err = l.BeginRewrite()
+	if err != nil {
+		t.Fatalf("a rewrite after the write: %v", err)
+	}
+	l.Append(cut)
+	if err := l.FinishRewrite(cut, st.source(), nil); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	got, _, err := replayed(t, dir, false)
+	if err != nil || !reflect.DeepEqual(got.keys, st.keys) {
+		t.Fatalf("replayed %v %v", got.keys, err)
 	}
 }
 

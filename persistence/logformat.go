@@ -49,7 +49,7 @@ const (
 	recLogFlush  = 0x13
 )
 
-// The errors of the log's readers; test with errors.Is. ErrWrongKey and
+// The log's errors; test with errors.Is. ErrWrongKey and
 // ErrTooLarge are shared with the snapshot.
 var (
 	// ErrLogCorrupt means a log, manifest or model file failed verification
@@ -59,6 +59,9 @@ var (
 	// files after it hold no frame (a write cut short by a crash); Replay
 	// reports where the last whole frame ends.
 	ErrLogTruncated = errors.New("append-only log ends in a torn frame")
+	// ErrCutWaiting is BeginRewrite's refusal while the cut of an earlier
+	// rewrite still waits behind records that could not be written.
+	ErrCutWaiting = errors.New("persistence: an earlier rewrite's switch to a new incr file waits for the records before it")
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
