@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -71,6 +72,10 @@ var storeErrors = []struct {
 	{modelstore.ErrOOM, "OOM command not allowed when used memory > 'maxmemory'."},
 	{modelstore.ErrOutputTooBig, "ERR " + modelstore.ErrOutputTooBig.Error()},
 	{modelstore.ErrQueueClosed, "ERR the server is stopping"},
+	// MODEL_EXECUTION_TIMEOUT ran out before the engine stopped the run
+	// itself (while it waited for an engine worker's lane): the words ONNX
+	// Runtime and RedisAI give a run their kill switch stopped.
+	{context.DeadlineExceeded, "ERR Exiting due to terminate flag being set to true."},
 	{config.ErrUnknown, "ERR Unknown option or number of arguments for CONFIG SET"},
 	{config.ErrImmutable, "ERR CONFIG SET failed - can't set immutable config"},
 }

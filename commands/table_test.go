@@ -1,6 +1,8 @@
 package commands
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -126,5 +128,15 @@ func TestSubcommandHelp(t *testing.T) {
 	}
 	if helped < 9 {
 		t.Errorf("%d commands answer HELP, want the 9 that point to it", helped)
+	}
+}
+
+// A run whose MODEL_EXECUTION_TIMEOUT ran out while it waited for an
+// engine worker's lane is answered as the kill switch answers one it
+// stopped, not "internal error" (models review).
+func TestDeadlineErrorText(t *testing.T) {
+	err := fmt.Errorf("lane: %w", context.DeadlineExceeded)
+	if got, want := errorText(err), "ERR Exiting due to terminate flag being set to true."; got != want {
+		t.Errorf("errorText = %q, want %q", got, want)
 	}
 }

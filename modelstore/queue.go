@@ -528,11 +528,21 @@ func (j *job) expired(now time.Time) bool {
 func runGroup(group []*job) {
 	m := group[0].m
 	runs := make([]GroupRun, len(group))
+	clocks := make([]*RunContext, len(group))
 	start := time.Now()
 	for i, j := range group {
+		// The worker runs them in turn: each one's MODEL_EXECUTION_TIMEOUT
+		// counts from when the one before it is answered.
 		ctx, rc := execContext(j.req.ExecTimeout)
+		if i > 0 {
+			ctx, rc = waitingExecContext(j.req.ExecTimeout)
+		}
+		clocks[i] = rc
 		runs[i] = GroupRun{Ctx: WithOutputLimit(ctx, j.req.MaxOutput), Inputs: j.req.Inputs, Done: func(outs []*Tensor, err error) {
 			rc.Release()
+			if i+1 < len(clocks) {
+				clocks[i+1].Start()
+			}
 			if err == nil {
 				if err = checkOutputs(outs, j.req.MaxOutput); err != nil {
 					outs = nil

@@ -253,6 +253,67 @@ func (g *groupRecorder) RunGroup(runs []GroupRun) {
 	}
 }
 
+// slowGroup is a GroupRunner whose runs take 80 ms each, in turn, as an
+// engine worker runs a group's: a run whose context has ended by the time
+// it is over was stopped by the kill switch.
+type slowGroup struct {
+	EngineSession
+	groups []int
+}
+
+func (g *slowGroup) RunGroup(runs []GroupRun) {
+	g.groups = append(g.groups, len(runs))
+	for _, r := range runs {
+		time.Sleep(80 * time.Millisecond)
+		if err := r.Ctx.Err(); err != nil {
+			r.Done(nil, err)
+			continue
+		}
+		r.Done(g.Run(r.Ctx, r.Inputs))
+	}
+}
+
+// MODEL_EXECUTION_TIMEOUT bounds each run of a group from when its turn
+// comes, as RedisAI's bounds a run from its start: four runs of 80 ms
+// under a 150 ms limit all succeed. When every clock started with the
+// group, the third and fourth ran out waiting (models review: a run
+// stopped by the terminate flag, another answered an internal error).
+func TestRunQueueGroupRunClockStartsAtItsTurn(t *testing.T) {
+	slow := queueModel(t, "slow.onnx", ModelMeta{})
+	lin := queueModel(t, "linear.onnx", ModelMeta{})
+	g := &slowGroup{EngineSession: lin.Blob.Session}
+	lin.Blob.Session = g
+	q := NewRunQueue(1)
+	if _, err := q.Run(lin, &RunRequest{Inputs: []*Tensor{floats([]int64{1, 4}, 1, 2, 3, 4)}}); err != nil {
+		t.Fatal(err)
+	}
+	lin.Stats.Duration.Store(0) // its runs count as short: they are grouped
+	g.groups = nil
+	busy := make(chan error, 1)
+	go func() { busy <- slowRun(q, slow, 200*time.Millisecond) }()
+	waitFor(t, "the worker is busy", func() bool { return q.Busy() == 1 })
+	errs := make([]error, 4)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = q.Run(lin, &RunRequest{Inputs: []*Tensor{floats([]int64{1, 4}, 1, 2, 3, 4)}, ExecTimeout: 150 * time.Millisecond})
+		}()
+	}
+	waitFor(t, "4 requests are queued", func() bool { return q.Pending() == len(errs) })
+	wg.Wait()
+	<-busy
+	if fmt.Sprint(g.groups) != "[4]" {
+		t.Errorf("groups %v, want one of 4", g.groups)
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("run %d of the group: %v", i, err)
+		}
+	}
+}
+
 // Requests for an unbatched model whose session is a GroupRunner, queued
 // together, go to it in one group (a share of them per free worker); each
 // keeps its own outputs, errors and statistics.

@@ -2,6 +2,7 @@ package modelstore
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,10 +105,13 @@ func watchLoop() {
 // and a timer on first use; Release ends the context (context.Canceled)
 // and stops that timer. The first error Err returns is the one it keeps.
 type RunContext struct {
-	at    time.Time
-	state atomic.Int32 // ctxLive, ctxCanceled or ctxExpired
-	mu    sync.Mutex   // guards done, closed and timer (a leaf lock)
-	done  chan struct{}
+	// at is the deadline, in nanoseconds of the monotonic clock since
+	// clockBase; notStarted until Start for one made by waitingExecContext.
+	at      atomic.Int64
+	timeout time.Duration
+	state   atomic.Int32 // ctxLive, ctxCanceled or ctxExpired
+	mu      sync.Mutex   // guards done, closed and timer (a leaf lock)
+	done    chan struct{}
 	// closed: done is closed; timer closes it at the deadline.
 	closed bool
 	timer  *time.Timer
@@ -119,9 +123,46 @@ const (
 	ctxExpired
 )
 
+// clockBase is the origin of RunContext's deadlines, which keep the
+// monotonic clock's reading this way.
+var clockBase = time.Now()
+
+// notStarted is the deadline of a RunContext whose clock has not started.
+const notStarted = math.MaxInt64
+
 // NewRunContext returns a context that ends timeout from now.
 func NewRunContext(timeout time.Duration) *RunContext {
-	return &RunContext{at: time.Now().Add(timeout)}
+	c := &RunContext{timeout: timeout}
+	c.at.Store(int64(time.Since(clockBase) + timeout))
+	return c
+}
+
+// waitingExecContext is execContext for a run that waits behind others
+// sent with it to an engine worker (runGroup): its clock starts when Start
+// says that its turn came, as RedisAI's starts when its run does. Started
+// at once, the runs at the back of a group spent their time waiting, and
+// one whose time ran out before it started was answered an internal error
+// (models review).
+func waitingExecContext(t time.Duration) (context.Context, *RunContext) {
+	if t <= 0 {
+		return context.Background(), nil
+	}
+	c := &RunContext{timeout: t}
+	c.at.Store(notStarted)
+	return c, c
+}
+
+// Start starts the clock of a context made by waitingExecContext: it ends
+// its timeout from now. It does nothing to one that runs already, or nil.
+func (c *RunContext) Start() {
+	if c == nil || !c.at.CompareAndSwap(notStarted, int64(time.Since(clockBase)+c.timeout)) {
+		return
+	}
+	c.mu.Lock()
+	if c.timer != nil {
+		c.timer.Reset(c.timeout)
+	}
+	c.mu.Unlock()
 }
 
 // execContext is the context of a run under MODEL_EXECUTION_TIMEOUT t,
@@ -136,7 +177,9 @@ func execContext(t time.Duration) (context.Context, *RunContext) {
 }
 
 // Deadline implements context.Context.
-func (c *RunContext) Deadline() (time.Time, bool) { return c.at, true }
+func (c *RunContext) Deadline() (time.Time, bool) {
+	return clockBase.Add(time.Duration(c.at.Load())), true
+}
 
 // Value implements context.Context: a RunContext carries no values.
 func (c *RunContext) Value(any) any { return nil }
@@ -144,7 +187,7 @@ func (c *RunContext) Value(any) any { return nil }
 // Err implements context.Context by reading the clock.
 func (c *RunContext) Err() error {
 	if c.state.Load() == ctxLive {
-		if time.Now().Before(c.at) {
+		if int64(time.Since(clockBase)) < c.at.Load() {
 			return nil
 		}
 		c.end(ctxExpired)
@@ -166,7 +209,8 @@ func (c *RunContext) Done() <-chan struct{} {
 			close(c.done)
 			c.closed = true
 		} else {
-			c.timer = time.AfterFunc(time.Until(c.at), func() { c.end(ctxExpired) })
+			left := time.Duration(c.at.Load()) - time.Since(clockBase) // notStarted: centuries
+			c.timer = time.AfterFunc(left, func() { c.end(ctxExpired) })
 		}
 	}
 	return c.done

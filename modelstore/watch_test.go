@@ -10,6 +10,39 @@ import (
 	"time"
 )
 
+// A waiting RunContext (a run queued behind others of its group) does not
+// end before Start, however long it waits; from Start it ends its timeout
+// later, its Done channel too when made before Start.
+func TestWaitingRunContext(t *testing.T) {
+	ctx, rc := waitingExecContext(20 * time.Millisecond)
+	done := ctx.Done()
+	time.Sleep(40 * time.Millisecond)
+	if err := ctx.Err(); err != nil {
+		t.Fatalf("before Start: %v", err)
+	}
+	rc.Start()
+	if d, _ := ctx.Deadline(); time.Until(d) > 20*time.Millisecond || time.Until(d) < 0 {
+		t.Errorf("deadline %v from now", time.Until(d))
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Done not closed after the deadline")
+	}
+	if err := ctx.Err(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("after the deadline: %v", err)
+	}
+	rc.Start() // once ended, it stays so
+	if err := ctx.Err(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("after a second Start: %v", err)
+	}
+	if ctx, none := waitingExecContext(0); ctx != context.Background() || none != nil {
+		t.Errorf("waitingExecContext(0) = %v, %v", ctx, none)
+	} else {
+		none.Start()
+	}
+}
+
 // A RunContext ends at its deadline by the clock alone: no channel or
 // timer until Done is asked for, one allocation in all (issue 9), and the
 // first error it reports is the one it keeps.
