@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/enclaveai/enclaveai/config"
+	"github.com/enclaveai/enclaveai/modelstore"
 )
 
 func init() {
@@ -376,7 +377,7 @@ func clientsInfo(s *App) [][2]string {
 	return [][2]string{
 		{"connected_clients", itoa(int64(s.NumClients()))},
 		{"maxclients", itoa(s.Opts.MaxClients.Load())},
-		{"blocked_clients", "0"},
+		{"blocked_clients", itoa(modelstore.Requests())},
 	}
 }
 

@@ -72,6 +72,7 @@ var storeErrors = []struct {
 	{modelstore.ErrOOM, "OOM command not allowed when used memory > 'maxmemory'."},
 	{modelstore.ErrOutputTooBig, "ERR " + modelstore.ErrOutputTooBig.Error()},
 	{modelstore.ErrQueueClosed, "ERR the server is stopping"},
+	{modelstore.ErrCanceled, string(errKilled)},
 	// MODEL_EXECUTION_TIMEOUT ran out before the engine stopped the run
 	// itself (while it waited for an engine worker's lane): the words ONNX
 	// Runtime and RedisAI give a run their kill switch stopped.

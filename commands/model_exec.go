@@ -253,7 +253,7 @@ func (x *Ctx) runModel(m *modelstore.Model, inputs []*modelstore.Tensor, queued 
 	return x.Queue.Run(m, &modelstore.RunRequest{
 		Inputs: inputs, Queued: queued, Timeout: timeout,
 		ExecTimeout: time.Duration(x.AI.ModelExecutionTimeout.Load()) * time.Millisecond,
-		MaxOutput:   maxOutput,
+		MaxOutput:   maxOutput, Cancel: x.C.killCh,
 	})
 }
 

@@ -273,6 +273,11 @@ type Client struct {
 	// outside the transaction lock (Ctx.Update): the update lands before
 	// Kill returns, or not at all.
 	killMu sync.Mutex
+	// killCh closes when Kill is first called: the run queue withdraws
+	// the client's request (RunRequest.Cancel), which would otherwise keep
+	// its connection open until it ran, and a batch waiting for
+	// MINBATCHSIZE would count its rows.
+	killCh chan struct{}
 	proto  atomic.Int32 // mirror of W.proto for CLIENT LIST
 	// qbuf and qbufFree are the front end's input buffer as it last
 	// reported it, before or after a read (SetQueryBuf), for CLIENT LIST;
@@ -373,7 +378,7 @@ func (q queue) release() {
 // NewClient registers a connection. closer is closed by CLIENT KILL.
 func (s *App) NewClient(addr, laddr string, closer io.Closer) *Client {
 	c := &Client{ID: s.nextID.Add(1), Addr: addr, LAddr: laddr, W: NewWriter(),
-		created: time.Now(), closer: closer}
+		created: time.Now(), closer: closer, killCh: make(chan struct{})}
 	c.authed = *s.Opts.Requirepass.Load() == ""
 	c.user = "default"
 	c.proto.Store(2)
@@ -432,6 +437,9 @@ func (c *Client) Kill() {
 	c.killMu.Lock()
 	first := c.killed.CompareAndSwap(false, true)
 	c.killMu.Unlock()
+	if first && c.killCh != nil {
+		close(c.killCh) // a run it waits for in the queue is withdrawn
+	}
 	if first && c.closer != nil {
 		c.closer.Close()
 	}

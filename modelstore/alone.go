@@ -41,6 +41,11 @@ func BeginWork(client int64) {
 // EndWork: see BeginWork.
 func EndWork() { working.Add(-1) }
 
+// Requests is the number of runs requested and not yet answered, waiting
+// or running: INFO's blocked_clients, as Redis counts the clients that
+// RedisAI blocks for their runs.
+func Requests() int64 { return int64(queued.Load()) }
+
 // Busy reports whether the commands of more than one client are executing
 // now (the append-only log groups their records into one write).
 func Busy() bool { return working.Load() > 1 }

@@ -127,6 +127,10 @@ func (q *RunQueue) Pending() int {
 // request's TIMEOUT (RedisAI replies TIMEDOUT).
 var ErrTimedOut = errors.New("timed out")
 
+// ErrCanceled is returned when a request's Cancel closed before a worker
+// took it: it never runs.
+var ErrCanceled = errors.New("the request was withdrawn before it ran")
+
 // ErrBatchSize is RedisAI's error when a batched run's outputs do not keep
 // the batch dimension.
 var ErrBatchSize = errors.New("model did not generate the expected batch size")
@@ -147,6 +151,10 @@ type RunRequest struct {
 	// process (OutputLimit). A model whose output shape comes from an
 	// input (ConstantOfShape) could otherwise put gigabytes in the server.
 	MaxOutput int64
+	// Cancel, when it closes, withdraws a request that no worker has
+	// taken yet (ErrCanceled): its client was killed. One already running
+	// is waited for, since its inputs are in use.
+	Cancel <-chan struct{}
 }
 
 // outputLimitKey is the context key of WithOutputLimit.
@@ -244,23 +252,29 @@ func (q *RunQueue) Run(m *Model, req *RunRequest) ([]*Tensor, error) {
 	q.pending = append(q.pending, j)
 	q.cond.Signal()
 	q.mu.Unlock()
-	if req.Timeout <= 0 {
+	if req.Timeout <= 0 && req.Cancel == nil {
 		r := <-j.done
 		return r.outs, r.err
 	}
-	left := req.Timeout - time.Since(req.Queued)
-	t := time.NewTimer(max(left, 0))
-	defer t.Stop()
+	var expired <-chan time.Time
+	if req.Timeout > 0 {
+		t := time.NewTimer(max(req.Timeout-time.Since(req.Queued), 0))
+		defer t.Stop()
+		expired = t.C
+	}
+	giveUp := ErrTimedOut
 	select {
 	case r := <-j.done:
 		return r.outs, r.err
-	case <-t.C:
+	case <-expired:
+	case <-req.Cancel:
+		giveUp = ErrCanceled
 	}
 	q.mu.Lock()
 	if !j.taken {
 		q.pending = slices.DeleteFunc(q.pending, func(x *job) bool { return x == j })
 		q.mu.Unlock()
-		return nil, ErrTimedOut
+		return nil, giveUp
 	}
 	q.mu.Unlock()
 	r := <-j.done // it runs: its TIMEOUT bounded the wait only

@@ -527,6 +527,46 @@ func TestRunQueueReleasedModelRuns(t *testing.T) {
 	}
 }
 
+// A request withdrawn (its Cancel closed: CLIENT KILL) while it waits for
+// MINBATCHSIZE leaves the queue at once, and its rows do not make up a
+// later request's batch (models review: the killed client's connection
+// stayed open, and a 7-row request filled a MINBATCHSIZE of 8 with it).
+func TestRunQueueCanceledRequestLeaves(t *testing.T) {
+	lin := queueModel(t, "linear.onnx", ModelMeta{BatchSize: 8, MinBatchSize: 2})
+	q := NewRunQueue(1)
+	cancel := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.Run(lin, &RunRequest{Inputs: []*Tensor{floats([]int64{1, 4}, 1, 2, 3, 4)}, Cancel: cancel})
+		done <- err
+	}()
+	waitFor(t, "the request is queued", func() bool { return q.Pending() == 1 })
+	if Requests() != 1 {
+		t.Errorf("Requests %d while one waits", Requests())
+	}
+	close(cancel)
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrCanceled) {
+			t.Fatalf("withdrawn: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a withdrawn request still waits")
+	}
+	if q.Pending() != 0 || Requests() != 0 {
+		t.Fatalf("pending %d, requests %d after it left", q.Pending(), Requests())
+	}
+	// One row alone now waits for a second (MINBATCHSIZE 2): its TIMEOUT
+	// ends the wait, no withdrawn row makes up its batch.
+	_, err := q.Run(lin, &RunRequest{Inputs: []*Tensor{floats([]int64{1, 4}, 1, 2, 3, 4)}, Timeout: 100 * time.Millisecond})
+	if !errors.Is(err, ErrTimedOut) {
+		t.Errorf("a lone row: %v, want it to time out waiting for a batch", err)
+	}
+	if c := lin.Stats.Calls.Load(); c != 0 {
+		t.Errorf("%d calls, want none", c)
+	}
+}
+
 // aloneRecorder records what Alone reports during each of its runs.
 type aloneRecorder struct {
 	EngineSession

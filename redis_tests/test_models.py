@@ -1414,6 +1414,31 @@ class AutoBatchingTest(ModelCase):
         store(self.r, "lin2", "linear.onnx")
         self.assertLinearRuns("lin2")
 
+    def test_client_killed_mid_batch(self):
+        """CLIENT KILL of a client whose request waits for MINBATCHSIZE
+        closes its connection at once, as Redis frees a blocked client, and
+        withdraws the request: it never runs, and its row does not make up
+        a later batch (models review: the connection stayed open until the
+        run, and two later rows with it made a MINBATCHSIZE of 3)."""
+        store(self.r, "lin", "linear.onnx", "BATCHSIZE", 4, "MINBATCHSIZE", 3, "MINBATCHTIMEOUT", 60000)
+        tset(self.r, "x", np.ones((1, 4), np.float32))
+        victim = self.raw(timeout=10)
+        vid = victim.cmd("CLIENT", "ID")
+        self.send_execute(victim, "lin", "x", "ykilled")
+        poll(lambda: self.r.info("clients")["blocked_clients"] == 1, what="the request to wait")
+        self.assertEqual(self.r.execute_command("CLIENT", "KILL", "ID", vid), 1)
+        t0 = time.monotonic()
+        self.assertFalse(victim.is_open(5))
+        self.assertLess(time.monotonic() - t0, 3)
+        self.assertNotIn("id=%d " % vid, self.r.execute_command("CLIENT", "LIST").decode())
+        self.assertEqual(self.r.info("clients")["blocked_clients"], 0)
+        conns = [self.raw(timeout=10) for _ in range(2)]
+        for i, c in enumerate(conns):
+            c.send(c.encode("AI.MODELEXECUTE", "lin", "INPUTS", 1, "x", "OUTPUTS", 1, "y%d" % i, "TIMEOUT", 500))
+        self.assertEqual([c.read_reply() for c in conns], ["TIMEDOUT", "TIMEDOUT"])
+        self.assertEqual(self.r.exists("ykilled", "y0", "y1"), 0)
+        self.assertEqual(info(self.r, "lin")["calls"], 0)
+
 
 class HostileModelTest(ModelCase):
     """Broken and hostile blobs: an error reply, the server keeps serving,
