@@ -218,6 +218,15 @@ func (s *App) mono() int64 { return int64(time.Since(s.started)) }
 // within a tick).
 func (s *App) wallMs(mono int64) int64 { return (mono + s.wallOffset.Load()) / int64(time.Millisecond) }
 
+// Touch records that c's connection moved bytes: the front end calls it
+// after each read from it and each 256 KB written to it, as Redis
+// refreshes a client's last interaction on reads and writes, so that
+// `timeout` closes only clients that are idle, not one still sending a
+// long command or reading a large reply (protocol review: a 30 MB upload
+// sent over a slow link was cut after `timeout`, and so was a 64 MB reply
+// read at 16 MB/s).
+func (s *App) Touch(c *Client) { c.lastActive.Store(s.wallMs(s.mono())) }
+
 // Client is one connection's state.
 type Client struct {
 	ID      int64

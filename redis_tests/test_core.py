@@ -2311,6 +2311,45 @@ class TestIdleTimeout(unittest.TestCase):
         c.close()
         srv.assert_serving()
 
+    def test_slow_command_and_slow_reader_are_not_idle(self):
+        """As Redis, which counts every read and write as activity: a
+        command whose bytes keep arriving, or a reply the client keeps
+        reading, outlasts `timeout` (protocol review: both were cut after
+        it), and a client that stops reading goes idle."""
+        srv = Server("--timeout", "1").start()
+        self.addCleanup(srv.stop)
+        c = RawConn(srv.port, timeout=10)
+        self.addCleanup(c.close)
+        cmd = c.encode("ECHO", "x" * 8)
+        for i in range(0, len(cmd), 3):  # 2.4 s in all
+            c.send(cmd[i:i + 3])
+            time.sleep(0.3)
+        self.assertEqual(c.read_reply(), b"x" * 8)
+        size = 24 << 20
+        self.assertEqual(c.cmd("AI.TENSORSET", "t", "UINT8", size, "BLOB", bytes(size)), "OK")
+        c.send(c.encode("AI.TENSORGET", "t", "BLOB"))
+        got, t0 = 0, time.monotonic()
+        while got < size:  # at most 6 MB/s: 4 s, the server writing most of it
+            chunk = c.sock.recv(256 << 10)
+            self.assertTrue(chunk, "closed after %d bytes, %.1f s" % (got, time.monotonic() - t0))
+            got += len(chunk)
+            time.sleep(0.04)
+        self.assertGreater(time.monotonic() - t0, 2)
+        c.buf = b""
+        # A reply the client does not read leaves it idle: it is closed.
+        stuck = RawConn(srv.port, timeout=10)
+        self.addCleanup(stuck.close)
+        stuck.send(stuck.encode("AI.TENSORGET", "t", "BLOB"))
+        time.sleep(3)
+        n = 0
+        with self.assertRaises((ConnectionResetError, AssertionError)):
+            while True:
+                chunk = stuck.sock.recv(1 << 20)
+                n += len(chunk)
+                assert chunk
+        self.assertLess(n, size)
+        srv.assert_serving()
+
     def test_timeout_zero_keeps_clients(self):
         srv = Server().start()
         self.addCleanup(srv.stop)

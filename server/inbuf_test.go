@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -317,5 +318,26 @@ func TestSocketCloseEndsThePoll(t *testing.T) {
 			t.Fatalf("busy %v: read after Close: %v, want net.ErrClosed", busy, err)
 		}
 		r.Close()
+	}
+}
+
+// writeTouching writes everything, in order, and marks activity after
+// each touchEvery bytes and after the last.
+func TestWriteTouching(t *testing.T) {
+	big := bytes.Repeat([]byte{7}, 3*touchEvery+5)
+	bufs := [][]byte{[]byte("$123\r\n"), big, []byte("\r\n")}
+	var out bytes.Buffer
+	touches := 0
+	n, err := writeTouching(&out, bufs, func() { touches++ })
+	want := bytes.Join(bufs, nil)
+	if err != nil || n != int64(len(want)) || !bytes.Equal(out.Bytes(), want) {
+		t.Fatalf("wrote %d bytes (%v), equal %v", n, err, bytes.Equal(out.Bytes(), want))
+	}
+	if touches != 4 {
+		t.Errorf("%d touches, want 4", touches)
+	}
+	touches = 0
+	if n, err := writeTouching(&out, [][]byte{[]byte("+OK\r\n")}, func() { touches++ }); n != 5 || err != nil || touches != 1 {
+		t.Errorf("a small reply: %d %v, %d touches", n, err, touches)
 	}
 }

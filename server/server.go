@@ -170,7 +170,10 @@ func (s *Server) handle(conn net.Conn) {
 		return
 	}
 	st := s.Cmds.Stats()
-	rd := newReader(conn, func(n int) { st.NetInput.Add(c.ID, int64(n)) })
+	rd := newReader(conn, func(n int) {
+		st.NetInput.Add(c.ID, int64(n))
+		s.Cmds.Touch(c)
+	})
 	defer rd.Close()
 	rd.ReportBuffer(c.SetQueryBuf)
 	skipping := false
@@ -203,8 +206,7 @@ func (s *Server) handle(conn net.Conn) {
 			size += int64(len(b))
 		}
 		c.SetPending(size)
-		nb := net.Buffers(bufs)
-		n, err := nb.WriteTo(conn)
+		n, err := writeTouching(conn, bufs, func() { s.Cmds.Touch(c) })
 		c.SetPending(0)
 		st.NetOutput.Add(c.ID, n)
 		return err
@@ -325,6 +327,44 @@ func (s *Server) handle(conn net.Conn) {
 			return
 		}
 	}
+}
+
+// touchEvery is how many bytes of a large reply writeTouching writes
+// between two marks of the client's activity: a client reading at least
+// that much a second is never idle under the least `timeout` (1 s), while
+// a writev of 256 KB still moves far more than it costs.
+const touchEvery = 256 << 10
+
+// writeTouching writes bufs to w as one writev per touchEvery bytes at
+// most, calling touch after each: a client reading a large reply counts as
+// active while the reply moves, and one that stops reading goes idle.
+func writeTouching(w io.Writer, bufs [][]byte, touch func()) (int64, error) {
+	var total int64
+	var group net.Buffers
+	size := 0
+	send := func() error {
+		n, err := group.WriteTo(w) // WriteTo consumes group
+		total += n
+		size = 0
+		touch()
+		return err
+	}
+	for _, b := range bufs {
+		for len(b) > 0 {
+			k := min(len(b), touchEvery-size)
+			group = append(group, b[:k])
+			b, size = b[k:], size+k
+			if size == touchEvery {
+				if err := send(); err != nil {
+					return total, err
+				}
+			}
+		}
+	}
+	if size > 0 {
+		return total, send()
+	}
+	return total, nil
 }
 
 // killer is a connection as CLIENT KILL and shutdown close it (Client.Kill):
