@@ -749,13 +749,18 @@ func (s *App) dispatchOne(c *Client, spec *Spec, argv [][]byte, owned Ownership)
 	}
 	r, err := spec.Parse(a)
 	if err != nil {
-		spec.stats.of(c).rejected.Add(1)
 		s.replyError(c.W, err)
-		if _, ok := err.(tableError); !ok {
-			// A refusal Redis makes from its command table is not
-			// shown; its other errors come from commands that ran.
-			s.feedMonitors(c, spec, argv)
+		if _, ok := err.(tableError); ok {
+			// A refusal Redis makes from its command table: rejected,
+			// and not shown.
+			spec.stats.of(c).rejected.Add(1)
+			return
 		}
+		// Redis checks other arguments as the command runs: a call that
+		// failed, shown to the monitors and timed for the slow log
+		// (protocol review: EXPIRE k abc counted rejected_calls).
+		s.feedMonitors(c, spec, argv)
+		s.recordRun(c, spec, argv, time.Duration(s.mono()-start), true)
 		return
 	}
 	c.ctx = Ctx{App: s, C: c, W: c.W, fence: s.fenceSlot(spec, argv)}

@@ -49,7 +49,11 @@ class ObserveTest(unittest.TestCase):
         self.cli("TIME")
         self.cli("EXISTS")  # wrong arity: rejected
         self.cli("AI.TENSORGET", "a", "VALUES")  # runs, fails: no such key
+        self.cli("EXPIRE", "k", "abc")  # as Redis: a call that failed, not a rejected one
+        self.cli("CLIENT", "NOSUCH")  # an unknown subcommand: rejected
         st = self.info("commandstats")
+        self.assertRegex(st["cmdstat_expire"], r"^calls=1,usec=\d+,usec_per_call=[\d.]+,rejected_calls=0,failed_calls=1$")
+        self.assertRegex(st["cmdstat_client"], r"rejected_calls=1,failed_calls=0$")
         self.assertRegex(st["cmdstat_time"], r"^calls=2,usec=\d+,usec_per_call=[\d.]+,rejected_calls=0,failed_calls=0$")
         self.assertIn("rejected_calls=1,", st["cmdstat_exists"])
         self.assertTrue(st["cmdstat_ai.tensorget"].endswith("failed_calls=1"), st["cmdstat_ai.tensorget"])
