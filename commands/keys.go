@@ -46,6 +46,10 @@ func init() {
 			Summary: "Returns a key's time to live in seconds.", Syntax: "key", Parse: parseTTL(1000)}),
 		keys(&Spec{Name: "pttl", Arity: 2, Flags: Readonly | Fast, FirstKey: 1, LastKey: 1, Step: 1,
 			Summary: "Returns a key's time to live in milliseconds.", Syntax: "key", Parse: parseTTL(1)}),
+		keys(&Spec{Name: "expiretime", Arity: 2, Flags: Readonly | Fast, FirstKey: 1, LastKey: 1, Step: 1,
+			Summary: "Returns a key's expiry as a unix time in seconds.", Syntax: "key", Parse: parseExpireTime(1000)}),
+		keys(&Spec{Name: "pexpiretime", Arity: 2, Flags: Readonly | Fast, FirstKey: 1, LastKey: 1, Step: 1,
+			Summary: "Returns a key's expiry as a unix time in milliseconds.", Syntax: "key", Parse: parseExpireTime(1)}),
 		keys(&Spec{Name: "persist", Arity: 2, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1,
 			Summary: "Removes a key's time to live.", Syntax: "key", Parse: parsePersist}),
 		keys(&Spec{Name: "dbsize", Arity: 1, Flags: Readonly | Fast, Summary: "Returns the number of keys.", Parse: parseDBSize}),
@@ -362,14 +366,21 @@ func b2i(b bool) int64 {
 	return 0
 }
 
-// ttlCmd is TTL or PTTL key, in units of unit milliseconds.
+// ttlCmd is TTL or PTTL key, in units of unit milliseconds, or with abs
+// EXPIRETIME or PEXPIRETIME key (Redis 7.0): the expiry itself, as a unix
+// time.
 type ttlCmd struct {
 	key  string
 	unit int64
+	abs  bool
 }
 
 func parseTTL(unit int64) func(a Args) (Runner, error) {
 	return func(a Args) (Runner, error) { return ttlCmd{key: a.NextString(), unit: unit}, nil }
+}
+
+func parseExpireTime(unit int64) func(a Args) (Runner, error) {
+	return func(a Args) (Runner, error) { return ttlCmd{key: a.NextString(), unit: unit, abs: true}, nil }
 }
 
 // Run implements Runner.
@@ -380,6 +391,8 @@ func (c ttlCmd) Run(x *Ctx) error {
 		x.W.Int(-2)
 	case at == 0:
 		x.W.Int(-1)
+	case c.abs:
+		x.W.Int(at / c.unit)
 	default:
 		ms := max(at-x.Keys.Now(), 0)
 		x.W.Int((ms + c.unit/2) / c.unit)

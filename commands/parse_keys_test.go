@@ -50,6 +50,8 @@ func TestKeysParse(t *testing.T) {
 		parseCase{line: "PEXPIREAT k -9223372036854775808", want: expireCmd{key: "k", when: math.MinInt64, unit: 1, absolute: true}},
 		parseCase{line: "TTL k", want: ttlCmd{key: "k", unit: 1000}},
 		parseCase{line: "PTTL k", want: ttlCmd{key: "k", unit: 1}},
+		parseCase{line: "EXPIRETIME k", want: ttlCmd{key: "k", unit: 1000, abs: true}},
+		parseCase{line: "PEXPIRETIME k", want: ttlCmd{key: "k", unit: 1, abs: true}},
 		parseCase{line: "PERSIST k", want: persistCmd{key: "k"}},
 		parseCase{line: "DBSIZE", want: dbsizeCmd{}},
 		parseCase{line: "FLUSHALL ASYNC", want: flushCmd{}},

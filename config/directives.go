@@ -388,6 +388,11 @@ func setLogLevel(o *Options, v string) (string, error) {
 }
 
 func checkSave(_ *Options, v string) (string, error) {
+	if v != strings.TrimSpace(v) {
+		// As Redis 7.0, which refuses blanks around the rules (protocol
+		// review: "  " was stored as the rules and given back).
+		return "", errors.New("Invalid save parameters") //lint:ignore ST1005 Redis's words, sent to clients
+	}
 	_, err := ParseSaveRules(v)
 	return v, err
 }
