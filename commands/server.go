@@ -270,7 +270,10 @@ type Client struct {
 
 	// logSeq is the log record the replies in W since offset logMark wait
 	// for (0: none); logReplies counts those replies (aof.go, CommitClient).
-	logSeq     uint64
+	logSeq uint64
+	// woff is the log record of the client's last write, committed or not:
+	// WAITAOF waits until it is fsynced.
+	woff       uint64
 	logMark    int
 	logReplies int
 
@@ -980,7 +983,7 @@ func (s *App) run(x *Ctx, spec *Spec, r Runner) error {
 			if x.C.logSeq == 0 {
 				x.C.logMark, x.C.logReplies = mark, 1
 			}
-			x.C.logSeq = now
+			x.C.logSeq, x.C.woff = now, now
 		}
 	}
 	return err

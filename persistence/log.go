@@ -124,6 +124,9 @@ type Log struct {
 
 	written atomic.Uint64
 	synced  atomic.Uint64
+	// fsynced: the records up to it are on disk (synced also counts, under
+	// appendfsync no, the records written to the OS).
+	fsynced atomic.Uint64
 	werr    atomic.Pointer[error] // the last write or fsync error; nil once one succeeds
 	size    atomic.Int64          // all log files (base and incr), for INFO
 }
@@ -276,6 +279,10 @@ func (l *Log) Append(op Op) uint64 {
 
 // Seq is the sequence number of the last record appended.
 func (l *Log) Seq() uint64 { return l.appended.Load() }
+
+// Fsynced is the sequence number of the last record an fsync has put on
+// disk (under appendfsync no, none but those of an earlier policy).
+func (l *Log) Fsynced() uint64 { return l.fsynced.Load() }
 
 // Commit returns once the records up to seq are written to the OS (and,
 // under appendfsync always, fsynced), or with the error that stopped them.
@@ -503,6 +510,7 @@ func (l *Log) syncLocked() error {
 		return l.syncFailedLocked(err)
 	}
 	l.synced.Store(target)
+	l.fsynced.Store(target)
 	return nil
 }
 
@@ -535,7 +543,7 @@ func (l *Log) SyncEverysec() error {
 		l.setErr(err) // cleared by the rewrite that made these files old
 		return err
 	}
-	if l.synced.Load() >= target {
+	if l.fsynced.Load() >= target {
 		return nil
 	}
 	l.syncMu.Lock()
@@ -554,6 +562,9 @@ func (l *Log) SyncEverysec() error {
 	}
 	if l.synced.Load() < target {
 		l.synced.Store(target)
+	}
+	if l.fsynced.Load() < target {
+		l.fsynced.Store(target)
 	}
 	return nil
 }

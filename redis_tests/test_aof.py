@@ -257,6 +257,27 @@ class SurvivesTest(unittest.TestCase):
         d.kill9()
 
 
+class WaitAOFTest(unittest.TestCase):
+    def test_waitaof_answers_once_the_write_is_fsynced(self):
+        """WAITAOF 1 0 0 (Redis 7.2) returns [1, 0] once the background
+        fsync of everysec has the client's write on disk; under
+        appendfsync no it never is, and the timeout answers [0, 0]; what
+        it acknowledged survives kill -9. WAIT finds no replica."""
+        d = DataDir(self)
+        r = d.start()
+        r.execute_command("AI.TENSORSET", "t", "INT8", 1, "VALUES", 7)
+        t0 = time.monotonic()
+        self.assertEqual(r.execute_command("WAITAOF", 1, 0, 0), [1, 0])
+        self.assertLess(time.monotonic() - t0, 3)
+        self.assertEqual(r.wait(0, 0), 0)
+        r.config_set("appendfsync", "no")
+        r.execute_command("AI.TENSORSET", "u", "INT8", 1, "VALUES", 8)
+        self.assertEqual(r.execute_command("WAITAOF", 1, 0, 200), [0, 0])
+        d.kill9()
+        r = d.start()
+        self.assertEqual(r.execute_command("AI.TENSORGET", "t", "VALUES"), [7])
+
+
 class DamageTest(unittest.TestCase):
 
     def written(self, d):
