@@ -892,8 +892,11 @@ func (s *App) check(c *Client, spec *Spec, argv [][]byte, now int64) error {
 	// server's own client (startup models, the log's replay) is exempt.
 	if s.Cluster != nil && !c.internal {
 		err := s.route(c, spec, argv)
-		if !spec.Has(txControl) && spec.Name != "asking" {
-			c.asking = false // ASKING is for the one command after it
+		if !spec.Has(txControl) && spec.Name != "asking" && !c.inMulti {
+			// ASKING is for the one command after it, or, as in Redis,
+			// for a whole transaction: EXEC ends it (go-redis's
+			// TxPipelined sends ASKING, MULTI, ..., EXEC).
+			c.asking = false
 		}
 		if err != nil {
 			return err

@@ -1,5 +1,7 @@
 package commands
 
+import "github.com/enclaveai/enclaveai/cluster"
+
 func init() {
 	register(
 		&Spec{Name: "multi", Arity: 1, Flags: Fast | LoadingOK | txControl, Group: "transactions",
@@ -98,6 +100,29 @@ func (discardCmd) Run(x *Ctx) error {
 	return nil
 }
 
+// routeQueued routes c's queued commands again, under the write side of
+// the transaction lock, at EXEC: their keys must share one slot, which
+// this node must still serve (or, after ASKING, import).
+func (s *App) routeQueued(c *Client) error {
+	slot := -1
+	for _, cmd := range c.multi {
+		for _, p := range cmd.spec.KeyPositions(cmd.argv) {
+			switch k := cluster.KeySlot(cmd.argv[p]); {
+			case slot < 0:
+				slot = k
+			case k != slot:
+				return errCrossSlot
+			}
+		}
+	}
+	for _, cmd := range c.multi {
+		if err := s.route(c, cmd.spec, cmd.argv); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // parseExec: EXEC runs the queued commands under the write side of the
 // transaction lock, so no other command interleaves with them.
 func parseExec(a Args) (Runner, error) {
@@ -129,16 +154,28 @@ func (execCmd) Run(x *Ctx) error {
 	}
 	x.tx.Lock()
 	defer x.tx.Unlock()
+	defer func() { c.asking = false }() // it held for the whole transaction
 	// Under the write side no other write runs: a watched key that has not
 	// changed by now does not change before the queue has run.
 	changed := c.watch.Watching() && (c.watch.Dirty() || x.Keys.Expired(&c.watch))
+	// As Redis Cluster, the queued keys are routed again as a whole: a
+	// slot that moved since they were queued redirects EXEC, and nothing
+	// runs (cluster review: the writes landed on the node that had handed
+	// the slot over, and the next topology push dropped them).
+	var moved error
+	if !changed && x.Cluster != nil && !c.internal {
+		moved = x.routeQueued(c)
+	}
 	q := x.endMulti(c)
 	defer q.release()
-	if changed {
+	if changed || moved != nil {
 		for _, cmd := range q {
 			if p, ok := cmd.runner.(preparer); ok {
 				p.discard(x)
 			}
+		}
+		if moved != nil {
+			return moved
 		}
 		x.W.NullArray()
 		return nil

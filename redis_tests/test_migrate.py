@@ -25,7 +25,7 @@ import redis
 from redis.cluster import ClusterNode, RedisCluster
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import REPO, poll  # noqa: E402
+from harness import REPO, RawConn, poll  # noqa: E402
 from test_cluster import IDS, MODELS, RANGES, Node  # noqa: E402
 
 SEAL_KEY = "5a" * 32
@@ -168,6 +168,42 @@ class TestMigrate(unittest.TestCase):
         p = subprocess.run(cli + ["move", "-slot", "3300", "-to", addrs[2]] + addrs, capture_output=True, text=True, timeout=60)
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("Can't migrate slot to myself", p.stdout + p.stderr)
+
+    def test_exec_routes_its_queue_again(self):
+        """As Redis Cluster: a transaction queued before its slot moved is
+        redirected at EXEC and nothing runs (cluster review: its writes
+        landed on the node that had handed the slot over, and the next
+        topology push dropped them); on the importing node, ASKING before
+        MULTI holds for the whole transaction (go-redis's TxPipelined)."""
+        src, dst = self.nodes[0], self.nodes[1]
+        c = RawConn(src.port)
+        self.addCleanup(c.close)
+        self.assertEqual(c.cmd("AI.TENSORSET", "{b}x", "FLOAT", 1, "VALUES", 1), "OK")
+        self.assertEqual([c.cmd(*a) for a in (("MULTI",), ("AI.TENSORSET", "{b}new", "FLOAT", 1, "VALUES", 42),
+                                              ("AI.TENSORSET", "{b}x", "FLOAT", 1, "VALUES", 2))],
+                         ["OK", "QUEUED", "QUEUED"])
+        self.assertEqual(src.cmd("clusterx", "migrate", "3300", IDS[1]), "OK")
+        poll(lambda: info(src)["migrating_state"] == "success", timeout=30, what="the migration")
+        self.assertRegex(str(c.cmd("EXEC")), r"^MOVED 3300 127\.0\.0\.1:%d$" % dst.port)
+        self.assertEqual(src.cmd("KEYS", "*"), [])
+        self.assertEqual(dst.cmd("AI.TENSORGET", "{b}x", "VALUES"), [b"1"])
+        # The slot moving back: on node 0, the importing side now, a
+        # transaction after ASKING runs whole.
+        push(self.nodes, ["0-3299 3301-5460", "3300 5461-10921", "10922-16383"], 2)
+        with open(os.path.join(MODELS, "transformer.onnx"), "rb") as f:
+            big = f.read()  # 12.6 MB: the migration takes a while
+        for i in range(3):
+            self.assertEqual(dst.cmd("AI.MODELSTORE", "{b}big%d" % i, "ONNX", "CPU", "BLOB", big), "OK")
+        back = RawConn(src.port)
+        self.addCleanup(back.close)
+        self.assertEqual(dst.cmd("clusterx", "migrate", "3300", IDS[0]), "OK")
+        poll(lambda: info(src)["import_state"] != "none", timeout=10, what="node 0 to import")
+        self.assertEqual(info(src)["import_state"], "start")
+        got = [back.cmd(*a) for a in (("ASKING",), ("MULTI",), ("AI.TENSORSET", "{b}k", "INT32", 1, "VALUES", 5),
+                                      ("AI.TENSORSET", "{b}k2", "INT32", 1, "VALUES", 6), ("EXEC",))]
+        self.assertEqual(got, ["OK", "OK", "QUEUED", "QUEUED", ["OK", "OK"]])
+        poll(lambda: info(dst)["migrating_state"] in ("success", "fail"), timeout=60, what="the migration back")
+        self.assertEqual(info(dst)["migrating_state"], "success")
 
     def test_kill9_mid_migration_loses_nothing(self):
         """Either node killed -9 while the slot moves: every key is still on
