@@ -11,9 +11,11 @@ Redis 7's; run with
 import math
 import os
 import resource
+import shutil
 import socket
 import ssl
 import sys
+import tempfile
 import time
 import threading
 import unittest
@@ -24,7 +26,7 @@ import redis
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (  # noqa: E402
     Double, RawConn, Server, ServerError, ServerTestCase, Verbatim, free_port, model_bytes, poll, proc_status, reset_peak,
-    rss_of)
+    rss_of, server_binary)
 
 # Every type AI.TENSORSET accepts, with its numpy dtype. UINT32/UINT64 are
 # EnclaveAI extensions (RedisAI 1.2.7 refuses them).
@@ -2295,6 +2297,45 @@ class TestMaxClients(unittest.TestCase):
         d = poll(self.connect_ok, what="a client accepted after one left")
         a.close()
         d.close()
+
+
+class TestFileLimit(unittest.TestCase):
+
+    def test_out_of_descriptors_the_server_goes_on_accepting(self):
+        """Out of file descriptors (EMFILE), accept is retried, as by
+        net/http's server: it ended the accept loop for good, and no new
+        connection was ever answered (resource review). maxclients is
+        lowered at start to what the open-file limit leaves, as Redis
+        does."""
+        wrapper = os.path.join(tempfile.mkdtemp(prefix="enclaveai-ulimit-"), "server")
+        self.addCleanup(shutil.rmtree, os.path.dirname(wrapper), True)
+        with open(wrapper, "w") as f:
+            f.write("#!/bin/sh\nulimit -n 200\nexec %s \"$@\"\n" % server_binary())
+        os.chmod(wrapper, 0o755)
+        srv = Server(binary=wrapper).start()
+        self.addCleanup(srv.stop)
+        r = srv.client()
+        self.addCleanup(r.close)
+        self.assertEqual(r.config_get("maxclients"), {"maxclients": "72"})  # 200 - 128 kept
+        self.assertIn("maxclients lowered to fit the open-file limit", srv.stderr())
+        r.config_set("maxclients", 10000)
+        conns = []
+        for _ in range(260):  # past the limit: the rest wait in the backlog
+            try:
+                conns.append(socket.create_connection(("127.0.0.1", srv.port), timeout=5))
+            except OSError:
+                break
+        time.sleep(0.5)
+        for c in conns:
+            c.close()
+        def answered():
+            try:
+                with redis.Redis(port=srv.port, socket_timeout=1) as c:
+                    return c.ping()
+            except redis.RedisError:
+                return False
+        poll(answered, timeout=15, what="a new connection answered")
+        srv.assert_serving()
 
 
 class TestIdleTimeout(unittest.TestCase):

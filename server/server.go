@@ -29,6 +29,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/enclaveai/enclaveai/commands"
@@ -92,7 +93,36 @@ func (s *Server) Serve() error {
 	return s.accept(s.ln)
 }
 
+// reservedFDs is how many file descriptors the server keeps for its own
+// (listeners, the log's and snapshot's files, engine workers' sockets,
+// models' memory files), as Redis keeps 32.
+const reservedFDs = 128
+
+// fitMaxClients lowers maxclients to what the process's open-file limit
+// leaves for clients, as Redis does at start, and says so: connections
+// past it would otherwise fail to be accepted, not refused with Redis's
+// "max number of clients reached".
+func (s *Server) fitMaxClients() {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur > 1<<31 {
+		return // not known here (an enclave), or no real limit
+	}
+	fit := int64(lim.Cur) - reservedFDs
+	if want := s.opts.MaxClients.Load(); want > fit {
+		fit = max(fit, 1)
+		s.opts.MaxClients.Store(fit)
+		s.log.Warn("maxclients lowered to fit the open-file limit", "requested", want, "maxclients", fit,
+			"open_files_limit", lim.Cur, "reserved", reservedFDs)
+	}
+}
+
+// accept serves ln's connections until the server stops or ln closes. A
+// failed accept is retried after a pause that doubles up to a second, as
+// net/http's server does: out of file descriptors (EMFILE, which enough
+// idle connections or stored models reach) it ended the loop for good,
+// and the server took no new connection again (resource review).
 func (s *Server) accept(ln net.Listener) error {
+	var pause time.Duration
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
@@ -101,13 +131,17 @@ func (s *Server) accept(ln net.Listener) error {
 				return nil
 			default:
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return err
 			}
-			return err
+			if pause == 0 {
+				s.log.Warn("accept failed: retrying", "err", err)
+			}
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			time.Sleep(pause)
+			continue
 		}
+		pause = 0
 		s.wg.Add(1)
 		go s.handle(conn)
 	}
@@ -428,6 +462,7 @@ func (s *Server) Start() (err error) {
 		return fmt.Errorf("dir: %w", err)
 	}
 	s.unlockDir = unlock
+	s.fitMaxClients()
 	if s.opts.UsersEnabled() && *s.opts.Requirepass.Load() == "" {
 		s.log.Warn("users are configured but requirepass is not: a client that never sends AUTH is the default user, " +
 			"which may run the administrative commands (SHUTDOWN, CONFIG SET, MONITOR, ...); set requirepass")
