@@ -913,8 +913,13 @@ func (s *App) check(c *Client, spec *Spec, argv [][]byte, now int64) error {
 		}
 	}
 	// Over maxmemory a deny-oom command is refused, and inside MULTI that
-	// refusal aborts the transaction (EXECABORT), as in Redis.
-	if spec.Has(DenyOOM) {
+	// refusal aborts the transaction (EXECABORT), as in Redis. As in
+	// Redis too, inside MULTI any command that would be queued is: what a
+	// queue holds is memory (resource review: 150 queued 10 MB ECHOs held
+	// 1.5 GB under maxmemory 200mb, and every other client's writes got
+	// -OOM).
+	queuing := c.inMulti && !spec.Has(txControl)
+	if spec.Has(DenyOOM) || queuing {
 		if max := s.Opts.MaxMemory.Load(); max > 0 && s.UsedMemory() > max {
 			return modelstore.ErrOOM
 		}

@@ -1007,8 +1007,10 @@ class TestTransactions(TensorTestCase):
         self.assertEqual((e["flags"], e["multi"]), ("x", "3"))
         self.assertGreaterEqual(int(e["multi-mem"]), 3 * len(blob))
         self.assertEqual(int(e["tot-mem"]), sum(int(e[k]) for k in ("qbuf", "qbuf-free", "rbs", "multi-mem")))
-        # 12 MB queued, over the 10 MB: the next write is refused, and EXEC
-        # aborts the transaction.
+        # 12 MB queued, over the 10 MB: the next command queued is refused,
+        # a read too (resource review: 150 queued 10 MB ECHOs held 1.5 GB
+        # under a 200 MB maxmemory), and EXEC aborts the transaction.
+        self.assertEqual(c.cmd("ECHO", "x").text, "OOM command not allowed when used memory > 'maxmemory'.")
         self.assertEqual(c.cmd("AI.TENSORSET", "t3", "UINT8", 1, "VALUES", 1).text,
                          "OOM command not allowed when used memory > 'maxmemory'.")
         self.assertEqual(c.cmd("EXEC").text, "EXECABORT Transaction discarded because of previous errors.")
