@@ -1941,6 +1941,26 @@ class TestBadInput(TensorTestCase):
         self.assertLess(peak - rss, 64 << 20)
         c.close()
 
+    def test_announced_bulks_leave_the_collector_paced(self):
+        """Lengths announced and not sent are live heap that commits no
+        memory: the collector allows no garbage for them. 60 connections
+        announcing 500 MB each, then 200 overwrites of a 10 MB tensor,
+        took RSS to 2 GB (the limit followed 25% of 30 GB), 133 MB now
+        (resource review)."""
+        socks = []
+        for _ in range(20):
+            c = self.raw()
+            c.send(b"*3\r\n$12\r\nAI.TENSORSET\r\n$1\r\nk\r\n$500000000\r\n" + b"x" * 10)
+            socks.append(c)
+        poll(lambda: self.r.info("clients")["connected_clients"] >= 21, what="the connections")
+        rss = self.srv.rss()
+        blob = bytes(10_000_000)
+        for _ in range(100):
+            self.r.execute_command("AI.TENSORSET", "garbage", "UINT8", len(blob), "BLOB", blob)
+        self.assertLess(self.srv.rss() - rss, 300 << 20)
+        for c in socks:
+            c.close()
+
     def test_oversize_bulk_header_default_limit(self):
         # 900 MB announced: above the default proto-max-bulk-len (512mb).
         rss = self.srv.rss()

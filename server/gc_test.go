@@ -73,6 +73,13 @@ func followsLiveHeap(t *testing.T, headroom uint64) {
 	big := make([]byte, 512<<20)
 	wait(640<<20, 704<<20) // 512 MiB live, 25% of it (more than either headroom)
 	runtime.KeepAlive(big)
+	// Bytes announced and not yet received are live, but allowed no
+	// garbage of their own (announced): the limit is the headroom over
+	// them, not 25% more.
+	announced.Add(512 << 20)
+	wait(512<<20+headroom, 512<<20+headroom+64<<20)
+	announced.Add(-512 << 20)
+	runtime.KeepAlive(big)
 	big = nil
 	wait(headroom, headroom+64<<20)
 }

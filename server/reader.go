@@ -355,7 +355,10 @@ func (r *Reader) readMultibulk(lim Limits, classify func([]byte) Limits) error {
 			if modelstore.PooledSize(int(size)) {
 				mem = argPooled
 			}
-			if _, err := io.ReadFull(r.in, dst); err != nil {
+			announced.Add(size)
+			_, err := io.ReadFull(r.in, dst)
+			announced.Add(-size)
+			if err != nil {
 				return err
 			}
 			r.cmd.Args = append(r.cmd.Args, dst)
