@@ -99,6 +99,12 @@ type ClusterState struct {
 	// mig and imp are the slot this node sends or receives (migrate.go).
 	mig atomic.Pointer[migration]
 	imp atomic.Pointer[importing]
+	// handed and taken are the slots whose migration succeeded here, as
+	// source (to the target node) and as target, until a topology push
+	// gives them to their new owner (migrate.go, handoffs): copy-on-write
+	// maps, written under mu.
+	handed atomic.Pointer[map[int]*cluster.Node]
+	taken  atomic.Pointer[map[int]bool]
 }
 
 // clusterView is one immutable state: the node id, the last topology
@@ -204,6 +210,12 @@ func (s *App) route(c *Client, spec *Spec, argv [][]byte) error {
 		if err := s.routeMigrating(c, spec, argv, pos, slot, mine); err != errNotHere {
 			return err
 		}
+	}
+	if h := cs.handed.Load(); mine && h != nil && (*h)[slot] != nil {
+		return Reply("MOVED " + strconv.Itoa(slot) + " " + (*h)[slot].Addr())
+	}
+	if t := cs.taken.Load(); !mine && t != nil && (*t)[slot] {
+		return nil // its keys are here: served until the topology says so
 	}
 	switch {
 	case owner == nil:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"strconv"
 	"sync/atomic"
@@ -176,8 +177,40 @@ func (s *App) migrate(m *migration) {
 		s.Log.Warn("slot migration failed", "slot", m.slot, "target", m.target.ID, "moved", m.moved.Load(), "err", err)
 		return
 	}
+	s.Cluster.handoff(func(h map[int]*cluster.Node, _ map[int]bool) { h[m.slot] = m.target })
 	m.state.Store(migSuccess)
 	s.Log.Info("slot migration done", "slot", m.slot, "target", m.target.ID, "moved", m.moved.Load())
+}
+
+// handoff changes the slots handed to other nodes and taken from them
+// (ClusterState.handed and taken): f edits copies, published when it
+// returns. A migration that succeeded is remembered there, not only in
+// mig or imp, which the next migration replaces: kvrocks-controller's
+// older version gives up on a migration that is not done at its first
+// look and never pushes its topology, and the next MIGRATE made the first
+// slot's keys unreachable, its source serving it empty and its target
+// redirecting to the source (cluster review).
+func (cs *ClusterState) handoff(f func(handed map[int]*cluster.Node, taken map[int]bool)) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	h, t := map[int]*cluster.Node{}, map[int]bool{}
+	if p := cs.handed.Load(); p != nil {
+		maps.Copy(h, *p)
+	}
+	if p := cs.taken.Load(); p != nil {
+		maps.Copy(t, *p)
+	}
+	f(h, t)
+	var hp *map[int]*cluster.Node
+	var tp *map[int]bool
+	if len(h) > 0 {
+		hp = &h
+	}
+	if len(t) > 0 {
+		tp = &t
+	}
+	cs.handed.Store(hp)
+	cs.taken.Store(tp)
 }
 
 func (s *App) migrateKeys(m *migration) error {
@@ -427,7 +460,13 @@ func (c importCmd) Run(x *Ctx) error {
 		im := &importing{slot: c.slot}
 		im.state.Store(migStart)
 		cs.imp.Store(im)
+		// A slot this node handed over and takes back is its own again
+		// once the import ends and the topology says so.
+		cs.handoff(func(h map[int]*cluster.Node, _ map[int]bool) { delete(h, c.slot) })
 	} else if im := cs.imp.Load(); im != nil && im.slot == c.slot {
+		if c.state == migSuccess {
+			cs.handoff(func(_ map[int]*cluster.Node, t map[int]bool) { t[c.slot] = true })
+		}
 		im.state.Store(c.state)
 	} else {
 		return errNotImporting
@@ -605,25 +644,43 @@ func (x *Ctx) fenced() error {
 // the keys still here never reached the target.
 func (s *App) endMigration(v *clusterView) {
 	cs := s.Cluster
-	if m := cs.mig.Load(); m != nil {
-		if owner := v.top.Owner(m.slot); m.State() == migSuccess && (owner == nil || owner.ID != v.id) {
-			cs.mig.Store(nil)
-			var drop []string
-			for _, it := range s.Keys.Items() {
-				if cluster.KeySlot([]byte(it.Key)) == m.slot {
-					drop = append(drop, it.Key)
-				}
-			}
-			if removed, _ := s.Keys.Delete(nil, drop...); len(removed) > 0 {
-				s.Release(removed)
-			}
-		} else if m.State() != migStart {
-			cs.mig.Store(nil)
-		}
+	if m := cs.mig.Load(); m != nil && m.State() != migStart {
+		cs.mig.Store(nil) // a success lives on in handed
 	}
 	if im := cs.imp.Load(); im != nil {
 		if owner := v.top.Owner(im.slot); owner != nil && owner.ID == v.id || im.State() == migFail {
 			cs.imp.Store(nil)
 		}
+	}
+	// A slot handed over ends here once the topology gives it to another
+	// node (the keys a write raced in after the last pass are dropped); one
+	// taken, once it gives it to this node. Until then they are served as
+	// the migration left them, whatever the pushes in between say: the
+	// keys are on the target.
+	drop := map[int]bool{}
+	cs.handoff(func(h map[int]*cluster.Node, t map[int]bool) {
+		for slot := range h {
+			if owner := v.top.Owner(slot); owner == nil || owner.ID != v.id {
+				delete(h, slot)
+				drop[slot] = true
+			}
+		}
+		for slot := range t {
+			if owner := v.top.Owner(slot); owner != nil && owner.ID == v.id {
+				delete(t, slot)
+			}
+		}
+	})
+	if len(drop) == 0 {
+		return
+	}
+	var keys []string
+	for _, it := range s.Keys.Items() {
+		if drop[cluster.KeySlot([]byte(it.Key))] {
+			keys = append(keys, it.Key)
+		}
+	}
+	if removed, _ := s.Keys.Delete(nil, keys...); len(removed) > 0 {
+		s.Release(removed)
 	}
 }

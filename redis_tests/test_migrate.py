@@ -205,6 +205,33 @@ class TestMigrate(unittest.TestCase):
         poll(lambda: info(dst)["migrating_state"] in ("success", "fail"), timeout=60, what="the migration back")
         self.assertEqual(info(dst)["migrating_state"], "success")
 
+    def test_successive_migrations_without_a_push_keep_every_key_reachable(self):
+        """A migration that succeeded stays in force until a topology push
+        gives its slot away, whatever comes between: a second MIGRATE
+        replaced it, and a push that did not move the first slot (the
+        older kvrocks-controller gives up on a migration not done at its
+        first look) left its keys on the target and the source serving the
+        slot empty (cluster review)."""
+        src, dst = self.nodes[0], self.nodes[1]
+        rc = self.rc()
+        rc.execute_command("AI.TENSORSET", "{b}x", "INT32", 1, "VALUES", 1)  # slot 3300
+        rc.execute_command("AI.TENSORSET", "{f}y", "INT32", 1, "VALUES", 2)  # slot 3168
+        for slot in (3300, 3168):
+            self.assertEqual(src.cmd("clusterx", "migrate", str(slot), IDS[1]), "OK")
+            poll(lambda: info(src)["migrating_state"] == "success", timeout=30, what="slot %d's migration" % slot)
+        # Only the second slot's move is pushed, twice: 3300 stays node 0's
+        # in the topology.
+        push(self.nodes, ["0-3167 3169-5460", "3168 5461-10921", "10922-16383"], 2)
+        push(self.nodes, ["0-3167 3169-5460", "3168 5461-10921", "10922-16383"], 3)
+        for k, v in (("{b}x", [1]), ("{f}y", [2])):
+            self.assertEqual(rc.execute_command("AI.TENSORGET", k, "VALUES"), v, k)
+        self.assertEqual(rc.execute_command("AI.TENSORSET", "{b}z", "INT32", 1, "VALUES", 3), b"OK")
+        self.assertEqual(src.cmd("KEYS", "*"), [])
+        self.assertEqual(sorted(dst.cmd("KEYS", "*")), [b"{b}x", b"{b}z", b"{f}y"])
+        # The push that gives 3300 to node 1 ends its handoff.
+        push(self.nodes, ["0-3167 3169-3299 3301-5460", "3168 3300 5461-10921", "10922-16383"], 4)
+        self.assertEqual(rc.execute_command("AI.TENSORGET", "{b}z", "VALUES"), [3])
+
     def test_kill9_mid_migration_loses_nothing(self):
         """Either node killed -9 while the slot moves: every key is still on
         one of the two, and MIGRATE again finishes the move with every key's
