@@ -232,6 +232,26 @@ class TestMigrate(unittest.TestCase):
         push(self.nodes, ["0-3167 3169-3299 3301-5460", "3168 3300 5461-10921", "10922-16383"], 4)
         self.assertEqual(rc.execute_command("AI.TENSORGET", "{b}z", "VALUES"), [3])
 
+    def test_python_client_follows_a_moved_slot(self):
+        """enclaveai.Client follows MOVED (reading the slot map again) and
+        ASK: after a slot moved, every call of a client made before it
+        failed with MOVED (cluster review)."""
+        import enclaveai
+        c = enclaveai.Client("127.0.0.1", self.nodes[0].port, attest=False)
+        self.addCleanup(c.close)
+        lin = os.path.join(MODELS, "linear.onnx")
+        c.upload_model(lin, key="{b}lin", progress=False)
+        x = np.ones((1, 4), np.float32)
+        before = c.run_model("{b}lin", x).as_flat()
+        self.assertEqual(self.nodes[0].cmd("clusterx", "migrate", "3300", IDS[1]), "OK")
+        poll(lambda: info(self.nodes[0])["migrating_state"] == "success", timeout=30, what="the migration")
+        push(self.nodes, ["0-3299 3301-5460", "3300 5461-10921", "10922-16383"], 2)
+        self.assertEqual(c.run_model("{b}lin", x).as_flat(), before)
+        self.assertEqual(c.upload_model(lin, key="{b}lin2", progress=False)[0], "{b}lin2")
+        self.assertEqual(self.nodes[1].cmd("EXISTS", "{b}lin", "{b}lin2"), 2)
+        c.delete_model("{b}lin2")
+        self.assertEqual(self.nodes[1].cmd("EXISTS", "{b}lin2"), 0)
+
     def test_kill9_mid_migration_loses_nothing(self):
         """Either node killed -9 while the slot moves: every key is still on
         one of the two, and MIGRATE again finishes the move with every key's

@@ -4,6 +4,7 @@ import hashlib
 import os
 import secrets
 import ssl
+import time
 import uuid
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -26,6 +27,10 @@ _NP_TO_AI = {np.dtype(v): k for k, v in DTYPES.items()}
 # What is read from a file and sent at a time: the progress bar moves by
 # this much, and it is all the memory the client needs for an upload.
 SEND_STEP = 4 << 20
+
+# How many times a call follows a cluster's redirections (MOVED, ASK,
+# TRYAGAIN) before it gives up.
+_REDIRECTS = 5
 
 
 class Output:
@@ -168,6 +173,39 @@ class Client:
         node = self._cluster.get_node_from_key(key)
         return self._at(node.host, node.port)
 
+    def _redirect(self, err: redis.ResponseError) -> Optional[Tuple[str, redis.Redis]]:
+        """For a cluster's redirection (MOVED, ASK, TRYAGAIN), what to do
+        and where: MOVED means the slot map is stale (a slot moved since it
+        was read), so it is read again. None for any other error."""
+        word, _, rest = str(err).partition(" ")
+        if self._cluster is None or word not in ("MOVED", "ASK", "TRYAGAIN"):
+            return None
+        if word == "TRYAGAIN":
+            time.sleep(0.05)  # the slot is moving: the keys are, soon
+            return word, None
+        host, port = rest.split()[1].rsplit(":", 1)
+        if word == "MOVED":
+            self._cluster.nodes_manager.initialize()
+        return word, self._at(host, int(port))
+
+    def _exec(self, key: str, *args):
+        """Runs a command of key's on the node serving it, following the
+        cluster's redirections a few times at most: a slot that moved broke
+        every later call of a client that read the map once (cluster
+        review)."""
+        conn, asking = self._for(key), False
+        for attempt in range(_REDIRECTS):
+            try:
+                if asking:  # each node's client has one connection: the command follows it there
+                    conn.execute_command("ASKING")
+                return conn.execute_command(*args)
+            except redis.ResponseError as e:
+                where = self._redirect(e)
+                if where is None or attempt == _REDIRECTS - 1:
+                    raise
+                asking = where[0] == "ASK"
+                conn = where[1] or self._for(key)
+
     # -- attestation -------------------------------------------------------
 
     def _attest(self, conn: redis.Redis) -> Result:
@@ -216,7 +254,7 @@ class Client:
             bar = _progress(size, label) if progress else None
             # Key * (the server names the model) goes to the node serving
             # "*"'s slot, which picks a name in one of its own slots.
-            conn = self._for(key or "*").connection
+            client, asking = self._for(key or "*"), False
 
             def packets():
                 head = [b"*%d\r\n" % (len(words) + n)]
@@ -245,8 +283,26 @@ class Client:
                     yield b"\r\n"
 
             try:
-                conn.send_packed_command(packets())
-                reply = conn.read_response()
+                for attempt in range(_REDIRECTS):
+                    conn = client.connection
+                    if asking:
+                        conn.send_command("ASKING")
+                        conn.read_response()
+                    conn.send_packed_command(packets())
+                    try:
+                        reply = conn.read_response()
+                        break
+                    except redis.ResponseError as e:
+                        where = self._redirect(e)
+                        if where is None or attempt == _REDIRECTS - 1:
+                            raise
+                        # Sent again from the start, to where it goes now.
+                        asking, client = where[0] == "ASK", where[1] or self._for(key or "*")
+                        sha = hashlib.sha256()
+                        if f is not None:
+                            f.seek(0)
+                        if bar is not None:
+                            bar.reset()
             finally:
                 if bar is not None:
                     bar.close()
@@ -262,7 +318,7 @@ class Client:
 
     def model_info(self, key: str) -> Dict[str, Any]:
         """AI.MODELINFO as a dict with str keys and values."""
-        info = _pairs(self._for(key).execute_command("AI.MODELINFO", key))
+        info = _pairs(self._exec(key, "AI.MODELINFO", key))
         out = {}
         for k, v in info.items():
             if k in ("inputs", "outputs"):
@@ -281,12 +337,12 @@ class Client:
     def delete_model(self, key: str) -> None:
         """Deletes a model (AI.MODELDEL)."""
         key = self._resolve(key)
-        self._for(key).execute_command("AI.MODELDEL", key)
+        self._exec(key, "AI.MODELDEL", key)
 
     def _resolve(self, key_or_sha: str) -> str:
         """A model key, given its key or its sha256 (64 hex digits)."""
         if len(key_or_sha) == 64 and all(c in "0123456789abcdef" for c in key_or_sha) \
-                and not self._for(key_or_sha).exists(key_or_sha):
+                and not self._exec(key_or_sha, "EXISTS", key_or_sha):
             for m in self.list_models():
                 if self.model_info(m["key"])["sha256"] == key_or_sha:
                     return m["key"]
@@ -323,7 +379,7 @@ class Client:
         args += ["|>", "AI.MODELEXECUTE", key, "INPUTS", len(ins)] + in_names + ["OUTPUTS", len(outs)] + out_names
         for name in out_names:
             args += ["|>", "AI.TENSORGET", name, "META", "BLOB"]
-        reply = self._for(key).execute_command(*args)
+        reply = self._exec(key, *args)
         # A failed step is an error in its place, the steps after it NA:
         # the first error is the run's.
         for r in reply:
