@@ -42,8 +42,7 @@ import (
 // While the slot migrates, the source runs the commands whose keys it
 // still holds, answers ASK (to the target) for those whose keys are all
 // gone, and TRYAGAIN for a write some of whose keys are here and some
-// gone. A key written here while it was being sent is sent again (the
-// source deletes a key only if it still holds the value it sent). The target
+// gone, and TRYAGAIN for a write to a key being sent (holdBatch). The target
 // serves the slot to clients that say ASKING first (TRYAGAIN for a command
 // of several keys some of which have not arrived), and MOVED to the source
 // otherwise. Once every key has moved the source answers MOVED to the
@@ -77,6 +76,10 @@ type migration struct {
 	// closing fences writes to the slot off (Ctx.fenced) for the last
 	// pass, so that none lands here after it.
 	closing atomic.Bool
+	// inflight is the keys being sent (nil between batches): writes to
+	// them are refused (TRYAGAIN) until the target has them and they are
+	// gone from here, or they are back (holdBatch).
+	inflight atomic.Pointer[map[string]bool]
 }
 
 // importing is the target's side.
@@ -294,19 +297,50 @@ func (s *App) movePass(t *peer, m *migration, slot string, pass int) (done bool,
 				n++
 			}
 		}
-		batch := keys[i : i+n]
-		if err := t.restore(s.Snapshot.SealKey, slot, batch); err != nil {
-			return false, fmt.Errorf("key %q (and %d more): %w", batch[0].Key, n-1, err)
+		batch := s.holdBatch(m, keys[i:i+n])
+		i += n
+		if len(batch) == 0 {
+			m.inflight.Store(nil)
+			continue
 		}
+		err := t.restore(s.Snapshot.SealKey, slot, batch)
 		for _, it := range batch {
-			if s.Keys.DeleteIf(it.Key, it.Value) {
+			if err == nil && s.Keys.DeleteIf(it.Key, it.Value) {
 				s.Release([]modelstore.Value{it.Value})
 				m.moved.Add(1)
 			}
 		}
-		i += n
+		m.inflight.Store(nil)
+		s.releaseItems(batch)
+		if err != nil {
+			return false, fmt.Errorf("key %q (and %d more): %w", batch[0].Key, len(batch)-1, err)
+		}
 	}
 	return false, nil
+}
+
+// holdBatch marks a batch's keys in flight, under the write side of the
+// transaction lock so that no write to them is under way, and returns
+// them as they are now (their values retained; a key gone since the pass
+// began is left out). Until the batch is sent and deleted here, writes to
+// its keys are refused (Ctx.fenced): a DEL, PERSIST, PEXPIRE or
+// AI.MODELDEL acknowledged here while the key was on its way was undone
+// when it landed on the target (cluster review).
+func (s *App) holdBatch(m *migration, batch []modelstore.Item) []modelstore.Item {
+	set := make(map[string]bool, len(batch))
+	for _, it := range batch {
+		set[it.Key] = true
+	}
+	s.tx.Lock()
+	defer s.tx.Unlock()
+	m.inflight.Store(&set)
+	now := make([]modelstore.Item, 0, len(batch))
+	for _, it := range batch {
+		if cur, ok := s.Keys.ItemRetained(it.Key, retainBlob); ok {
+			now = append(now, cur)
+		}
+	}
+	return now
 }
 
 // maxMigratePasses bounds the passes over a slot whose keys keep being
@@ -631,10 +665,29 @@ func (x *Ctx) fenced() error {
 	if x.fence == 0 || x.Cluster == nil {
 		return nil
 	}
-	if m := x.Cluster.mig.Load(); m != nil && m.slot == x.fence-1 && m.closing.Load() && m.State() != migFail {
+	m := x.Cluster.mig.Load()
+	if m == nil || m.slot != x.fence-1 || m.State() == migFail {
+		return nil
+	}
+	if m.closing.Load() || m.sending(x.spec, x.argv) {
 		return errTryAgain
 	}
 	return nil
+}
+
+// sending reports whether a command writes a key of the batch on its way
+// to the target (holdBatch).
+func (m *migration) sending(spec *Spec, argv [][]byte) bool {
+	set := m.inflight.Load()
+	if set == nil || spec == nil {
+		return false
+	}
+	for _, p := range spec.KeyPositions(argv) {
+		if (*set)[string(argv[p])] {
+			return true
+		}
+	}
+	return false
 }
 
 // endMigration ends the migration states once the topology pushed says

@@ -50,6 +50,23 @@ func (k *Keyspace) ItemsRetained(retain func(Value)) []Item {
 	return k.itemsLocked(now, retain)
 }
 
+// ItemRetained is ItemsRetained for one key: its live value and expiry,
+// false when it has none.
+func (k *Keyspace) ItemRetained(key string, retain func(Value)) (Item, bool) {
+	now := k.instant()
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	e, ok := k.m[key]
+	if !ok || !e.live(now) {
+		return Item{}, false
+	}
+	pinValue(e.v)
+	if retain != nil {
+		retain(e.v)
+	}
+	return Item{key, e.v, e.expireAt}, true
+}
+
 func (k *Keyspace) itemsLocked(now *instant, retain func(Value)) []Item {
 	out := make([]Item, 0, len(k.m))
 	for key, e := range k.m {

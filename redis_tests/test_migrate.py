@@ -252,6 +252,35 @@ class TestMigrate(unittest.TestCase):
         c.delete_model("{b}lin2")
         self.assertEqual(self.nodes[1].cmd("EXISTS", "{b}lin2"), 0)
 
+    def test_a_write_to_a_key_on_its_way_waits(self):
+        """A write to a key the migration is sending gets TRYAGAIN until
+        the key has landed (cluster review: a DEL, PERSIST, PEXPIRE or
+        AI.MODELDEL acknowledged on the source meanwhile was undone on the
+        target). What the source acknowledges holds on the target."""
+        src, dst = self.nodes[0], self.nodes[1]
+        with open(os.path.join(MODELS, "transformer.onnx"), "rb") as f:
+            big = f.read()  # 12.6 MB: its send takes a while
+        self.assertEqual(src.cmd("AI.MODELSTORE", "{b}m", "ONNX", "CPU", "BLOB", big), "OK")
+        self.assertEqual(src.cmd("PEXPIRE", "{b}m", 600000), 1)
+        c = RawConn(src.port)
+        self.addCleanup(c.close)
+        self.assertEqual(src.cmd("clusterx", "migrate", "3300", IDS[1]), "OK")
+        replies = []
+        deadline = time.monotonic() + 30
+        while info(src)["migrating_state"] == "start" and time.monotonic() < deadline:
+            replies.append(c.cmd("PERSIST", "{b}m"))
+            time.sleep(0.005)
+        poll(lambda: info(src)["migrating_state"] != "start", timeout=60, what="the migration")
+        self.assertEqual(info(src)["migrating_state"], "success")
+        texts = [str(r) for r in replies]
+        self.assertIn("TRYAGAIN Multiple keys request during rehashing of slot", texts)
+        acked = [r for r in replies if r == 1]
+        ttl = dst.cmd("PTTL", "{b}m")
+        if acked:
+            self.assertEqual(ttl, -1, "PERSIST was acknowledged, the key still has a TTL")
+        else:
+            self.assertGreater(ttl, 0)
+
     def test_kill9_mid_migration_loses_nothing(self):
         """Either node killed -9 while the slot moves: every key is still on
         one of the two, and MIGRATE again finishes the move with every key's
