@@ -115,9 +115,15 @@ func (s *App) routeQueued(c *Client) error {
 			}
 		}
 	}
+	m := s.Cluster.mig.Load()
 	for _, cmd := range c.multi {
 		if err := s.route(c, cmd.spec, cmd.argv); err != nil {
 			return err
+		}
+		// A queued write to a key on its way to another node waits, as
+		// one sent alone does (Ctx.fenced).
+		if m != nil && m.slot == slot && cmd.spec.Has(Write) && m.State() == migStart && m.sending(cmd.spec, cmd.argv) {
+			return errTryAgain
 		}
 	}
 	return nil
