@@ -47,6 +47,28 @@ def start_with_tls():
     raise RuntimeError("no free TLS port")
 
 
+class RedirectTest(unittest.TestCase):
+    def test_redirections_of_every_redis_py(self):
+        """Cluster redirections as redis-py 4.3 raises them (a plain
+        ResponseError, "MOVED 3300 host:port") and as 6 and later do (the
+        classes, the word taken off the text): the client follows both
+        (review: the word check alone missed them on a pip install)."""
+        from redis import exceptions
+        c = enclaveai.Client.__new__(enclaveai.Client)
+        refreshed = []
+        c._cluster = type("Cluster", (), {"nodes_manager": type("Nodes", (), {
+            "initialize": staticmethod(lambda: refreshed.append(1))})()})()
+        c._at = lambda host, port: (host, port)
+        self.assertEqual(c._redirect(exceptions.MovedError("3300 127.0.0.1:7001")), ("MOVED", ("127.0.0.1", 7001)))
+        self.assertEqual(c._redirect(exceptions.ResponseError("MOVED 3300 127.0.0.1:7003")),
+                         ("MOVED", ("127.0.0.1", 7003)))
+        self.assertEqual(refreshed, [1, 1])  # MOVED reads the slot map again
+        self.assertEqual(c._redirect(exceptions.AskError("3300 127.0.0.1:7002")), ("ASK", ("127.0.0.1", 7002)))
+        self.assertEqual(c._redirect(exceptions.TryAgainError("Multiple keys request")), ("TRYAGAIN", None))
+        self.assertIsNone(c._redirect(exceptions.ResponseError("ERR tensor key is empty")))
+        self.assertEqual(refreshed, [1, 1])
+
+
 class ClientTest(unittest.TestCase):
     PROTOCOL = 2
 

@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import redis
+from redis import exceptions
 
 from . import attest as _attest
 from . import resp3 as _resp
@@ -177,13 +178,24 @@ class Client:
         """For a cluster's redirection (MOVED, ASK, TRYAGAIN), what to do
         and where: MOVED means the slot map is stale (a slot moved since it
         was read), so it is read again. None for any other error."""
-        word, _, rest = str(err).partition(" ")
-        if self._cluster is None or word not in ("MOVED", "ASK", "TRYAGAIN"):
+        if self._cluster is None:
             return None
+        # redis-py 6 and later raise these classes for every client, the
+        # word taken off the text; 4.3 (Debian's) a plain ResponseError.
+        if isinstance(err, exceptions.TryAgainError):
+            word, addr = "TRYAGAIN", ""
+        elif isinstance(err, (exceptions.MovedError, exceptions.AskError)):
+            word = "MOVED" if isinstance(err, exceptions.MovedError) else "ASK"
+            addr = "%s:%s" % (err.host, err.port)
+        else:
+            word, _, rest = str(err).partition(" ")
+            if word not in ("MOVED", "ASK", "TRYAGAIN"):
+                return None
+            addr = rest.split()[1] if word != "TRYAGAIN" else ""
         if word == "TRYAGAIN":
             time.sleep(0.05)  # the slot is moving: the keys are, soon
             return word, None
-        host, port = rest.split()[1].rsplit(":", 1)
+        host, port = addr.rsplit(":", 1)
         if word == "MOVED":
             self._cluster.nodes_manager.initialize()
         return word, self._at(host, int(port))
