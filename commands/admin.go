@@ -377,7 +377,7 @@ func clientsInfo(s *App) [][2]string {
 	return [][2]string{
 		{"connected_clients", itoa(int64(s.NumClients()))},
 		{"maxclients", itoa(s.Opts.MaxClients.Load())},
-		{"blocked_clients", itoa(modelstore.Requests())},
+		{"blocked_clients", itoa(modelstore.Requests() + s.waiting.Load())},
 	}
 }
 

@@ -469,8 +469,16 @@ func retainBlob(v modelstore.Value) {
 // `always` says, not only from the next tick on (durability review: up
 // to three writes after the OK were acknowledged unsynced).
 func (s *App) applyFsyncPolicy(l *persistence.Log) {
-	if p, err := persistence.ParseFsyncPolicy(*s.Opts.AppendFsync.Load()); err == nil {
-		l.SetPolicy(p)
+	p, err := persistence.ParseFsyncPolicy(*s.Opts.AppendFsync.Load())
+	if err != nil {
+		return
+	}
+	l.SetPolicy(p)
+	if p == persistence.FsyncAlways && l.Fsynced() < l.Written() && l.Err() == nil {
+		// Records written under another policy are fsynced now, as
+		// Redis's always does, not at the next write: a WAITAOF for them
+		// would wait for another client's (diff review).
+		l.SyncEverysec()
 	}
 }
 

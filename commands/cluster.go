@@ -104,7 +104,7 @@ type ClusterState struct {
 	// gives them to their new owner (migrate.go, handoffs): copy-on-write
 	// maps, written under mu.
 	handed atomic.Pointer[map[int]*cluster.Node]
-	taken  atomic.Pointer[map[int]bool]
+	taken  atomic.Pointer[map[int]string] // the id of the node taken from
 }
 
 // clusterView is one immutable state: the node id, the last topology
@@ -214,7 +214,7 @@ func (s *App) route(c *Client, spec *Spec, argv [][]byte) error {
 	if h := cs.handed.Load(); mine && h != nil && (*h)[slot] != nil {
 		return Reply("MOVED " + strconv.Itoa(slot) + " " + (*h)[slot].Addr())
 	}
-	if t := cs.taken.Load(); !mine && t != nil && (*t)[slot] {
+	if t := cs.taken.Load(); !mine && t != nil && (*t)[slot] != "" {
 		return nil // its keys are here: served until the topology says so
 	}
 	switch {

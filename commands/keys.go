@@ -392,7 +392,7 @@ func (c ttlCmd) Run(x *Ctx) error {
 	case at == 0:
 		x.W.Int(-1)
 	case c.abs:
-		x.W.Int(at / c.unit)
+		x.W.Int((at + c.unit/2) / c.unit) // rounded, as Redis 7.0
 	default:
 		ms := max(at-x.Keys.Now(), 0)
 		x.W.Int((ms + c.unit/2) / c.unit)

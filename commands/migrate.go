@@ -161,6 +161,12 @@ func (c migrateCmd) Run(x *Ctx) error {
 	case target.ID == v.id:
 		return errTargetIsMe
 	}
+	if h := cs.handed.Load(); h != nil && (*h)[c.slot] != nil && (*h)[c.slot].ID != target.ID {
+		// Its keys are on the node it was handed to: moving "the slot"
+		// from here would move nothing and point clients at an empty node
+		// (diff review).
+		return errorf("ERR slot %d was migrated to %s already: waiting for the topology that says so", c.slot, (*h)[c.slot].ID)
+	}
 	m := &migration{slot: c.slot, target: target}
 	m.state.Store(migStart)
 	if old := cs.mig.Load(); (old != nil && old.State() == migStart) || !cs.mig.CompareAndSwap(old, m) {
@@ -180,7 +186,7 @@ func (s *App) migrate(m *migration) {
 		s.Log.Warn("slot migration failed", "slot", m.slot, "target", m.target.ID, "moved", m.moved.Load(), "err", err)
 		return
 	}
-	s.Cluster.handoff(func(h map[int]*cluster.Node, _ map[int]bool) { h[m.slot] = m.target })
+	s.Cluster.handoff(func(h map[int]*cluster.Node, _ map[int]string) { h[m.slot] = m.target })
 	m.state.Store(migSuccess)
 	s.Log.Info("slot migration done", "slot", m.slot, "target", m.target.ID, "moved", m.moved.Load())
 }
@@ -193,10 +199,10 @@ func (s *App) migrate(m *migration) {
 // look and never pushes its topology, and the next MIGRATE made the first
 // slot's keys unreachable, its source serving it empty and its target
 // redirecting to the source (cluster review).
-func (cs *ClusterState) handoff(f func(handed map[int]*cluster.Node, taken map[int]bool)) {
+func (cs *ClusterState) handoff(f func(handed map[int]*cluster.Node, taken map[int]string)) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	h, t := map[int]*cluster.Node{}, map[int]bool{}
+	h, t := map[int]*cluster.Node{}, map[int]string{}
 	if p := cs.handed.Load(); p != nil {
 		maps.Copy(h, *p)
 	}
@@ -205,7 +211,7 @@ func (cs *ClusterState) handoff(f func(handed map[int]*cluster.Node, taken map[i
 	}
 	f(h, t)
 	var hp *map[int]*cluster.Node
-	var tp *map[int]bool
+	var tp *map[int]string
 	if len(h) > 0 {
 		hp = &h
 	}
@@ -496,10 +502,14 @@ func (c importCmd) Run(x *Ctx) error {
 		cs.imp.Store(im)
 		// A slot this node handed over and takes back is its own again
 		// once the import ends and the topology says so.
-		cs.handoff(func(h map[int]*cluster.Node, _ map[int]bool) { delete(h, c.slot) })
+		cs.handoff(func(h map[int]*cluster.Node, _ map[int]string) { delete(h, c.slot) })
 	} else if im := cs.imp.Load(); im != nil && im.slot == c.slot {
 		if c.state == migSuccess {
-			cs.handoff(func(_ map[int]*cluster.Node, t map[int]bool) { t[c.slot] = true })
+			from := "?"
+			if v := cs.view.Load(); v.top != nil && v.top.Owner(c.slot) != nil {
+				from = v.top.Owner(c.slot).ID // the source, as the topology says
+			}
+			cs.handoff(func(_ map[int]*cluster.Node, t map[int]string) { t[c.slot] = from })
 		}
 		im.state.Store(c.state)
 	} else {
@@ -707,20 +717,20 @@ func (s *App) endMigration(v *clusterView) {
 	}
 	// A slot handed over ends here once the topology gives it to another
 	// node (the keys a write raced in after the last pass are dropped); one
-	// taken, once it gives it to this node. Until then they are served as
+	// taken, once it gives it to any node but the one it came from. Until then they are served as
 	// the migration left them, whatever the pushes in between say: the
 	// keys are on the target.
 	drop := map[int]bool{}
-	cs.handoff(func(h map[int]*cluster.Node, t map[int]bool) {
+	cs.handoff(func(h map[int]*cluster.Node, t map[int]string) {
 		for slot := range h {
 			if owner := v.top.Owner(slot); owner == nil || owner.ID != v.id {
 				delete(h, slot)
 				drop[slot] = true
 			}
 		}
-		for slot := range t {
-			if owner := v.top.Owner(slot); owner != nil && owner.ID == v.id {
-				delete(t, slot)
+		for slot, from := range t {
+			if owner := v.top.Owner(slot); owner == nil || owner.ID != from {
+				delete(t, slot) // given to this node, or to another
 			}
 		}
 	})

@@ -55,10 +55,12 @@ func TestMigratingSlotRoutes(t *testing.T) {
 		t.Errorf("a model run's write after the migration began closing: %v, want TRYAGAIN", err)
 	}
 	// As migrate does once every key has moved.
-	h.s.Cluster.handoff(func(handed map[int]*cluster.Node, _ map[int]bool) { handed[3300] = m.target })
+	h.s.Cluster.handoff(func(handed map[int]*cluster.Node, _ map[int]string) { handed[3300] = m.target })
 	m.state.Store(migSuccess)
 	h.run(
 		row("AI.TENSORGET {b}here VALUES", "-MOVED 3300 127.0.0.1:7002"),
+		// Its keys are on B: it moves nowhere else before the topology says so.
+		row("clusterx migrate 3300 "+nodeC, "-ERR slot 3300 was migrated to "+nodeB+" already: waiting for the topology that says so"),
 	)
 	// The topology that gives the slot to B ends the migration and drops
 	// what is left of the slot here.
@@ -90,9 +92,21 @@ func TestImportingSlotRoutes(t *testing.T) {
 		row("DEL {b}x {b}y", "-TRYAGAIN Multiple keys request during rehashing of slot"),
 		row("ASKING", "+OK"),
 		row("AI.TENSORGET {b}x VALUES", `["1"]`),
+		// ASKING holds for a transaction, as in Redis, and ends with it,
+		// EXEC or DISCARD.
+		row("ASKING", "+OK"),
+		row("MULTI", "+OK"),
+		row("AI.TENSORSET {b}x FLOAT 1 VALUES 2", "+QUEUED"),
+		row("AI.TENSORGET {b}x VALUES", "+QUEUED"),
+		row("EXEC", `[+OK ["2"]]`),
+		row("AI.TENSORGET {b}x VALUES", "-MOVED 3300 127.0.0.1:7001"),
+		row("ASKING", "+OK"),
+		row("MULTI", "+OK"),
+		row("DISCARD", "+OK"),
+		row("AI.TENSORGET {b}x VALUES", "-MOVED 3300 127.0.0.1:7001"),
 		row("CLUSTER INFO", "~importing_slot:3300.{4}import_state:start"),
 		row("clusterx import 3300 1", "+OK"),
-		row("AI.TENSORGET {b}x VALUES", `["1"]`),
+		row("AI.TENSORGET {b}x VALUES", `["2"]`),
 		row("clusterx import 3300 7", "-ERR Invalid import state"),
 	)
 }

@@ -85,6 +85,9 @@ type App struct {
 
 	started time.Time
 	clock   atomic.Int64 // unix ms, refreshed by Tick
+	// waiting counts the clients blocked in WAIT or WAITAOF (INFO's
+	// blocked_clients, with the runs waiting or running).
+	waiting atomic.Int64
 	// wallOffset is the wall clock's unix ns less mono's reading, taken
 	// together by NewApp and Tick (setClock, wallMs).
 	wallOffset atomic.Int64
@@ -225,7 +228,11 @@ func (s *App) wallMs(mono int64) int64 { return (mono + s.wallOffset.Load()) / i
 // long command or reading a large reply (protocol review: a 30 MB upload
 // sent over a slow link was cut after `timeout`, and so was a 64 MB reply
 // read at 16 MB/s).
-func (s *App) Touch(c *Client) { c.lastActive.Store(s.wallMs(s.mono())) }
+//
+// It reads the clock Tick keeps (no clock read on the read path): the
+// activity it marks may be a tick old, which closes a client at most a
+// tick before its timeout.
+func (s *App) Touch(c *Client) { c.lastActive.Store(max(c.lastActive.Load(), s.clock.Load())) }
 
 // Client is one connection's state.
 type Client struct {
@@ -361,6 +368,7 @@ func (s *App) enqueue(c *Client, q queued) {
 func (s *App) endMulti(c *Client) queue {
 	q := c.multi
 	c.inMulti, c.multi, c.multiDirty = false, nil, false
+	c.asking = false // it held for the whole transaction (check), and ends with it
 	c.multiLen.Store(-1)
 	s.queuedMem.Add(-c.multiMem.Swap(0))
 	s.unwatch(c)

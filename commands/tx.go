@@ -160,7 +160,6 @@ func (execCmd) Run(x *Ctx) error {
 	}
 	x.tx.Lock()
 	defer x.tx.Unlock()
-	defer func() { c.asking = false }() // it held for the whole transaction
 	// Under the write side no other write runs: a watched key that has not
 	// changed by now does not change before the queue has run.
 	changed := c.watch.Watching() && (c.watch.Dirty() || x.Keys.Expired(&c.watch))

@@ -91,6 +91,8 @@ func (c waitCmd) Run(x *Ctx) error {
 	// No replica ever acknowledges: a wait for one lasts its timeout.
 	done := func() bool { return c.replicas <= 0 && (!c.aof || local() >= c.numlocal) }
 	if !done() && !x.locked { // inside EXEC it answers at once, as in Redis
+		x.waiting.Add(1) // INFO's blocked_clients
+		defer x.waiting.Add(-1)
 		var deadline time.Time
 		if c.timeout > 0 {
 			deadline = time.Now().Add(c.timeout)

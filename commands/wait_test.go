@@ -65,3 +65,16 @@ func TestWaitAOFUnderAlwaysAndWithoutLog(t *testing.T) {
 		row("WAITAOF 0 0 0", "[:0 :0]"),
 	)
 }
+
+// Records written under another policy are fsynced once CONFIG SET makes
+// it always, not at the next write: WAITAOF for them answers at once
+// (diff review: it waited for another client's write).
+func TestWaitAOFAfterSwitchToAlways(t *testing.T) {
+	h := newLogHarness(t, t.TempDir(), nil, "no")
+	h.run(
+		row("AI.TENSORSET a INT8 1 VALUES 1", "+OK"),
+		row("WAITAOF 1 0 10", "[:0 :0]"),
+		row("CONFIG SET appendfsync always", "+OK"),
+		row("WAITAOF 1 0 1000", "[:1 :0]"),
+	)
+}

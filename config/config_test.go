@@ -84,6 +84,7 @@ func TestSet(t *testing.T) {
 		{at(), "save", "900", "pairs", "900 1 300 10"},
 		{at(), "save", "", "", ""},
 		{at(), "save", "  ", "Invalid save parameters", ""},
+		{at(), "save", "3600  1", "Invalid save parameters", ""},
 	}
 	for _, r := range rows {
 		err := o.Set(r.name, r.value)

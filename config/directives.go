@@ -388,9 +388,9 @@ func setLogLevel(o *Options, v string) (string, error) {
 }
 
 func checkSave(_ *Options, v string) (string, error) {
-	if v != strings.TrimSpace(v) {
-		// As Redis 7.0, which refuses blanks around the rules (protocol
-		// review: "  " was stored as the rules and given back).
+	if v != strings.Join(strings.Fields(v), " ") {
+		// As Redis 7.0, which refuses blanks around the rules or two
+		// between them (protocol review: "  " was stored as the rules).
 		return "", errors.New("Invalid save parameters") //lint:ignore ST1005 Redis's words, sent to clients
 	}
 	_, err := ParseSaveRules(v)

@@ -547,10 +547,11 @@ func runGroup(group []*job) {
 	for i, j := range group {
 		// The worker runs them in turn: each one's MODEL_EXECUTION_TIMEOUT
 		// counts from when the one before it is answered.
-		ctx, rc := execContext(j.req.ExecTimeout)
+		newContext := execContext
 		if i > 0 {
-			ctx, rc = waitingExecContext(j.req.ExecTimeout)
+			newContext = waitingExecContext
 		}
+		ctx, rc := newContext(j.req.ExecTimeout)
 		clocks[i] = rc
 		runs[i] = GroupRun{Ctx: WithOutputLimit(ctx, j.req.MaxOutput), Inputs: j.req.Inputs, Done: func(outs []*Tensor, err error) {
 			rc.Release()

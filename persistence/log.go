@@ -529,8 +529,8 @@ func (l *Log) syncLocked() error {
 	if err := l.cur.f.Sync(); err != nil {
 		return l.syncFailedLocked(err)
 	}
-	l.synced.Store(target)
-	l.fsynced.Store(target)
+	raise(&l.synced, target)
+	raise(&l.fsynced, target)
 	return nil
 }
 
@@ -580,13 +580,20 @@ func (l *Log) SyncEverysec() error {
 		}
 		return err
 	}
-	if l.synced.Load() < target {
-		l.synced.Store(target)
-	}
-	if l.fsynced.Load() < target {
-		l.fsynced.Store(target)
-	}
+	raise(&l.synced, target)
+	raise(&l.fsynced, target)
 	return nil
+}
+
+// raise sets v to n if that is higher: an fsync under always may have
+// stored a later record's number meanwhile (diff review).
+func raise(v *atomic.Uint64, n uint64) {
+	for {
+		old := v.Load()
+		if old >= n || v.CompareAndSwap(old, n) {
+			return
+		}
+	}
 }
 
 // syncRetired fsyncs and closes incr files a rewrite left behind.

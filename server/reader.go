@@ -355,9 +355,14 @@ func (r *Reader) readMultibulk(lim Limits, classify func([]byte) Limits) error {
 			if modelstore.PooledSize(int(size)) {
 				mem = argPooled
 			}
-			announced.Add(size)
-			_, err := io.ReadFull(r.in, dst)
-			announced.Add(-size)
+			var err error
+			if mem == argOwned { // fresh memory the bytes commit as they arrive (gc.go)
+				announced.Add(size)
+				_, err = io.ReadFull(r.in, dst)
+				announced.Add(-size)
+			} else {
+				_, err = io.ReadFull(r.in, dst)
+			}
 			if err != nil {
 				return err
 			}

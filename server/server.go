@@ -255,7 +255,15 @@ func (s *Server) handle(conn net.Conn) {
 		}
 		c.SetReplyBuf(c.W.Cap()) // a write the client does not read may wait
 		c.SetPending(int64(c.W.Len()))
-		n, err := conn.Write(c.W.Bytes())
+		var n int
+		var err error
+		if c.W.Len() <= touchEvery {
+			n, err = conn.Write(c.W.Bytes())
+		} else { // a large reply (an EXEC of many) marks the client active as it moves
+			var n64 int64
+			n64, err = writeTouching(conn, [][]byte{c.W.Bytes()}, func() { s.Cmds.Touch(c) })
+			n = int(n64)
+		}
 		c.SetPending(0)
 		st.NetOutput.Add(c.ID, int64(n))
 		c.W.Reset()
