@@ -69,6 +69,53 @@ class RedirectTest(unittest.TestCase):
         self.assertEqual(refreshed, [1, 1])
 
 
+class ReconnectTest(unittest.TestCase):
+    def test_a_new_connection_is_attested_before_it_carries_a_command(self):
+        """redis-py opens a new connection by itself after a drop: the
+        client attests it again before anything but AUTH/HELLO goes on it
+        (tools review: after the server was replaced, an upload went to the
+        new one unchecked)."""
+        import socket
+        import threading
+        srv = Server().start()
+        port = srv.port
+        c = enclaveai.Client("127.0.0.1", port, attest=DEV)
+        self.addCleanup(c.close)
+        c.upload_model(LINEAR, key="lin", progress=False)
+        srv.stop()
+        got = []
+        ln = socket.socket()
+        ln.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        ln.bind(("127.0.0.1", port))
+        ln.listen(4)
+        self.addCleanup(ln.close)
+
+        def serve():  # a server that knows no command
+            while True:
+                try:
+                    conn, _ = ln.accept()
+                except OSError:
+                    return
+                with conn:
+                    while True:
+                        try:
+                            data = conn.recv(1 << 16)
+                        except OSError:
+                            break
+                        if not data:
+                            break
+                        got.append(data)
+                        conn.sendall(b"-ERR unknown command\r\n" * data.count(b"*"))
+        threading.Thread(target=serve, daemon=True).start()
+        for _ in range(2):  # the first call finds the old connection gone
+            with self.assertRaises((redis.ConnectionError, redis.ResponseError, enclaveai.AttestationError)):
+                c.upload_model(LINEAR, key="secret", progress=False)
+        sent = b"".join(got)
+        self.assertIn(b"AI.ATTEST", sent)
+        self.assertNotIn(b"AI.MODELSTORE", sent)
+        self.assertNotIn(b"secret", sent)
+
+
 class ClientTest(unittest.TestCase):
     PROTOCOL = 2
 
@@ -173,7 +220,9 @@ class ClientTest(unittest.TestCase):
         mid, sha = c.upload_model(LINEAR, key="run_lin", progress=False)
         want = np.array([[7, 9, 11], [8.8, 11.2, 13.6]], dtype=np.float32)
         x = np.array([[1, 2, 3, 4], [2, 3, 4, 5]], dtype=np.float32)
-        for inp in (x, torch.from_numpy(x), x.tolist(), {"x": x}):
+        # A list of one array is the one input of a one-input model (tools
+        # review: it was read as a 3-D array).
+        for inp in (x, torch.from_numpy(x), x.tolist(), {"x": x}, [x], (torch.from_numpy(x),)):
             out = c.run_model(mid, inp)
             np.testing.assert_allclose(out.as_numpy(), want, rtol=1e-5)
             np.testing.assert_allclose(out["y"].as_torch().numpy(), want, rtol=1e-5)

@@ -101,9 +101,12 @@ class Client:
     """A connection to an EnclaveAI server, or to each node of a cluster.
 
     Client(host, port, tls=False, attest=Policy(...)) connects and, before
-    anything else is sent, checks the server's AI.ATTEST evidence against
-    the policy, bound to a fresh nonce and (with tls) to the TLS key of
-    this very connection; the same connection then carries every command.
+    anything else is sent (but AUTH, with password=, which the server asks
+    first), checks the server's AI.ATTEST evidence against the policy,
+    bound to a fresh nonce and (with tls) to the TLS key of this very
+    connection; that connection then carries every command, and one that
+    redis-py opens again after a drop is attested again before it carries
+    any.
     The default policy refuses simulated evidence: pass
     attest=Policy(allow_simulated=True) to accept it (development only,
     loudly), or attest=False to skip attestation altogether.
@@ -130,6 +133,7 @@ class Client:
         self.tls = tls
         self._policy = None if attest is False else (attest if isinstance(attest, Policy) else Policy())
         self._cli = cli
+        self._guards: List["_Reattest"] = []
         self.protocol = protocol
         self.redis = _resp.client(protocol, host=host, port=port, **kw)
         self.attestation: Optional[Result] = None
@@ -221,10 +225,22 @@ class Client:
     # -- attestation -------------------------------------------------------
 
     def _attest(self, conn: redis.Redis) -> Result:
+        """Attests conn's connection, and every one it opens later:
+        redis-py reconnects by itself after a drop, and the new connection
+        went to whatever answered on that address, never checked (tools
+        review: a model uploaded to another server)."""
+        result = self._attest_on(conn.connection)
+        guard = _Reattest(self, conn.connection)
+        self._guards.append(guard)  # the connection holds it weakly
+        conn.connection.register_connect_callback(guard.check)
+        return result
+
+    def _attest_on(self, connection) -> Result:
         nonce = secrets.token_bytes(32)
-        reply = _pairs(conn.execute_command("AI.ATTEST", nonce))
+        connection.send_command("AI.ATTEST", nonce)
+        reply = _pairs(connection.read_response())
         if self.tls:
-            sock = conn.connection._sock
+            sock = connection._sock
             key = _attest.spki_from_cert(sock.getpeercert(binary_form=True))
         else:
             # Plain TCP: bound to the key the server reports, not to this
@@ -373,8 +389,9 @@ class Client:
         ins, outs = info["inputs"], info["outputs"]
         if isinstance(inputs, dict):
             arrays = [inputs[i["name"]] for i in ins]
-        elif isinstance(inputs, (list, tuple)) and len(ins) > 1 and len(inputs) == len(ins):
-            arrays = list(inputs)
+        elif isinstance(inputs, (list, tuple)) and len(inputs) == len(ins) and \
+                (len(ins) > 1 or _is_array(inputs[0])):
+            arrays = list(inputs)  # one per input (a list of one array for a one-input model)
         else:
             arrays = [inputs]
         if len(arrays) != len(ins):
@@ -403,6 +420,27 @@ class Client:
             result.append(Output(spec["name"], _text(meta["dtype"]), [int(d) for d in meta["shape"]],
                                  meta["blob"]))
         return result
+
+
+def _is_array(a) -> bool:
+    """Whether a is an array (numpy, torch), not a nested list of numbers."""
+    return isinstance(a, np.ndarray) or type(a).__module__.startswith("torch")
+
+
+class _Reattest:
+    """Attests a connection redis-py opened again (Connection's connect
+    callback): before it carries anything but AUTH and HELLO, or it is
+    closed and the call fails."""
+
+    def __init__(self, client: "Client", connection):
+        self.client, self.connection = client, connection
+
+    def check(self, connection):
+        try:
+            self.client.attestation = self.client._attest_on(connection)
+        except Exception:
+            connection.disconnect()
+            raise
 
 
 def _as_array(a, dtype: Optional[str]) -> np.ndarray:
