@@ -174,13 +174,19 @@ class CLITest(unittest.TestCase):
             self.assertIn("numpy type <f2 has no server tensor type", out)
             rc, out, _ = self.cli("run", "-port", self.port, "-no-attest", "nosuch", x.replace("x.npy", "y.npy"))
             self.assertEqual(rc, 1)
+            # A run the server refuses prints its error (it printed "no
+            # numpy type for " of the steps not run: tools review).
+            np.save(x, np.array([[1, 2, 3]], dtype=np.float32))
+            rc, out, _ = self.cli("run", "-port", self.port, "-no-attest", "lin", x)
+            self.assertEqual(rc, 1)
+            self.assertRegex(out, r"lin: .*(invalid dimensions for input|invalid shape)")
         rc, out, err = self.cli("info", "-port", self.port)
         self.assertEqual(rc, 0, err)
         self.assertIn('  lin  219 B  sha256 %s…  tag "v1"  inputs x:FLOAT[-1,4]  outputs y:FLOAT[-1,3]' % sha[:16], out)
         rc, out, err = self.cli("info", "-port", self.port, "lin")
         self.assertEqual(rc, 0, err)
         self.assertIn("sha256:          %s\n" % sha, out)
-        self.assertRegex(out, r"runs:\s+1 calls, 0 errors, 2 samples")
+        self.assertRegex(out, r"runs:\s+2 calls, 1 errors, 2 samples")  # the refused run counts
 
     def test_verify_checks_saved_evidence(self):
         nonce = os.urandom(32)

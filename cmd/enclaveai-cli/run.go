@@ -91,6 +91,14 @@ func run(args []string, out io.Writer) error {
 	if len(results) < len(outNames) {
 		return fmt.Errorf("unexpected reply: %s", reply.String())
 	}
+	// A step that failed is an error in its place and the ones after it
+	// NA: the first error is the run's (it printed "no numpy type for "
+	// of the NA outputs instead: tools review).
+	for _, r := range results {
+		if r.Type == redcon.Error {
+			return fmt.Errorf("%s: %s", key, r.String())
+		}
+	}
 	results = results[len(results)-len(outNames):]
 	for i, r := range results {
 		if r.Type == redcon.Error {
