@@ -680,51 +680,6 @@ func TestRewriteKeepsStateAndRemovesOldFiles(t *testing.T) {
 	}
 }
 
-// syncOrderFS records the fsyncs, renames and directory fsyncs, in order.
-type syncOrderFS struct {
-	OSFS
-	mu     sync.Mutex
-	events []string
-}
-
-type syncOrderFile struct {
-	*os.File
-	fs *syncOrderFS
-}
-
-func (f *syncOrderFS) add(ev string) {
-	f.mu.Lock()
-	f.events = append(f.events, ev)
-	f.mu.Unlock()
-}
-
-func (f *syncOrderFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
-	file, err := os.OpenFile(name, flag, perm)
-	if err != nil {
-		return nil, err
-	}
-	return syncOrderFile{file, f}, nil
-}
-
-func (f *syncOrderFS) Rename(a, b string) error {
-	f.add("rename " + filepath.Base(b))
-	return os.Rename(a, b)
-}
-
-func (f *syncOrderFS) SyncDir(dir string) error {
-	f.add("syncdir " + filepath.Base(dir))
-	return f.OSFS.SyncDir(dir)
-}
-
-func (f syncOrderFile) Sync() error {
-	name := filepath.Base(f.Name())
-	if strings.Contains(name, ".tmp") {
-		name = "(model being written)"
-	}
-	f.fs.add("sync " + name)
-	return f.File.Sync()
-}
-
 // A model file is on disk, its directory entry too, before Finish
 // returns, under every appendfsync policy: the record (or a rewrite's
 // base) naming it follows, and under everysec or no the OS could write
@@ -734,13 +689,13 @@ func (f syncOrderFile) Sync() error {
 func TestModelFileSyncedBeforeFinishReturns(t *testing.T) {
 	for _, p := range []FsyncPolicy{FsyncAlways, FsyncEverysec, FsyncNo} {
 		dir := t.TempDir()
-		fs := &syncOrderFS{}
+		fs := &faultFS{}
 		l := openTestLog(t, dir, fs)
 		if err := l.Create(newLogState().source()); err != nil {
 			t.Fatal(err)
 		}
 		l.SetPolicy(p)
-		fs.events = nil
+		fs.set(func() { fs.events = []string{} }) // recorded from here on
 		w, err := l.NewModelWriter()
 		if err != nil {
 			t.Fatal(err)
@@ -758,10 +713,12 @@ func TestModelFileSyncedBeforeFinishReturns(t *testing.T) {
 	}
 }
 
-// faultFS wraps OSFS with injected failures.
+// faultFS wraps OSFS with injected failures, and records the fsyncs,
+// renames and directory fsyncs in order once events is not nil.
 type faultFS struct {
 	OSFS
 	mu        sync.Mutex
+	events    []string
 	writeErr  error  // next writes fail with it (after writing short bytes)
 	short     int    // bytes a failing write still writes
 	only      string // the file writeErr fails, by base name ("": every file)
@@ -782,9 +739,22 @@ func (f *faultFS) OpenFile(name string, flag int, perm os.FileMode) (File, error
 	return faultFile{file, f}, nil
 }
 
+// record adds ev to events if they are recorded; f.mu is held.
+func (f *faultFS) record(ev string) {
+	if f.events != nil {
+		f.events = append(f.events, ev)
+	}
+}
+
+func (f *faultFS) SyncDir(dir string) error {
+	f.set(func() { f.record("syncdir " + filepath.Base(dir)) })
+	return f.OSFS.SyncDir(dir)
+}
+
 func (f *faultFS) Rename(a, b string) error {
 	f.mu.Lock()
 	err := f.renameErr
+	f.record("rename " + filepath.Base(b))
 	f.mu.Unlock()
 	if err != nil {
 		return err
@@ -813,8 +783,13 @@ func (f faultFile) Write(p []byte) (int, error) {
 }
 
 func (f faultFile) Sync() error {
+	name := filepath.Base(f.Name())
+	if strings.Contains(name, ".tmp") {
+		name = "(model being written)"
+	}
 	f.fs.mu.Lock()
 	err := f.fs.syncErr
+	f.fs.record("sync " + name)
 	f.fs.mu.Unlock()
 	if err != nil {
 		return err
