@@ -689,11 +689,7 @@ func TestRewriteKeepsStateAndRemovesOldFiles(t *testing.T) {
 func TestModelFileSyncedBeforeFinishReturns(t *testing.T) {
 	for _, p := range []FsyncPolicy{FsyncAlways, FsyncEverysec, FsyncNo} {
 		dir := t.TempDir()
-		fs := &faultFS{}
-		l := openTestLog(t, dir, fs)
-		if err := l.Create(newLogState().source()); err != nil {
-			t.Fatal(err)
-		}
+		l, fs := createdFaultLog(t, dir)
 		l.SetPolicy(p)
 		fs.set(func() { fs.events = []string{} }) // recorded from here on
 		w, err := l.NewModelWriter()
@@ -711,6 +707,17 @@ func TestModelFileSyncedBeforeFinishReturns(t *testing.T) {
 		}
 		l.Close()
 	}
+}
+
+// createdFaultLog is createdLog through a faultFS.
+func createdFaultLog(t *testing.T, dir string) (*Log, *faultFS) {
+	t.Helper()
+	fs := &faultFS{}
+	l := openTestLog(t, dir, fs)
+	if err := l.Create(newLogState().source()); err != nil {
+		t.Fatal(err)
+	}
+	return l, fs
 }
 
 // faultFS wraps OSFS with injected failures, and records the fsyncs,
@@ -799,11 +806,7 @@ func (f faultFile) Sync() error {
 
 func TestLogShortWriteENOSPCRecovers(t *testing.T) {
 	dir := t.TempDir()
-	fs := &faultFS{}
-	l := openTestLog(t, dir, fs)
-	if err := l.Create(newLogState().source()); err != nil {
-		t.Fatal(err)
-	}
+	l, fs := createdFaultLog(t, dir)
 	commitAll(t, l, tensorOp("before", "1"))
 	fs.set(func() { fs.writeErr, fs.short = syscall.ENOSPC, 11 })
 	seq := l.Append(tensorOp("during", "2"))
@@ -835,11 +838,7 @@ func TestLogShortWriteENOSPCRecovers(t *testing.T) {
 // (durability review). Once the records are written, rewrites go on.
 func TestLogRewriteWaitsForItsCut(t *testing.T) {
 	dir := t.TempDir()
-	fs := &faultFS{}
-	l := openTestLog(t, dir, fs)
-	if err := l.Create(newLogState().source()); err != nil {
-		t.Fatal(err)
-	}
+	l, fs := createdFaultLog(t, dir)
 	commitAll(t, l, tensorOp("before", "1"))
 	fs.set(func() { fs.writeErr, fs.only = syscall.EFBIG, "incr.1.log" })
 	if err := l.Commit(l.Append(tensorOp("during", "2"))); !errors.Is(err, syscall.EFBIG) {
@@ -923,11 +922,7 @@ func TestLogFsyncFailureNeedsRewrite(t *testing.T) {
 
 func TestEverysecFsyncFailure(t *testing.T) {
 	dir := t.TempDir()
-	fs := &faultFS{}
-	l := openTestLog(t, dir, fs)
-	if err := l.Create(newLogState().source()); err != nil {
-		t.Fatal(err)
-	}
+	l, fs := createdFaultLog(t, dir)
 	commitAll(t, l, tensorOp("a", "1"))
 	if err := l.SyncEverysec(); err != nil || l.synced.Load() != 1 {
 		t.Fatalf("everysec fsync: %v synced %d", err, l.synced.Load())
@@ -972,11 +967,7 @@ func TestModelFileCrashBeforeRename(t *testing.T) {
 // old manifest, which still names whole files.
 func TestManifestCrashBeforeRename(t *testing.T) {
 	dir := t.TempDir()
-	fs := &faultFS{}
-	l := openTestLog(t, dir, fs)
-	if err := l.Create(newLogState().source()); err != nil {
-		t.Fatal(err)
-	}
+	l, fs := createdFaultLog(t, dir)
 	commitAll(t, l, tensorOp("a", "1"))
 	fs.set(func() { fs.renameErr = syscall.EIO })
 	if _, err := l.BeginRewrite(); err == nil {
