@@ -84,8 +84,9 @@ type migration struct {
 
 // importing is the target's side.
 type importing struct {
-	slot  int
-	state atomic.Value // string: migStart, migSuccess or migFail
+	slot     int
+	state    atomic.Value // string: migStart, migSuccess or migFail
+	restored atomic.Int64 // keys stored (a failed import that stored some keeps serving them)
 }
 
 func (m *migration) State() string { return m.state.Load().(string) }
@@ -160,6 +161,11 @@ func (c migrateCmd) Run(x *Ctx) error {
 		return errNoSuchTarget
 	case target.ID == v.id:
 		return errTargetIsMe
+	}
+	if old := cs.mig.Load(); old != nil && old.split() && (old.slot != c.slot || old.target.ID != target.ID) {
+		// A failed migration left the keys of its slot on two nodes:
+		// another migration would forget where (mig holds one).
+		return errorf("ERR slot %d is split between this node and %s by a failed migration: migrate it there again first", old.slot, old.target.ID)
 	}
 	if h := cs.handed.Load(); h != nil && (*h)[c.slot] != nil && (*h)[c.slot].ID != target.ID {
 		// Its keys are on the node it was handed to: moving "the slot"
@@ -580,6 +586,9 @@ func (c restoreCmd) Run(x *Ctx) error {
 		x.Release(itemValues(l.items))
 		return err
 	}
+	if im := cs.imp.Load(); im != nil && im.slot == c.slot {
+		im.restored.Add(int64(len(l.items)))
+	}
 	x.W.OK()
 	return nil
 }
@@ -632,6 +641,19 @@ func (s *App) routeMigrating(c *Client, spec *Spec, argv [][]byte, pos []int, sl
 				return ask
 			}
 			return errTryAgain
+		case migFail:
+			if !m.split() {
+				return nil
+			}
+			// As Redis leaves a slot MIGRATING after a failed MIGRATE: the
+			// keys that moved are on the target, the rest here, until
+			// MIGRATE to the same target moves them (cluster review: they
+			// were unreachable, served as missing from here).
+			if all, none := present(); !all && (none || !spec.Has(Write)) {
+				return ask
+			} else if !all {
+				return errTryAgain
+			}
 		}
 		return nil
 	}
@@ -639,7 +661,7 @@ func (s *App) routeMigrating(c *Client, spec *Spec, argv [][]byte, pos []int, sl
 		switch im.State() {
 		case migSuccess:
 			return nil // all its keys are here: serve it until the topology says so
-		case migStart:
+		case migStart, migFail: // after a failure it keeps the keys that came (see above)
 			if c.asking {
 				if all, _ := present(); !all && len(pos) > 1 {
 					return errTryAgain
@@ -650,6 +672,10 @@ func (s *App) routeMigrating(c *Client, spec *Spec, argv [][]byte, pos []int, sl
 	}
 	return errNotHere
 }
+
+// split reports a failed migration that moved keys: the slot is split
+// between this node and the target until a MIGRATE to it moves the rest.
+func (m *migration) split() bool { return m.State() == migFail && m.moved.Load() > 0 }
 
 // errNotHere tells route to redirect as the topology says.
 var errNotHere = errors.New("not here")
@@ -708,10 +734,14 @@ func (m *migration) sending(spec *Spec, argv [][]byte) bool {
 func (s *App) endMigration(v *clusterView) {
 	cs := s.Cluster
 	if m := cs.mig.Load(); m != nil && m.State() != migStart {
-		cs.mig.Store(nil) // a success lives on in handed
+		// A success lives on in handed; a split, while the slot is still
+		// this node's.
+		if owner := v.top.Owner(m.slot); !m.split() || owner == nil || owner.ID != v.id {
+			cs.mig.Store(nil)
+		}
 	}
 	if im := cs.imp.Load(); im != nil {
-		if owner := v.top.Owner(im.slot); owner != nil && owner.ID == v.id || im.State() == migFail {
+		if owner := v.top.Owner(im.slot); owner != nil && owner.ID == v.id || im.State() == migFail && im.restored.Load() == 0 {
 			cs.imp.Store(nil)
 		}
 	}

@@ -281,6 +281,36 @@ class TestMigrate(unittest.TestCase):
         else:
             self.assertGreater(ttl, 0)
 
+    def test_a_failed_migration_leaves_every_key_reachable(self):
+        """A migration that fails part-way (the target past its maxmemory)
+        leaves the slot split, as Redis leaves it MIGRATING: the source
+        answers ASK for the keys that moved, the target serves them after
+        ASKING, and MIGRATE to another node is refused until one to the
+        same target moves the rest (cluster review: the moved keys read as
+        missing, and a move to another node stranded them)."""
+        src, dst = self.nodes[0], self.nodes[1]
+        self.assertEqual(dst.cmd("CONFIG", "SET", "maxmemory", "4mb"), "OK")
+        rc = self.rc()
+        blob = bytes(300 << 10)
+        keys = ["{b}k%02d" % i for i in range(20)]
+        for k in keys:
+            rc.execute_command("AI.TENSORSET", k, "UINT8", len(blob), "BLOB", blob)
+        self.assertEqual(src.cmd("clusterx", "migrate", "3300", IDS[1]), "OK")
+        poll(lambda: info(src)["migrating_state"] != "start", timeout=30, what="the migration")
+        self.assertEqual(info(src)["migrating_state"], "fail")
+        moved = dst.cmd("DBSIZE")
+        self.assertGreater(moved, 0)
+        self.assertLess(moved, len(keys))
+        self.assertEqual(sum(rc.execute_command("EXISTS", k) for k in keys), len(keys))
+        self.assertIn("is split between this node and", str(src.cmd("clusterx", "migrate", "3300", IDS[2])))
+        self.assertEqual(dst.cmd("CONFIG", "SET", "maxmemory", "0"), "OK")
+        self.assertEqual(src.cmd("clusterx", "migrate", "3300", IDS[1]), "OK")
+        poll(lambda: info(src)["migrating_state"] != "start", timeout=30, what="the second migration")
+        self.assertEqual(info(src)["migrating_state"], "success")
+        push(self.nodes, ["0-3299 3301-5460", "3300 5461-10921", "10922-16383"], 2)
+        self.assertEqual(dst.cmd("DBSIZE"), len(keys))
+        self.assertEqual(sum(rc.execute_command("EXISTS", k) for k in keys), len(keys))
+
     def test_kill9_mid_migration_loses_nothing(self):
         """Either node killed -9 while the slot moves: every key is still on
         one of the two, and MIGRATE again finishes the move with every key's
