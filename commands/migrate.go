@@ -705,17 +705,34 @@ func (x *Ctx) fenced() error {
 	if m == nil || m.slot != x.fence-1 || m.State() == migFail {
 		return nil
 	}
-	if m.closing.Load() || m.sending(x.spec, x.argv) {
+	if m.closing.Load() || m.sending(x.spec, x.argv, x.runner) {
 		return errTryAgain
 	}
 	return nil
 }
 
+// keyWriter is a parsed command that writes only some of its keys: a
+// model run writes its outputs, not its model or inputs.
+type keyWriter interface{ writtenKeys() []string }
+
+func (c *modelExecCmd) writtenKeys() []string { return c.outputs }
+func (c *dagCmd) writtenKeys() []string       { return c.persist }
+
 // sending reports whether a command writes a key of the batch on its way
-// to the target (holdBatch).
-func (m *migration) sending(spec *Spec, argv [][]byte) bool {
+// to the target (holdBatch). Only the keys it writes count: the clients
+// running a model that was being sent got TRYAGAIN for the whole send,
+// its compile on the target included, and gave up.
+func (m *migration) sending(spec *Spec, argv [][]byte, r Runner) bool {
 	set := m.inflight.Load()
 	if set == nil || spec == nil {
+		return false
+	}
+	if w, ok := r.(keyWriter); ok {
+		for _, k := range w.writtenKeys() {
+			if (*set)[k] {
+				return true
+			}
+		}
 		return false
 	}
 	for _, p := range spec.KeyPositions(argv) {

@@ -504,8 +504,9 @@ type Ctx struct {
 	locked bool
 	// spec and argv are the command's, for fenced (a write to a key on
 	// its way to another node).
-	spec *Spec
-	argv [][]byte
+	spec   *Spec
+	argv   [][]byte
+	runner Runner
 	// fence is the slot (plus one; 0: none) a write command's keys are in,
 	// in cluster mode: under App.tx the write is refused while that slot's
 	// migration closes (migrate.go).
@@ -778,7 +779,7 @@ func (s *App) dispatchOne(c *Client, spec *Spec, argv [][]byte, owned Ownership)
 		s.recordRun(c, spec, argv, time.Duration(s.mono()-start), true)
 		return
 	}
-	c.ctx = Ctx{App: s, C: c, W: c.W, fence: s.fenceSlot(spec, argv), spec: spec, argv: argv}
+	c.ctx = Ctx{App: s, C: c, W: c.W, fence: s.fenceSlot(spec, argv), spec: spec, argv: argv, runner: r}
 	err = s.run(&c.ctx, spec, r)
 	// As Redis, a command goes to the monitors once it has run (RESET's
 	// own is not sent to the monitor it ends), a queued one when EXEC

@@ -122,7 +122,7 @@ func (s *App) routeQueued(c *Client) error {
 		}
 		// A queued write to a key on its way to another node waits, as
 		// one sent alone does (Ctx.fenced).
-		if m != nil && m.slot == slot && cmd.spec.Has(Write) && m.State() == migStart && m.sending(cmd.spec, cmd.argv) {
+		if m != nil && m.slot == slot && cmd.spec.Has(Write) && m.State() == migStart && m.sending(cmd.spec, cmd.argv, cmd.runner) {
 			return errTryAgain
 		}
 	}
