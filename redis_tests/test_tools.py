@@ -24,7 +24,7 @@ from harness import REPO, RawConn, Server, free_port, poll, server_binary  # noq
 
 CLI = os.path.join(REPO, "bin", "enclaveai-cli")
 LINEAR = os.path.join(HERE, "models", "linear.onnx")
-SUBCOMMANDS = ["attest", "upload", "run", "info", "verify", "cluster"]
+SUBCOMMANDS = ["attest", "upload", "run", "info", "verify", "receipt", "cluster"]
 
 
 def run(*args, **kw):

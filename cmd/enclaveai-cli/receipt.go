@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -35,14 +34,16 @@ func (t *tensorFlags) Set(v string) error { *t = append(*t, v); return nil }
 // receiptCmd: enclaveai-cli receipt verify [flags].
 func receiptCmd(args []string, out io.Writer) error {
 	if len(args) == 0 || args[0] != "verify" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+			return receiptVerify(args, out) // its flags: every subcommand takes -h (README)
+		}
 		return errors.New("usage: enclaveai-cli receipt verify [flags] (enclaveai-cli receipt verify -h for the flags)")
 	}
 	return receiptVerify(args[1:], out)
 }
 
 func receiptVerify(args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("receipt verify", flag.ContinueOnError)
-	fs.SetOutput(out)
+	fs := newFlags("receipt")
 	file := fs.String("receipt", "", "the receipt file (- for standard input)")
 	nonce := fs.String("nonce", "", "the nonce sent with RECEIPT, as text")
 	nonceHex := fs.String("nonce-hex", "", "the nonce sent with RECEIPT, in hex")
@@ -59,7 +60,7 @@ func receiptVerify(args []string, out io.Writer) error {
 	minSVN := fs.Uint("min-svn", 1, "lowest acceptable security version")
 	allowDebug := fs.Bool("allow-debug", false, "accept a debug enclave")
 	allowSim := fs.Bool("allow-simulated", false, "accept simulated evidence, which proves nothing (development only)")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *file == "" {
