@@ -70,8 +70,10 @@ var (
 	// ErrReportInvalid means the platform refused the SGX report: a bad
 	// signature, an outdated TCB, or no way to verify here.
 	ErrReportInvalid = errors.New("SGX report failed verification")
-	// ErrBinding means the report was not made for this nonce and TLS key.
-	ErrBinding = errors.New("report data does not match the nonce and TLS key")
+	// ErrBinding means the report was not made for this nonce, TLS key and
+	// receipt key (the server binds its receipt key too: a verifier must
+	// give it, enclaveai-cli verify's -receipt-key).
+	ErrBinding = errors.New("report data does not match the nonce, TLS key and receipt key")
 	// ErrPolicy means the enclave's identity does not satisfy the policy.
 	ErrPolicy = errors.New("enclave identity does not satisfy the policy")
 )
