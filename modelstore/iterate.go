@@ -60,22 +60,24 @@ func (k *Keyspace) ItemRetained(key string, retain func(Value)) (Item, bool) {
 	if !ok || !e.live(now) {
 		return Item{}, false
 	}
+	return itemLocked(key, e, retain), true
+}
+
+// itemLocked is one live entry as an Item, its value pinned and given to
+// retain (if not nil) while the keyspace is locked.
+func itemLocked(key string, e entry, retain func(Value)) Item {
 	pinValue(e.v)
 	if retain != nil {
 		retain(e.v)
 	}
-	return Item{key, e.v, e.expireAt}, true
+	return Item{key, e.v, e.expireAt}
 }
 
 func (k *Keyspace) itemsLocked(now *instant, retain func(Value)) []Item {
 	out := make([]Item, 0, len(k.m))
 	for key, e := range k.m {
 		if e.live(now) {
-			out = append(out, Item{key, e.v, e.expireAt})
-			pinValue(e.v)
-			if retain != nil {
-				retain(e.v)
-			}
+			out = append(out, itemLocked(key, e, retain))
 		}
 	}
 	return out
