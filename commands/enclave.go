@@ -6,10 +6,16 @@ import (
 
 // AI.ATTEST <nonce>: evidence, from the enclave layer, that this server runs
 // inside an enclave, bound to the caller's nonce, to the server's TLS
-// public key and to the key it signs inference receipts with (receipt.go). In simulation mode the evidence is marked as simulated and a
-// verifier refuses it unless told otherwise.
+// public key and to the key it signs inference receipts with (receipt.go).
+// In simulation mode the evidence is marked as simulated and a verifier
+// refuses it unless told otherwise.
+//
+// It runs before AUTH (NoAuth), as a TLS handshake does: a client checks
+// what it talks to before it sends a password or a token there. Before
+// AUTH every argument is bounded at 16 KB (Limits), and the evidence says
+// only what the server would tell anyone: its mode and its public keys.
 func init() {
-	register(&Spec{Name: "ai.attest", Arity: 2, Flags: Readonly | LoadingOK, Group: "server",
+	register(&Spec{Name: "ai.attest", Arity: 2, Flags: Readonly | LoadingOK | NoAuth, Group: "server",
 		Summary: "Returns attestation evidence bound to the nonce and to the server's TLS public key.",
 		Syntax:  "nonce", Parse: parseAttest})
 	RegisterInfoSection(InfoSection{Name: "Enclave", Fields: enclaveInfo})

@@ -24,6 +24,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -482,3 +483,34 @@ class ServerTestCase(unittest.TestCase):
             fn(*args)
         want = text[4:] if text.startswith("ERR ") else text
         self.assertEqual(str(cm.exception), want)
+
+
+def recording_listener(test, port=None):
+    """A server on 127.0.0.1 that knows no command: it answers each one
+    "-ERR unknown command" and keeps every byte it was sent. Returns (port,
+    the list of what it received)."""
+    got = []
+    ln = socket.socket()
+    ln.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ln.bind(("127.0.0.1", port or 0))
+    ln.listen(4)
+    test.addCleanup(ln.close)
+
+    def serve():
+        while True:
+            try:
+                conn, _ = ln.accept()
+            except OSError:
+                return
+            with conn:
+                while True:
+                    try:
+                        data = conn.recv(1 << 16)
+                    except OSError:
+                        break
+                    if not data:
+                        break
+                    got.append(data)
+                    conn.sendall(b"-ERR unknown command\r\n" * data.count(b"*"))
+    threading.Thread(target=serve, daemon=True).start()
+    return ln.getsockname()[1], got

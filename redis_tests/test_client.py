@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "models"))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "clients", "python"))
-from harness import REPO, Server, free_port, proc_status, reset_peak  # noqa: E402
+from harness import REPO, Server, free_port, proc_status, recording_listener, reset_peak  # noqa: E402
 import enclaveai  # noqa: E402
 from enclaveai import attest as eattest  # noqa: E402
 
@@ -47,6 +47,42 @@ def start_with_tls():
     raise RuntimeError("no free TLS port")
 
 
+class AttestBeforeAuthTest(unittest.TestCase):
+    def test_the_password_goes_only_to_an_attested_server(self):
+        """The client checks the evidence before redis-py's AUTH or HELLO:
+        a server that cannot attest never gets the password (the client
+        sent AUTH first, and the server asked for it before AI.ATTEST)."""
+        for protocol in (2, 3):
+            with self.subTest(protocol=protocol):
+                port, got = recording_listener(self)
+                with self.assertRaises((redis.ResponseError, enclaveai.AttestationError)):
+                    enclaveai.Client("127.0.0.1", port, attest=DEV, password="sekret", protocol=protocol)
+                sent = b"".join(got)
+                self.assertTrue(sent.startswith(b"*2\r\n$9\r\nAI.ATTEST\r\n"), sent[:80])
+                self.assertNotIn(b"sekret", sent)
+                self.assertNotIn(b"AUTH", sent)
+
+    def test_a_server_with_a_password_attests_first(self):
+        """AI.ATTEST is answered before AUTH (other commands are not), and
+        the client attests, then authenticates, with either protocol."""
+        srv = Server(password="pw").start()
+        self.addCleanup(srv.stop)
+        c = srv.raw(auth=False)
+        rep = c.cmd("AI.ATTEST", os.urandom(32))
+        self.assertIsInstance(rep, list)
+        self.assertIn(b"evidence", rep)
+        self.assertTrue(str(c.cmd("AI.TENSORGET", "x", "META")).startswith("NOAUTH"))
+        for protocol in (2, 3):
+            with self.subTest(protocol=protocol):
+                cl = enclaveai.Client("127.0.0.1", srv.port, attest=DEV, password="pw", protocol=protocol)
+                self.addCleanup(cl.close)
+                self.assertIsNotNone(cl.attestation)
+                cl.upload_model(LINEAR, key="lin%d" % protocol, progress=False)
+                self.assertEqual(cl.run_model("lin%d" % protocol, [np.ones((2, 4), np.float32)]).as_numpy().shape, (2, 3))
+        with self.assertRaisesRegex(redis.ResponseError, "WRONGPASS"):
+            enclaveai.Client("127.0.0.1", srv.port, attest=DEV, password="wrong")
+
+
 class RedirectTest(unittest.TestCase):
     def test_redirections_of_every_redis_py(self):
         """Cluster redirections as redis-py 4.3 raises them (a plain
@@ -56,8 +92,7 @@ class RedirectTest(unittest.TestCase):
         from redis import exceptions
         c = enclaveai.Client.__new__(enclaveai.Client)
         refreshed = []
-        c._cluster = type("Cluster", (), {"nodes_manager": type("Nodes", (), {
-            "initialize": staticmethod(lambda: refreshed.append(1))})()})()
+        c._slots = type("Slots", (), {"refresh": staticmethod(lambda: refreshed.append(1))})()
         c._at = lambda host, port: (host, port)
         self.assertEqual(c._redirect(exceptions.MovedError("3300 127.0.0.1:7001")), ("MOVED", ("127.0.0.1", 7001)))
         self.assertEqual(c._redirect(exceptions.ResponseError("MOVED 3300 127.0.0.1:7003")),
@@ -72,41 +107,16 @@ class RedirectTest(unittest.TestCase):
 class ReconnectTest(unittest.TestCase):
     def test_a_new_connection_is_attested_before_it_carries_a_command(self):
         """redis-py opens a new connection by itself after a drop: the
-        client attests it again before anything but AUTH/HELLO goes on it
+        client attests it again before anything goes on it, AUTH included
         (tools review: after the server was replaced, an upload went to the
         new one unchecked)."""
-        import socket
-        import threading
-        srv = Server().start()
+        srv = Server(password="hunter2-pw").start()
         port = srv.port
-        c = enclaveai.Client("127.0.0.1", port, attest=DEV)
+        c = enclaveai.Client("127.0.0.1", port, attest=DEV, password="hunter2-pw")
         self.addCleanup(c.close)
         c.upload_model(LINEAR, key="lin", progress=False)
         srv.stop()
-        got = []
-        ln = socket.socket()
-        ln.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        ln.bind(("127.0.0.1", port))
-        ln.listen(4)
-        self.addCleanup(ln.close)
-
-        def serve():  # a server that knows no command
-            while True:
-                try:
-                    conn, _ = ln.accept()
-                except OSError:
-                    return
-                with conn:
-                    while True:
-                        try:
-                            data = conn.recv(1 << 16)
-                        except OSError:
-                            break
-                        if not data:
-                            break
-                        got.append(data)
-                        conn.sendall(b"-ERR unknown command\r\n" * data.count(b"*"))
-        threading.Thread(target=serve, daemon=True).start()
+        _, got = recording_listener(self, port)
         for _ in range(2):  # the first call finds the old connection gone
             with self.assertRaises((redis.ConnectionError, redis.ResponseError, enclaveai.AttestationError)):
                 c.upload_model(LINEAR, key="secret", progress=False)
@@ -114,6 +124,7 @@ class ReconnectTest(unittest.TestCase):
         self.assertIn(b"AI.ATTEST", sent)
         self.assertNotIn(b"AI.MODELSTORE", sent)
         self.assertNotIn(b"secret", sent)
+        self.assertNotIn(b"hunter2-pw", sent)
 
 
 class ClientTest(unittest.TestCase):

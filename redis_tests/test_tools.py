@@ -20,7 +20,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from harness import REPO, RawConn, Server, free_port, poll, server_binary  # noqa: E402
+from harness import REPO, RawConn, Server, free_port, poll, recording_listener, server_binary  # noqa: E402
 
 CLI = os.path.join(REPO, "bin", "enclaveai-cli")
 LINEAR = os.path.join(HERE, "models", "linear.onnx")
@@ -144,6 +144,24 @@ class CLITest(unittest.TestCase):
         self.assertEqual(rc, 1)
         self.assertIn("simulated attestation evidence refused", out)
         self.assertEqual(self.srv.client().exists("refused"), 0, "nothing is sent before attestation")
+
+    def test_upload_attests_before_it_authenticates(self):
+        """The CLI sends AUTH only after the evidence satisfied the policy:
+        a server that cannot attest never gets the password (review: AUTH
+        went first, as the server asked)."""
+        port, got = recording_listener(self)
+        rc, out, err = self.cli("upload", "-port", port, "-a", "sekret-pw", "-allow-simulated", "-key", "m", LINEAR)
+        self.assertEqual(rc, 1, out + err)
+        sent = b"".join(got)
+        self.assertTrue(sent.startswith(b"*2\r\n$9\r\nAI.ATTEST\r\n"), sent[:80])
+        self.assertNotIn(b"sekret-pw", sent)
+        srv = Server(password="sekret-pw").start()
+        self.addCleanup(srv.stop)
+        rc, out, err = self.cli("upload", "-port", srv.port, "-a", "sekret-pw", "-allow-simulated", "-key", "m", LINEAR)
+        self.assertEqual(rc, 0, out + err)
+        self.assertEqual(srv.client().exists("m"), 1)
+        rc, out, err = self.cli("attest", "-port", srv.port, "-allow-simulated")
+        self.assertEqual(rc, 0, out + err)
 
     def test_upload_run_info(self):
         with open(LINEAR, "rb") as f:

@@ -111,7 +111,7 @@ func attest(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	c, err := cf.dial()
+	c, err := cf.connect()
 	if err != nil {
 		return err
 	}
@@ -120,13 +120,15 @@ func attest(args []string, out io.Writer) error {
 	return err
 }
 
-// attested dials and, unless -no-attest, checks the attestation (one line).
+// attested connects and, unless -no-attest, checks the attestation (one
+// line) before it authenticates: the password goes only to a server whose
+// evidence satisfied the policy (the server answers AI.ATTEST before AUTH).
 func attested(cf *connFlags, pf *policyFlags, out io.Writer) (*client, error) {
 	policy, err := pf.policy()
 	if err != nil {
 		return nil, err
 	}
-	c, err := cf.dial()
+	c, err := cf.connect()
 	if err != nil {
 		return nil, err
 	}
@@ -135,6 +137,10 @@ func attested(cf *connFlags, pf *policyFlags, out io.Writer) (*client, error) {
 			c.Close()
 			return nil, fmt.Errorf("attestation: %w (-allow-simulated for a development server, -no-attest to skip)", err)
 		}
+	}
+	if err := cf.auth(c); err != nil {
+		c.Close()
+		return nil, err
 	}
 	return c, nil
 }

@@ -39,7 +39,21 @@ type client struct {
 	tlsKey []byte // DER SubjectPublicKeyInfo of the peer's certificate, with TLS
 }
 
+// dial connects and authenticates (AUTH, with -a).
 func (cf *connFlags) dial() (*client, error) {
+	c, err := cf.connect()
+	if err != nil {
+		return nil, err
+	}
+	if err := cf.auth(c); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// connect opens the connection, with TLS under -tls, and sends nothing.
+func (cf *connFlags) connect() (*client, error) {
 	addr := net.JoinHostPort(cf.host, strconv.Itoa(cf.port))
 	c := &client{addr: addr, tls: cf.tls}
 	var err error
@@ -65,17 +79,20 @@ func (cf *connFlags) dial() (*client, error) {
 		return nil, err
 	}
 	c.rd = bufio.NewReaderSize(c.conn, 1<<20)
-	if cf.password != "" {
-		args := []any{"AUTH", cf.password}
-		if cf.user != "" {
-			args = []any{"AUTH", cf.user, cf.password}
-		}
-		if _, err := c.do(args...); err != nil {
-			c.conn.Close()
-			return nil, err
-		}
-	}
 	return c, nil
+}
+
+// auth sends AUTH with -a (and -user), if given.
+func (cf *connFlags) auth(c *client) error {
+	if cf.password == "" {
+		return nil
+	}
+	args := []any{"AUTH", cf.password}
+	if cf.user != "" {
+		args = []any{"AUTH", cf.user, cf.password}
+	}
+	_, err := c.do(args...)
+	return err
 }
 
 func (c *client) Close() error { return c.conn.Close() }

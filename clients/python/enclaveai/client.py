@@ -8,9 +8,12 @@ import time
 import uuid
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+import bisect
+
 import numpy as np
 import redis
 from redis import exceptions
+from redis.crc import key_slot
 
 from . import attest as _attest
 from . import resp3 as _resp
@@ -101,12 +104,12 @@ class Client:
     """A connection to an EnclaveAI server, or to each node of a cluster.
 
     Client(host, port, tls=False, attest=Policy(...)) connects and, before
-    anything else is sent (but AUTH, with password=, which the server asks
-    first), checks the server's AI.ATTEST evidence against the policy,
-    bound to a fresh nonce and (with tls) to the TLS key of this very
-    connection; that connection then carries every command, and one that
-    redis-py opens again after a drop is attested again before it carries
-    any.
+    anything else is sent (AUTH and HELLO included: a password or a token
+    goes only to a server whose evidence satisfied the policy), checks the
+    server's AI.ATTEST evidence against the policy, bound to a fresh nonce
+    and (with tls) to the TLS key of this very connection; that connection
+    then carries every command, and one that redis-py opens again after a
+    drop is attested again before it carries any.
     The default policy refuses simulated evidence: pass
     attest=Policy(allow_simulated=True) to accept it (development only,
     loudly), or attest=False to skip attestation altogether.
@@ -114,6 +117,7 @@ class Client:
     Against a cluster (INFO cluster_enabled:1) each key's commands go to
     the node serving its slot, over a connection of its own that is
     attested the same way on first use; list_models asks every primary.
+    The slot map (CLUSTER SLOTS) is read over those same connections.
 
     protocol=3 speaks RESP3 (HELLO 3), with any redis-py: 5 and later
     natively, older ones (Debian's 4.3.4) through enclaveai.resp3. Replies
@@ -133,26 +137,20 @@ class Client:
         self.tls = tls
         self._policy = None if attest is False else (attest if isinstance(attest, Policy) else Policy())
         self._cli = cli
-        self._guards: List["_Reattest"] = []
         self.protocol = protocol
-        self.redis = _resp.client(protocol, host=host, port=port, **kw)
         self.attestation: Optional[Result] = None
-        if self._policy is not None:
-            self.attestation = self._attest(self.redis)
+        self.redis = self._open(host, port)
         # Cluster mode: each key's commands go to the node serving its
         # slot, over a connection of its own, attested like the first.
-        self._cluster = None
         self._nodes: Dict[Tuple[str, int], redis.Redis] = {(host, port): self.redis}
+        self._slots: Optional[_Slots] = None
         if int(self.redis.info("cluster").get("cluster_enabled", 0)):
-            # Only for the slot map: the nodes are reached with _at.
-            from redis.cluster import RedisCluster
-            self._cluster = RedisCluster(host=host, port=port, **kw)
+            self._slots = _Slots(self)
+            self._slots.refresh()
 
     def close(self):
         for c in self._nodes.values():
             c.close()
-        if self._cluster is not None:
-            self._cluster.close()
 
     def __enter__(self):
         return self
@@ -164,25 +162,31 @@ class Client:
         """The connection to one node (cluster mode), attested on first use."""
         c = self._nodes.get((host, port))
         if c is None:
-            c = _resp.client(self.protocol, host=host, port=port, **self._kw)
-            if self._policy is not None:
-                self._attest(c)
+            c = self._open(host, port)
             self._nodes[(host, port)] = c
         return c
+
+    def _open(self, host: str, port: int) -> redis.Redis:
+        """A connection to host:port (redis-py opens it at once), attested
+        before its AUTH or HELLO, as every one it opens again later is."""
+        kw = dict(self._kw)
+        if self._policy is not None:
+            kw["redis_connect_func"] = self._on_connect
+        return _resp.client(self.protocol, host=host, port=port, **kw)
 
     def _for(self, key: str) -> redis.Redis:
         """The connection that serves key: the node owning its slot in
         cluster mode, else the one connection."""
-        if self._cluster is None:
+        if self._slots is None:
             return self.redis
-        node = self._cluster.get_node_from_key(key)
-        return self._at(node.host, node.port)
+        node = self._slots.node(key)
+        return self.redis if node is None else self._at(*node)
 
     def _redirect(self, err: redis.ResponseError) -> Optional[Tuple[str, redis.Redis]]:
         """For a cluster's redirection (MOVED, ASK, TRYAGAIN), what to do
         and where: MOVED means the slot map is stale (a slot moved since it
         was read), so it is read again. None for any other error."""
-        if self._cluster is None:
+        if self._slots is None:
             return None
         # redis-py 6 and later raise these classes for every client, the
         # word taken off the text; 4.3 (Debian's) a plain ResponseError.
@@ -201,7 +205,7 @@ class Client:
             return word, None
         host, port = addr.rsplit(":", 1)
         if word == "MOVED":
-            self._cluster.nodes_manager.initialize()
+            self._slots.refresh()
         return word, self._at(host, int(port))
 
     def _exec(self, key: str, *args):
@@ -224,16 +228,24 @@ class Client:
 
     # -- attestation -------------------------------------------------------
 
-    def _attest(self, conn: redis.Redis) -> Result:
-        """Attests conn's connection, and every one it opens later:
-        redis-py reconnects by itself after a drop, and the new connection
-        went to whatever answered on that address, never checked (tools
-        review: a model uploaded to another server)."""
-        result = self._attest_on(conn.connection)
-        guard = _Reattest(self, conn.connection)
-        self._guards.append(guard)  # the connection holds it weakly
-        conn.connection.register_connect_callback(guard.check)
-        return result
+    def _on_connect(self, connection) -> None:
+        """redis-py's redis_connect_func for every connection this client
+        opens, the first and those redis-py opens again by itself after a
+        drop (which went to whatever answered on that address, never
+        checked: tools review, a model uploaded to another server): the
+        evidence is checked on the bare connection, then redis-py's own
+        on_connect sends AUTH and HELLO. The server answers AI.ATTEST before
+        AUTH; before, the password went first, to a server not yet checked.
+        A connection whose evidence fails is closed."""
+        # The reply reader, which on_connect sets up again: nothing is
+        # left unread in it by then.
+        connection._parser.on_connect(connection)
+        try:
+            self.attestation = self._attest_on(connection)
+        except BaseException:
+            connection.disconnect()
+            raise
+        connection.on_connect()
 
     def _attest_on(self, connection) -> Result:
         nonce = secrets.token_bytes(32)
@@ -358,8 +370,7 @@ class Client:
     def list_models(self) -> List[Dict[str, str]]:
         """Every model this user may see: [{"key": ..., "tag": ...}] (of
         every primary node in cluster mode)."""
-        conns = [self.redis] if self._cluster is None else \
-            [self._at(n.host, n.port) for n in self._cluster.get_primaries()]
+        conns = [self.redis] if self._slots is None else [self._at(*n) for n in self._slots.primaries()]
         return [{"key": _text(k), "tag": _text(t)} for c in conns for k, t in c.execute_command("AI._MODELSCAN")]
 
     def delete_model(self, key: str) -> None:
@@ -427,20 +438,44 @@ def _is_array(a) -> bool:
     return isinstance(a, np.ndarray) or type(a).__module__.startswith("torch")
 
 
-class _Reattest:
-    """Attests a connection redis-py opened again (Connection's connect
-    callback): before it carries anything but AUTH and HELLO, or it is
-    closed and the call fails."""
+class _Slots:
+    """A cluster's slot map (CLUSTER SLOTS), read over the client's own
+    connections, each attested before its AUTH. (redis-py's RedisCluster,
+    used for this before, opened connections of its own to every node and
+    sent each its AUTH unattested.)"""
 
-    def __init__(self, client: "Client", connection):
-        self.client, self.connection = client, connection
+    def __init__(self, client: "Client"):
+        self.client = client
+        self.firsts: List[int] = []  # each range's first slot, in order
+        self.ranges: List[Tuple[int, int, Tuple[str, int]]] = []  # (first, last, primary)
 
-    def check(self, connection):
-        try:
-            self.client.attestation = self.client._attest_on(connection)
-        except Exception:
-            connection.disconnect()
-            raise
+    def refresh(self) -> None:
+        """Reads the map from the first node known that answers."""
+        err: Optional[Exception] = None
+        for host, port in list(self.client._nodes):
+            try:
+                reply = self.client._at(host, port).execute_command("CLUSTER", "SLOTS")
+            except redis.ConnectionError as e:
+                err = e
+                continue
+            # A primary's host may be "" or "?": the node asked, as redis-py reads it.
+            self.ranges = sorted((int(r[0]), int(r[1]), (_text(r[2][0]) if _text(r[2][0]) not in ("", "?") else host,
+                                                        int(r[2][1]))) for r in reply)
+            self.firsts = [r[0] for r in self.ranges]
+            return
+        raise err or redis.ConnectionError("no cluster node answered CLUSTER SLOTS")
+
+    def node(self, key) -> Optional[Tuple[str, int]]:
+        """The primary serving key's slot; None if no node serves it."""
+        slot = key_slot(key.encode() if isinstance(key, str) else key)
+        i = bisect.bisect_right(self.firsts, slot) - 1
+        if i >= 0 and self.ranges[i][1] >= slot:
+            return self.ranges[i][2]
+        return None
+
+    def primaries(self) -> List[Tuple[str, int]]:
+        """Every primary serving a slot, once each, in slot order."""
+        return list(dict.fromkeys(r[2] for r in self.ranges))
 
 
 def _as_array(a, dtype: Optional[str]) -> np.ndarray:
