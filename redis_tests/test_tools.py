@@ -138,6 +138,9 @@ class CLITest(unittest.TestCase):
                 self.assertIn("\nFlags:\n", err)
         rc, out, err = self.cli("nonsense")
         self.assertEqual(rc, 2)
+        # -tls binds evidence only where the subcommand attests.
+        self.assertIn("bind the evidence", self.cli("upload", "-h")[2])
+        self.assertNotIn("evidence", self.cli("info", "-h")[2])
 
     def test_upload_refuses_simulated_attestation_unless_allowed(self):
         rc, out, err = self.cli("upload", "-port", self.port, "-key", "refused", LINEAR)

@@ -22,10 +22,17 @@ type connFlags struct {
 	tls                  bool
 }
 
-func (cf *connFlags) register(fs *flag.FlagSet) {
+// register adds the connection flags to fs; attests says whether the
+// subcommand checks the server's evidence (which -tls then binds to the
+// connection's key).
+func (cf *connFlags) register(fs *flag.FlagSet, attests bool) {
 	fs.StringVar(&cf.host, "host", "127.0.0.1", "server host")
 	fs.IntVar(&cf.port, "port", 6379, "server port (the tls-port with -tls)")
-	fs.BoolVar(&cf.tls, "tls", false, "connect with TLS and bind the evidence to the server's TLS key")
+	tlsUsage := "connect with TLS (the certificate is not checked: this subcommand does not attest the server)"
+	if attests {
+		tlsUsage = "connect with TLS and bind the evidence to the server's TLS key"
+	}
+	fs.BoolVar(&cf.tls, "tls", false, tlsUsage)
 	fs.StringVar(&cf.password, "a", "", "password (requirepass, or the user's with -user)")
 	fs.StringVar(&cf.user, "user", "", "user name for AUTH")
 }

@@ -23,7 +23,7 @@ func run(args []string, out io.Writer) error {
 	fs := newFlags("run")
 	var cf connFlags
 	var pf policyFlags
-	cf.register(fs)
+	cf.register(fs, true)
 	pf.register(fs, true)
 	var outs stringList
 	fs.Var(&outs, "o", "output file, repeatable, in the model's output order (default <output name>.npy)")

@@ -23,7 +23,7 @@ func upload(args []string, out io.Writer) error {
 	fs := newFlags("upload")
 	var cf connFlags
 	var pf policyFlags
-	cf.register(fs)
+	cf.register(fs, true)
 	pf.register(fs, true)
 	key := fs.String("key", "*", "key to store the model under (* for a new UUID, which is printed)")
 	tag := fs.String("tag", "", "the model's TAG")
