@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "models"))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "clients", "python"))
-from harness import REPO, Server, free_port, proc_status, recording_listener, reset_peak  # noqa: E402
+from harness import REPO, Server, free_port, proc_status, recording_listener, reset_peak, server_binary  # noqa: E402
 import enclaveai  # noqa: E402
 from enclaveai import attest as eattest  # noqa: E402
 
@@ -247,6 +247,26 @@ class ClientTest(unittest.TestCase):
         # text, or the pure-Go engine's (make test-nocgo).
         with self.assertRaisesRegex(redis.ResponseError, "invalid dimensions for input|invalid shape"):
             c.run_model(mid, [[1.0, 2.0]])
+
+    def test_run_with_strings(self):
+        """STRING inputs from lists, str, bytes and object arrays, and
+        STRING outputs as bytes (the client could not send them)."""
+        if server_binary().endswith("-nocgo"):
+            self.skipTest("the pure-Go engine runs no STRING model (test_goengine)")
+        c = self.client()
+        mid, _ = c.upload_model(os.path.join(MODELS, "string_identity.onnx"), key="run_str", progress=False)
+        words = ["a", "h\u00e9llo", "", "z" * 300]
+        want = [w.encode() for w in words]
+        for inp in (words, np.array(words), np.array(want), np.array(want, dtype=object), [b"a", "h\u00e9llo", b"", "z" * 300]):
+            with self.subTest(inp=type(inp).__name__):
+                out = c.run_model(mid, inp)
+                self.assertEqual(out[0].dtype, "STRING")
+                self.assertEqual(out.as_flat(), want)
+                self.assertEqual(out.as_numpy().shape, (4,))
+        with self.assertRaisesRegex(ValueError, "0 byte"):
+            c.run_model(mid, ["a\0b"])
+        with self.assertRaises(TypeError):
+            c.run_model(mid, ["a"]).as_torch()
 
     def test_upload_streams_from_the_file_with_bounded_memory(self):
         import huge_model

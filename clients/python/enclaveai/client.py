@@ -44,11 +44,21 @@ class Output:
         self.name, self.dtype, self.shape, self._data = name, dtype, shape, data
 
     def as_numpy(self) -> np.ndarray:
-        """The tensor as a numpy array of its shape and type."""
+        """The tensor as a numpy array of its shape and type; a STRING
+        tensor as an object array of bytes."""
+        if self.dtype == "STRING":
+            # Each element ends with a 0 byte (REDISAI.md, STRING blobs).
+            elems = self._data.split(b"\0")[:-1] if self._data else []
+            arr = np.empty(len(elems), dtype=object)
+            arr[:] = elems
+            return arr.reshape(self.shape)
         return np.frombuffer(self._data, dtype=DTYPES[self.dtype]).reshape(self.shape)
 
     def as_torch(self):
-        """The tensor as a torch.Tensor (torch is imported on first use)."""
+        """The tensor as a torch.Tensor (torch is imported on first use);
+        torch has no strings, so not for a STRING tensor."""
+        if self.dtype == "STRING":
+            raise TypeError("torch has no string tensors: use as_numpy() or as_flat()")
         import torch
         return torch.from_numpy(self.as_numpy().copy())
 
@@ -414,8 +424,8 @@ class Client:
         in_names = ["in%d.%s" % (i, tag) for i in range(len(ins))]
         out_names = ["out%d.%s" % (i, tag) for i in range(len(outs))]
         for name, spec, a in zip(in_names, ins, arrays):
-            arr = _as_array(a, spec.get("dtype"))
-            args += ["|>", "AI.TENSORSET", name, _NP_TO_AI[arr.dtype]] + list(arr.shape) + ["BLOB", arr.tobytes()]
+            dtype, shape, blob = _tensor(a, _text(spec.get("dtype")))
+            args += ["|>", "AI.TENSORSET", name, dtype] + shape + ["BLOB", blob]
         args += ["|>", "AI.MODELEXECUTE", key, "INPUTS", len(ins)] + in_names + ["OUTPUTS", len(outs)] + out_names
         for name in out_names:
             args += ["|>", "AI.TENSORGET", name, "META", "BLOB"]
@@ -476,6 +486,26 @@ class _Slots:
     def primaries(self) -> List[Tuple[str, int]]:
         """Every primary serving a slot, once each, in slot order."""
         return list(dict.fromkeys(r[2] for r in self.ranges))
+
+
+def _tensor(a, dtype: Optional[str]) -> Tuple[str, List[int], bytes]:
+    """An input as AI.TENSORSET's type, shape and BLOB. Strings (numpy's
+    str, bytes and object arrays, or lists for a STRING input) become a
+    STRING tensor: each element UTF-8 (bytes as they are), ended by a 0
+    byte, so none may hold one."""
+    if dtype == "STRING" or (isinstance(a, np.ndarray) and a.dtype.kind in "USO"):
+        arr = np.asarray(a, dtype=object)
+        parts = []
+        for e in arr.reshape(-1):
+            b = e.encode() if isinstance(e, str) else bytes(e) if isinstance(e, (bytes, bytearray, np.bytes_)) else None
+            if b is None:
+                raise TypeError("a STRING tensor holds str or bytes, not %s" % type(e).__name__)
+            if b"\0" in b:
+                raise ValueError("a STRING element may not hold a 0 byte")
+            parts.append(b + b"\0")
+        return "STRING", list(arr.shape), b"".join(parts)
+    arr = _as_array(a, dtype)
+    return _NP_TO_AI[arr.dtype], list(arr.shape), arr.tobytes()
 
 
 def _as_array(a, dtype: Optional[str]) -> np.ndarray:
