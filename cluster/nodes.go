@@ -3,13 +3,16 @@ package cluster
 import (
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 )
 
 // FromClusterNodes rebuilds a topology from a node's CLUSTER NODES reply
 // (Redis's format: `<id> <ip:port@bus> <flags> <master-id|-> <ping> <pong>
 // <epoch> <link> [<slot>|<start>-<end> ...]`), which is how a tool
-// without a controller learns the topology the nodes were pushed.
+// without a controller learns the topology the nodes were pushed. A
+// node's slots on the move ("[slot->-id]", "[slot-<-id]") are not
+// ownership, and are skipped.
 func FromClusterNodes(text string) (*Topology, error) {
 	var b strings.Builder
 	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
@@ -26,7 +29,8 @@ func FromClusterNodes(text string) (*Topology, error) {
 			fmt.Fprintf(&b, "%s %s %s slave %s\n", f[0], host, port, f[3])
 			continue
 		}
-		fmt.Fprintf(&b, "%s %s %s master - %s\n", f[0], host, port, strings.Join(f[8:], " "))
+		slots := slices.DeleteFunc(f[8:], func(s string) bool { return strings.HasPrefix(s, "[") })
+		fmt.Fprintf(&b, "%s %s %s master - %s\n", f[0], host, port, strings.Join(slots, " "))
 	}
 	return ParseNodes(b.String())
 }

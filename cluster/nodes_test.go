@@ -4,7 +4,8 @@ import "testing"
 
 func TestFromClusterNodesAndWithSlot(t *testing.T) {
 	a, b := "kvrocksControllerNodeA000000000000000000", "kvrocksControllerNodeB000000000000000000"
-	nodes := a + " 127.0.0.1:7001@17001 myself,master - 0 0 3 connected 0-5460 8943\n" +
+	// A slot on the move ([...], on the myself line) is not ownership.
+	nodes := a + " 127.0.0.1:7001@17001 myself,master - 0 0 3 connected 0-5460 8943 [8943->-" + b + "] [9000-<-" + b + "]\n" +
 		b + " 127.0.0.1:7002@17002 master - 0 0 3 connected 5461-8942 8944-16383\n" +
 		"replicaOfB000000000000000000000000000000 127.0.0.1:7003@17003 slave " + b + " 0 0 3 connected\n"
 	top, err := FromClusterNodes(nodes)

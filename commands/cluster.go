@@ -358,7 +358,7 @@ func (c clusterCmd) Run(x *Ctx) error {
 	case "INFO":
 		x.W.Verbatim(v.info(x.Cluster.migrationInfo()))
 	case "NODES":
-		x.W.Verbatim(v.nodes())
+		x.W.Verbatim(v.nodes(x.Cluster.openSlots(v)))
 	case "SLOTS":
 		v.writeSlots(x.W)
 	case "SHARDS":
@@ -559,9 +559,10 @@ func (v *clusterView) info(migration [][2]string) string {
 }
 
 // nodes is CLUSTER NODES: every node of the topology in pushed order, the
-// same on every node but for the myself flag. The bus port is the port
-// plus 10000, as Redis's default; there is no bus.
-func (v *clusterView) nodes() string {
+// same on every node but for the myself line, which has the myself flag
+// and ends with open, this node's slots on the move (openSlots). The bus
+// port is the port plus 10000, as Redis's default; there is no bus.
+func (v *clusterView) nodes(open []string) string {
 	var b strings.Builder
 	ver := strconv.FormatInt(v.version, 10)
 	for i := range v.top.Nodes {
@@ -578,6 +579,11 @@ func (v *clusterView) nodes() string {
 		if n.Master() {
 			for _, r := range v.top.Ranges(n) {
 				b.WriteString(" " + r.String())
+			}
+		}
+		if n.ID == v.id {
+			for _, o := range open {
+				b.WriteString(" " + o)
 			}
 		}
 		b.WriteString("\n")

@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -611,6 +612,40 @@ func (cs *ClusterState) migrationInfo() [][2]string {
 	}
 	return [][2]string{{"migrating_slot", slot}, {"migrating_state", state}, {"destination_node", dest},
 		{"importing_slot", islot}, {"import_state", istate}}
+}
+
+// openSlots lists, as Redis's CLUSTER NODES ends its myself line with
+// them, the slots this node is moving that the topology v does not yet
+// show moved: "[slot->-target-id]" for one it sends (migrating, or
+// handed over and not yet pushed), "[slot-<-source-id]" for one it
+// receives (the source is the slot's owner in v), in slot order.
+// redis-cli --cluster check reads them and warns of open slots.
+func (cs *ClusterState) openSlots(v *clusterView) []string {
+	out := map[int]string{}
+	if h := cs.handed.Load(); h != nil {
+		for slot, n := range *h {
+			out[slot] = fmt.Sprintf("[%d->-%s]", slot, n.ID)
+		}
+	}
+	if t := cs.taken.Load(); t != nil {
+		for slot, id := range *t {
+			out[slot] = fmt.Sprintf("[%d-<-%s]", slot, id)
+		}
+	}
+	if m := cs.mig.Load(); m != nil && m.State() == migStart {
+		out[m.slot] = fmt.Sprintf("[%d->-%s]", m.slot, m.target.ID)
+	}
+	if im := cs.imp.Load(); im != nil && im.State() == migStart && v.top != nil {
+		if from := v.top.Owner(im.slot); from != nil && from.ID != v.id {
+			out[im.slot] = fmt.Sprintf("[%d-<-%s]", im.slot, from.ID)
+		}
+	}
+	slots := slices.Sorted(maps.Keys(out))
+	open := make([]string, len(slots))
+	for i, s := range slots {
+		open[i] = out[s]
+	}
+	return open
 }
 
 // routeMigrating decides, for a command whose keys are all in slot,

@@ -14,6 +14,7 @@ gives the slot to node 1 ends it.
 
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -168,6 +169,34 @@ class TestMigrate(unittest.TestCase):
         p = subprocess.run(cli + ["move", "-slot", "3300", "-to", addrs[2]] + addrs, capture_output=True, text=True, timeout=60)
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("Can't migrate slot to myself", p.stdout + p.stderr)
+
+    def test_an_open_slot_shows_in_cluster_nodes_and_cluster_check(self):
+        """A slot moved but not yet pushed is open, as Redis shows it: the
+        source's CLUSTER NODES myself line ends with [slot->-target], the
+        target's with [slot-<-source], and redis-cli --cluster check warns
+        of it (review: it said the cluster was fine); the push closes it."""
+        src, dst = self.nodes[0], self.nodes[1]
+        self.rc().execute_command("AI.TENSORSET", "{b}x", "INT32", 1, "VALUES", 1)  # slot 3300
+        self.assertEqual(src.cmd("clusterx", "migrate", "3300", IDS[1]), "OK")
+        poll(lambda: info(src)["migrating_state"] == "success", timeout=30, what="the migration")
+        mine = lambda n: [line for line in n.cmd("cluster", "nodes").split("\n") if "myself" in line][0]
+        self.assertTrue(mine(src).endswith(" 0-5460 8943 [3300->-%s]" % IDS[1]), mine(src))
+        self.assertTrue(mine(dst).endswith(" 8944-10921 [3300-<-%s]" % IDS[0]), mine(dst))
+        others = [line for line in src.cmd("cluster", "nodes").split("\n") if "myself" not in line]
+        self.assertFalse(any("[" in line for line in others), others)
+        cli = shutil.which("redis-cli")
+        if cli:
+            p = subprocess.run([cli, "--cluster", "check", "127.0.0.1:%d" % src.port], capture_output=True, text=True, timeout=20)
+            self.assertIn("has slots in migrating state 3300", p.stdout)
+            self.assertIn("has slots in importing state 3300", p.stdout)
+            self.assertIn("The following slots are open: 3300", p.stdout)
+        push(self.nodes, ["0-3299 3301-5460 8943", "3300 5461-8942 8944-10921", "10922-16383"], 2)
+        self.assertNotIn("[", src.cmd("cluster", "nodes") + dst.cmd("cluster", "nodes"))
+        if cli:
+            p = subprocess.run([cli, "--cluster", "check", "127.0.0.1:%d" % src.port], capture_output=True, text=True, timeout=20)
+            self.assertEqual(p.returncode, 0, p.stdout)
+            self.assertNotIn("WARNING", p.stdout)
+            self.assertIn("All 16384 slots covered", p.stdout)
 
     def test_exec_routes_its_queue_again(self):
         """As Redis Cluster: a transaction queued before its slot moved is
