@@ -597,8 +597,8 @@ func parseCommandList(rest [][]byte) (Runner, error) {
 		// RedisAI's commands are the module ai's.
 		return commandListCmd{keep: func(s *Spec) bool { return isAI(s) && strings.EqualFold(string(arg), moduleName) }}, nil
 	case "ACLCAT":
-		// No command has ACL categories here (COMMAND INFO's are empty).
-		return commandListCmd{keep: func(*Spec) bool { return false }}, nil
+		cat := "@" + strings.ToLower(string(arg))
+		return commandListCmd{keep: func(s *Spec) bool { return slices.Contains(s.Categories(), cat) }}, nil
 	case "PATTERN":
 		pattern := []byte(strings.ToLower(string(arg)))
 		return commandListCmd{keep: func(s *Spec) bool { return globMatch(pattern, []byte(s.Name)) }}, nil
@@ -657,7 +657,11 @@ func writeCommandInfo(w *Writer, s *Spec) {
 	w.Int(int64(s.FirstKey))
 	w.Int(int64(s.LastKey))
 	w.Int(int64(s.Step))
-	w.Set(0) // ACL categories
+	cats := s.Categories()
+	w.Set(len(cats))
+	for _, c := range cats {
+		w.Simple(c)
+	}
 	w.Set(0) // tips
 	w.Array(0)
 	w.Array(0)

@@ -175,6 +175,31 @@ func (s *Spec) FlagNames() []string {
 	return out
 }
 
+// Categories are the command's ACL categories, as COMMAND INFO lists them,
+// in Redis's order: the ones Redis 7 gives every command from its flags
+// (write, read, admin and dangerous, fast or else slow, blocking), and
+// keyspace, connection and transaction from its group. Users take +@admin
+// and -@admin (config/users.go); +@all is every category.
+func (s *Spec) Categories() []string {
+	var out []string
+	add := func(ok bool, name string) {
+		if ok {
+			out = append(out, "@"+name)
+		}
+	}
+	add(s.Group == "keyspace", "keyspace")
+	add(s.Has(Readonly), "read")
+	add(s.Has(Write), "write")
+	add(s.Has(Admin), "admin")
+	add(s.Has(Fast), "fast")
+	add(!s.Has(Fast), "slow")
+	add(s.Has(Blocking), "blocking")
+	add(s.Has(Admin), "dangerous")
+	add(s.Group == "connection", "connection")
+	add(s.Group == "transactions", "transaction")
+	return out
+}
+
 // Table is the command table, keyed by lower-case name.
 type Table map[string]*Spec
 

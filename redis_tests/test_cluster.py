@@ -379,8 +379,7 @@ class TestShapesAgainstRedis(unittest.TestCase):
                 elif cmd[1:2] == ["SLOTS"]:
                     a, b = a[0], b[0]
                 self.assertEqual(shape(a), shape(b), (proto, cmd))
-        # COMMAND entries: ten fields (ACL categories, tips and key specs
-        # are empty here).
+        # COMMAND entries: ten fields (tips and key specs are empty here).
         self.assertEqual(len(_raw(ours, "COMMAND", "INFO", "del")[0]), len(_raw(theirs, "COMMAND", "INFO", "del")[0]))
         # Node lines: the same eight fields before the slots.
         mine = [ln for ln in _raw(ours, "CLUSTER", "NODES").splitlines() if "myself" in ln][0].split()
