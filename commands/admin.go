@@ -35,7 +35,7 @@ func init() {
 				{"COUNT", "The number of commands."},
 				{"INFO [<command-name> ...]", "The details of the named commands, or of every command."},
 				{"DOCS [<command-name> ...]", "The summary and group of the named commands, or of every command."},
-				{"LIST [FILTERBY (MODULE <module-name>|ACLCAT <category>|PATTERN <pattern>)]", "The commands' names: every one, the module ai's, none for an ACL category (commands have none here), or those matching the pattern."},
+				{"LIST [FILTERBY (MODULE <module-name>|ACLCAT <category>|PATTERN <pattern>)]", "The commands' names: every one, the module ai's, those of an ACL category (as COMMAND INFO gives them), or those matching the pattern."},
 				{"GETKEYS <full-command>", "The keys a command's arguments name."},
 			}}),
 		admin(&Spec{Name: "shutdown", Arity: -1, Flags: Admin | LoadingOK | NoTxLock | NoMulti,
