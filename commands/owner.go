@@ -16,7 +16,11 @@ import "github.com/enclaveai/enclaveai/modelstore"
 // the ACL. Where the check guards a write it runs under the keyspace lock
 // (modelstore.Allow), so no other client's write slips in between. Values
 // stored before users were configured belong to the default user. Without
-// users every client is the default user and nothing is checked.
+// users every client is the default user, and may use every value but
+// those a named user stored while users were configured: they stay out of
+// reach until that user is configured again (security review: a server
+// restarted without its user directives served every tenant's values to
+// anyone).
 
 const errNoPermKey Reply = "NOPERM this user has no permissions to access one of the keys used as arguments"
 
@@ -42,12 +46,12 @@ func ownerOf(v modelstore.Value) (owner string, ok bool) {
 func (x *Ctx) stamp() string { return x.ownerOf(x.C) }
 
 // allow is the check of this client's access to values in the keyspace:
-// nil without users.
+// defaultsOnly without users.
 func (x *Ctx) allow() modelstore.Allow { return x.App.allowFor(x.C) }
 
 func (s *App) allowFor(c *Client) modelstore.Allow {
 	if !s.Opts.UsersEnabled() {
-		return nil
+		return defaultsOnly
 	}
 	user := c.User()
 	return func(v modelstore.Value) error {
@@ -56,6 +60,15 @@ func (s *App) allowFor(c *Client) modelstore.Allow {
 		}
 		return nil
 	}
+}
+
+// defaultsOnly is the check without users: every client is the default
+// user (a package-level func, so that the hot path allocates nothing).
+var defaultsOnly modelstore.Allow = func(v modelstore.Value) error {
+	if owner, ok := ownerOf(v); ok && owner != "default" {
+		return errNoPermKey
+	}
+	return nil
 }
 
 // mayUse checks a value the client is about to read or run.

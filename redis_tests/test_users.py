@@ -328,6 +328,37 @@ class UsersSurviveRestartTest(unittest.TestCase):
         alice.close()
         bob.close()
 
+    def test_restarted_without_users_a_users_values_stay_out_of_reach(self):
+        """A server started again on the same data without its user
+        directives serves the default user's values, and refuses every
+        other's to everyone (security review: the host could restart the
+        enclave without them and read every tenant's tensors and models)."""
+        first = Server(*self.ARGS).start()
+        self.addCleanup(first.stop)
+        alice = first.client(username="alice", password="pa")
+        alice.execute_command("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", linear_onnx())
+        alice.execute_command("AI.TENSORSET", "x", "FLOAT", 1, 4, "VALUES", 1, 2, 3, 4)
+        admin = first.client()
+        admin.execute_command("AI.TENSORSET", "mine", "FLOAT", 1, "VALUES", 5)
+        try:
+            admin.shutdown(save=True)
+        except redis.ConnectionError:
+            pass
+        self.assertEqual(first.proc.wait(30), 0)
+        second = Server("--dir", first.dir).start()
+        self.addCleanup(second.stop)
+        anyone = second.client()
+        self.assertEqual(anyone.execute_command("AI.TENSORGET", "mine", "VALUES"), [b"5"])
+        for cmd in (("AI.MODELGET", "m", "META"), ("AI.MODELGET", "m", "BLOB"), ("AI.MODELINFO", "m"),
+                    ("AI.TENSORGET", "x", "VALUES"), ("AI.MODELEXECUTE", "m", "INPUTS", 1, "x", "OUTPUTS", 1, "y"),
+                    ("AI.TENSORSET", "x", "FLOAT", 1, "VALUES", 0), ("DEL", "x"), ("AI.MODELDEL", "m")):
+            with self.subTest(cmd=cmd[0]):
+                with self.assertRaises(redis.exceptions.NoPermissionError) as cm:
+                    anyone.execute_command(*cmd)
+                self.assertEqual(str(cm.exception), NOPERM)
+        self.assertEqual(anyone.execute_command("AI._MODELSCAN"), [])
+        self.assertEqual(sorted(anyone.keys()), [b"m", b"mine", b"x"])  # names stay visible, as with users
+
 
 if __name__ == "__main__":
     unittest.main()
