@@ -55,6 +55,11 @@ func authenticate(x *Ctx, user, pass string) (login, error) {
 		if err == nil && user != "" && user != id.User {
 			err = fmt.Errorf("token sub is not the user AUTH named")
 		}
+		// A user directive's off holds for tokens too (security review:
+		// a token logged in as a user switched off, admin included).
+		if u := x.Opts.Users[id.User]; err == nil && u != nil && !u.On {
+			err = fmt.Errorf("token sub is a user switched off")
+		}
 		if err != nil {
 			x.Log.Info("token refused", "client", x.C.ID, "addr", x.C.Addr, "reason", err.Error())
 			return login{}, errWrongPass

@@ -77,7 +77,9 @@ class TokenAuthTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.keys = Keys()
-        cls.srv = Server(*cls.keys.server_args("--max-models", "1")).start()
+        # olivia and oscar (an admin) are switched off.
+        cls.srv = Server(*cls.keys.server_args("--max-models", "1", "--user", "olivia", "off", ">po",
+                                               "--user", "oscar", "off", ">pz", "+@admin")).start()
         cls.tokens = []
 
     @classmethod
@@ -161,12 +163,16 @@ class TokenAuthTest(unittest.TestCase):
             "wrong issuer": self.token("alice", iss="https://evil.example"),
             "tampered payload": head + "." + tampered_body + "." + sig,
             "sub default": self.token("default"),
+            # off holds for tokens too (security review: both logged in).
+            "a user switched off": self.token("olivia"),
+            "an admin switched off": self.token("oscar"),
         }
         self.tokens.extend(cases.values())
         for name, t in cases.items():
             with self.subTest(name):
                 self.assertRefused(t)
-                self.assertRefused(t, user="alice")
+                self.assertRefused(t, user="olivia" if name == "a user switched off" else
+                                   "oscar" if name == "an admin switched off" else "alice")
         # A valid token for another user than AUTH names.
         self.assertRefused(good, user="bob")
         # HELLO AUTH: the same single reply.
