@@ -434,6 +434,11 @@ type monitorSet struct {
 type monitorSub struct {
 	ch      chan []byte
 	stopped atomic.Bool
+	// until is when the monitor's login lapses (unix ms; 0: never): a
+	// token's exp plus the leeway. From then on it is sent nothing, as
+	// its commands would get NOAUTH (security review: the stream went on
+	// after the token expired). A monitor sends no AUTH to renew it.
+	until int64
 }
 
 // feedMonitors writes a command to the monitors, if any (one atomic load
@@ -456,7 +461,7 @@ func (s *App) feedMonitors(c *Client, spec *Spec, argv [][]byte) {
 	line := []byte(b.String())
 	s.mon.mu.Lock()
 	for mc, sub := range s.mon.subs {
-		if mc.repliesOff.Load() {
+		if mc.repliesOff.Load() || (sub.until != 0 && now.UnixMilli() >= sub.until) {
 			continue
 		}
 		if mc == c {
@@ -511,7 +516,7 @@ func (monitorCmd) Run(x *Ctx) error {
 	// client sends once it has read the OK is seen (the OK went out first,
 	// and a command that ran meanwhile was missed: test_observe, make
 	// test). Lines fed before the writer starts wait in the channel.
-	sub := &monitorSub{ch: make(chan []byte, monitorBacklog)}
+	sub := &monitorSub{ch: make(chan []byte, monitorBacklog), until: x.C.authUntil}
 	s := x.App
 	s.mon.mu.Lock()
 	if s.mon.subs == nil {

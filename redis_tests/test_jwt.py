@@ -18,6 +18,7 @@ import json
 import os
 import sys
 import tempfile
+import socket
 import time
 import unittest
 
@@ -77,9 +78,10 @@ class TokenAuthTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.keys = Keys()
-        # olivia and oscar (an admin) are switched off.
+        # olivia and oscar (an admin) are switched off; ops is an admin.
         cls.srv = Server(*cls.keys.server_args("--max-models", "1", "--user", "olivia", "off", ">po",
-                                               "--user", "oscar", "off", ">pz", "+@admin")).start()
+                                               "--user", "oscar", "off", ">pz", "+@admin",
+                                               "--user", "ops", "on", ">pops", "+@admin")).start()
         cls.tokens = []
 
     @classmethod
@@ -189,6 +191,28 @@ class TokenAuthTest(unittest.TestCase):
         self.assertEqual(c.cmd("AI.TENSORGET", "x", "META").text, NOAUTH)
         self.assertEqual(c.cmd("AUTH", self.token("alice")), "OK")
         self.assertEqual(c.cmd("PING"), "PONG")
+
+    def test_a_monitor_gets_nothing_once_its_token_lapses(self):
+        """MONITOR under a token: its stream stops when the login lapses
+        (security review: it went on, other tenants' commands included,
+        while the same token got NOAUTH elsewhere)."""
+        t = self.token("ops", exp=2)  # exp 2 s from now, jwt-leeway 1
+        mon, probe, other = self.raw(), self.raw(), self.raw()
+        self.assertEqual(mon.cmd("AUTH", t), "OK")
+        self.assertEqual(probe.cmd("AUTH", t), "OK")
+        self.assertEqual(mon.cmd("MONITOR"), "OK")
+        self.assertEqual(other.cmd("ECHO", "before-lapse"), b"before-lapse")
+        self.assertIn('"before-lapse"', mon.read_reply())
+        poll(lambda: isinstance(probe.cmd("PING"), ServerError), timeout=6, interval=0.2, what="the login to lapse")
+        self.assertEqual(other.cmd("ECHO", "after-lapse"), b"after-lapse")
+        mon.sock.settimeout(1.5)
+        lines = []  # the probe's PINGs from before the lapse come first
+        try:
+            while True:
+                lines.append(mon.read_reply())
+        except socket.timeout:
+            pass
+        self.assertFalse([ln for ln in lines if "after-lapse" in ln], lines)
 
     def test_two_tenants(self):
         alice, bob = self.tenant("alice"), self.tenant("bob")
