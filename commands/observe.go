@@ -197,6 +197,7 @@ func slowArgs(argv [][]byte) []string {
 	secrets := 0 // the next arguments that are secrets (-1: all)
 	configSet := len(argv) > 1 && strings.EqualFold(string(argv[0]), "config") && strings.EqualFold(string(argv[1]), "set")
 	hello := len(argv) > 0 && strings.EqualFold(string(argv[0]), "hello")
+	name := false // the next argument is HELLO SETNAME's client name: a value, whatever it says
 	// Only a DAG's arguments are split by |>: elsewhere it is a key or a
 	// value like any other (AI.TENSORSET |> STRING BLOB ... showed its blob).
 	dag := len(argv) > 0 && isDAGName(argv[0])
@@ -228,7 +229,15 @@ func slowArgs(argv [][]byte) []string {
 		if (i == 1 && !hello) || (dag && i >= 2 && string(argv[i-2]) == "|>") {
 			continue
 		}
+		if name {
+			// A client named "auth" hid HELLO's AUTH and user name, and
+			// showed the password (security review).
+			name = false
+			continue
+		}
 		switch strings.ToUpper(string(a)) {
+		case "SETNAME":
+			name = hello
 		case "BLOB", "VALUES":
 			payload = true
 		case "AUTH":

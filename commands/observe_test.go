@@ -33,6 +33,9 @@ func TestSlowArgs(t *testing.T) {
 		{[]string{"AUTH", "user", "secret"}, "AUTH|(redacted)|(redacted)"},
 		{[]string{"HELLO", "3", "AUTH", "u", "pw"}, "HELLO|3|AUTH|(redacted)|(redacted)"},
 		{[]string{"HELLO", "3", "AUTH", "u", "pw", "SETNAME", "n"}, "HELLO|3|AUTH|(redacted)|(redacted)|SETNAME|n"},
+		// A client named "auth" (security review: the password showed).
+		{[]string{"HELLO", "3", "SETNAME", "auth", "AUTH", "alice", "pa"}, "HELLO|3|SETNAME|auth|AUTH|(redacted)|(redacted)"},
+		{[]string{"HELLO", "2", "SETNAME", "AUTH", "AUTH", "alice", "pa"}, "HELLO|2|SETNAME|AUTH|AUTH|(redacted)|(redacted)"},
 		{[]string{"CONFIG", "SET", "maxmemory", "1mb", "RequirePass", "secret"}, "CONFIG|SET|maxmemory|1mb|RequirePass|(redacted)"},
 		{[]string{"config", "set", "requirepass", "pw", "timeout", "requirepass"}, "config|set|requirepass|(redacted)|timeout|requirepass"},
 		{[]string{"CONFIG", "GET", "requirepass"}, "CONFIG|GET|requirepass"},
