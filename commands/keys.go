@@ -342,13 +342,22 @@ func (c expireCmd) Run(x *Ctx) error {
 		x.W.Int(0)
 		return nil
 	}
+	// Another user's key is refused whatever the condition would answer
+	// (security review: NX, GT and LT answered 0 where XX got NOPERM);
+	// SetExpire checks again under the keyspace's lock.
+	allow := x.allowChange()
+	if v, ok := x.Keys.Get(c.key); ok && allow != nil {
+		if err := allow(v); err != nil {
+			return err
+		}
+	}
 	// As Redis, no TTL counts as infinite for GT and LT: GT never sets
 	// one, LT always does (even the latest time there is).
 	if (c.nx && cur != 0) || (c.xx && cur == 0) || (c.gt && (cur == 0 || at <= cur)) || (c.lt && cur != 0 && at >= cur) {
 		x.W.Int(0)
 		return nil
 	}
-	ok, removed, err := x.Keys.SetExpire(x.allowChange(), c.key, at)
+	ok, removed, err := x.Keys.SetExpire(allow, c.key, at)
 	if err != nil {
 		return err
 	}

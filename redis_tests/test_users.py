@@ -95,6 +95,10 @@ class UsersTest(ServerTestCase):
                 ("RENAME", "x", "m"),
                 ("EXPIRE", "m", 100),
                 ("PEXPIREAT", "m", 1),
+                # Whatever the condition would answer (security review: 0).
+                ("EXPIRE", "m", 100, "NX"),
+                ("EXPIRE", "m", 100, "GT"),
+                ("PEXPIRE", "m", 100, "LT"),
                 ("FLUSHALL",),
                 ("FLUSHDB",),
             ):
