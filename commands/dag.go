@@ -371,11 +371,22 @@ func (c *dagCmd) Run(x *Ctx) error {
 	results := make([]dagResult, len(c.ops))
 	failed := false
 	var made int64 // bytes of the tensors the DAG made (zero tensors, outputs)
+	// After an op fails, as in RedisAI (dag.c, RedisAI_DagRun_Reply): no
+	// model op runs (NA), and its outputs are never made; a TENSORSET still
+	// sets its tensor (OK), and a TENSORGET answers the tensor its name
+	// holds then (LOADed, set, or made by an op that succeeded), or NA
+	// (compatibility review: every op after the failure answered NA).
+	unmade := func(op dagOp) {
+		for _, out := range op.exec.outputs {
+			delete(local, out)
+		}
+	}
 	for i, op := range c.ops {
-		if failed {
+		r := &results[i]
+		if failed && op.kind == opModelExec {
+			unmade(op)
 			continue
 		}
-		r := &results[i]
 		r.ran = true
 		switch op.kind {
 		case opTensorSet:
@@ -395,13 +406,13 @@ func (c *dagCmd) Run(x *Ctx) error {
 				made += int64(len(t.Data))
 			}
 			local[op.name] = t
-			if rec != nil {
+			if rec != nil && !failed {
 				rec.Inputs = append(rec.Inputs, receiptTensor(op.name, t))
 			}
 		case opTensorGet:
 			r.tensor = local[op.name]
 			r.ran = r.tensor != nil
-			if rec != nil && r.tensor != nil {
+			if rec != nil && r.tensor != nil && !failed {
 				rec.Outputs = append(rec.Outputs, receiptTensor(op.name, r.tensor))
 			}
 		case opModelExec:
@@ -413,6 +424,7 @@ func (c *dagCmd) Run(x *Ctx) error {
 				}
 			}
 			if failed {
+				unmade(op)
 				continue
 			}
 			var timeout time.Duration
@@ -429,6 +441,7 @@ func (c *dagCmd) Run(x *Ctx) error {
 			}
 			if err != nil {
 				r.err, failed = err, true
+				unmade(op)
 				continue
 			}
 			for j, out := range op.exec.outputs {

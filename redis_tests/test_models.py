@@ -1190,6 +1190,35 @@ class DAGTest(ModelCase):
         self.assertTrue(raw.startswith(b"*3\r\n+OK\r\n-ERR Got invalid dimensions"), raw)
         self.assertTrue(raw.endswith(b"\r\n+NA\r\n"), raw)
 
+    def test_after_an_op_error_tensors_are_still_set_and_read(self):
+        """As RedisAI's DAG reply (dag.c, RedisAI_DagRun_Reply): after a
+        failed op, a TENSORSET answers OK and a TENSORGET the tensor its
+        name holds (LOADed, set, or made before the failure); model ops
+        are not run (NA), and their outputs, like the failed op's, are NA
+        (compatibility review: every op after the failure answered NA)."""
+        tset(self.r, "fx", np.ones((1, 4), np.float32))
+        self.r.execute_command("AI.TENSORSET", "v2in", "FLOAT", 1, 3, "VALUES", 1, 2, 3)
+        rep = self.r.execute_command(
+            "AI.DAGEXECUTE_RO", "LOAD", 2, "fx", "v2in",
+            "|>", "AI.MODELEXECUTE", "lin", "INPUTS", 1, "fx", "OUTPUTS", 1, "ok1",
+            "|>", "AI.TENSORSET", "t", "FLOAT", 2, "VALUES", 7, 8,
+            "|>", "AI.MODELEXECUTE", "lin", "INPUTS", 1, "v2in", "OUTPUTS", 1, "fx",
+            "|>", "AI.TENSORSET", "u", "INT8", 1, "VALUES", 1,
+            "|>", "AI.TENSORGET", "t", "VALUES",
+            "|>", "AI.TENSORGET", "v2in", "META",
+            "|>", "AI.TENSORGET", "ok1", "META",
+            "|>", "AI.TENSORGET", "fx", "META",
+            "|>", "AI.MODELEXECUTE", "lin", "INPUTS", 1, "ok1", "OUTPUTS", 1, "ok2",
+            "|>", "AI.TENSORGET", "ok2", "META")
+        self.assertEqual(len(rep), 10)
+        self.assertEqual(rep[:2], [b"OK", b"OK"])
+        self.assertIsInstance(rep[2], redis.ResponseError)
+        self.assertEqual(rep[3], b"OK")
+        self.assertEqual(rep[4], [b"7", b"8"])
+        self.assertEqual(rep[5], [b"dtype", b"FLOAT", b"shape", [1, 3]])
+        self.assertEqual(rep[6], [b"dtype", b"FLOAT", b"shape", [1, 3]])
+        self.assertEqual(rep[7:], [b"NA", b"NA", b"NA"])  # the failed op's output, a model op, its output
+
     def test_persist_wrongtype(self):
         tset(self.r, "x", np.ones((1, 4), np.float32))
         rep = self.r.execute_command("AI.DAGEXECUTE", "LOAD", 1, "x", "PERSIST", 1, "add",
