@@ -174,12 +174,12 @@ func parseInt(b []byte) (int64, bool) {
 }
 
 // countedList parses `n item...` in a DAG's header: the count at the
-// cursor and n items. errCount is returned for a non-integer or negative
-// count, errShort when fewer than n items follow before the first `|>`
+// cursor and n items. errCount is returned for a non-integer count or one
+// below 1 (RedisAI's: LOAD 0 is refused), errShort when fewer than n items follow before the first `|>`
 // (RedisAI's: LOAD 2 x |> ... is short, not a key named |>).
 func (a *Args) countedList(errCount, errShort error) ([][]byte, error) {
 	n, ok := parseInt(a.Next())
-	if !ok || n < 0 {
+	if !ok || n <= 0 {
 		return nil, errCount
 	}
 	if int64(a.Remaining()) < n {

@@ -110,11 +110,15 @@ func parseDAG(form dagForm) func(a Args) (Runner, error) {
 			c.syntaxErr = err
 			return c, nil
 		}
+		// A clause given twice is an unexpected argument, named by its
+		// keyword: the flag is tested before Match takes the keyword
+		// (compatibility review: the error named the word after it).
 		for a.More() && !isWord(a.Peek(), "|>") {
 			switch {
-			case a.Match("LOAD") && !hasLoad:
+			case !hasLoad && a.Match("LOAD"):
 				hasLoad = true
-				if !a.More() {
+				// RedisAI's: the keyword, a count and one key at least.
+				if a.Remaining() < 2 {
 					return fail(Reply("ERR missing arguments after LOAD keyword in DAG command"))
 				}
 				keys, err := a.countedList(Reply("ERR invalid or negative value found in number of keys to LOAD"),
@@ -123,12 +127,12 @@ func parseDAG(form dagForm) func(a Args) (Runner, error) {
 					return fail(err)
 				}
 				c.load = keyStrings(keys)
-			case a.Match("PERSIST") && !hasPersist:
+			case !hasPersist && a.Match("PERSIST"):
 				if readonly {
 					return fail(Reply("ERR PERSIST cannot be specified in a read-only DAG"))
 				}
 				hasPersist = true
-				if !a.More() {
+				if a.Remaining() < 2 {
 					return fail(Reply("ERR missing arguments after PERSIST keyword in DAG command"))
 				}
 				keys, err := a.countedList(Reply("ERR invalid or negative value found in number of keys to PERSIST"),
@@ -144,13 +148,13 @@ func parseDAG(form dagForm) func(a Args) (Runner, error) {
 					}
 					seen[k] = true
 				}
-			case a.Match("ROUTING") && !routing:
+			case !routing && a.Match("ROUTING"):
 				if !a.More() {
 					return fail(Reply("ERR Missing ROUTING value"))
 				}
 				a.Next()
 				routing = true
-			case a.Match("TIMEOUT") && !hasTimeout:
+			case !hasTimeout && a.Match("TIMEOUT"):
 				t, err := parseTimeout(&a)
 				if err != nil {
 					return fail(err)

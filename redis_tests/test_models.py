@@ -839,6 +839,16 @@ class ParseErrorTest(ModelCase):
             ("ERR No value provided for TIMEOUT", D, "LOAD", 2, "x", "a", "TIMEOUT"),
             ("ERR Invalid value for TIMEOUT", D, "ROUTING", "r", "TIMEOUT", "abc", *S),
             ("ERR Invalid DAG command. Unexpected argument:  FOO", D, "ROUTING", "r", "FOO", *S),
+            # Compatibility review: 0 keys, a clause given twice (named by
+            # its keyword), a count with no key after it.
+            ("ERR invalid or negative value found in number of keys to LOAD", D, "LOAD", 0, *S),
+            ("ERR invalid or negative value found in number of keys to PERSIST", D, "PERSIST", 0, *S),
+            ("ERR Invalid DAG command. Unexpected argument:  LOAD", D, "ROUTING", "r", "LOAD", 1, "x", "LOAD", 1, "x", *S),
+            ("ERR Invalid DAG command. Unexpected argument:  ROUTING", D, "ROUTING", "r", "ROUTING", "b", *S),
+            ("ERR Invalid DAG command. Unexpected argument:  TIMEOUT", D, "ROUTING", "r", "TIMEOUT", 10, "TIMEOUT", 20, *S),
+            ("ERR Invalid DAG command. Unexpected argument:  ROUTING", D, "ROUTING", "r", "LOAD", 1, "x", "ROUTING"),
+            ("ERR missing arguments after PERSIST keyword in DAG command", D, "ROUTING", "r", "LOAD", 1, "x", "PERSIST", 1),
+            ("ERR missing arguments after LOAD keyword in DAG command", D, "ROUTING", "r", "PERSIST", 1, "t", "LOAD", 1),
             ("ERR AI.DAGEXECUTE and AI.DAGEXECUTE_RO commands must contain at least one out of ROUTING, LOAD, PERSIST "
              "keywords", D, "TIMEOUT", 100, *S),
             ("ERR DAG is empty", D, "ROUTING", "r", "LOAD", 1, "x"),
