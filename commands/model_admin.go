@@ -211,7 +211,8 @@ func parseAIConfig(a Args) (Runner, error) {
 	sub := strings.ToUpper(a.NextString())
 	switch sub {
 	case "GET":
-		if a.Remaining() != 1 {
+		// Words after the name are ignored, as RedisAI's (argc > 2).
+		if a.Remaining() < 1 {
 			return nil, errorf("ERR wrong number of arguments for 'ai.config' command")
 		}
 		name := strings.ToUpper(a.NextString())
@@ -273,7 +274,10 @@ func (c aiConfigSetCmd) Run(x *Ctx) error {
 	return nil
 }
 
-// aiConfigLoadCmd is AI.CONFIG LOADBACKEND ONNX path (ONNX Runtime is linked in: nothing to load).
+// aiConfigLoadCmd is AI.CONFIG LOADBACKEND ONNX path (ONNX Runtime is
+// linked in: nothing to load). RedisAI answers an error when ONNX is
+// loaded already; here it always is, and a deployment script that loads
+// the backend before its first AI.MODELSTORE, as RedisAI needs, gets OK.
 type aiConfigLoadCmd struct{}
 
 // Run implements Runner.

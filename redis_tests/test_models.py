@@ -601,6 +601,8 @@ class ConfigTest(ModelCase):
         self.assertIsInstance(v, int)
         self.assertEqual(v, DEFAULT_CHUNK_SIZE)
         self.assertEqual(self.r.execute_command("AI.CONFIG", "get", "model_chunk_size"), DEFAULT_CHUNK_SIZE)
+        # Words after the name are ignored, as RedisAI's (compatibility review).
+        self.assertEqual(self.r.execute_command("AI.CONFIG", "GET", "MODEL_CHUNK_SIZE", "extra"), DEFAULT_CHUNK_SIZE)
         with self.raw() as c:
             self.assertEqual(c.cmd_raw("AI.CONFIG", "GET", "MODEL_CHUNK_SIZE"), b":%d\r\n" % DEFAULT_CHUNK_SIZE)
 
