@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -24,6 +25,7 @@ func TestMigratingSlotRoutes(t *testing.T) {
 	pushTopology(t, h, nodeA)
 	h.run(
 		row("AI.TENSORSET {b}here FLOAT 1 VALUES 1", "+OK"),
+		row("AI.TENSORSET {b}read FLOAT 1 VALUES 1", "+OK"),
 		row("clusterx migrate 3300 nosuchnode"+strings.Repeat("0", 30), "-ERR Can't find the destination node id"),
 		row("clusterx migrate 3300 "+nodeA, "-ERR Can't migrate slot to myself"),
 		row("clusterx migrate 7365 "+nodeB, "-ERR Can't migrate slot which doesn't belong to me"),
@@ -54,9 +56,24 @@ func TestMigratingSlotRoutes(t *testing.T) {
 	if err := x.Update(func() error { return nil }); err != errTryAgain {
 		t.Errorf("a model run's write after the migration began closing: %v, want TRYAGAIN", err)
 	}
+	// A read routed here while its key was here, whose key the migration
+	// then deleted before the read took the lock (cluster review: answered
+	// as missing, 1 in about 600,000 reads): routed again under the lock.
+	argv := [][]byte{[]byte("AI.TENSORGET"), []byte("{b}read"), []byte("VALUES")}
+	rx := &Ctx{App: h.s, C: h.c, W: h.c.W, fence: 3301, spec: Commands().Lookup(argv[0]), argv: argv}
+	if err := rx.fenced(); err != nil {
+		t.Errorf("a read of a key still here: %v", err)
+	}
+	h.s.Keys.Delete(nil, "{b}read")
+	if err := rx.fenced(); fmt.Sprint(err) != "ASK 3300 127.0.0.1:7002" {
+		t.Errorf("a read of a key gone since it was routed: %v, want ASK", err)
+	}
 	// As migrate does once every key has moved.
 	h.s.Cluster.handoff(func(handed map[int]*cluster.Node, _ map[int]string) { handed[3300] = m.target })
 	m.state.Store(migSuccess)
+	if err := rx.fenced(); fmt.Sprint(err) != "MOVED 3300 127.0.0.1:7002" {
+		t.Errorf("a read routed here before the migration ended: %v, want MOVED", err)
+	}
 	h.run(
 		row("AI.TENSORGET {b}here VALUES", "-MOVED 3300 127.0.0.1:7002"),
 		// Its keys are on B: it moves nowhere else before the topology says so.
