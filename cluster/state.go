@@ -7,18 +7,27 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
 
 // State is what a node keeps across restarts: its id, the last topology
-// pushed to it and that push's version (-1: none yet).
+// pushed to it and that push's version (-1: none yet), and the slots whose
+// migration succeeded here and that the topology does not yet show moved.
 type State struct {
 	ID       string
 	Version  int64
 	Topology *Topology // nil before the first push
+	// Handed maps a slot this node sent to the id of the node it went to;
+	// Taken, a slot this node received to the id of the node it came
+	// from. Until a topology push moves the slot, the keys are on the
+	// node that took it: a node restarted in between forgot both and
+	// served the slot without its keys (cluster review).
+	Handed, Taken map[int]string
 }
 
 // NewID makes a random node id (40 hex characters, as Redis's).
@@ -28,7 +37,8 @@ func NewID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// The state file's layout (never to change; a new layout gets a new magic):
+// The state file's layouts (never to change; a new layout gets a new
+// magic):
 //
 //	enclaveai-cluster-state 1\n
 //	id <node id>\n
@@ -36,10 +46,22 @@ func NewID() string {
 //	<topology as Topology.Text writes it, zero or more lines>
 //	sha256 <hex of the SHA-256 of every byte above>\n
 //
+// and, written only while a slot is handed or taken (so that a build
+// without it reads the file the rest of the time), layout 2: the same
+// with, between the version and the topology, zero or more lines
+//
+//	handed <slot> <node id>\n
+//	taken <slot> <node id>\n
+//
+// (a node id is 40 characters, so neither word starts a topology line).
+//
 // The checksum catches a torn or edited file; the file is written to a
 // temporary name, synced and renamed over the old one, so a crash leaves
 // either the old state or the new.
-const stateMagic = "enclaveai-cluster-state 1\n"
+const (
+	stateMagic  = "enclaveai-cluster-state 1\n"
+	stateMagic2 = "enclaveai-cluster-state 2\n"
+)
 
 // ErrBadState is wrapped by Load's errors about the file's contents.
 var ErrBadState = errors.New("bad cluster state file")
@@ -47,9 +69,21 @@ var ErrBadState = errors.New("bad cluster state file")
 // Encode returns the state file's bytes.
 func (s *State) Encode() []byte {
 	var b bytes.Buffer
-	b.WriteString(stateMagic)
+	if len(s.Handed)+len(s.Taken) == 0 {
+		b.WriteString(stateMagic)
+	} else {
+		b.WriteString(stateMagic2)
+	}
 	b.WriteString("id " + s.ID + "\n")
 	b.WriteString("version " + strconv.FormatInt(s.Version, 10) + "\n")
+	for _, h := range []struct {
+		word  string
+		slots map[int]string
+	}{{"handed", s.Handed}, {"taken", s.Taken}} {
+		for _, slot := range slices.Sorted(maps.Keys(h.slots)) {
+			b.WriteString(h.word + " " + strconv.Itoa(slot) + " " + h.slots[slot] + "\n")
+		}
+	}
 	if s.Topology != nil {
 		b.WriteString(s.Topology.Text())
 	}
@@ -61,7 +95,8 @@ func (s *State) Encode() []byte {
 // Decode reads a state file's bytes, checking every field.
 func Decode(data []byte) (*State, error) {
 	i := bytes.LastIndex(data, []byte("sha256 "))
-	if !bytes.HasPrefix(data, []byte(stateMagic)) || i < 0 {
+	v2 := bytes.HasPrefix(data, []byte(stateMagic2))
+	if !(bytes.HasPrefix(data, []byte(stateMagic)) || v2) || i < 0 {
 		return nil, fmt.Errorf("%w: no header or checksum", ErrBadState)
 	}
 	body, tail := data[:i], strings.TrimSuffix(string(data[i+len("sha256 "):]), "\n")
@@ -82,8 +117,29 @@ func Decode(data []byte) (*State, error) {
 		return nil, fmt.Errorf("%w: bad version", ErrBadState)
 	}
 	s.Version = v
+	rest := lines[2]
+	for v2 {
+		word, line, ok := strings.Cut(rest, "\n")
+		f := strings.Fields(word)
+		if !ok || len(f) != 3 || (f[0] != "handed" && f[0] != "taken") {
+			break
+		}
+		slot, err := strconv.Atoi(f[1])
+		if err != nil || slot < 0 || slot >= Slots || !ValidID(f[2]) {
+			return nil, fmt.Errorf("%w: bad line %q", ErrBadState, word)
+		}
+		m := &s.Handed
+		if f[0] == "taken" {
+			m = &s.Taken
+		}
+		if *m == nil {
+			*m = map[int]string{}
+		}
+		(*m)[slot] = f[2]
+		rest = line
+	}
 	if v >= 0 {
-		if s.Topology, err = ParseNodes(lines[2]); err != nil {
+		if s.Topology, err = ParseNodes(rest); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrBadState, err)
 		}
 	}

@@ -1,7 +1,9 @@
 package cluster
 
 import (
+	"bytes"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -109,6 +111,26 @@ func TestStateRoundTripAndChecksum(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(filepath.Dir(path)); len(entries) != 1 {
 		t.Errorf("temporary files left: %v", entries)
+	}
+	// Slots handed and taken: layout 2, only while there are any.
+	if !bytes.HasPrefix(s.Encode(), []byte("enclaveai-cluster-state 1\n")) {
+		t.Error("a state without handoffs is not layout 1")
+	}
+	s.Handed, s.Taken = map[int]string{3300: idA, 12: idA}, map[int]string{9000: idA}
+	data = s.Encode()
+	if !bytes.HasPrefix(data, []byte("enclaveai-cluster-state 2\n")) {
+		t.Fatalf("layout: %q", data[:30])
+	}
+	got, err = Decode(data)
+	if err != nil || !maps.Equal(got.Handed, s.Handed) || !maps.Equal(got.Taken, s.Taken) || got.Topology.Text() != top.Text() {
+		t.Fatalf("handoffs: %+v %v", got, err)
+	}
+	for i := range data {
+		bad := append([]byte(nil), data...)
+		bad[i] ^= 0x20
+		if _, err := Decode(bad); err == nil {
+			t.Fatalf("flip at %d not caught", i)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -143,8 +144,25 @@ func (s *App) StartCluster() error {
 		}
 	}
 	cs.view.Store(newView(st))
+	// The slots handed and taken before a restart, which the topology
+	// does not show moved yet.
+	handed := map[int]*cluster.Node{}
+	for slot, id := range st.Handed {
+		if n := cs.view.Load().top.Find(id); n != nil {
+			handed[slot] = n
+		} else {
+			s.Log.Warn("cluster state: a slot handed to a node the topology does not name", "slot", slot, "node", id)
+		}
+	}
+	if len(handed) > 0 {
+		cs.handed.Store(&handed)
+	}
+	if len(st.Taken) > 0 {
+		taken := maps.Clone(st.Taken)
+		cs.taken.Store(&taken)
+	}
 	s.Cluster = cs
-	s.Log.Info("cluster mode", "node_id", st.ID, "version", st.Version)
+	s.Log.Info("cluster mode", "node_id", st.ID, "version", st.Version, "handed", len(handed), "taken", len(st.Taken))
 	return nil
 }
 
@@ -157,6 +175,7 @@ func (cs *ClusterState) update(change func(cur *clusterView) (*cluster.State, er
 	if err != nil || st == nil {
 		return err
 	}
+	st.Handed, st.Taken = cs.handoffIDs()
 	if err := cluster.Save(cs.path, st); err != nil {
 		return fmt.Errorf("cluster state not saved: %w", err)
 	}

@@ -193,20 +193,27 @@ func (s *App) migrate(m *migration) {
 		s.Log.Warn("slot migration failed", "slot", m.slot, "target", m.target.ID, "moved", m.moved.Load(), "err", err)
 		return
 	}
-	s.Cluster.handoff(func(h map[int]*cluster.Node, _ map[int]string) { h[m.slot] = m.target })
+	if err := s.Cluster.handoff(func(h map[int]*cluster.Node, _ map[int]string) { h[m.slot] = m.target }); err != nil {
+		// The keys are on the target: served from there all the same,
+		// until a restart here forgets it.
+		s.Log.Error("slot migration done, its handoff not saved", "slot", m.slot, "err", err)
+	}
 	m.state.Store(migSuccess)
 	s.Log.Info("slot migration done", "slot", m.slot, "target", m.target.ID, "moved", m.moved.Load())
 }
 
 // handoff changes the slots handed to other nodes and taken from them
-// (ClusterState.handed and taken): f edits copies, published when it
-// returns. A migration that succeeded is remembered there, not only in
+// (ClusterState.handed and taken): f edits copies, saved in the state
+// file with the current view (a node restarted before the topology push
+// forgot them, and served the slot without its keys: cluster review), then
+// published; they are published even when the save fails, which is
+// returned. A migration that succeeded is remembered there, not only in
 // mig or imp, which the next migration replaces: kvrocks-controller's
 // older version gives up on a migration that is not done at its first
 // look and never pushes its topology, and the next MIGRATE made the first
 // slot's keys unreachable, its source serving it empty and its target
 // redirecting to the source (cluster review).
-func (cs *ClusterState) handoff(f func(handed map[int]*cluster.Node, taken map[int]string)) {
+func (cs *ClusterState) handoff(f func(handed map[int]*cluster.Node, taken map[int]string)) error {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	h, t := map[int]*cluster.Node{}, map[int]string{}
@@ -216,7 +223,15 @@ func (cs *ClusterState) handoff(f func(handed map[int]*cluster.Node, taken map[i
 	if p := cs.taken.Load(); p != nil {
 		maps.Copy(t, *p)
 	}
+	handedIDs, takenIDs := cs.handoffIDs()
 	f(h, t)
+	ids := map[int]string{}
+	for slot, n := range h {
+		ids[slot] = n.ID
+	}
+	if maps.Equal(ids, handedIDs) && maps.Equal(t, takenIDs) {
+		return nil // every push ends here: no write for nothing
+	}
 	var hp *map[int]*cluster.Node
 	var tp *map[int]string
 	if len(h) > 0 {
@@ -225,8 +240,26 @@ func (cs *ClusterState) handoff(f func(handed map[int]*cluster.Node, taken map[i
 	if len(t) > 0 {
 		tp = &t
 	}
+	v := cs.view.Load()
+	err := cluster.Save(cs.path, &cluster.State{ID: v.id, Version: v.version, Topology: v.top, Handed: ids, Taken: t})
 	cs.handed.Store(hp)
 	cs.taken.Store(tp)
+	return err
+}
+
+// handoffIDs is the slots handed and taken, as the state file keeps them.
+// cs.mu is held.
+func (cs *ClusterState) handoffIDs() (handed, taken map[int]string) {
+	if p := cs.handed.Load(); p != nil {
+		handed = map[int]string{}
+		for slot, n := range *p {
+			handed[slot] = n.ID
+		}
+	}
+	if p := cs.taken.Load(); p != nil {
+		taken = maps.Clone(*p)
+	}
+	return handed, taken
 }
 
 func (s *App) migrateKeys(m *migration) error {
@@ -520,14 +553,20 @@ func (c importCmd) Run(x *Ctx) error {
 		cs.imp.Store(im)
 		// A slot this node handed over and takes back is its own again
 		// once the import ends and the topology says so.
-		cs.handoff(func(h map[int]*cluster.Node, _ map[int]string) { delete(h, c.slot) })
+		if err := cs.handoff(func(h map[int]*cluster.Node, _ map[int]string) { delete(h, c.slot) }); err != nil {
+			return fmt.Errorf("cluster state not saved: %w", err)
+		}
 	} else if im := cs.imp.Load(); im != nil && im.slot == c.slot {
 		if c.state == migSuccess {
 			from := "?"
 			if v := cs.view.Load(); v.top != nil && v.top.Owner(c.slot) != nil {
 				from = v.top.Owner(c.slot).ID // the source, as the topology says
 			}
-			cs.handoff(func(_ map[int]*cluster.Node, t map[int]string) { t[c.slot] = from })
+			// Saved before the OK: the source deletes nothing more and
+			// declares success on it.
+			if err := cs.handoff(func(_ map[int]*cluster.Node, t map[int]string) { t[c.slot] = from }); err != nil {
+				return fmt.Errorf("cluster state not saved: %w", err)
+			}
 		}
 		im.state.Store(c.state)
 	} else {
@@ -838,7 +877,7 @@ func (s *App) endMigration(v *clusterView) {
 	// the migration left them, whatever the pushes in between say: the
 	// keys are on the target.
 	drop := map[int]bool{}
-	cs.handoff(func(h map[int]*cluster.Node, t map[int]string) {
+	err := cs.handoff(func(h map[int]*cluster.Node, t map[int]string) {
 		for slot := range h {
 			if owner := v.top.Owner(slot); owner == nil || owner.ID != v.id {
 				delete(h, slot)
@@ -851,6 +890,9 @@ func (s *App) endMigration(v *clusterView) {
 			}
 		}
 	})
+	if err != nil {
+		s.Log.Error("cluster state: the handoffs the topology ended not saved", "err", err)
+	}
 	if len(drop) == 0 {
 		return
 	}

@@ -340,6 +340,37 @@ class TestMigrate(unittest.TestCase):
         self.assertEqual(dst.cmd("DBSIZE"), len(keys))
         self.assertEqual(sum(rc.execute_command("EXISTS", k) for k in keys), len(keys))
 
+    def test_a_handoff_survives_kill9_before_the_push(self):
+        """A migration that succeeded holds across a kill -9 of both nodes
+        before the topology push: the source still answers MOVED to the
+        target, the target still serves the slot, and a write made between
+        the restart and the push is kept (cluster review: both forgot the
+        handoff, the source served the slot empty, and the push then
+        dropped what was written there)."""
+        src, dst = self.nodes[0], self.nodes[1]
+        rc = self.rc()
+        rc.execute_command("AI.TENSORSET", "{b}x", "INT32", 1, "VALUES", 1)  # slot 3300
+        self.assertEqual(src.cmd("clusterx", "migrate", "3300", IDS[1]), "OK")
+        poll(lambda: info(src)["migrating_state"] == "success", timeout=30, what="the migration")
+        for n in (src, dst):
+            n.proc.kill()
+            n.proc.wait()
+            n.proc = None
+            start_sharing_key(n)
+        self.assertEqual(src.cmd("AI.TENSORGET", "{b}x", "VALUES").text, "MOVED 3300 127.0.0.1:%d" % dst.port)
+        self.assertEqual(dst.cmd("AI.TENSORGET", "{b}x", "VALUES"), [1])
+        self.assertEqual(dst.cmd("AI.TENSORSET", "{b}y", "INT32", 1, "VALUES", 2), "OK")
+        self.assertIn("[3300->-%s]" % IDS[1], src.cmd("cluster", "nodes"))
+        push(self.nodes, ["0-3299 3301-5460 8943", "3300 5461-8942 8944-10921", "10922-16383"], 2)
+        rc = self.rc()
+        self.assertEqual(rc.execute_command("AI.TENSORGET", "{b}x", "VALUES"), [1])
+        self.assertEqual(rc.execute_command("AI.TENSORGET", "{b}y", "VALUES"), [2])
+        self.assertNotIn("[", src.cmd("cluster", "nodes") + dst.cmd("cluster", "nodes"))
+        # The push ended the handoff: a restart now has none to read back.
+        src.stop()
+        start_sharing_key(src)
+        self.assertNotIn("[", src.cmd("cluster", "nodes"))
+
     def test_kill9_mid_migration_loses_nothing(self):
         """Either node killed -9 while the slot moves: every key is still on
         one of the two, and MIGRATE again finishes the move with every key's
