@@ -148,8 +148,8 @@ func (s *App) StartCluster() error {
 	// does not show moved yet.
 	handed := map[int]*cluster.Node{}
 	for slot, id := range st.Handed {
-		if n := cs.view.Load().top.Find(id); n != nil {
-			handed[slot] = n
+		if top := cs.view.Load().top; top != nil && top.Find(id) != nil {
+			handed[slot] = top.Find(id)
 		} else {
 			s.Log.Warn("cluster state: a slot handed to a node the topology does not name", "slot", slot, "node", id)
 		}
@@ -175,7 +175,9 @@ func (cs *ClusterState) update(change func(cur *clusterView) (*cluster.State, er
 	if err != nil || st == nil {
 		return err
 	}
-	st.Handed, st.Taken = cs.handoffIDs()
+	if st.Topology != nil { // CLUSTER RESET forgets them with the topology
+		st.Handed, st.Taken = cs.handoffIDs()
+	}
 	if err := cluster.Save(cs.path, st); err != nil {
 		return fmt.Errorf("cluster state not saved: %w", err)
 	}
@@ -396,6 +398,8 @@ func (c clusterCmd) reset(x *Ctx) error {
 		if c.hard {
 			st.ID = cluster.NewID()
 		}
+		x.Cluster.handed.Store(nil) // under mu, as handoff writes them
+		x.Cluster.taken.Store(nil)
 		return st, nil
 	})
 	if err != nil {

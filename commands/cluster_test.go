@@ -1,9 +1,11 @@
 package commands
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/enclaveai/enclaveai/cluster"
 	"github.com/enclaveai/enclaveai/config"
 )
 
@@ -22,9 +24,15 @@ var topology = nodeA + " 127.0.0.1 7001 master - 0-5460\n" +
 
 func newClusterHarness(t *testing.T) *harness {
 	t.Helper()
+	return newClusterHarnessDir(t, t.TempDir())
+}
+
+// newClusterHarnessDir starts cluster mode on the state file in dir.
+func newClusterHarnessDir(t *testing.T, dir string) *harness {
+	t.Helper()
 	opts := config.Default()
 	opts.ClusterEnabled = true
-	opts.Dir = t.TempDir()
+	opts.Dir = dir
 	h := newHarnessOpts(t, opts)
 	if err := h.s.StartCluster(); err != nil {
 		t.Fatal(err)
@@ -128,4 +136,31 @@ func TestCommandEntriesTenFields(t *testing.T) {
 			t.Errorf("%s: movablekeys flag and Keys disagree", s.Name)
 		}
 	}
+}
+
+// A state file's handoffs come back at start: a slot handed to a node of
+// the topology redirects there, one naming no node of it is dropped (and a
+// state without a topology, as a hand-edited file could be, starts).
+func TestClusterStartReadsHandoffs(t *testing.T) {
+	dir := t.TempDir()
+	top, err := cluster.ParseNodes(topology)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, config.Default().ClusterConfigFile)
+	st := &cluster.State{ID: nodeA, Version: 1, Topology: top,
+		Handed: map[int]string{3300: nodeB, 3301: strings.Repeat("z", 40)}, Taken: map[int]string{7365: nodeB}}
+	if err := cluster.Save(path, st); err != nil {
+		t.Fatal(err)
+	}
+	h := newClusterHarnessDir(t, dir)
+	h.run(
+		row("AI.TENSORGET {b}x VALUES", "-MOVED 3300 127.0.0.1:7002"),
+		row("AI.TENSORSET {c}x FLOAT 1 VALUES 1", "+OK"), // slot 7365, node B's in the topology, taken here
+		row("CLUSTER NODES", "~\\[3300->-"+nodeB+"\\] \\[7365-<-"+nodeB+"\\]"),
+	)
+	if err := cluster.Save(path, &cluster.State{ID: nodeA, Version: -1, Handed: map[int]string{3300: nodeB}}); err != nil {
+		t.Fatal(err)
+	}
+	newClusterHarnessDir(t, dir)
 }
