@@ -86,6 +86,35 @@ func validDevice(d []byte) bool {
 	return false
 }
 
+// setDevice is the deprecated AI.MODELSET's own device check, RedisAI's
+// (deprecated.c): at most 10 bytes and none of the command's keywords;
+// the backend reads the rest (onnxDevice).
+func setDevice(d []byte) bool {
+	if len(d) > 10 {
+		return false
+	}
+	for _, kw := range []string{"INPUTS", "OUTPUTS", "TAG", "BATCHSIZE", "MINBATCHSIZE", "MINBATCHTIMEOUT", "BLOB"} {
+		if isWord(d, kw) {
+			return false
+		}
+	}
+	return true
+}
+
+// onnxDevice is the ONNX backend's reading of a device, as RedisAI's
+// parseDeviceStr: anything that begins with CPU is the CPU, GPU or GPU:n
+// a GPU (this build has none), the rest unsupported.
+func onnxDevice(d string) error {
+	u := strings.ToUpper(d)
+	switch {
+	case strings.HasPrefix(u, "CPU"):
+		return nil
+	case u == "GPU" || strings.HasPrefix(u, "GPU:"):
+		return errNoCUDA
+	}
+	return Reply("ERR unsupported device")
+}
+
 func parseModelStore(deprecated bool) func(a Args) (Runner, error) {
 	return func(a Args) (Runner, error) {
 		c := &modelStoreCmd{key: a.NextString(), optimize: true}
@@ -96,7 +125,7 @@ func parseModelStore(deprecated bool) func(a Args) (Runner, error) {
 			return nil, errUnsupportedBackend
 		}
 		device := a.Next()
-		if !validDevice(device) {
+		if deprecated && !setDevice(device) || !deprecated && !validDevice(device) {
 			return nil, errInvalidDevice
 		}
 		c.meta = modelstore.ModelMeta{Backend: backend, Device: string(device)}
@@ -160,17 +189,17 @@ func parseModelStore(deprecated bool) func(a Args) (Runner, error) {
 			}
 			break
 		}
-		if deprecated && a.Match("INPUTS") { // names without counts; ONNX reads them from the graph
-			for a.More() && !isWord(a.Peek(), "OUTPUTS") && !isWord(a.Peek(), "BLOB") {
+		if deprecated && backend == "TF" && !isWord(a.Peek(), "INPUTS") {
+			return nil, Reply("ERR Insufficient arguments, INPUTS and OUTPUTS not specified")
+		}
+		if deprecated {
+			// INPUTS and OUTPUTS names without counts, which ONNX reads
+			// from the graph, and whatever else comes before BLOB: RedisAI
+			// reads up to BLOB and ignores it for every backend but TF
+			// (AC_GetSliceUntilMatches, compatibility review).
+			for a.More() && !isWord(a.Peek(), "BLOB") {
 				a.Next()
 			}
-			if a.Match("OUTPUTS") {
-				for a.More() && !isWord(a.Peek(), "BLOB") {
-					a.Next()
-				}
-			}
-		} else if deprecated && backend == "TF" {
-			return nil, Reply("ERR Insufficient arguments, INPUTS and OUTPUTS not specified")
 		}
 		if !a.More() {
 			return nil, errMissingBlob
@@ -202,8 +231,8 @@ func parseModelStore(deprecated bool) func(a Args) (Runner, error) {
 		if backend != "ONNX" {
 			return nil, errLoadBackend
 		}
-		if strings.HasPrefix(strings.ToUpper(c.meta.Device), "GPU") {
-			return nil, errNoCUDA
+		if err := onnxDevice(c.meta.Device); err != nil {
+			return nil, err
 		}
 		return c, nil
 	}

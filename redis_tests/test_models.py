@@ -272,6 +272,11 @@ class StoreExecuteTest(ModelCase):
         meta = self.r.execute_command("AI.MODELGET", "ms", "META")
         self.assertEqual(meta[4:8], [b"tag", b"old", b"batchsize", 2])
         self.assertEqual(self.r.execute_command("AI.MODELSET", "ms2", "ONNX", "CPU", "BLOB", data), b"OK")
+        # As RedisAI: a device that begins with CPU is the CPU, and what
+        # comes before BLOB is ignored (compatibility review).
+        for device in ("CPUX", "cpu:abc"):
+            self.assertEqual(self.r.execute_command("AI.MODELSET", "ms3", "ONNX", device, "BLOB", data), b"OK")
+        self.assertEqual(self.r.execute_command("AI.MODELSET", "ms3", "ONNX", "CPU", "JUNK", "BLOB", data), b"OK")
         self.assertLinearRuns("ms")
         self.assertLinearRuns("ms2")
         self.assertEqual(self.r.execute_command("AI.MODELGET", "ms", "BLOB"), data)
@@ -740,6 +745,12 @@ class ParseErrorTest(ModelCase):
             ("ERR MINBATCHTIMEOUT specified without BATCHSIZE", "m", "ONNX", "CPU", "MINBATCHTIMEOUT", 0, "BLOB", B),
             ("ERR Auto-batching not supported by the TFLITE backend", "m", "TFLITE", "CPU", "BATCHSIZE", 2, "BLOB", B),
             ("ERR Insufficient arguments, INPUTS and OUTPUTS not specified", "m", "TF", "CPU", "BLOB", B),
+            # The device: over 10 bytes or a keyword here, the rest as the
+            # ONNX backend reads it (compatibility review).
+            ("ERR Invalid DEVICE", "m", "ONNX", "CPU:1234567", "BLOB", B),
+            ("ERR Invalid DEVICE", "m", "ONNX", "TAG", "BLOB", B),
+            ("ERR unsupported device", "m", "ONNX", "TPU", "BLOB", B),
+            ("ERR GPU requested but ONNX couldn't find CUDA", "m", "ONNX", "gpu:0", "BLOB", B),
         ]
         for want, *args in rows:
             self.assertErr(want, "AI.MODELSET", *args)
