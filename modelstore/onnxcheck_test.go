@@ -374,3 +374,104 @@ func readModel(t testing.TB, name string) []byte {
 	}
 	return b
 }
+
+// A tensor's values must be what its dims and type need, in whichever
+// field they are (review, 2026-12-07): gonnx and gorgonia allocate the
+// dims' element count for a tensor without values (a 77-byte model asked
+// for 64 GiB), and gorgonia's element count wraps past 2^64 (dims [3,
+// 0x5555555555555556] count 2, the two values of float_data).
+func TestCheckModelBlobTensorValues(t *testing.T) {
+	floats := func(n int) []byte { return pbMsg(4, make([]byte, 4*n)) }
+	fixed32 := append(pbTag(4, wireFixed32), 0, 0, 0x80, 0x3f)
+	for _, tc := range []struct {
+		name string
+		blob []byte
+		want error // nil, or the sentinel
+	}{
+		{"no values", model(initializer(tensor("w", onnxFloat, []int64{1 << 18, 1 << 16}))), ErrModelUnsafe},
+		{"no values in a Constant", model(constantNode(tensor("w", onnxFloat, []int64{1 << 18, 1 << 16}))), ErrModelUnsafe},
+		{"no values, unknown type", model(initializer(tensor("u", 0, []int64{1 << 30}))), ErrModelUnsafe},
+		{"no values, string", model(initializer(tensor("s", onnxString, []int64{1 << 30}))), ErrModelUnsafe},
+		{"no values, no elements", model(initializer(tensor("z", onnxFloat, []int64{0, 1 << 40}))), nil},
+		{"no values, sparse values", model(pbMsg(15, pbMsg(1, tensor("v", onnxFloat, []int64{1 << 30})))), ErrModelUnsafe},
+		{"no values in a Loop body", model(loopNode(initializer(tensor("w", onnxFloat, []int64{4})))), ErrModelUnsafe},
+		{"float_data wraps", model(initializer(tensor("w", onnxFloat, []int64{3, 0x5555555555555556}, floats(2)))), ErrModelTensorSize},
+		{"float_data wraps in a Constant", model(constantNode(tensor("w", onnxFloat, []int64{3, 0x5555555555555556}, floats(2)))), ErrModelTensorSize},
+		{"int64_data wraps", model(initializer(tensor("w", onnxInt64, []int64{3, 0x5555555555555556}, pbPacked(7, 1, 2)))), ErrModelTensorSize},
+		{"past 2^63 beside a 0", model(initializer(tensor("w", onnxFloat, []int64{0, 1 << 62, 4}))), ErrModelTensorSize},
+		{"float_data ok", model(initializer(tensor("w", onnxFloat, []int64{2, 3}, floats(6)))), nil},
+		{"float_data unpacked", model(initializer(tensor("w", onnxFloat, []int64{2}, fixed32, fixed32))), nil},
+		{"float_data short", model(initializer(tensor("w", onnxFloat, []int64{2, 3}, floats(5)))), ErrModelUnsafe},
+		{"float_data long", model(initializer(tensor("w", onnxFloat, []int64{2, 3}, floats(7)))), ErrModelUnsafe},
+		{"float_data cut", model(initializer(tensor("w", onnxFloat, []int64{1}, pbMsg(4, make([]byte, 5))))), ErrModelMalformed},
+		{"complex64 takes two floats", model(initializer(tensor("c", onnxComplex64, []int64{3}, floats(6)))), nil},
+		{"int32_data ok", model(initializer(tensor("i", onnxInt8, []int64{3}, pbPacked(5, 1, 300, -1)))), nil},
+		{"int32_data short", model(initializer(tensor("i", onnxInt32, []int64{4}, pbPacked(5, 1, 2)))), ErrModelUnsafe},
+		{"int4 packs two per int32", model(initializer(tensor("q", onnxInt4, []int64{3}, pbPacked(5, 1, 2)))), nil},
+		{"int64_data ok", model(initializer(tensor("s", onnxInt64, []int64{3}, pbPacked(7, 0, 3, -1)))), nil},
+		{"int64_data unpacked", model(initializer(tensor("s", onnxInt64, []int64{2}, pbInt(7, 5), pbInt(7, 6)))), nil},
+		{"int64_data short", model(initializer(tensor("s", onnxInt64, []int64{1 << 20}, pbPacked(7, 1)))), ErrModelUnsafe},
+		{"double_data ok", model(initializer(tensor("d", onnxDouble, []int64{2}, pbMsg(10, make([]byte, 16))))), nil},
+		{"double_data short", model(initializer(tensor("d", onnxDouble, []int64{3}, pbMsg(10, make([]byte, 16))))), ErrModelUnsafe},
+		{"uint64_data for uint32", model(initializer(tensor("u", onnxUint32, []int64{2}, pbPacked(11, 1, 2)))), nil},
+		{"uint64_data short", model(initializer(tensor("u", onnxUint64, []int64{3}, pbPacked(11, 1, 2)))), ErrModelUnsafe},
+		{"string_data ok", model(initializer(tensor("s", onnxString, []int64{2}, pbStr(6, "a"), pbStr(6, "")))), nil},
+		{"string_data short", model(initializer(tensor("s", onnxString, []int64{3}, pbStr(6, "a")))), ErrModelUnsafe},
+		{"values in another type's field", model(initializer(tensor("w", onnxFloat, []int64{2}, pbPacked(7, 1, 2)))), ErrModelUnsafe},
+		{"values in two fields", model(initializer(tensor("w", onnxFloat, []int64{2}, floats(2), pbPacked(7, 1, 2)))), ErrModelUnsafe},
+		{"raw_data and float_data", model(initializer(tensor("w", onnxFloat, []int64{2}, raw(8), floats(2)))), ErrModelUnsafe},
+		{"unknown type, one value per element", model(initializer(tensor("u", 0, []int64{2}, floats(2)))), nil},
+		{"unknown type, too few values", model(initializer(tensor("u", 0, []int64{1 << 30}, floats(2)))), ErrModelUnsafe},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckModelBlob(tc.blob)
+			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("CheckModelBlob = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// An attribute's value is what it carries: ref_attr_name (a function
+// caller's attribute) only in a function body, where the sanitizer skips
+// it, and a message-typed attribute carries its message (review,
+// 2026-12-07: Conv strides [0] beside an empty ref_attr_name passed every
+// rule; a Constant's TENSOR value without t is a nil dereference in gonnx).
+func TestCheckModelBlobAttributes(t *testing.T) {
+	ref := pbStr(21, "s")
+	emptyRef := pbMsg(21)
+	conv := func(attr ...[]byte) []byte {
+		return pbMsg(1, pbStr(3, "c1"), pbStr(4, "Conv"), pbStr(1, "x"), pbStr(1, "w"), pbStr(2, "y"), pbMsg(5, attr...))
+	}
+	function := func(node []byte) []byte {
+		return append(model(), pbMsg(25, pbStr(1, "f"), pbStr(10, "local"), node)...)
+	}
+	fnNode := func(node []byte) []byte { return append(pbTag(7, wireBytes), node[1:]...) } // a FunctionProto's node is field 7
+	for _, tc := range []struct {
+		name string
+		blob []byte
+		want string // "" passes
+	}{
+		{"ref in a graph node", model(conv(pbStr(1, "strides"), pbInt(20, attrInts), pbPacked(8, 0), emptyRef)), `node "c1" (Conv): attribute "strides" has ref_attr_name`},
+		{"named ref in a graph node", model(conv(pbStr(1, "strides"), pbInt(20, attrInts), ref)), "has ref_attr_name"},
+		{"ref in a Loop body", model(loopNode(conv(pbStr(1, "strides"), pbInt(20, attrInts), ref))), "has ref_attr_name"},
+		{"ref in a function body", function(fnNode(conv(pbStr(1, "strides"), pbInt(20, attrInts), ref))), ""},
+		{"ref in a subgraph of a function body", function(fnNode(loopNode(conv(pbStr(1, "strides"), pbInt(20, attrInts), ref)))), ""},
+		{"TENSOR without t", model(pbMsg(1, pbStr(4, "Constant"), pbStr(2, "y"), pbMsg(5, pbStr(1, "value"), pbInt(20, attrTensor)))), `(Constant): attribute "value" is of type TENSOR but carries no tensor (t)`},
+		{"TENSOR with t", model(constantNode(tensor("v", onnxFloat, []int64{1}, raw(4)))), ""},
+		{"GRAPH without g", model(pbMsg(1, pbStr(4, "If"), pbMsg(5, pbStr(1, "then_branch"), pbInt(20, attrGraph)))), "is of type GRAPH but carries no graph (g)"},
+		{"SPARSE_TENSOR without sparse_tensor", model(pbMsg(1, pbStr(4, "Constant"), pbMsg(5, pbStr(1, "sparse_value"), pbInt(20, 11 /* SPARSE_TENSOR */)))), "is of type SPARSE_TENSOR"},
+		{"TYPE_PROTO without tp", model(pbMsg(1, pbStr(4, "X"), pbMsg(5, pbStr(1, "t"), pbInt(20, 13 /* TYPE_PROTO */)))), "is of type TYPE_PROTO"},
+		{"INTS without ints (an empty list)", model(conv(pbStr(1, "strides"), pbInt(20, attrInts))), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckModelBlob(tc.blob)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && (!errors.Is(err, ErrModelUnsafe) || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("CheckModelBlob = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
