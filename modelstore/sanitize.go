@@ -931,7 +931,12 @@ func scalarAxisInput(i int) func(*ruleCtx, *gAttr) string {
 }
 
 // staticSize refuses a node whose output shape, known at store, has more
-// than MaxStaticElements elements (or a negative dimension).
+// than MaxStaticElements elements. Dimensions of 0 or less (Reshape's -1
+// and 0, which the input's size and dims resolve) are left out of the
+// product rather than ending it: the product of the others still bounds
+// what the output claims, and a Reshape to [0, 3, 0x5555555555555556]
+// (0 copying the input's 1) made a 2-element tensor whose dims' product
+// wraps past 2^64 to 2 (review, 2026-12-07).
 func staticSize(shape func(*ruleCtx) ([]int64, bool)) func(*ruleCtx, *gAttr) string {
 	return func(c *ruleCtx, _ *gAttr) string {
 		dims, ok := shape(c)
@@ -941,7 +946,7 @@ func staticSize(shape func(*ruleCtx) ([]int64, bool)) func(*ruleCtx, *gAttr) str
 		n := int64(1)
 		for _, d := range dims {
 			if d <= 0 {
-				return "" // 0, or -1 / 0 in Reshape: ONNX Runtime resolves those
+				continue
 			}
 			if n > MaxStaticElements/d {
 				return fmt.Sprintf("output shape %s has more than %d elements", intList(dims), int64(MaxStaticElements))

@@ -457,3 +457,28 @@ func BenchmarkSanitizeModel(b *testing.B) {
 		}
 	}
 }
+
+// A constant Reshape shape whose dims' product passes MaxStaticElements is
+// refused even after a 0 (copy the input's) or -1: [0, 3,
+// 0x5555555555555556] wraps past 2^64 to 2 elements (review, 2026-12-07).
+func TestSanitizeStaticSizeSkipsZeros(t *testing.T) {
+	reshape := func(shape ...int64) []byte {
+		return oneNode("Reshape", []string{"x", "s"}, nil, inputDecl("x", onnxFloat, 1, 2),
+			pbMsg(5, tensor("s", onnxInt64, []int64{int64(len(shape))}, pbPacked(7, shape...))))
+	}
+	for _, tc := range []struct {
+		name  string
+		model []byte
+		want  string
+	}{
+		{"wrap after a 0", reshape(0, 3, 0x5555555555555556), "(Reshape): output shape [0 3 6148914691236517206] has more than 2147483648 elements"},
+		{"wrap after a -1", reshape(-1, 1<<40, 1<<40), "has more than 2147483648 elements"},
+		{"0 and -1", reshape(0, -1), ""},
+		{"ok", reshape(2, 1), ""},
+	} {
+		_, err := SanitizeModel(tc.model)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
