@@ -24,7 +24,8 @@ const DefaultMaxTensorBytes = 2 << 30
 // whose output dimensions multiply (MatMul and Gemm, [100000, 1] x [1,
 // 100000] is 40 GB from 800 KB, the broadcasting binary operators,
 // Concat), and those whose attributes pad or widen it (Conv and MaxPool:
-// sizer; RNN, GRU, LSTM: hidden_size).
+// sizer; RNN, GRU, LSTM: hidden_size), and Gather (a row per index); and
+// what gonnx's Conv allocates on the way (scratcher).
 // Other operators make at most about what they are given.
 
 // outputElems is how many elements the tensor op is about to make holds,
@@ -109,11 +110,55 @@ func outputElems(op string, in []tensor.Tensor) (int64, bool) {
 	return 0, false
 }
 
+// badShape says what is wrong with t's shape, or "" when nothing is: a
+// dimension below 0, dimensions whose product passes 2^63, or more
+// elements than t holds. gorgonia multiplies dimensions without checking
+// (Shape.TotalSize), so a Reshape to [0, 3, 0x5555555555555556] (0
+// copying the input's 1) of a 2-element tensor passed its size check with
+// a product wrapped to 2, and the next operators indexed by the dims:
+// Softmax's goroutines out of range (a panic no recover reaches, which
+// ends the process) and ReduceMean's sum into a 64 GiB slice (a fatal
+// out-of-memory; review, 2026-12-07). The model checks refuse such dims
+// in a model's own tensors and constant shapes; this catches those that
+// a client's tensor or a computed shape brings, before each operator runs
+// and after it.
+func badShape(t tensor.Tensor) string {
+	n := int64(1) // the product of the dims other than 0
+	empty := false
+	for _, d := range t.Shape() {
+		switch {
+		case d < 0:
+			return fmt.Sprintf("has shape %v, with a negative dimension", t.Shape())
+		case d == 0:
+			empty = true
+		case n > math.MaxInt64/int64(d):
+			return fmt.Sprintf("has shape %v, more than 2^63 elements", t.Shape())
+		default:
+			n *= int64(d)
+		}
+	}
+	if empty {
+		n = 0
+	}
+	if d, ok := t.(*tensor.Dense); ok && !d.IsScalar() && n > int64(d.DataSize()) {
+		return fmt.Sprintf("has shape %v (%d elements) but holds %d", t.Shape(), n, d.DataSize())
+	}
+	return ""
+}
+
 // sizer is implemented by the operators of ops.go whose output size their
 // attributes decide (Conv and MaxPool: pads): outputElems bounds the
 // elements of their output for these inputs, saturating at MaxInt64.
 type sizer interface {
 	outputElems(in []tensor.Tensor) int64
+}
+
+// scratcher is implemented by the operators of ops.go that leave some
+// cases to gonnx, whose code allocates more than the output on the way
+// (Conv: a padded copy of the input and a dilated copy of the kernel):
+// scratchElems bounds the largest such tensor, saturating at MaxInt64.
+type scratcher interface {
+	scratchElems(in []tensor.Tensor) int64
 }
 
 // spatialElems bounds a Conv's or a pool's output: n x c times, for each
@@ -188,8 +233,14 @@ func checkOutput(opType string, op any, node *gonnxproto.NodeProto, in []tensor.
 	if !ok {
 		n, ok = recurrentElems(opType, node, in)
 	}
+	if !ok {
+		n, ok = gatherElems(opType, node, in)
+	}
 	if sz, isSizer := op.(sizer); isSizer {
 		n, ok = sz.outputElems(in), true
+	}
+	if sc, isScratcher := op.(scratcher); isScratcher {
+		n, ok = max(n, sc.scratchElems(in)), true
 	}
 	if !ok {
 		return nil
@@ -240,6 +291,39 @@ func recurrentElems(op string, node *gonnxproto.NodeProto, in []tensor.Tensor) (
 		return 0, false
 	}
 	return mul(mul(mul(mul(int64(x[0]), int64(x[1])), dirs), hidden), gates), true
+}
+
+// gatherElems bounds what Gather makes: a row of the data (its elements
+// over its dimension axis) for each index. 8192 indices into a [1,
+// 1048576] tensor asked gonnx for 32 GiB (review, 2026-12-07).
+func gatherElems(op string, node *gonnxproto.NodeProto, in []tensor.Tensor) (int64, bool) {
+	if op != "Gather" || len(in) < 2 || in[0] == nil || in[1] == nil {
+		return 0, false
+	}
+	data := in[0].Shape()
+	axis := int64(0)
+	for _, a := range node.GetAttribute() {
+		if a.GetName() == "axis" {
+			axis = a.GetI()
+		}
+	}
+	r := int64(len(data))
+	if axis < 0 {
+		axis += r
+	}
+	if axis < 0 || axis >= r {
+		return 0, false // gonnx refuses it before it allocates
+	}
+	n := int64(1)
+	for i, d := range data {
+		if int64(i) != axis {
+			n = mul(n, int64(d))
+		}
+	}
+	for _, d := range in[1].Shape() {
+		n = mul(n, int64(d))
+	}
+	return n, true
 }
 
 // broadcast is the shape two shapes broadcast to, as ONNX does: aligned on

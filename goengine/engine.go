@@ -115,6 +115,9 @@ func (g *guarded) Apply(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 		if t == nil {
 			continue
 		}
+		if why := badShape(t); why != "" {
+			return nil, fmt.Errorf("%s: input %d %s", g.String(), i, why)
+		}
 		if slices.Contains(t.Shape(), 0) {
 			return nil, fmt.Errorf("%s: input %d has shape %v: this engine does not run empty tensors", g.String(), i, t.Shape())
 		}
@@ -130,7 +133,18 @@ func (g *guarded) Apply(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 		}
 	}
 	outs, err := g.Operator.Apply(inputs)
-	if err == nil && g.budget != nil {
+	if err != nil {
+		return nil, err
+	}
+	for i, t := range outs {
+		if t == nil {
+			continue
+		}
+		if why := badShape(t); why != "" {
+			return nil, fmt.Errorf("%s: output %d %s", g.String(), i, why)
+		}
+	}
+	if g.budget != nil {
 		if err := g.budget.add(g.opType, outs); err != nil {
 			return nil, err
 		}
@@ -236,6 +250,19 @@ func checkModel(mp *gonnxproto.ModelProto) error {
 		return refuse("unsupported operator %s (inference-engine onnxruntime runs it)", strings.Join(missing, ", "))
 	}
 	// Attributes: each operator's Init refuses what it does not implement.
+	// gonnx's Constant and ConstantOfShape read a "value" attribute's
+	// tensor whatever its declared type, and dereference a missing one
+	// (fatal in an enclave; CheckModelBlob refuses only a TENSOR without
+	// one).
+	for _, n := range mp.Graph.GetNode() {
+		if op := n.GetOpType(); op == "Constant" || op == "ConstantOfShape" {
+			for _, a := range n.GetAttribute() {
+				if a.GetName() == "value" && a.GetT() == nil {
+					return refuse("node %q (%s): attribute value carries no tensor", n.GetName(), op)
+				}
+			}
+		}
+	}
 	for _, n := range mp.Graph.GetNode() {
 		op, err := getOperator(n.GetOpType())
 		if err == nil {

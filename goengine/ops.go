@@ -2,7 +2,7 @@ package goengine
 
 // Operators gonnx v1.1.0 lacks that the benchmark models use: MaxPool (the
 // CNN), ReduceMean, Sqrt and Identity (the transformer's norms and output);
-// and a fix of its Conv.
+// and a fix of its Conv, and a Softmax without goroutines.
 // Each follows the ONNX opset-13 definition for FLOAT and DOUBLE tensors and
 // refuses, at Init, the attributes it does not implement; Compile calls Init
 // on every node, so a model that uses them fails at AI.MODELSTORE, not at
@@ -24,6 +24,7 @@ var extraOps = map[string]func() (ops.Operator, error){
 	"Identity":   func() (ops.Operator, error) { return &identity{}, nil },
 	"MaxPool":    func() (ops.Operator, error) { return &maxPool{}, nil },
 	"ReduceMean": func() (ops.Operator, error) { return &reduceMean{keepDims: true}, nil },
+	"Softmax":    func() (ops.Operator, error) { return &softmax{axis: -1}, nil },
 	"Sqrt":       func() (ops.Operator, error) { return &sqrt{}, nil },
 }
 
@@ -98,6 +99,51 @@ func (c *conv) outputElems(in []tensor.Tensor) int64 {
 	return spatialElems(in[0].Shape(), int64(in[1].Shape()[0]), c.pads, c.strides)
 }
 
+// scratchElems implements scratcher: gonnx's Conv pads a copy of the
+// input (N x C x each padded spatial size) and spreads the kernel out by
+// the dilations ((k-1) x d + 1 per spatial dimension) before it checks
+// anything: a kernel of 9 dilated by 2^31 asked for 68 GB (review,
+// 2026-12-07). The direct 2-D path makes neither; it is counted all the
+// same, which errs on the safe side.
+func (c *conv) scratchElems(in []tensor.Tensor) int64 {
+	if len(in) < 2 || in[0] == nil || in[1] == nil {
+		return 0
+	}
+	xs, ws := in[0].Shape(), in[1].Shape()
+	if len(xs) < 3 || len(ws) < 3 {
+		return 0
+	}
+	sp := len(xs) - 2
+	padded, kernel := mul(int64(xs[0]), int64(xs[1])), mul(int64(ws[0]), int64(ws[1]))
+	for i := range sp {
+		size := int64(xs[2+i])
+		if len(c.pads) == 2*sp {
+			size = add(add(size, int64(max(c.pads[i], 0))), int64(max(c.pads[i+sp], 0)))
+		}
+		padded = mul(padded, size)
+		if 2+i < len(ws) {
+			kernel = mul(kernel, dilated(int64(ws[2+i]), c.dilation(i)))
+		}
+	}
+	return max(padded, kernel)
+}
+
+// dilation is the dilation of spatial dimension i (1 when not given).
+func (c *conv) dilation(i int) int64 {
+	if i < len(c.dilations) && c.dilations[i] > 0 {
+		return int64(c.dilations[i])
+	}
+	return 1
+}
+
+// dilated is the extent of a kernel of k taps spread d apart, saturating.
+func dilated(k, d int64) int64 {
+	if k < 1 {
+		return k
+	}
+	return add(mul(k-1, d), 1)
+}
+
 func (c *conv) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	return ops.ValidateInputs(c, in)
 }
@@ -108,6 +154,20 @@ func (c *conv) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	}
 	if c.gonnxErr != nil {
 		return nil, c.gonnxErr
+	}
+	// gonnx's output size would be 0 or negative: refused here, before it
+	// dilates the kernel and pads the input.
+	if xs, ws := in[0].Shape(), in[1].Shape(); (c.autoPad == "" || c.autoPad == "NOTSET" || c.autoPad == "VALID") && len(xs) == len(ws) && len(xs) >= 3 {
+		sp := len(xs) - 2
+		for i := range sp {
+			size := int64(xs[2+i])
+			if len(c.pads) == 2*sp && c.autoPad != "VALID" {
+				size = add(add(size, int64(max(c.pads[i], 0))), int64(max(c.pads[i+sp], 0)))
+			}
+			if dilated(int64(ws[2+i]), c.dilation(i)) > size {
+				return nil, ops.ErrInvalidInput("kernel larger than the padded input", c)
+			}
+		}
 	}
 	if len(in) > 2 {
 		if b, ok := in[2].(*tensor.Dense); ok {
@@ -342,6 +402,84 @@ func meanOver[T float32 | float64](x []T, shape, outShape []int, count int) []T 
 	return out
 }
 
+// softmax is Softmax at opset 13 over FLOAT and DOUBLE tensors: exp(x -
+// max) / sum of those along axis (default -1), row by row, in float64.
+// gonnx's calls gorgonia's, which starts a goroutine per row, all at once:
+// an input of [16M, 1] took 34 s (review, 2026-12-07), and a panic in one
+// of them (an empty tensor, or dims whose product wraps: FuzzGoEngineOps
+// and the review) ends the process, as no recover reaches it.
+type softmax struct {
+	unary
+	axis int
+}
+
+func (o *softmax) Init(n *gonnxproto.NodeProto) error {
+	o.name = "softmax"
+	for _, a := range n.GetAttribute() {
+		if a.GetName() != "axis" {
+			return ops.ErrUnsupportedAttribute(a.GetName(), o)
+		}
+		o.axis = int(a.GetI())
+	}
+	return nil
+}
+
+func (o *softmax) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	return ops.ValidateInputs(o, in)
+}
+
+func (o *softmax) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	x := dense(in[0])
+	shape := x.Shape().Clone()
+	r := len(shape)
+	if x.IsScalar() || o.axis < -r || o.axis >= r {
+		return nil, ops.ErrAxisOutOfRange(-r, r, o.axis)
+	}
+	axis := (o.axis + r) % r
+	outer, inner := 1, 1
+	for _, d := range shape[:axis] {
+		outer *= d
+	}
+	for _, d := range shape[axis+1:] {
+		inner *= d
+	}
+	var backing any
+	switch v := x.Data().(type) {
+	case []float32:
+		backing = softmaxOver(v, outer, shape[axis], inner)
+	case []float64:
+		backing = softmaxOver(v, outer, shape[axis], inner)
+	default:
+		return nil, ops.ErrInvalidInputType(0, x.Dtype().Name(), o)
+	}
+	return []tensor.Tensor{tensor.New(tensor.WithShape(shape...), tensor.WithBacking(backing))}, nil
+}
+
+// softmaxOver is the softmax of x, laid out as [outer, n, inner], along
+// its middle axis.
+func softmaxOver[T float32 | float64](x []T, outer, n, inner int) []T {
+	out := make([]T, len(x))
+	e := make([]float64, n)
+	for o := range outer {
+		for i := range inner {
+			base := o*n*inner + i
+			m := math.Inf(-1)
+			for j := range n {
+				m = max(m, float64(x[base+j*inner]))
+			}
+			sum := 0.0
+			for j := range n {
+				e[j] = math.Exp(float64(x[base+j*inner]) - m)
+				sum += e[j]
+			}
+			for j := range n {
+				out[base+j*inner] = T(e[j] / sum)
+			}
+		}
+	}
+	return out
+}
+
 // maxPool is 2-D max pooling over NCHW input: kernel_shape, strides, pads,
 // dilations and ceil_mode; auto_pad NOTSET (or VALID) and storage_order 0;
 // one output (the Indices output is refused).
@@ -401,6 +539,11 @@ func (o *maxPool) Init(n *gonnxproto.NodeProto) error {
 	if slices.Min(o.kernel) < 1 || slices.Min(o.strides) < 1 || slices.Min(o.dilations) < 1 || slices.Min(o.pads) < 0 {
 		return ops.ErrInvalidAttribute("kernel_shape/strides/dilations/pads", o)
 	}
+	// The sanitizer's limit too: the index arithmetic of pool2D stays far
+	// from overflowing.
+	if max(slices.Max(o.kernel), slices.Max(o.strides), slices.Max(o.dilations), slices.Max(o.pads)) > 1<<31 {
+		return ops.ErrInvalidAttribute("kernel_shape/strides/dilations/pads past 2^31", o)
+	}
 	return nil
 }
 
@@ -416,18 +559,16 @@ func (o *maxPool) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	return ops.ValidateInputs(o, in)
 }
 
-func (o *maxPool) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
-	x := dense(in[0])
-	s := x.Shape()
+// outDims is the output's height and width for input shape s.
+func (o *maxPool) outDims(s tensor.Shape) (outH, outW int, err error) {
 	if len(s) != 4 {
-		return nil, ops.ErrInvalidInput(fmt.Sprintf("input of rank %d; 2-D pooling takes N x C x H x W", len(s)), o)
+		return 0, 0, ops.ErrInvalidInput(fmt.Sprintf("input of rank %d; 2-D pooling takes N x C x H x W", len(s)), o)
 	}
-	var outH, outW int
 	dims := [2]*int{&outH, &outW}
 	for i := range 2 {
 		span := s[2+i] + o.pads[i] + o.pads[i+2] - (o.kernel[i]-1)*o.dilations[i] - 1
 		if span < 0 {
-			return nil, ops.ErrInvalidInput("kernel larger than the padded input", o)
+			return 0, 0, ops.ErrInvalidInput("kernel larger than the padded input", o)
 		}
 		d := span/o.strides[i] + 1
 		if o.ceil && span%o.strides[i] != 0 {
@@ -439,6 +580,34 @@ func (o *maxPool) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 			}
 		}
 		*dims[i] = d
+	}
+	return outH, outW, nil
+}
+
+// work is how many comparisons pool2D makes: each output element looks
+// at the taps of its window that fall inside the input, at most the
+// kernel's or the input's size per axis, whichever is less. A kernel of
+// 2^31 with pads of 2^30 and strides of 2^31 gave a 1x1 output whose
+// window the loop walked whole, 7 s per channel (review, 2026-12-07).
+func (o *maxPool) work(in []tensor.Tensor) (int64, bool) {
+	if len(in) < 1 || in[0] == nil {
+		return 0, false
+	}
+	s := in[0].Shape()
+	outH, outW, err := o.outDims(s)
+	if err != nil {
+		return 0, false
+	}
+	n := mul(mul(mul(int64(s[0]), int64(s[1])), int64(outH)), int64(outW))
+	return mul(mul(n, int64(min(o.kernel[0], s[2]))), int64(min(o.kernel[1], s[3]))), true
+}
+
+func (o *maxPool) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	x := dense(in[0])
+	s := x.Shape()
+	outH, outW, err := o.outDims(s)
+	if err != nil {
+		return nil, err
 	}
 	var out tensor.Tensor
 	switch v := x.Data().(type) {
@@ -459,17 +628,17 @@ func pool2D[T float32 | float64](x []T, s tensor.Shape, outH, outW int, o *maxPo
 	for plane := 0; plane < s[0]*s[1]; plane++ {
 		src := x[plane*h*w : (plane+1)*h*w]
 		for oy := range outH {
+			y0 := oy*o.strides[0] - o.pads[0]
+			kyLo, kyHi := taps(y0, h, o.kernel[0], o.dilations[0])
 			for ox := range outW {
+				x0 := ox*o.strides[1] - o.pads[1]
+				kxLo, kxHi := taps(x0, w, o.kernel[1], o.dilations[1])
 				m := T(math.Inf(-1))
-				for ky := range o.kernel[0] {
-					y := oy*o.strides[0] - o.pads[0] + ky*o.dilations[0]
-					if y < 0 || y >= h {
-						continue
-					}
-					for kx := range o.kernel[1] {
-						xx := ox*o.strides[1] - o.pads[1] + kx*o.dilations[1]
-						if xx >= 0 && xx < w && src[y*w+xx] > m {
-							m = src[y*w+xx]
+				for ky := kyLo; ky < kyHi; ky++ {
+					row := src[(y0+ky*o.dilations[0])*w:]
+					for kx := kxLo; kx < kxHi; kx++ {
+						if v := row[x0+kx*o.dilations[1]]; v > m {
+							m = v
 						}
 					}
 				}
@@ -479,6 +648,22 @@ func pool2D[T float32 | float64](x []T, s tensor.Shape, outH, outW int, o *maxPo
 		}
 	}
 	return out
+}
+
+// taps is the range [lo, hi) of a window's taps, starting at start and d
+// apart, k of them, that fall inside [0, size): the loops above visit
+// only those, however far the window reaches into the padding.
+func taps(start, size, k, d int) (lo, hi int) {
+	if start < 0 {
+		lo = min((-start+d-1)/d, k)
+	}
+	hi = k
+	if last := size - 1 - start; last < 0 {
+		hi = 0
+	} else if last/d+1 < k {
+		hi = last/d + 1
+	}
+	return lo, max(lo, hi)
 }
 
 // dense returns t as a dense tensor laid out in order.

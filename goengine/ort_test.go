@@ -137,6 +137,10 @@ func TestOpsMatchONNXRuntime(t *testing.T) {
 		{"reducemean", oneNode(t, "ReduceMean", x, nil, ints("axes", 1, -1), intAttr("keepdims", 0))},
 		{"reducemean-all", oneNode(t, "ReduceMean", x, nil)},
 		{"sqrt", oneNode(t, "Sqrt", x, nil)},
+		{"softmax", oneNode(t, "Softmax", x, nil)},
+		{"softmax-axis1", oneNode(t, "Softmax", x, nil, intAttr("axis", 1))},
+		{"maxpool-windows-in-padding", oneNode(t, "MaxPool", x, nil, ints("kernel_shape", 5, 4), ints("strides", 3, 5),
+			ints("pads", 4, 3, 4, 3), ints("dilations", 2, 1))},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			src := modelstore.ModelSource{Data: c.model}

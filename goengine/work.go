@@ -15,7 +15,8 @@ import (
 // their tensors: a MatMul of three 12000x12000 matrices holds 1.7 GB but
 // does 1.7e12 multiply-adds, many minutes here. So before an operator
 // whose work is a product of its dimensions runs (MatMul, Gemm, Conv, RNN,
-// GRU, LSTM), its multiply-adds are counted from its inputs, and it is
+// GRU, LSTM; MaxPool, whose window its attributes size, counting a
+// comparison as a multiply-add), its work is counted from its inputs, and it is
 // refused when the engine could not do them in the time left before the
 // deadline even at workFactor times the rate it measured at its first
 // such check. An operator is thus never refused for want of time it
@@ -68,6 +69,11 @@ func opWork(opType string, op any, in []tensor.Tensor) (int64, bool) {
 		// Each output element is a dot product over one group's input
 		// channels and the kernel: W's size over its output channels.
 		return mul(sz.outputElems(in), elems(1)/int64(w[0])), true
+	case "MaxPool":
+		if p, ok := op.(*maxPool); ok {
+			return p.work(in)
+		}
+		return 0, false
 	case "RNN", "GRU", "LSTM":
 		x := dims(0)
 		if len(x) < 2 {
@@ -84,8 +90,8 @@ func opWork(opType string, op any, in []tensor.Tensor) (int64, bool) {
 func checkWork(opType string, op any, in []tensor.Tensor, left time.Duration, r rates) error {
 	w, ok := opWork(opType, op, in)
 	rate := r.matMul
-	if opType == "Conv" {
-		rate = r.conv
+	if opType == "Conv" || opType == "MaxPool" {
+		rate = r.conv // loops of the same kind, in ops.go
 	}
 	if !ok || float64(w) <= left.Seconds()*workFactor*rate {
 		return nil
