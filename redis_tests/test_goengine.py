@@ -179,6 +179,63 @@ class GoEngineTest(unittest.TestCase):
         self.assertEqual(execute(r, "cos", ["s"], ["y"]), b"OK")
         self.assertEqual(tget(r, "y").shape, (3, 2))
 
+    def test_review_models_refused(self):
+        """The reviewer's models of 2026-12-07 (docs/MODEL_VALIDATION.md), each
+        of which ended the cgo-free server: a fatal out-of-memory, a panic in
+        a goroutine gorgonia starts, a nil dereference (fatal in an enclave),
+        or a pool that ran past its TIMEOUT. Each is now refused with an
+        error naming what is wrong, and the server keeps serving."""
+        import base64
+        r = self.g
+        store = {
+            # An initializer [262144, 65536] without data (64 GiB at AI.MODELSTORE).
+            "f1": ("CAg6SwoOCgF4CgF3EgF5IgNBZGQSDmYxX2luaXRfbm9kYXRhKg0IgIAQCICABBABQgF3Wg8KAXgSCgoICAESBAoCCAFiCQoBeRIECgIIAUIECgAQDQ==",
+                   'tensor "w" of dims [262144 65536] has 17179869184 elements but carries no values'),
+            # Reshape to a constant [0, 3, 0x5555555555555556], whose product wraps to 2, then Softmax.
+            "f2": ("CAg6igEKEgoBeAoBcxIBciIHUmVzaGFwZQolCgFyEgF5IgdTb2Z0bWF4KhQKBGF4aXMY////////////AaABAhIXZjJfcmVzaGFwZV93cmFwX3NvZnRtYXgqFAgDEAc6CwAD1qrVqtWq1apVQgFzWhMKAXgSDgoMCAESCAoCCAEKAggCYgkKAXkSBAoCCAFCBAoAEA0=",
+                   "(Reshape): output shape [0 3 6148914691236517206] has more than 2147483648 elements"),
+            # An initializer [3, 0x5555555555555556] of two float_data values.
+            "f2c": ("CAg6dwolCgF3EgF5IgdTb2Z0bWF4KhQKBGF4aXMY////////////AaABAhIVZjJjX2luaXRfd3JhcF9zb2Z0bWF4KhsIAwjWqtWq1arVqlUQASIIAACAPwAAAEBCAXdaDwoBeBIKCggIARIECgIIAWIJCgF5EgQKAggBQgQKABAN",
+                    'tensor "w" has invalid dims [3 6148914691236517206]'),
+            # ConstantOfShape whose value is a TENSOR without t.
+            "f6b": ("CAg6aAojCgFzEgF5Ig9Db25zdGFudE9mU2hhcGUqCgoFdmFsdWWgAQQSGWY2Yl9jb25zdGFudG9mc2hhcGVfbmlsX3QqCggBEAc6AQJCAXNaDwoBeBIKCggIARIECgIIAWIJCgF5EgQKAggBQgQKABAN",
+                    'attribute "value" is of type TENSOR but carries no tensor (t)'),
+            # Conv strides [0] beside an empty ref_attr_name in a graph node.
+            "f7": ("CAg6bAojCgF4CgF3EgF5IgRDb252KhIKB3N0cmlkZXNAAKABB6oBAXMSFGY3X2NvbnZfc3RyaWRlczBfcmVmKhkIAQgBCAMQASIMAACAPwAAgD8AAIA/QgF3WgkKAXgSBAoCCAFiCQoBeRIECgIIAWIJCgF5EgQKAggBQgQKABAN",
+                   'attribute "strides" has ref_attr_name, which only a node of a function body may have'),
+        }
+        for key, (b64, want) in store.items():
+            with self.subTest(key):
+                with self.assertRaises(Exception) as cm:
+                    r.execute_command("AI.MODELSTORE", key, "ONNX", "CPU", "BLOB", base64.b64decode(b64))
+                self.assertIn(want, str(cm.exception))
+                self.assertTrue(r.ping())
+        # Run-time holes: Gather of 8192 rows of 4 MiB (32 GiB), a Conv whose
+        # kernel dilated by 2^31 is 68 GB, a MaxPool whose 2^31 window
+        # walked 7 s a channel.
+        f3 = "CAg6PwoRCgF4CgFpEgF5IgZHYXRoZXISCWYzX2dhdGhlcloJCgF4EgQKAggBWgkKAWkSBAoCCAdiCQoBeRIECgIIAUIECgAQDQ=="
+        f4 = "CAg6ggEKJQoBeAoBdxIBeSIEQ29udioUCglkaWxhdGlvbnNAgICAgAigAQcSEGY0X2NvbnZfZGlsYXRpb24qMQgBCAEICRABIiQAAIA/AACAPwAAgD8AAIA/AACAPwAAgD8AAIA/AACAPwAAgD9CAXdaCQoBeBIECgIIAWIJCgF5EgQKAggBQgQKABAN"
+        f5 = "CAg6kwEKawoBeBIBeSIHTWF4UG9vbCodCgxrZXJuZWxfc2hhcGVAgICAgAhAgICAgAigAQcqIQoEcGFkc0CAgICABECAgICABECAgICABECAgICABKABByoYCgdzdHJpZGVzQICAgIAIQICAgIAIoAEHEg5mNV9tYXhwb29sX2NwdVoJCgF4EgQKAggBYgkKAXkSBAoCCAFCBAoAEA0="
+        for key, b64 in (("f3", f3), ("f4", f4), ("f5", f5)):
+            self.assertEqual(r.execute_command("AI.MODELSTORE", key, "ONNX", "CPU", "BLOB", base64.b64decode(b64)), b"OK")
+        tset(r, "x", np.zeros((1, 1048576), np.float32))
+        tset(r, "i", np.zeros(8192, np.int64))
+        with self.assertRaises(Exception) as cm:
+            execute(r, "f3", ["x", "i"], ["y"])
+        self.assertIn("Gather would make a tensor of 8589934592 elements, past the engine's bound", str(cm.exception))
+        self.assertTrue(r.ping())
+        tset(r, "x", np.ones((1, 1, 8), np.float32))
+        with self.assertRaises(Exception) as cm:
+            execute(r, "f4", ["x"], ["y"])
+        self.assertIn("Conv would make a tensor of 17179869185 elements", str(cm.exception))
+        self.assertTrue(r.ping())
+        tset(r, "x", np.arange(1, 5, dtype=np.float32).reshape(1, 4, 1, 1))
+        t0 = time.monotonic()
+        self.assertEqual(r.execute_command("AI.MODELEXECUTE", "f5", "INPUTS", 1, "x", "OUTPUTS", 1, "y", "TIMEOUT", 100), b"OK")
+        self.assertLess(time.monotonic() - t0, 2.0)
+        np.testing.assert_array_equal(tget(r, "y"), np.arange(1, 5, dtype=np.float32).reshape(1, 4, 1, 1))
+        self.assertTrue(r.ping())
+
     def test_other_opset_refused(self):
         m = onnx.load_from_string(model_bytes("linear.onnx"))
         m.opset_import[0].version = 17
