@@ -86,7 +86,7 @@ var storeErrors = []struct {
 // what a run cannot carry (a FLOAT16 output, a rank-0 STRING input), which
 // was answered "internal error" with its reason only in the log.
 var detailedErrors = []error{
-	modelstore.ErrModelEmpty, modelstore.ErrModelMalformed, modelstore.ErrModelTooDeep,
+	modelstore.ErrModelEmpty, modelstore.ErrModelTooDeep,
 	modelstore.ErrModelExternalData, modelstore.ErrModelTensorSize, modelstore.ErrModelUnsafe,
 	modelstore.ErrUnsupportedDType, modelstore.ErrUnsupportedShape,
 }
@@ -103,6 +103,13 @@ func errorText(err error) string {
 		if errors.Is(err, se.err) {
 			return se.text
 		}
+	}
+	// RedisAI's exact text, which clients compare (REDISAI.md 10); where
+	// the blob broke (a byte offset, nothing of its content) goes to the
+	// log (compatibility review: the detail followed the text).
+	if errors.Is(err, modelstore.ErrModelMalformed) {
+		slog.Info("model refused", "detail", err.Error())
+		return "ERR " + modelstore.ErrModelMalformed.Error()
 	}
 	for _, me := range detailedErrors {
 		if errors.Is(err, me) {

@@ -1518,10 +1518,12 @@ class HostileModelTest(ModelCase):
         return e
 
     def test_html_page(self):
-        self.check(model_bytes("html.onnx"), "Failed to load model because protobuf parsing failed")
+        # RedisAI's exact text, nothing after it (compatibility review).
+        self.assertEqual(self.check(model_bytes("html.onnx")), "ERR Failed to load model because protobuf parsing failed.")
 
     def test_truncated_protobuf(self):
-        self.check(model_bytes("truncated.onnx"), "Failed to load model because protobuf parsing failed")
+        self.assertEqual(self.check(model_bytes("truncated.onnx")),
+                         "ERR Failed to load model because protobuf parsing failed.")
 
     def test_empty_blob(self):
         self.assertEqual(self.check(b""), "ERR No graph was found in the protobuf.")
