@@ -81,6 +81,11 @@ class AttestBeforeAuthTest(unittest.TestCase):
                 self.assertEqual(cl.run_model("lin%d" % protocol, [np.ones((2, 4), np.float32)]).as_numpy().shape, (2, 3))
         with self.assertRaisesRegex(redis.ResponseError, "WRONGPASS"):
             enclaveai.Client("127.0.0.1", srv.port, attest=DEV, password="wrong")
+        # With health checks on, redis-py would PING before AI.ATTEST, and
+        # before AUTH that is NOAUTH (diff review).
+        cl = enclaveai.Client("127.0.0.1", srv.port, attest=DEV, password="pw", health_check_interval=30)
+        self.addCleanup(cl.close)
+        self.assertTrue(cl.redis.ping())
 
 
 class RedirectTest(unittest.TestCase):

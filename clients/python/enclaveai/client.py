@@ -259,7 +259,9 @@ class Client:
 
     def _attest_on(self, connection) -> Result:
         nonce = secrets.token_bytes(32)
-        connection.send_command("AI.ATTEST", nonce)
+        # No health-check PING first (health_check_interval): before AUTH
+        # the server answers it NOAUTH, as redis-py's own on_connect knows.
+        connection.send_command("AI.ATTEST", nonce, check_health=False)
         reply = _pairs(connection.read_response())
         if self.tls:
             sock = connection._sock
