@@ -237,7 +237,7 @@ func slowArgs(argv [][]byte) []string {
 		}
 		switch strings.ToUpper(string(a)) {
 		case "SETNAME":
-			name = hello
+			name = hello && i >= 2 // not where the version goes (a malformed HELLO still hides AUTH's)
 		case "BLOB", "VALUES":
 			payload = true
 		case "AUTH":

@@ -36,6 +36,7 @@ func TestSlowArgs(t *testing.T) {
 		// A client named "auth" (security review: the password showed).
 		{[]string{"HELLO", "3", "SETNAME", "auth", "AUTH", "alice", "pa"}, "HELLO|3|SETNAME|auth|AUTH|(redacted)|(redacted)"},
 		{[]string{"HELLO", "2", "SETNAME", "AUTH", "AUTH", "alice", "pa"}, "HELLO|2|SETNAME|AUTH|AUTH|(redacted)|(redacted)"},
+		{[]string{"HELLO", "SETNAME", "AUTH", "default", "pw"}, "HELLO|SETNAME|AUTH|(redacted)|(redacted)"},
 		{[]string{"CONFIG", "SET", "maxmemory", "1mb", "RequirePass", "secret"}, "CONFIG|SET|maxmemory|1mb|RequirePass|(redacted)"},
 		{[]string{"config", "set", "requirepass", "pw", "timeout", "requirepass"}, "config|set|requirepass|(redacted)|timeout|requirepass"},
 		{[]string{"CONFIG", "GET", "requirepass"}, "CONFIG|GET|requirepass"},
