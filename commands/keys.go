@@ -346,10 +346,8 @@ func (c expireCmd) Run(x *Ctx) error {
 	// (security review: NX, GT and LT answered 0 where XX got NOPERM);
 	// SetExpire checks again under the keyspace's lock.
 	allow := x.allowChange()
-	if v, ok := x.Keys.Get(c.key); ok && allow != nil {
-		if err := allow(v); err != nil {
-			return err
-		}
+	if err := x.Keys.Allowed(allow, c.key); err != nil {
+		return err
 	}
 	// As Redis, no TTL counts as infinite for GT and LT: GT never sets
 	// one, LT always does (even the latest time there is).

@@ -339,6 +339,15 @@ func (k *Keyspace) Delete(allow Allow, keys ...string) ([]Value, error) {
 	return out, nil
 }
 
+// Allowed asks allow about the live values of keys, under the keyspace's
+// read lock, without pinning them (Get pins a pooled tensor for good).
+func (k *Keyspace) Allowed(allow Allow, keys ...string) error {
+	now := k.instant()
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return k.allowedLocked(allow, now, keys...)
+}
+
 // allowedLocked asks allow about the live values of keys. k.mu is held.
 func (k *Keyspace) allowedLocked(allow Allow, now *instant, keys ...string) error {
 	if allow == nil {

@@ -101,6 +101,21 @@ func TestTensorBufferRecycling(t *testing.T) {
 		}
 	}
 
+	// Looked at by Allowed or Expiry (EXPIRE's owner check, a migrating
+	// slot's routing): not pinned, recycled when replaced (diff review:
+	// EXPIRE pinned every tensor it touched, through Get).
+	for name, look := range map[string]func(){
+		"Allowed": func() { k.Allowed(func(Value) error { return nil }, "t") },
+		"Expiry":  func() { k.Expiry("t") },
+	} {
+		x := held(t, k, "t", n, 3)
+		look()
+		held(t, k, "t", n, 4)
+		if x.Data != nil || x.hold.n.Load() != 0 {
+			t.Fatalf("%s: a tensor looked at was not recycled (count %d)", name, x.hold.n.Load())
+		}
+	}
+
 	// Read by ReadTensor: no hold counted, the replacement waits for the
 	// read, and the buffer is recycled after it.
 	b := held(t, k, "t", n, 5)
