@@ -3,12 +3,15 @@ package cluster
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
 var (
 	idA = strings.Repeat("a", 39) + "A"
@@ -155,4 +158,43 @@ func FuzzParseNodes(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Every layout of the state file ever written keeps a golden file, read
+// back field by field and written again byte for byte (STYLE rule 6):
+// testdata/state-v1 (a topology) and state-v2 (slots handed and taken).
+// go test -run TestStateGoldenFiles -update writes them (only when a new
+// layout is added).
+func TestStateGoldenFiles(t *testing.T) {
+	top, err := ParseNodes(idA + " 127.0.0.1 7001 master - 0-3299 3301-5460\n" +
+		idB + " 127.0.0.1 7002 master - 3300 5461-16383\n" + idR + " 127.0.0.1 7003 slave " + idB + "\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]*State{
+		"state-v1": {ID: idA, Version: 3, Topology: top},
+		"state-v2": {ID: idA, Version: 4, Topology: top, Handed: map[int]string{3300: idB}, Taken: map[int]string{9000: idB}},
+	} {
+		path := filepath.Join("testdata", name)
+		if *update {
+			if err := os.WriteFile(path, s.Encode(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Decode(data)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got.ID != s.ID || got.Version != s.Version || got.Topology.Text() != top.Text() ||
+			!maps.Equal(got.Handed, s.Handed) || !maps.Equal(got.Taken, s.Taken) {
+			t.Errorf("%s: read %+v", name, got)
+		}
+		if !bytes.Equal(got.Encode(), data) {
+			t.Errorf("%s: not written again byte for byte", name)
+		}
+	}
 }

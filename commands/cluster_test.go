@@ -159,6 +159,27 @@ func TestClusterStartReadsHandoffs(t *testing.T) {
 		row("AI.TENSORSET {c}x FLOAT 1 VALUES 1", "+OK"), // slot 7365, node B's in the topology, taken here
 		row("CLUSTER NODES", "~\\[3300->-"+nodeB+"\\] \\[7365-<-"+nodeB+"\\]"),
 	)
+	// A push whose topology gave 3300 to B was saved, the handoff's end
+	// was not (a crash between the two): the start ends it.
+	moved, err := cluster.ParseNodes(strings.Replace(strings.Replace(topology, "0-5460", "0-3299 3301-5460", 1),
+		"5461-10921", "3300 5461-10921", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.Save(path, &cluster.State{ID: nodeA, Version: 2, Topology: moved, Handed: map[int]string{3300: nodeB}}); err != nil {
+		t.Fatal(err)
+	}
+	h = newClusterHarnessDir(t, dir)
+	h.s.Snapshot.SealKey = aofTestKey
+	if err := h.s.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if nodes := string(h.do("CLUSTER NODES")); strings.Contains(nodes, "[") {
+		t.Errorf("a settled handoff still open after the start:\n%s", nodes)
+	}
+	if st, _, _ := cluster.Load(path); len(st.Handed) != 0 {
+		t.Errorf("the state file still hands %v", st.Handed)
+	}
 	if err := cluster.Save(path, &cluster.State{ID: nodeA, Version: -1, Handed: map[int]string{3300: nodeB}}); err != nil {
 		t.Fatal(err)
 	}

@@ -705,7 +705,7 @@ func (s *App) routeMigrating(c *Client, spec *Spec, argv [][]byte, pos []int, sl
 	present := func() (all, none bool) {
 		all, none = true, true
 		for _, p := range pos {
-			if _, ok := s.Keys.Get(string(argv[p])); ok {
+			if _, ok := s.Keys.Expiry(string(argv[p])); ok { // Get would pin a tensor
 				none = false
 			} else {
 				all = false
@@ -765,17 +765,18 @@ func (m *migration) split() bool { return m.State() == migFail && m.moved.Load()
 // errNotHere tells route to redirect as the topology says.
 var errNotHere = errors.New("not here")
 
-// fenceSlot is the slot a command's keys are in, for Ctx.fence: 0 when
-// it has none or cluster mode is off, else the slot plus one.
-func (s *App) fenceSlot(spec *Spec, argv [][]byte) int {
-	if s.Cluster == nil {
-		return 0
+// fenceSlot is the slot the command's keys are in, -1 when it has none
+// (only fenced asks, and only while a slot migrates: nothing is added to
+// other commands).
+func (x *Ctx) fenceSlot() int {
+	if x.spec == nil {
+		return -1
 	}
-	pos := spec.KeyPositions(argv)
+	pos := x.spec.KeyPositions(x.argv)
 	if len(pos) == 0 {
-		return 0
+		return -1
 	}
-	return cluster.KeySlot(argv[pos[0]]) + 1
+	return cluster.KeySlot(x.argv[pos[0]])
 }
 
 // fenced refuses, under the transaction lock, a write to a slot whose
@@ -784,11 +785,11 @@ func (s *App) fenceSlot(spec *Spec, argv [][]byte) int {
 // A read routed here is routed again: a key the migration deleted since
 // (movePass deletes under the lock's write side) is on the target now.
 func (x *Ctx) fenced() error {
-	if x.fence == 0 || x.Cluster == nil {
+	if x.Cluster == nil {
 		return nil
 	}
 	m := x.Cluster.mig.Load()
-	if m == nil || m.slot != x.fence-1 {
+	if m == nil || m.slot != x.fenceSlot() {
 		return nil
 	}
 	if x.spec != nil && !x.spec.Has(Write) {
@@ -812,12 +813,35 @@ func (x *Ctx) readFenced(m *migration) error {
 		return Reply("MOVED " + strconv.Itoa(m.slot) + " " + m.target.Addr())
 	case m.State() == migStart || m.split():
 		for _, p := range x.spec.KeyPositions(x.argv) {
-			if _, ok := x.Keys.Get(string(x.argv[p])); !ok {
+			if _, ok := x.Keys.Expiry(string(x.argv[p])); !ok { // Get would pin a tensor
 				return Reply("ASK " + strconv.Itoa(m.slot) + " " + m.target.Addr())
 			}
 		}
 	}
 	return nil
+}
+
+// movedOut turns a missing key's error, while the command's slot
+// migrates, into the redirection routing would give it now. Commands run
+// outside App.tx (AI.MODELGET, AI.MODELEXECUTE, a DAG's LOAD) read their
+// keys without the lock readFenced holds against the migration's deletes,
+// so a key can go between their routing and their read (diff review:
+// "model key is empty" where the model had moved).
+func (x *Ctx) movedOut(err error) error {
+	if x.Cluster == nil || !(errors.Is(err, modelstore.ErrNoModel) || errors.Is(err, modelstore.ErrNoTensor)) {
+		return err
+	}
+	m := x.Cluster.mig.Load()
+	if m == nil || m.slot != x.fenceSlot() {
+		return err
+	}
+	switch {
+	case m.State() == migSuccess:
+		return Reply("MOVED " + strconv.Itoa(m.slot) + " " + m.target.Addr())
+	case m.State() == migStart || m.split():
+		return Reply("ASK " + strconv.Itoa(m.slot) + " " + m.target.Addr())
+	}
+	return err
 }
 
 // keyWriter is a parsed command that writes only some of its keys: a

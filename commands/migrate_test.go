@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/enclaveai/enclaveai/cluster"
+	"github.com/enclaveai/enclaveai/modelstore"
 )
 
 func pushTopology(t *testing.T, h *harness, me string) {
@@ -52,7 +53,9 @@ func TestMigratingSlotRoutes(t *testing.T) {
 		row("AI.TENSORGET {b}here VALUES", `["2"]`),
 		row("AI.TENSORSET {c}x FLOAT 1 VALUES 1", "-MOVED 7365 127.0.0.1:7002"),
 	)
-	x := &Ctx{App: h.s, C: h.c, W: h.c.W, fence: 3301}
+	run := [][]byte{[]byte("AI.MODELEXECUTE"), []byte("{b}m"), []byte("INPUTS"), []byte("1"), []byte("{b}here"),
+		[]byte("OUTPUTS"), []byte("1"), []byte("{b}y")}
+	x := &Ctx{App: h.s, C: h.c, W: h.c.W, spec: Commands().Lookup(run[0]), argv: run}
 	if err := x.Update(func() error { return nil }); err != errTryAgain {
 		t.Errorf("a model run's write after the migration began closing: %v, want TRYAGAIN", err)
 	}
@@ -60,13 +63,23 @@ func TestMigratingSlotRoutes(t *testing.T) {
 	// then deleted before the read took the lock (cluster review: answered
 	// as missing, 1 in about 600,000 reads): routed again under the lock.
 	argv := [][]byte{[]byte("AI.TENSORGET"), []byte("{b}read"), []byte("VALUES")}
-	rx := &Ctx{App: h.s, C: h.c, W: h.c.W, fence: 3301, spec: Commands().Lookup(argv[0]), argv: argv}
+	rx := &Ctx{App: h.s, C: h.c, W: h.c.W, spec: Commands().Lookup(argv[0]), argv: argv}
 	if err := rx.fenced(); err != nil {
 		t.Errorf("a read of a key still here: %v", err)
 	}
 	h.s.Keys.Delete(nil, "{b}read")
 	if err := rx.fenced(); fmt.Sprint(err) != "ASK 3300 127.0.0.1:7002" {
 		t.Errorf("a read of a key gone since it was routed: %v, want ASK", err)
+	}
+	// The same for a command that reads outside the lock: its missing key
+	// is answered with the redirection (diff review).
+	get := [][]byte{[]byte("AI.MODELGET"), []byte("{b}m"), []byte("META")}
+	gx := &Ctx{App: h.s, C: h.c, W: h.c.W, spec: Commands().Lookup(get[0]), argv: get}
+	if err := gx.movedOut(modelstore.ErrNoModel); fmt.Sprint(err) != "ASK 3300 127.0.0.1:7002" {
+		t.Errorf("AI.MODELGET of a model gone since it was routed: %v, want ASK", err)
+	}
+	if err := gx.movedOut(modelstore.ErrWrongType); err != modelstore.ErrWrongType {
+		t.Errorf("another error: %v", err)
 	}
 	// As migrate does once every key has moved.
 	h.s.Cluster.handoff(func(handed map[int]*cluster.Node, _ map[int]string) { handed[3300] = m.target })

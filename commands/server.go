@@ -165,6 +165,14 @@ func (s *App) Load() error {
 	if err := s.LoadData(); err != nil {
 		return err
 	}
+	// Handoffs the topology already settled end now, with their slots'
+	// keys left here: a crash between a push's save and the handoffs'
+	// (endMigration) left them in the state file (diff review).
+	if s.Cluster != nil {
+		if v := s.Cluster.view.Load(); v.top != nil {
+			s.endMigration(v)
+		}
+	}
 	if err := s.LoadStartupModels(); err != nil {
 		return err
 	}
@@ -502,15 +510,12 @@ type Ctx struct {
 	W *Writer
 	// locked is true when the command already runs under App.tx.
 	locked bool
-	// spec and argv are the command's, for fenced (a write to a key on
-	// its way to another node).
+	// spec and argv are the command's, for fenced: under App.tx a write
+	// to a migrating slot is refused while its migration closes, and a
+	// read is routed again (migrate.go).
 	spec   *Spec
 	argv   [][]byte
 	runner Runner
-	// fence is the slot (plus one; 0: none) a write command's keys are in,
-	// in cluster mode: under App.tx the write is refused while that slot's
-	// migration closes (migrate.go).
-	fence int
 }
 
 // Update runs f under the transaction lock's read side when the command
@@ -779,7 +784,7 @@ func (s *App) dispatchOne(c *Client, spec *Spec, argv [][]byte, owned Ownership)
 		s.recordRun(c, spec, argv, time.Duration(s.mono()-start), true)
 		return
 	}
-	c.ctx = Ctx{App: s, C: c, W: c.W, fence: s.fenceSlot(spec, argv), spec: spec, argv: argv, runner: r}
+	c.ctx = Ctx{App: s, C: c, W: c.W, spec: spec, argv: argv, runner: r}
 	err = s.run(&c.ctx, spec, r)
 	// As Redis, a command goes to the monitors once it has run (RESET's
 	// own is not sent to the monitor it ends), a queued one when EXEC
@@ -994,7 +999,7 @@ func (s *App) run(x *Ctx, spec *Spec, r Runner) error {
 		s.tx.RUnlock(x.C)
 	}
 	if err != nil {
-		s.replyError(x.W, err)
+		s.replyError(x.W, x.movedOut(err))
 	}
 	// What a write changed must be in the log before its reply leaves
 	// (EXEC's queued writes included): CommitClient, before the front end
