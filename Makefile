@@ -217,6 +217,7 @@ fuzz: $(ORT_LIB)
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRecords$$' -fuzztime $(FUZZTIME) ./persistence
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeFrame$$' -fuzztime $(FUZZTIME) ./persistence
 	$(GO) test -run '^$$' -fuzz '^FuzzParseNodes$$' -fuzztime $(FUZZTIME) ./cluster
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeState$$' -fuzztime $(FUZZTIME) ./cluster
 	CGO_ENABLED=0 $(GO) test -run '^$$' -fuzz '^FuzzGoEngine$$' -fuzztime $(FUZZTIME) ./goengine
 	CGO_ENABLED=0 $(GO) test -run '^$$' -fuzz '^FuzzGoEngineOps$$' -fuzztime $(FUZZTIME) ./goengine
 	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./jwtauth
