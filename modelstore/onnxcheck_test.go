@@ -322,7 +322,9 @@ func FuzzCheckModelBlob(f *testing.F) {
 	f.Add([]byte("<!DOCTYPE html><html></html>"))
 	f.Add(deepModel(100))
 	f.Add(nestedGraphs(3, constantNode(tensor("W", onnxFloat, []int64{2}, raw(8)))))
-	sentinels := []error{ErrModelEmpty, ErrModelMalformed, ErrModelTooDeep, ErrModelExternalData, ErrModelTensorSize}
+	// ErrModelUnsafe: a tensor whose values are not what its dims need, an
+	// attribute without its message (review of 2026-12-07).
+	sentinels := []error{ErrModelEmpty, ErrModelMalformed, ErrModelTooDeep, ErrModelExternalData, ErrModelTensorSize, ErrModelUnsafe}
 	known := func(err error) bool {
 		for _, s := range sentinels {
 			if errors.Is(err, s) {
