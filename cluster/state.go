@@ -16,8 +16,8 @@ import (
 )
 
 // State is what a node keeps across restarts: its id, the last topology
-// pushed to it and that push's version (-1: none yet), and the slots whose
-// migration succeeded here and that the topology does not yet show moved.
+// pushed to it and that push's version (-1: none yet), and the slots on
+// the move that the topology does not yet show moved.
 type State struct {
 	ID       string
 	Version  int64
@@ -28,6 +28,12 @@ type State struct {
 	// node that took it: a node restarted in between forgot both and
 	// served the slot without its keys (cluster review).
 	Handed, Taken map[int]string
+	// Migrating maps a slot this node is sending, or failed to send after
+	// some of its keys went, to the target's id; Importing, a slot it is
+	// receiving, or kept some keys of after a failed import, to the
+	// source's id. Its keys may be on both nodes until a migration
+	// finishes the move: a restarted node takes the slot as split.
+	Migrating, Importing map[int]string
 }
 
 // NewID makes a random node id (40 hex characters, as Redis's).
@@ -46,12 +52,14 @@ func NewID() string {
 //	<topology as Topology.Text writes it, zero or more lines>
 //	sha256 <hex of the SHA-256 of every byte above>\n
 //
-// and, written only while a slot is handed or taken (so that a build
-// without it reads the file the rest of the time), layout 2: the same
-// with, between the version and the topology, zero or more lines
+// and, written only while a slot is on the move (so that a build without
+// it reads the file the rest of the time), layout 2: the same with,
+// between the version and the topology, zero or more lines
 //
 //	handed <slot> <node id>\n
 //	taken <slot> <node id>\n
+//	migrating <slot> <node id>\n
+//	importing <slot> <node id>\n
 //
 // (a node id is 40 characters, so neither word starts a topology line).
 //
@@ -69,7 +77,7 @@ var ErrBadState = errors.New("bad cluster state file")
 // Encode returns the state file's bytes.
 func (s *State) Encode() []byte {
 	var b bytes.Buffer
-	if len(s.Handed)+len(s.Taken) == 0 {
+	if len(s.Handed)+len(s.Taken)+len(s.Migrating)+len(s.Importing) == 0 {
 		b.WriteString(stateMagic)
 	} else {
 		b.WriteString(stateMagic2)
@@ -79,7 +87,7 @@ func (s *State) Encode() []byte {
 	for _, h := range []struct {
 		word  string
 		slots map[int]string
-	}{{"handed", s.Handed}, {"taken", s.Taken}} {
+	}{{"handed", s.Handed}, {"taken", s.Taken}, {"migrating", s.Migrating}, {"importing", s.Importing}} {
 		for _, slot := range slices.Sorted(maps.Keys(h.slots)) {
 			b.WriteString(h.word + " " + strconv.Itoa(slot) + " " + h.slots[slot] + "\n")
 		}
@@ -121,16 +129,17 @@ func Decode(data []byte) (*State, error) {
 	for v2 {
 		word, line, ok := strings.Cut(rest, "\n")
 		f := strings.Fields(word)
-		if !ok || len(f) != 3 || (f[0] != "handed" && f[0] != "taken") {
+		if !ok || len(f) != 3 {
+			break
+		}
+		m := map[string]*map[int]string{"handed": &s.Handed, "taken": &s.Taken,
+			"migrating": &s.Migrating, "importing": &s.Importing}[f[0]]
+		if m == nil {
 			break
 		}
 		slot, err := strconv.Atoi(f[1])
 		if err != nil || slot < 0 || slot >= Slots || !ValidID(f[2]) {
 			return nil, fmt.Errorf("%w: bad line %q", ErrBadState, word)
-		}
-		m := &s.Handed
-		if f[0] == "taken" {
-			m = &s.Taken
 		}
 		if *m == nil {
 			*m = map[int]string{}

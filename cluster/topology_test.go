@@ -117,17 +117,19 @@ func TestStateRoundTripAndChecksum(t *testing.T) {
 	if entries, _ := os.ReadDir(filepath.Dir(path)); len(entries) != 1 {
 		t.Errorf("temporary files left: %v", entries)
 	}
-	// Slots handed and taken: layout 2, only while there are any.
+	// Slots on the move: layout 2, only while there are any.
 	if !bytes.HasPrefix(s.Encode(), []byte("enclaveai-cluster-state 1\n")) {
 		t.Error("a state without handoffs is not layout 1")
 	}
 	s.Handed, s.Taken = map[int]string{3300: idA, 12: idA}, map[int]string{9000: idA}
+	s.Migrating, s.Importing = map[int]string{5: idA}, map[int]string{6: idA}
 	data = s.Encode()
 	if !bytes.HasPrefix(data, []byte("enclaveai-cluster-state 2\n")) {
 		t.Fatalf("layout: %q", data[:30])
 	}
 	got, err = Decode(data)
-	if err != nil || !maps.Equal(got.Handed, s.Handed) || !maps.Equal(got.Taken, s.Taken) || got.Topology.Text() != top.Text() {
+	if err != nil || !maps.Equal(got.Handed, s.Handed) || !maps.Equal(got.Taken, s.Taken) || got.Topology.Text() != top.Text() ||
+		!maps.Equal(got.Migrating, s.Migrating) || !maps.Equal(got.Importing, s.Importing) {
 		t.Fatalf("handoffs: %+v %v", got, err)
 	}
 	for i := range data {
@@ -175,7 +177,8 @@ func TestStateGoldenFiles(t *testing.T) {
 	}
 	for name, s := range map[string]*State{
 		"state-v1": {ID: idA, Version: 3, Topology: top},
-		"state-v2": {ID: idA, Version: 4, Topology: top, Handed: map[int]string{3300: idB}, Taken: map[int]string{9000: idB}},
+		"state-v2": {ID: idA, Version: 4, Topology: top, Handed: map[int]string{3300: idB}, Taken: map[int]string{9000: idB},
+			Migrating: map[int]string{12: idB}, Importing: map[int]string{6000: idB}},
 	} {
 		path := filepath.Join("testdata", name)
 		if *update {
@@ -192,7 +195,8 @@ func TestStateGoldenFiles(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		if got.ID != s.ID || got.Version != s.Version || got.Topology.Text() != top.Text() ||
-			!maps.Equal(got.Handed, s.Handed) || !maps.Equal(got.Taken, s.Taken) {
+			!maps.Equal(got.Handed, s.Handed) || !maps.Equal(got.Taken, s.Taken) ||
+			!maps.Equal(got.Migrating, s.Migrating) || !maps.Equal(got.Importing, s.Importing) {
 			t.Errorf("%s: read %+v", name, got)
 		}
 		if !bytes.Equal(got.Encode(), data) {
@@ -221,7 +225,8 @@ func FuzzDecodeState(f *testing.F) {
 		}
 		again, err := Decode(s.Encode())
 		if err != nil || again.ID != s.ID || again.Version != s.Version || !maps.Equal(again.Handed, s.Handed) ||
-			!maps.Equal(again.Taken, s.Taken) || (s.Topology == nil) != (again.Topology == nil) ||
+			!maps.Equal(again.Taken, s.Taken) || !maps.Equal(again.Migrating, s.Migrating) ||
+			!maps.Equal(again.Importing, s.Importing) || (s.Topology == nil) != (again.Topology == nil) ||
 			(s.Topology != nil && again.Topology.Text() != s.Topology.Text()) {
 			t.Fatalf("%q: written again as %q (%v)", body, s.Encode(), err)
 		}

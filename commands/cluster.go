@@ -106,6 +106,8 @@ type ClusterState struct {
 	// maps, written under mu.
 	handed atomic.Pointer[map[int]*cluster.Node]
 	taken  atomic.Pointer[map[int]string] // the id of the node taken from
+	// saved is the state file's bytes as last written (saveLocked), under mu.
+	saved []byte
 }
 
 // clusterView is one immutable state: the node id, the last topology
@@ -161,6 +163,24 @@ func (s *App) StartCluster() error {
 		taken := maps.Clone(st.Taken)
 		cs.taken.Store(&taken)
 	}
+	// A slot that was moving when the node stopped: its migration or
+	// import is over, and its keys may be on both nodes, as after a
+	// failure that split them. A migration to the same node finishes it.
+	for slot, id := range st.Migrating {
+		if top := cs.view.Load().top; top != nil && top.Find(id) != nil {
+			m := &migration{slot: slot, target: top.Find(id)}
+			m.state.Store(migFail)
+			m.moved.Store(1) // not known: taken as split
+			cs.mig.Store(m)
+		}
+	}
+	for slot, id := range st.Importing {
+		im := &importing{slot: slot, from: id}
+		im.state.Store(migFail)
+		im.restored.Store(1) // not known: taken as kept
+		cs.imp.Store(im)
+	}
+	cs.saved = st.Encode()
 	s.Cluster = cs
 	s.Log.Info("cluster mode", "node_id", st.ID, "version", st.Version, "handed", len(handed), "taken", len(st.Taken))
 	return nil
@@ -175,12 +195,11 @@ func (cs *ClusterState) update(change func(cur *clusterView) (*cluster.State, er
 	if err != nil || st == nil {
 		return err
 	}
-	if st.Topology != nil { // CLUSTER RESET forgets them with the topology
-		st.Handed, st.Taken = cs.handoffIDs()
-	}
+	st = cs.stateLocked(st.ID, st.Version, st.Topology)
 	if err := cluster.Save(cs.path, st); err != nil {
 		return fmt.Errorf("cluster state not saved: %w", err)
 	}
+	cs.saved = st.Encode()
 	cs.view.Store(newView(st))
 	return nil
 }

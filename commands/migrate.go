@@ -86,6 +86,7 @@ type migration struct {
 // importing is the target's side.
 type importing struct {
 	slot     int
+	from     string       // the source's id, as the topology said at IMPORT 0 ("" when it named none)
 	state    atomic.Value // string: migStart, migSuccess or migFail
 	restored atomic.Int64 // keys stored (a failed import that stored some keeps serving them)
 }
@@ -176,8 +177,16 @@ func (c migrateCmd) Run(x *Ctx) error {
 	}
 	m := &migration{slot: c.slot, target: target}
 	m.state.Store(migStart)
-	if old := cs.mig.Load(); (old != nil && old.State() == migStart) || !cs.mig.CompareAndSwap(old, m) {
+	old := cs.mig.Load()
+	if (old != nil && old.State() == migStart) || !cs.mig.CompareAndSwap(old, m) {
 		return errMigrating
+	}
+	// Kept in the state file before a key moves: a restart meanwhile
+	// finds the slot split between the two nodes, not served without the
+	// keys that went (cluster review).
+	if err := cs.save(); err != nil {
+		cs.mig.CompareAndSwap(m, old)
+		return fmt.Errorf("cluster state not saved: %w", err)
 	}
 	x.Log.Info("slot migration started", "slot", c.slot, "target", target.ID, "addr", target.Addr())
 	go x.migrate(m)
@@ -191,14 +200,21 @@ func (s *App) migrate(m *migration) {
 	if err != nil {
 		m.state.Store(migFail)
 		s.Log.Warn("slot migration failed", "slot", m.slot, "target", m.target.ID, "moved", m.moved.Load(), "err", err)
+		if err := s.Cluster.save(); err != nil { // a split stays, one that moved nothing goes
+			s.Log.Error("slot migration failed, its state not saved", "slot", m.slot, "err", err)
+		}
 		return
 	}
+	// Success first (routing answers MOVED from now on), so that the
+	// handoff's save no longer keeps the slot as migrating: a restart
+	// would take it as split and serve here a key whose delete the log
+	// had not yet written.
+	m.state.Store(migSuccess)
 	if err := s.Cluster.handoff(func(h map[int]*cluster.Node, _ map[int]string) { h[m.slot] = m.target }); err != nil {
 		// The keys are on the target: served from there all the same,
 		// until a restart here forgets it.
 		s.Log.Error("slot migration done, its handoff not saved", "slot", m.slot, "err", err)
 	}
-	m.state.Store(migSuccess)
 	s.Log.Info("slot migration done", "slot", m.slot, "target", m.target.ID, "moved", m.moved.Load())
 }
 
@@ -223,15 +239,7 @@ func (cs *ClusterState) handoff(f func(handed map[int]*cluster.Node, taken map[i
 	if p := cs.taken.Load(); p != nil {
 		maps.Copy(t, *p)
 	}
-	handedIDs, takenIDs := cs.handoffIDs()
 	f(h, t)
-	ids := map[int]string{}
-	for slot, n := range h {
-		ids[slot] = n.ID
-	}
-	if maps.Equal(ids, handedIDs) && maps.Equal(t, takenIDs) {
-		return nil // every push ends here: no write for nothing
-	}
 	var hp *map[int]*cluster.Node
 	var tp *map[int]string
 	if len(h) > 0 {
@@ -240,26 +248,72 @@ func (cs *ClusterState) handoff(f func(handed map[int]*cluster.Node, taken map[i
 	if len(t) > 0 {
 		tp = &t
 	}
-	v := cs.view.Load()
-	err := cluster.Save(cs.path, &cluster.State{ID: v.id, Version: v.version, Topology: v.top, Handed: ids, Taken: t})
 	cs.handed.Store(hp)
 	cs.taken.Store(tp)
-	return err
+	return cs.saveLocked()
 }
 
-// handoffIDs is the slots handed and taken, as the state file keeps them.
-// cs.mu is held.
-func (cs *ClusterState) handoffIDs() (handed, taken map[int]string) {
+// save writes the state file if what it should hold changed (saveLocked).
+func (cs *ClusterState) save() error {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.saveLocked()
+}
+
+// saveLocked writes the state file for the current view and slots on the
+// move, unless it holds that already (every push ends a handoff check
+// here: no write for nothing). cs.mu is held.
+func (cs *ClusterState) saveLocked() error {
+	v := cs.view.Load()
+	st := cs.stateLocked(v.id, v.version, v.top)
+	enc := st.Encode()
+	if bytes.Equal(enc, cs.saved) {
+		return nil
+	}
+	if err := cluster.Save(cs.path, st); err != nil {
+		return err
+	}
+	cs.saved = enc
+	return nil
+}
+
+// stateLocked is the state file's content for a node id, version and
+// topology, with the slots on the move now: those handed and taken, the
+// slot this node sends while it does or after a failure split it, and the
+// one it receives while it does or after a failure left keys here. A
+// topology forgotten (CLUSTER RESET) forgets them too; an id that is not
+// one (a source the topology did not name) is not kept. cs.mu is held.
+func (cs *ClusterState) stateLocked(id string, version int64, top *cluster.Topology) *cluster.State {
+	st := &cluster.State{ID: id, Version: version, Topology: top}
+	if top == nil {
+		return st
+	}
+	add := func(m *map[int]string, slot int, id string) {
+		if !cluster.ValidID(id) {
+			return
+		}
+		if *m == nil {
+			*m = map[int]string{}
+		}
+		(*m)[slot] = id
+	}
 	if p := cs.handed.Load(); p != nil {
-		handed = map[int]string{}
 		for slot, n := range *p {
-			handed[slot] = n.ID
+			add(&st.Handed, slot, n.ID)
 		}
 	}
 	if p := cs.taken.Load(); p != nil {
-		taken = maps.Clone(*p)
+		for slot, from := range *p {
+			add(&st.Taken, slot, from)
+		}
 	}
-	return handed, taken
+	if m := cs.mig.Load(); m != nil && (m.State() == migStart || m.split()) {
+		add(&st.Migrating, m.slot, m.target.ID)
+	}
+	if im := cs.imp.Load(); im != nil && (im.State() == migStart || im.State() == migFail && im.restored.Load() > 0) {
+		add(&st.Importing, im.slot, im.from)
+	}
+	return st
 }
 
 func (s *App) migrateKeys(m *migration) error {
@@ -549,6 +603,9 @@ func (c importCmd) Run(x *Ctx) error {
 	}
 	if c.state == migStart {
 		im := &importing{slot: c.slot}
+		if v := cs.view.Load(); v.top != nil && v.top.Owner(c.slot) != nil {
+			im.from = v.top.Owner(c.slot).ID // the source, as the topology says
+		}
 		im.state.Store(migStart)
 		cs.imp.Store(im)
 		// A slot this node handed over and takes back is its own again
@@ -557,18 +614,20 @@ func (c importCmd) Run(x *Ctx) error {
 			return fmt.Errorf("cluster state not saved: %w", err)
 		}
 	} else if im := cs.imp.Load(); im != nil && im.slot == c.slot {
-		if c.state == migSuccess {
-			from := "?"
-			if v := cs.view.Load(); v.top != nil && v.top.Owner(c.slot) != nil {
-				from = v.top.Owner(c.slot).ID // the source, as the topology says
-			}
-			// Saved before the OK: the source deletes nothing more and
-			// declares success on it.
-			if err := cs.handoff(func(_ map[int]*cluster.Node, t map[int]string) { t[c.slot] = from }); err != nil {
-				return fmt.Errorf("cluster state not saved: %w", err)
-			}
-		}
 		im.state.Store(c.state)
+		from := im.from
+		if from == "" {
+			from = "?"
+		}
+		// Saved before the OK: on success the source deletes nothing more
+		// and declares success on it; after a failure a split stays.
+		f := func(map[int]*cluster.Node, map[int]string) {}
+		if c.state == migSuccess {
+			f = func(_ map[int]*cluster.Node, t map[int]string) { t[c.slot] = from }
+		}
+		if err := cs.handoff(f); err != nil {
+			return fmt.Errorf("cluster state not saved: %w", err)
+		}
 	} else {
 		return errNotImporting
 	}

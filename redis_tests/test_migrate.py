@@ -340,6 +340,47 @@ class TestMigrate(unittest.TestCase):
         self.assertEqual(dst.cmd("DBSIZE"), len(keys))
         self.assertEqual(sum(rc.execute_command("EXISTS", k) for k in keys), len(keys))
 
+    def test_a_split_slot_survives_kill9(self):
+        """A migration that failed part-way holds across a kill -9 of both
+        nodes: the slot is still split, every key reachable (the source
+        ASKs for those that moved, the target serves them after ASKING),
+        and MIGRATE to the same target finishes the move (cluster review:
+        a restart forgot the split, and the keys that had moved read as
+        missing until the slot was migrated again)."""
+        src, dst = self.nodes[0], self.nodes[1]
+        self.assertEqual(dst.cmd("CONFIG", "SET", "maxmemory", "4mb"), "OK")
+        rc = self.rc()
+        blob = bytes(300 << 10)
+        keys = ["{b}k%02d" % i for i in range(20)]
+        for k in keys:
+            rc.execute_command("AI.TENSORSET", k, "UINT8", len(blob), "BLOB", blob)
+        self.assertEqual(src.cmd("clusterx", "migrate", "3300", IDS[1]), "OK")
+        poll(lambda: info(src)["migrating_state"] != "start", timeout=30, what="the migration")
+        self.assertEqual(info(src)["migrating_state"], "fail")
+        moved = dst.cmd("DBSIZE")
+        self.assertGreater(moved, 0)
+        for n in (src, dst):
+            n.proc.kill()
+            n.proc.wait()
+            n.proc = None
+            start_sharing_key(n)
+        self.assertEqual((info(src)["migrating_slot"], info(src)["migrating_state"]), ("3300", "fail"))
+        self.assertEqual(dst.cmd("DBSIZE"), moved)
+        rc = self.rc()
+        self.assertEqual(sum(rc.execute_command("EXISTS", k) for k in keys), len(keys))
+        self.assertIn("is split between this node and", str(src.cmd("clusterx", "migrate", "3300", IDS[2])))
+        self.assertEqual(src.cmd("clusterx", "migrate", "3300", IDS[1]), "OK")
+        poll(lambda: info(src)["migrating_state"] != "start", timeout=30, what="the second migration")
+        self.assertEqual(info(src)["migrating_state"], "success")
+        push(self.nodes, ["0-3299 3301-5460 8943", "3300 5461-8942 8944-10921", "10922-16383"], 2)
+        self.assertEqual(dst.cmd("DBSIZE"), len(keys))
+        rc = self.rc()
+        self.assertEqual(sum(rc.execute_command("EXISTS", k) for k in keys), len(keys))
+        # The push ended it all: nothing on the move is left in either file.
+        for n in (src, dst):
+            with open(os.path.join(n.dir, "nodes.aiconf")) as f:
+                self.assertTrue(f.read().startswith("enclaveai-cluster-state 1\n"))
+
     def test_a_handoff_survives_kill9_before_the_push(self):
         """A migration that succeeded holds across a kill -9 of both nodes
         before the topology push: the source still answers MOVED to the
