@@ -137,6 +137,25 @@ func (s *App) Save() error {
 	return snap.write()
 }
 
+// FinalSave is the save of SHUTDOWN and SIGTERM: a background save under
+// way is waited for, then the snapshot is written with every write
+// acknowledged until now. Redis kills its saving child and saves in the
+// foreground; a goroutine cannot be killed, so this one waits (operator
+// review: SHUTDOWN failed, and SIGTERM exited without saving, while a
+// BGSAVE ran, one a save rule started included).
+func (s *App) FinalSave() error {
+	for waited := false; ; waited = true {
+		err := s.Save()
+		if !errors.Is(err, ErrSaveInProgress) {
+			return err
+		}
+		if !waited {
+			s.Log.Info("waiting for the background save to end before the final save")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // snapshot is a save claimed and its instant taken: the keyspace's items
 // retained and the change count they include. write streams it and gives
 // the save slot back.

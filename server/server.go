@@ -502,10 +502,11 @@ func (s *Server) Start() (err error) {
 	}
 	s.Cmds.Shutdown = func(save bool) error {
 		if save {
-			if err := s.Cmds.Save(); err != nil {
+			if err := s.Cmds.FinalSave(); err != nil {
 				return err
 			}
 		}
+		s.log.Info("user requested shutdown", "saved", save)
 		// The calling connection is one of those Stop waits for: stop from
 		// another goroutine once its reply is out.
 		go s.Stop()
@@ -527,12 +528,16 @@ func (s *Server) Start() (err error) {
 }
 
 // Shutdown stops the server, saving first when asked: SIGTERM saves when
-// `save` rules are configured, as Redis does.
+// `save` rules are configured, as Redis does. A save that fails leaves the
+// server serving, and is returned: as Redis ("can't exit"), the writes
+// acknowledged since the last snapshot are not thrown away (operator
+// review: SIGTERM exited and lost them).
 func (s *Server) Shutdown(save bool) error {
-	var err error
 	if save {
-		err = s.Cmds.Save()
+		if err := s.Cmds.FinalSave(); err != nil {
+			return err
+		}
 	}
 	s.Stop()
-	return err
+	return nil
 }

@@ -81,12 +81,19 @@ func run(opts *config.Options, log *slog.Logger) error {
 		log.Info("users configured: each model belongs to the user who stored it", "users", len(opts.Users))
 	}
 	log.Info("Ready to accept connections", "addr", srv.Addr().String())
-	select {
-	case s := <-sig:
-		log.Info("received signal, shutting down", "signal", s.String())
-		return srv.Shutdown(srv.Cmds.SaveRulesConfigured())
-	case <-srv.Done():
-		return nil
+	for {
+		select {
+		case s := <-sig:
+			log.Info("received signal, shutting down", "signal", s.String())
+			if err := srv.Shutdown(srv.Cmds.SaveRulesConfigured()); err != nil {
+				// As Redis: the data since the last snapshot would be lost.
+				log.Error("error trying to save the DB, can't exit", "err", err)
+				continue
+			}
+			return nil
+		case <-srv.Done():
+			return nil
+		}
 	}
 }
 
