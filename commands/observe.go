@@ -75,7 +75,7 @@ func (s *App) recordRun(c *Client, spec *Spec, argv [][]byte, d time.Duration, f
 	if failed {
 		st.failed.Add(1)
 	}
-	if limit := s.Opts.SlowlogSlowerThan.Load(); limit >= 0 && us >= limit {
+	if limit := s.Opts.SlowlogSlowerThan.Load(); limit >= 0 && us >= limit && !spec.Has(SkipSlowlog) {
 		s.slow.add(c, argv, us, int(s.Opts.SlowlogMaxLen.Load()))
 	}
 	if th := s.Opts.LatencyMonitorThreshold.Load(); th > 0 && d.Milliseconds() >= th {

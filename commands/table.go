@@ -26,17 +26,18 @@ type Flag uint32
 
 // Command flags, as in Redis's command table.
 const (
-	Write     Flag = 1 << iota // changes the keyspace
-	Readonly                   // only reads
-	DenyOOM                    // refused while memory is over maxmemory
-	Admin                      // server administration
-	NoAuth                     // allowed before AUTH
-	LoadingOK                  // allowed while a snapshot loads
-	Big                        // may carry payloads beyond client-query-buffer-limit
-	Blocking                   // blocks its client (RedisAI's run commands, MONITOR): queued inside MULTI, an error inside EXEC
-	NoMulti                    // refused inside MULTI, aborting the transaction (Redis's no-multi: SAVE, SHUTDOWN)
-	Fast                       // O(1) or O(log N)
-	NoTxLock                   // runs outside the transaction lock (see package doc)
+	Write       Flag = 1 << iota // changes the keyspace
+	Readonly                     // only reads
+	DenyOOM                      // refused while memory is over maxmemory
+	Admin                        // server administration
+	NoAuth                       // allowed before AUTH
+	LoadingOK                    // allowed while a snapshot loads
+	Big                          // may carry payloads beyond client-query-buffer-limit
+	Blocking                     // blocks its client (RedisAI's run commands, MONITOR): queued inside MULTI, an error inside EXEC
+	NoMulti                      // refused inside MULTI, aborting the transaction (Redis's no-multi: SAVE, SHUTDOWN)
+	Fast                         // O(1) or O(log N)
+	NoTxLock                     // runs outside the transaction lock (see package doc)
+	SkipSlowlog                  // never in SLOWLOG (EXEC: its queued commands are, each)
 )
 
 var flagNames = []struct {
@@ -45,7 +46,7 @@ var flagNames = []struct {
 }{
 	{Write, "write"}, {Readonly, "readonly"}, {DenyOOM, "denyoom"}, {Admin, "admin"},
 	{NoAuth, "no_auth"}, {LoadingOK, "loading"}, {Big, "big_payload"},
-	{Blocking, "blocking"}, {NoMulti, "no_multi"}, {Fast, "fast"},
+	{Blocking, "blocking"}, {NoMulti, "no_multi"}, {Fast, "fast"}, {SkipSlowlog, "skip_slowlog"},
 }
 
 // Runner is a parsed command, ready to run: each command's parse makes a

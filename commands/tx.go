@@ -1,12 +1,16 @@
 package commands
 
-import "github.com/enclaveai/enclaveai/cluster"
+import (
+	"time"
+
+	"github.com/enclaveai/enclaveai/cluster"
+)
 
 func init() {
 	register(
 		&Spec{Name: "multi", Arity: 1, Flags: Fast | LoadingOK | txControl, Group: "transactions",
 			Summary: "Starts a transaction.", Parse: parseMulti},
-		&Spec{Name: "exec", Arity: 1, Flags: LoadingOK | NoTxLock | txControl, Group: "transactions",
+		&Spec{Name: "exec", Arity: 1, Flags: LoadingOK | NoTxLock | SkipSlowlog | txControl, Group: "transactions",
 			Summary: "Executes all commands in a transaction, atomically.", Parse: parseExec},
 		&Spec{Name: "discard", Arity: 1, Flags: Fast | LoadingOK | txControl, Group: "transactions",
 			Summary: "Discards a transaction.", Parse: parseDiscard},
@@ -190,7 +194,12 @@ func (execCmd) Run(x *Ctx) error {
 	for _, cmd := range q {
 		err := cmd.err
 		if err == nil {
+			// Each queued command counts in INFO commandstats, SLOWLOG and
+			// LATENCY as it would alone, as in Redis (operator review:
+			// only EXEC did, and redis-py's pipelines are transactions).
+			start := x.mono()
 			err = cmd.runner.Run(inner)
+			x.recordRun(c, cmd.spec, cmd.argv, time.Duration(x.mono()-start), err != nil)
 		}
 		if err != nil {
 			x.replyError(x.W, err)

@@ -60,6 +60,25 @@ class ObserveTest(unittest.TestCase):
         self.assertNotIn("# Commandstats", self.cli("INFO"), "not a default section, as in Redis")
         self.assertIn("# Commandstats", self.cli("INFO", "all"))
 
+    def test_a_transactions_commands_count_each(self):
+        """The commands EXEC runs count in INFO commandstats and SLOWLOG as
+        they would alone, and EXEC itself is in no SLOWLOG, as in Redis
+        (operator review: only EXEC counted, and redis-py's pipelines are
+        transactions)."""
+        r = self.srv.client()
+        r.execute_command("CONFIG", "RESETSTAT")
+        r.execute_command("SLOWLOG", "RESET")
+        p = r.pipeline(transaction=True)
+        p.execute_command("PING")
+        p.execute_command("ECHO", "in-a-tx")
+        self.assertEqual(p.execute(), [True, b"in-a-tx"])
+        st = self.info("commandstats")
+        for name in ("ping", "echo", "exec", "multi"):
+            self.assertTrue(st["cmdstat_" + name].startswith("calls=1,"), (name, st))
+        args = [[a.decode() for a in e[3]] for e in r.execute_command("SLOWLOG", "GET", "10")]
+        self.assertIn(["ECHO", "in-a-tx"], args)
+        self.assertNotIn(["EXEC"], args)
+
     def test_ai_section_aggregates_model_counters(self):
         with open(LINEAR, "rb") as f:
             self.assertEqual(self.cli("-x", "AI.MODELSTORE", "lin", "ONNX", "CPU", "BLOB", stdin=f).strip(), "OK")
