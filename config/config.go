@@ -153,6 +153,9 @@ type Options struct {
 
 	mu        sync.Mutex // serialises CONFIG SET
 	slogLevel slog.LevelVar
+	// loaded names the joined directives a file line or flag has set
+	// while loading (apply): their later lines add to the first.
+	loaded map[string]bool
 }
 
 // SlogLevel is the log level `loglevel` sets, live: CONFIG SET loglevel
@@ -233,6 +236,16 @@ func (o *Options) apply(name string, args []string) error {
 	}
 	if d.joined && len(args) > 0 {
 		args = []string{strings.Join(args, " ")}
+		// As redis-server's save lines: the first replaces the default,
+		// the next ones add their pairs, an empty one clears (operator
+		// review: only the last of three save lines was kept).
+		if cur := d.get(o); o.loaded[d.name] && args[0] != "" && cur != "" {
+			args[0] = cur + " " + args[0]
+		}
+		if o.loaded == nil {
+			o.loaded = map[string]bool{}
+		}
+		o.loaded[d.name] = true
 	}
 	if !d.multi && len(args) != 1 {
 		return fmt.Errorf("directive %q takes one argument", name)

@@ -159,7 +159,8 @@ timeout 5
 		t.Fatal(err)
 	}
 	for name, want := range map[string]string{
-		"port": "7001", "maxmemory": strconv.Itoa(2 << 20), "requirepass": "pa ss", "timeout": "5", "save": "60 1",
+		// save lines add up, the flags' after the file's, as redis-server's.
+		"port": "7001", "maxmemory": strconv.Itoa(2 << 20), "requirepass": "pa ss", "timeout": "5", "save": "900 1 300 10 60 1",
 	} {
 		if got, _ := o.Get(name); got != want {
 			t.Errorf("%s = %q, want %q", name, got, want)
@@ -172,6 +173,21 @@ timeout 5
 	}
 	if !reflect.DeepEqual(o.LoadModels, want) {
 		t.Errorf("LoadModels = %q, want %q", o.LoadModels, want)
+	}
+	// Three save lines keep three rules (operator review: only the last
+	// was kept); an empty one clears what came before it.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--save", "900", "1", "--save", "300", "10", "--save", "60", "10000"}, "900 1 300 10 60 10000"},
+		{[]string{"--save", "900", "1", "--save", "", "--save", "60", "1"}, "60 1"},
+		{[]string{"--save", ""}, ""},
+	} {
+		o, err := Load(c.args)
+		if got, _ := o.Get("save"); err != nil || got != c.want {
+			t.Errorf("%q: save = %q (%v), want %q", c.args, got, err, c.want)
+		}
 	}
 	// Flags alone, and immutable directives may be set at load.
 	o, err = Load([]string{"--port", "1234", "--bind", "0.0.0.0", "--dir", "/tmp"})

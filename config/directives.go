@@ -21,7 +21,7 @@ type directive struct {
 	args    string // placeholder of the value where there is no default to show
 	mutable bool   // CONFIG SET may change it at run time
 	multi   bool   // may repeat, takes all the line's arguments (loadmodel, user); no default
-	joined  bool   // takes all the line's arguments joined by spaces (save)
+	joined  bool   // takes all the line's arguments joined by spaces, and its lines add up (save)
 	value
 }
 
