@@ -223,6 +223,11 @@ func (o *Options) Set(name, value string) error {
 	if !d.mutable {
 		return ErrImmutable
 	}
+	if d.live != nil {
+		if err := d.live(value); err != nil {
+			return err
+		}
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return d.set(o, []string{value})

@@ -22,6 +22,9 @@ type directive struct {
 	mutable bool   // CONFIG SET may change it at run time
 	multi   bool   // may repeat, takes all the line's arguments (loadmodel, user); no default
 	joined  bool   // takes all the line's arguments joined by spaces, and its lines add up (save)
+	// live, if set, checks a CONFIG SET value beyond what loading checks
+	// (maxclients against the open-file limit).
+	live func(v string) error
 	value
 }
 
@@ -44,7 +47,8 @@ var table = []directive{
 	{name: "requirepass", mutable: true, args: "<password>",
 		doc:   "password of the default user; before AUTH a client cannot make the server allocate more than 16 KB a bulk",
 		value: atomicText(func(o *Options) *atomic.Pointer[string] { return &o.Requirepass }, nil)},
-	{name: "maxclients", def: "10000", mutable: true, doc: "most clients connected at once",
+	{name: "maxclients", def: "10000", mutable: true, live: clientsFit,
+		doc:   "most clients connected at once (lowered at start to what the open-file limit leaves, less 128 for the server's own files)",
 		value: integer(func(o *Options) *atomic.Int64 { return &o.MaxClients }, 1, 1<<31-1)},
 	{name: "timeout", def: "0", mutable: true, doc: "close clients idle for this many seconds (0: never)",
 		value: integer(func(o *Options) *atomic.Int64 { return &o.Timeout }, 0, 1<<31-1)},

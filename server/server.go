@@ -29,7 +29,6 @@ import (
 	"os"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/enclaveai/enclaveai/commands"
@@ -93,26 +92,19 @@ func (s *Server) Serve() error {
 	return s.accept(s.ln)
 }
 
-// reservedFDs is how many file descriptors the server keeps for its own
-// (listeners, the log's and snapshot's files, engine workers' sockets,
-// models' memory files), as Redis keeps 32.
-const reservedFDs = 128
-
 // fitMaxClients lowers maxclients to what the process's open-file limit
 // leaves for clients, as Redis does at start, and says so: connections
 // past it would otherwise fail to be accepted, not refused with Redis's
 // "max number of clients reached".
 func (s *Server) fitMaxClients() {
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur > 1<<31 {
+	fit, limit, ok := config.ClientsLimit()
+	if !ok {
 		return // not known here (an enclave), or no real limit
 	}
-	fit := int64(lim.Cur) - reservedFDs
 	if want := s.opts.MaxClients.Load(); want > fit {
-		fit = max(fit, 1)
 		s.opts.MaxClients.Store(fit)
 		s.log.Warn("maxclients lowered to fit the open-file limit", "requested", want, "maxclients", fit,
-			"open_files_limit", lim.Cur, "reserved", reservedFDs)
+			"open_files_limit", limit, "reserved", config.ReservedFDs)
 	}
 }
 
