@@ -66,8 +66,13 @@ func (st *cmdStats) reset() {
 	})
 }
 
-// recordRun counts a command that ran, and logs it if it was slow.
+// recordRun counts a command that ran, and logs it if it was slow. Only
+// these count in total_commands_processed, as Redis counts the commands
+// it calls: not one refused before it runs (unknown, wrong arity, NOAUTH)
+// nor one queued by MULTI, which counts when EXEC runs it (operator
+// review: every command received was counted).
 func (s *App) recordRun(c *Client, spec *Spec, argv [][]byte, d time.Duration, failed bool) {
+	s.stats.Commands.Add(c.ID, 1)
 	us := d.Microseconds()
 	st := spec.stats.of(c)
 	st.calls.Add(1)

@@ -701,7 +701,6 @@ func (s *App) dispatchSilent(c *Client, spec *Spec, argv [][]byte, owned Ownersh
 
 // dispatchOne runs one command (dispatch) and appends its reply to c.W.
 func (s *App) dispatchOne(c *Client, spec *Spec, argv [][]byte, owned Ownership) {
-	s.stats.Commands.Add(c.ID, 1)
 	if c.logSeq != 0 {
 		c.logReplies++ // this command's reply follows an uncommitted write's
 	}

@@ -16,6 +16,8 @@ import threading
 import time
 import unittest
 
+import redis
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import harness  # noqa: E402
@@ -59,6 +61,18 @@ class ObserveTest(unittest.TestCase):
         self.assertTrue(st["cmdstat_ai.tensorget"].endswith("failed_calls=1"), st["cmdstat_ai.tensorget"])
         self.assertNotIn("# Commandstats", self.cli("INFO"), "not a default section, as in Redis")
         self.assertIn("# Commandstats", self.cli("INFO", "all"))
+
+    def test_total_commands_counts_what_ran(self):
+        """total_commands_processed counts the commands that ran, as Redis
+        (7.0.15: RESETSTAT, two refused, PING, then INFO shows 2): not an
+        unknown command nor a wrong arity (operator review)."""
+        r = self.srv.client()
+        r.execute_command("CONFIG", "RESETSTAT")
+        for args in (("NOSUCHCMD",), ("EXISTS",)):
+            with self.assertRaises(redis.ResponseError):
+                r.execute_command(*args)
+        r.execute_command("PING")
+        self.assertEqual(r.info("stats")["total_commands_processed"], 2)
 
     def test_a_transactions_commands_count_each(self):
         """The commands EXEC runs count in INFO commandstats and SLOWLOG as
