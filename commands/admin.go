@@ -24,7 +24,7 @@ func init() {
 			Summary: "CONFIG GET, SET and RESETSTAT.", Parse: parseConfig, Subs: []Sub{
 				{"GET <pattern> [<pattern> ...]", "The directives whose names match a glob-style pattern, with their values."},
 				{"SET <directive> <value> [<directive> <value> ...]", "Sets directives that may change at run time: all of them or none."},
-				{"RESETSTAT", "Resets INFO's statistics: commands, connections, errors, network bytes."},
+				{"RESETSTAT", "Resets INFO's statistics: commands, connections, errors, network bytes, the memory peak."},
 			}}),
 		admin(&Spec{Name: "time", Arity: 1, Flags: Fast | LoadingOK, Summary: "Returns the server time.", Parse: parseTime}),
 		admin(&Spec{Name: "role", Arity: 1, Flags: Fast | LoadingOK,
@@ -165,6 +165,7 @@ func (configResetStatCmd) Run(x *Ctx) error {
 	for _, spec := range table.Sorted() {
 		spec.stats.reset() // INFO commandstats
 	}
+	x.usedPeak.Store(0) // as Redis's stat_peak_memory
 	x.W.OK()
 	return nil
 }
@@ -388,7 +389,10 @@ func memoryInfo(s *App) [][2]string {
 	return [][2]string{
 		{"used_memory", itoa(s.UsedMemory())}, {"used_memory_human", humanBytes(s.UsedMemory())},
 		{"used_memory_rss", itoa(rss)}, {"used_memory_rss_human", humanBytes(rss)},
-		{"used_memory_peak", itoa(peakRSS())},
+		// As Redis's, the peak of used_memory (it was the process's peak
+		// RSS: operator review); that is used_memory_rss_peak.
+		{"used_memory_peak", itoa(s.UsedMemoryPeak())}, {"used_memory_peak_human", humanBytes(s.UsedMemoryPeak())},
+		{"used_memory_rss_peak", itoa(peakRSS())},
 		{"used_memory_go_heap", itoa(int64(ms.HeapInuse))},
 		{"maxmemory", itoa(s.Opts.MaxMemory.Load())}, {"maxmemory_human", humanBytes(s.Opts.MaxMemory.Load())},
 		{"maxmemory_policy", "noeviction"},

@@ -88,6 +88,8 @@ type App struct {
 	// waiting counts the clients blocked in WAIT or WAITAOF (INFO's
 	// blocked_clients, with the runs waiting or running).
 	waiting atomic.Int64
+	// usedPeak is UsedMemoryPeak's high-water mark.
+	usedPeak atomic.Int64
 	// wallOffset is the wall clock's unix ns less mono's reading, taken
 	// together by NewApp and Tick (setClock, wallMs).
 	wallOffset atomic.Int64
@@ -189,6 +191,7 @@ func (s *App) SetLoading(on bool) { s.loading.Store(on) }
 func (s *App) Tick() {
 	now := time.Now()
 	s.setClock(now)
+	s.UsedMemoryPeak()
 	if expired := s.Keys.SweepExpired(); len(expired) > 0 {
 		s.stats.ExpiredKeys.Add(int64(len(expired)))
 		s.Release(expired)
@@ -1068,6 +1071,18 @@ func (s *App) clientInfo(c *Client) string {
 // UsedMemory is the memory accounted to keys, values and model blobs, and
 // to the commands that transactions hold queued.
 func (s *App) UsedMemory() int64 { return s.Keys.Used() + s.Models.Bytes() + s.queuedMem.Load() }
+
+// UsedMemoryPeak is the highest UsedMemory seen, by Tick (every 100 ms)
+// or an INFO, as Redis samples its peak in serverCron.
+func (s *App) UsedMemoryPeak() int64 {
+	cur := s.UsedMemory()
+	for {
+		p := s.usedPeak.Load()
+		if cur <= p || s.usedPeak.CompareAndSwap(p, cur) {
+			return max(p, cur)
+		}
+	}
+}
 
 // fits reports ErrOOM when n more bytes would pass maxmemory: the check
 // before memory a command makes from nothing (a zero tensor, a model's

@@ -1525,6 +1525,21 @@ class TestInfo(TensorTestCase):
         self.assertIsInstance(info["total_connections_received"], int)
         self.assertNotIn("db0", info, "no keys, no db0 line")
 
+    def test_used_memory_peak_is_used_memorys(self):
+        """used_memory_peak is the peak of used_memory, as Redis's, down to
+        what there is at CONFIG RESETSTAT (operator review: it was the
+        process's peak RSS, which is used_memory_rss_peak)."""
+        self.r.execute_command("CONFIG", "RESETSTAT")
+        self.r.execute_command("AI.TENSORSET", "peak", "UINT8", 4 << 20, "BLOB", bytes(4 << 20))
+        time.sleep(0.3)  # the peak is sampled every 100 ms (Tick), as Redis's serverCron does
+        self.r.delete("peak")
+        m = self.r.info("memory")
+        self.assertGreaterEqual(m["used_memory_peak"], 4 << 20)
+        self.assertLess(m["used_memory"], m["used_memory_peak"])
+        self.assertGreaterEqual(m["used_memory_rss_peak"], m["used_memory_peak"])
+        self.r.execute_command("CONFIG", "RESETSTAT")
+        self.assertLess(self.r.info("memory")["used_memory_peak"], 4 << 20)
+
     def test_keyspace_line(self):
         for k in ("a", "b", "c"):
             self.ts(k, "FLOAT", 1)
