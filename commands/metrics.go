@@ -23,6 +23,8 @@ type Metric struct {
 //     replication, RedisAI's module sections and the per-model rows aside)
 //     as enclaveai_<field>, a counter when the field is a total (total_*,
 //     expired_keys, rejected_connections, used_cpu_*);
+//   - the keyspace, as INFO keyspace's db0 line: enclaveai_db_keys and
+//     enclaveai_db_expires{db="0"};
 //   - per command, as INFO commandstats: enclaveai_command_calls_total,
 //     _usec_total, _rejected_total, _failed_total{cmd};
 //   - per model, as AI.INFO: enclaveai_model_calls_total, _errors_total,
@@ -52,6 +54,13 @@ func (s *App) Metrics() []Metric {
 				Value: v})
 		}
 	}
+	// INFO keyspace's one line is not a number: its counts go apart, as
+	// redis_exporter names them (operator review: no key count at all).
+	keys, expires := s.Keys.Len()
+	db := [][2]string{{"db", "0"}}
+	out = append(out,
+		Metric{Name: "enclaveai_db_keys", Help: "Keys in the keyspace (INFO keyspace db0 keys, DBSIZE).", Labels: db, Value: float64(keys)},
+		Metric{Name: "enclaveai_db_expires", Help: "Keys with a time to live (INFO keyspace db0 expires).", Labels: db, Value: float64(expires)})
 	for _, spec := range table.Sorted() {
 		calls, usec, rejected, failed := spec.stats.sum()
 		if calls == 0 && rejected == 0 {

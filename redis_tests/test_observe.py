@@ -372,6 +372,9 @@ class MetricsTest(unittest.TestCase):
         m, types = scrape(port)
         self.assertEqual(m["enclaveai_connected_clients"][""], 1)
         self.assertGreaterEqual(m["enclaveai_total_commands_processed"][""], 10)
+        # The key count, which INFO gives on its db0 line (operator review).
+        self.assertEqual(m["enclaveai_db_keys"]['db="0"'], 3)  # lin, x, y
+        self.assertEqual(m["enclaveai_db_expires"]['db="0"'], 0)
         self.assertEqual(types["enclaveai_total_commands_processed"], "counter")
         self.assertEqual(types["enclaveai_connected_clients"], "gauge")
         self.assertGreaterEqual(m["enclaveai_command_calls_total"]['cmd="ping"'], 5)
