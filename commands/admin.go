@@ -182,7 +182,7 @@ func (c configSetCmd) Run(x *Ctx) error {
 	for i := 0; i < len(c.rest); i += 2 {
 		name := strings.ToLower(c.rest[i])
 		v, ok := x.Opts.Get(name)
-		if !ok || name == "loadmodel" {
+		if !ok || config.Repeatable(name) {
 			return errorf("ERR Unknown option or number of arguments for CONFIG SET - '%s'", c.rest[i])
 		}
 		if seen[name] {

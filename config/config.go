@@ -198,6 +198,14 @@ func (o *Options) Get(name string) (string, bool) {
 	return d.get(o), true
 }
 
+// Repeatable reports whether name is a directive that may repeat
+// (loadmodel, user): CONFIG SET knows none of them, as Redis's knows no
+// loadmodule or user.
+func Repeatable(name string) bool {
+	d, ok := directives[strings.ToLower(name)]
+	return ok && d.multi
+}
+
 // MaxThreads bounds THREADS_PER_QUEUE, INTRA_OP_PARALLELISM and
 // INTER_OP_PARALLELISM, as directives and in AI.CONFIG alike: the run
 // queue starts a goroutine per worker, and ONNX Runtime a thread per
