@@ -455,7 +455,7 @@ func keyspaceInfo(s *App) [][2]string {
 	if n == 0 {
 		return nil
 	}
-	return [][2]string{{"db0", fmt.Sprintf("keys=%d,expires=%d,avg_ttl=0", n, exp)}}
+	return [][2]string{{"db0", fmt.Sprintf("keys=%d,expires=%d,avg_ttl=%d", n, exp, s.Keys.AvgTTL())}}
 }
 
 func executable() string {

@@ -91,6 +91,7 @@ func (k *Keyspace) SweepExpired() []Value {
 	defer k.mu.Unlock()
 	out := k.dropped
 	k.dropped = nil
+	var ttlSum, ttlN int64
 	for len(k.ttl) > 0 {
 		sampled, expired := 0, 0
 		// Go starts every range over a map at a random place.
@@ -103,11 +104,33 @@ func (k *Keyspace) SweepExpired() []Value {
 				v, _ := k.deleteLocked(key)
 				out = append(out, v)
 				expired++
+			} else {
+				ttlSum, ttlN = ttlSum+at-now.at(), ttlN+1
 			}
 		}
 		if expired*4 <= sampled || time.Since(start) > expireBudget {
 			break
 		}
 	}
+	k.noteTTL(ttlSum, ttlN)
 	return out
 }
+
+// noteTTL folds a sample of live keys' times to live into avgTTL, as
+// Redis's activeExpireCycle does: a fiftieth of the new average each
+// time, so that one sample moves it little. No key with a TTL: 0.
+func (k *Keyspace) noteTTL(sum, n int64) {
+	switch avg := k.avgTTL.Load(); {
+	case len(k.ttl) == 0:
+		k.avgTTL.Store(0)
+	case n == 0:
+	case avg == 0:
+		k.avgTTL.Store(sum / n)
+	default:
+		k.avgTTL.Store(avg/50*49 + sum/n/50)
+	}
+}
+
+// AvgTTL is the estimate of the keys' time to live in ms (0: no key has
+// one), as INFO keyspace's avg_ttl.
+func (k *Keyspace) AvgTTL() int64 { return k.avgTTL.Load() }

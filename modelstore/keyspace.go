@@ -52,6 +52,9 @@ type Keyspace struct {
 	m     map[string]entry
 	order *btree.BTreeG[slot]
 	ttl   map[string]int64 // key -> expireAt, for keys with a TTL
+	// avgTTL estimates the keys' time to live in ms, from the active
+	// expiry's samples (SweepExpired; INFO keyspace's avg_ttl).
+	avgTTL atomic.Int64
 	// dropped holds the values of expired, not yet swept keys that a write
 	// or DEL removed: SweepExpired hands them back for release with the rest.
 	dropped []Value

@@ -677,3 +677,34 @@ func TestKeyWatch(t *testing.T) {
 		t.Errorf("watch refused by allow: %v", err)
 	}
 }
+
+// AvgTTL follows the active expiry's samples, as Redis's avg_ttl: the keys'
+// time to live, and 0 once no key has one (operator review: always 0).
+func TestAvgTTL(t *testing.T) {
+	k, c := newTestKeyspace(t, 0)
+	if k.SweepExpired(); k.AvgTTL() != 0 {
+		t.Fatalf("no TTL: %d", k.AvgTTL())
+	}
+	for i := range 10 {
+		key := fmt.Sprint("k", i)
+		k.Set(key, newU8(1), true)
+		setExpire(k, key, c.ms+100_000)
+	}
+	k.SweepExpired()
+	if got := k.AvgTTL(); got != 100_000 {
+		t.Fatalf("first sample: %d, want 100000", got)
+	}
+	c.ms += 50_000
+	for range 100 {
+		k.SweepExpired()
+	}
+	if got := k.AvgTTL(); got <= 50_000 || got >= 100_000 {
+		t.Fatalf("after 50 s: %d, want between the old 100000 and the new 50000", got)
+	}
+	for i := range 10 {
+		setExpire(k, fmt.Sprint("k", i), 0)
+	}
+	if k.SweepExpired(); k.AvgTTL() != 0 {
+		t.Fatalf("no TTL left: %d", k.AvgTTL())
+	}
+}
