@@ -158,7 +158,7 @@ type configResetStatCmd struct{}
 // Run implements Runner.
 func (configResetStatCmd) Run(x *Ctx) error {
 	st := x.Stats()
-	for _, c := range []interface{ Store(int64) }{&st.Commands, &st.Connections, &st.Rejected, &st.ExpiredKeys, &st.Errors, &st.NetInput, &st.NetOutput} {
+	for _, c := range []interface{ Store(int64) }{&st.Commands, &st.Connections, &st.Rejected, &st.ExpiredKeys, &st.EvictedKeys, &st.Errors, &st.NetInput, &st.NetOutput} {
 		c.Store(0)
 	}
 	x.errStats.reset()
@@ -365,8 +365,9 @@ func serverInfo(s *App) [][2]string {
 		{"redis_version", RedisVersion}, {"enclaveai_version", Version},
 		{"redis_mode", s.redisMode()}, {"os", runtime.GOOS + " " + runtime.GOARCH},
 		{"arch_bits", "64"}, {"go_version", runtime.Version()},
-		{"process_id", itoa(int64(os.Getpid()))}, {"tcp_port", port},
+		{"process_id", itoa(int64(os.Getpid()))}, {"run_id", s.runID}, {"tcp_port", port},
 		{"uptime_in_seconds", itoa(uptime)}, {"uptime_in_days", itoa(uptime / 86400)},
+		{"hz", "10"}, // Tick's rate, as Redis's serverCron's
 		{"executable", executable()},
 		// The engine that compiles new models (AI.MODELINFO's engine is
 		// the one that compiled each).
@@ -404,10 +405,12 @@ func statsInfo(s *App) [][2]string {
 	return [][2]string{
 		{"total_connections_received", itoa(st.Connections.Load())},
 		{"total_commands_processed", itoa(st.Commands.Load())},
+		{"instantaneous_ops_per_sec", itoa(s.opsPerSec())},
 		{"total_net_input_bytes", itoa(st.NetInput.Load())},
 		{"total_net_output_bytes", itoa(st.NetOutput.Load())},
 		{"rejected_connections", itoa(st.Rejected.Load())},
 		{"expired_keys", itoa(st.ExpiredKeys.Load())},
+		{"evicted_keys", itoa(st.EvictedKeys.Load())},
 		{"total_error_replies", itoa(st.Errors.Load())},
 	}
 }

@@ -22,7 +22,7 @@ type Metric struct {
 //   - every numeric field of every INFO section (commandstats,
 //     replication, RedisAI's module sections and the per-model rows aside)
 //     as enclaveai_<field>, a counter when the field is a total (total_*,
-//     expired_keys, rejected_connections, used_cpu_*);
+//     expired_keys, evicted_keys, rejected_connections, used_cpu_*);
 //   - the keyspace, as INFO keyspace's db0 line: enclaveai_db_keys and
 //     enclaveai_db_expires{db="0"};
 //   - per command, as INFO commandstats: enclaveai_command_calls_total,
@@ -47,7 +47,7 @@ func (s *App) Metrics() []Metric {
 			}
 			seen[name] = true
 			out = append(out, Metric{Name: "enclaveai_" + name, Help: "INFO " + strings.ToLower(sec.name) + " " + f[0],
-				Counter: strings.HasPrefix(name, "total_") || name == "expired_keys" || name == "rejected_connections" ||
+				Counter: strings.HasPrefix(name, "total_") || name == "expired_keys" || name == "evicted_keys" || name == "rejected_connections" ||
 					strings.HasPrefix(name, "used_cpu_") ||
 					strings.HasPrefix(name, "model_calls") || strings.HasPrefix(name, "model_errors") ||
 					strings.HasPrefix(name, "model_run_usec") || strings.HasPrefix(name, "model_samples"),

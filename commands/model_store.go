@@ -474,6 +474,7 @@ func (x *Ctx) evictModels() {
 			return // the slot is fenced (a migration closing): not now
 		}
 		if evicted {
+			x.stats.EvictedKeys.Add(1)
 			x.Log.Info("max-models reached: evicted the oldest model", "key", oldest.Key)
 			x.Release([]modelstore.Value{oldest.Value})
 		}

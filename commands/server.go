@@ -53,8 +53,14 @@ type App struct {
 	mon      monitorSet
 	latency  latencyEvent
 	errStats errorStats // INFO errorstats
-	// replID is INFO replication's master_replid, made at start.
-	replID string
+	// replID is INFO replication's master_replid, made at start; runID,
+	// INFO server's run_id, another.
+	replID, runID string
+	// opsSamples are (mono ns, commands) pairs Tick takes, for INFO's
+	// instantaneous_ops_per_sec, as Redis's 16 samples of its cron.
+	opsMu      sync.Mutex
+	opsSamples [16][2]int64
+	opsNext    int
 
 	// Snapshot is the sealed snapshot's state; the front end sets SealKey.
 	Snapshot Snapshotter
@@ -103,6 +109,9 @@ type App struct {
 // Stats are the counters INFO stats shows.
 type Stats struct {
 	Connections, Rejected, ExpiredKeys, Errors atomic.Int64
+	// EvictedKeys counts the models max-models evicted (the keyspace
+	// itself evicts nothing: maxmemory-policy is noeviction).
+	EvictedKeys atomic.Int64
 	// Counted for each command or read and write: striped.
 	Commands, NetInput, NetOutput Counter
 }
@@ -117,7 +126,7 @@ func NewApp(opts *config.Options, log *slog.Logger) *App {
 		panic("receipt key: " + err.Error()) // crypto/rand does not fail
 	}
 	s.receipts = rs
-	s.replID = randomHex(20)
+	s.replID, s.runID = randomHex(20), randomHex(20)
 	s.AI = newAISettings(opts)
 	s.Queue = modelstore.NewRunQueue(int(s.AI.ThreadsPerQueue.Load()))
 	// Model blobs are accounted once by the registry, however many keys
@@ -192,6 +201,7 @@ func (s *App) Tick() {
 	now := time.Now()
 	s.setClock(now)
 	s.UsedMemoryPeak()
+	s.sampleOps()
 	if expired := s.Keys.SweepExpired(); len(expired) > 0 {
 		s.stats.ExpiredKeys.Add(int64(len(expired)))
 		s.Release(expired)
@@ -1071,6 +1081,31 @@ func (s *App) clientInfo(c *Client) string {
 // UsedMemory is the memory accounted to keys, values and model blobs, and
 // to the commands that transactions hold queued.
 func (s *App) UsedMemory() int64 { return s.Keys.Used() + s.Models.Bytes() + s.queuedMem.Load() }
+
+// sampleOps records the commands run so far, for opsPerSec.
+func (s *App) sampleOps() {
+	s.opsMu.Lock()
+	s.opsSamples[s.opsNext%len(s.opsSamples)] = [2]int64{s.mono(), s.stats.Commands.Load()}
+	s.opsNext++
+	s.opsMu.Unlock()
+}
+
+// opsPerSec is the commands a second over Tick's last 16 samples (about
+// 1.6 s), as Redis's instantaneous_ops_per_sec.
+func (s *App) opsPerSec() int64 {
+	s.opsMu.Lock()
+	defer s.opsMu.Unlock()
+	n := min(s.opsNext, len(s.opsSamples))
+	if n < 2 {
+		return 0
+	}
+	last := s.opsSamples[(s.opsNext-1)%len(s.opsSamples)]
+	first := s.opsSamples[(s.opsNext-n)%len(s.opsSamples)]
+	if last[0] <= first[0] {
+		return 0
+	}
+	return max(0, (last[1]-first[1])*1e9/(last[0]-first[0])) // CONFIG RESETSTAT between: 0
+}
 
 // UsedMemoryPeak is the highest UsedMemory seen, by Tick (every 100 ms)
 // or an INFO, as Redis samples its peak in serverCron.

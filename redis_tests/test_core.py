@@ -1525,6 +1525,18 @@ class TestInfo(TensorTestCase):
         self.assertIsInstance(info["total_connections_received"], int)
         self.assertNotIn("db0", info, "no keys, no db0 line")
 
+    def test_fields_monitoring_tools_read(self):
+        """run_id, hz and instantaneous_ops_per_sec, which exporters and
+        redis-cli read (operator review: absent)."""
+        info = self.r.info()
+        self.assertRegex(info["run_id"], r"^[0-9a-f]{40}$")
+        self.assertEqual(info["hz"], 10)
+        p = self.r.pipeline(transaction=False)
+        for _ in range(3000):
+            p.ping()
+        p.execute()
+        poll(lambda: self.r.info("stats")["instantaneous_ops_per_sec"] > 0, timeout=5, what="ops/s")
+
     def test_used_memory_peak_is_used_memorys(self):
         """used_memory_peak is the peak of used_memory, as Redis's, down to
         what there is at CONFIG RESETSTAT (operator review: it was the

@@ -1592,6 +1592,8 @@ class MaxModelsTest(ModelCase):
         self.assertEqual(sorted(k for k, _ in self.r.execute_command("AI._MODELSCAN")), [b"b", b"d"])
         self.assertErr(NO_RUN_INFO, "AI.INFO", "c")
         self.assertEqual(self.r.execute_command("CONFIG", "GET", "max-models"), [b"max-models", b"2"])
+        # Counted as Redis counts evictions (operator review: no field).
+        self.assertEqual(self.r.info("stats")["evicted_keys"], 2)
 
 
 class MaxMemoryTest(ModelCase):
