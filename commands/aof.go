@@ -531,7 +531,13 @@ func (s *App) CloseLog() {
 func aofInfo(s *App) [][2]string {
 	l := s.aof()
 	if l == nil {
-		return [][2]string{{"aof_enabled", "0"}}
+		// As Redis with appendonly no: the rewrite and write fields are
+		// there, at rest (operator review: tools found only aof_enabled).
+		return [][2]string{
+			{"aof_enabled", "0"}, {"aof_rewrite_in_progress", "0"}, {"aof_rewrite_scheduled", "0"},
+			{"aof_last_rewrite_time_sec", "-1"}, {"aof_current_rewrite_time_sec", "-1"},
+			{"aof_last_bgrewrite_status", "ok"}, {"aof_rewrites", "0"}, {"aof_last_write_status", "ok"},
+		}
 	}
 	st := &s.aofState
 	status := func(ok bool) string {
