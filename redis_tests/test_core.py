@@ -2359,8 +2359,10 @@ class TestFileLimit(unittest.TestCase):
         """Out of file descriptors (EMFILE), accept is retried, as by
         net/http's server: it ended the accept loop for good, and no new
         connection was ever answered (resource review). maxclients is
-        lowered at start to what the open-file limit leaves, as Redis
-        does."""
+        lowered at start to what the open-file limit leaves, and CONFIG
+        SET refuses more, as Redis does (operator review); the limit is
+        then lowered under the running server to run it out of them."""
+        import resource
         wrapper = os.path.join(tempfile.mkdtemp(prefix="enclaveai-ulimit-"), "server")
         self.addCleanup(shutil.rmtree, os.path.dirname(wrapper), True)
         with open(wrapper, "w") as f:
@@ -2372,7 +2374,10 @@ class TestFileLimit(unittest.TestCase):
         self.addCleanup(r.close)
         self.assertEqual(r.config_get("maxclients"), {"maxclients": "72"})  # 200 - 128 kept
         self.assertIn("maxclients lowered to fit the open-file limit", srv.stderr())
-        r.config_set("maxclients", 10000)
+        with self.assertRaisesRegex(redis.ResponseError, "not able to handle the specified number of clients, try with 72"):
+            r.config_set("maxclients", 10000)
+        hard = resource.prlimit(srv.proc.pid, resource.RLIMIT_NOFILE)[1]
+        resource.prlimit(srv.proc.pid, resource.RLIMIT_NOFILE, (60, hard))
         conns = []
         for _ in range(260):  # past the limit: the rest wait in the backlog
             try:
@@ -2390,6 +2395,7 @@ class TestFileLimit(unittest.TestCase):
                 return False
         poll(answered, timeout=15, what="a new connection answered")
         srv.assert_serving()
+        self.assertIn("too many open files", srv.stderr(), "the limit was reached")
 
 
 class TestIdleTimeout(unittest.TestCase):
