@@ -205,10 +205,17 @@ func (s *App) migrate(m *migration) {
 		}
 		return
 	}
+	// The deletes of the keys that went reach the log's file before the
+	// slot is declared handed over: a kill -9 after it must not bring
+	// them back here.
+	if l := s.aof(); l != nil {
+		if err := l.Commit(l.Seq()); err != nil {
+			s.Log.Error("slot migration done, the log's deletes not written", "slot", m.slot, "err", err)
+		}
+	}
 	// Success first (routing answers MOVED from now on), so that the
 	// handoff's save no longer keeps the slot as migrating: a restart
-	// would take it as split and serve here a key whose delete the log
-	// had not yet written.
+	// would take it as split.
 	m.state.Store(migSuccess)
 	if err := s.Cluster.handoff(func(h map[int]*cluster.Node, _ map[int]string) { h[m.slot] = m.target }); err != nil {
 		// The keys are on the target: served from there all the same,
