@@ -386,13 +386,13 @@ func clientsInfo(s *App) [][2]string {
 func memoryInfo(s *App) [][2]string {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	rss := processRSS()
+	rss, peak := processRSS(), s.UsedMemoryPeak()
 	return [][2]string{
 		{"used_memory", itoa(s.UsedMemory())}, {"used_memory_human", humanBytes(s.UsedMemory())},
 		{"used_memory_rss", itoa(rss)}, {"used_memory_rss_human", humanBytes(rss)},
 		// As Redis's, the peak of used_memory (it was the process's peak
 		// RSS: operator review); that is used_memory_rss_peak.
-		{"used_memory_peak", itoa(s.UsedMemoryPeak())}, {"used_memory_peak_human", humanBytes(s.UsedMemoryPeak())},
+		{"used_memory_peak", itoa(peak)}, {"used_memory_peak_human", humanBytes(peak)},
 		{"used_memory_rss_peak", itoa(peakRSS())},
 		{"used_memory_go_heap", itoa(int64(ms.HeapInuse))},
 		{"maxmemory", itoa(s.Opts.MaxMemory.Load())}, {"maxmemory_human", humanBytes(s.Opts.MaxMemory.Load())},

@@ -195,7 +195,7 @@ func (cs *ClusterState) update(change func(cur *clusterView) (*cluster.State, er
 	if err != nil || st == nil {
 		return err
 	}
-	st = cs.stateLocked(st.ID, st.Version, st.Topology)
+	st = cs.movingState(st.ID, st.Version, st.Topology)
 	if err := cluster.Save(cs.path, st); err != nil {
 		return fmt.Errorf("cluster state not saved: %w", err)
 	}

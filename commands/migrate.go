@@ -92,6 +92,14 @@ type importing struct {
 }
 
 func (m *migration) State() string { return m.state.Load().(string) }
+
+// ask is the redirection to m's target for one command (ASK).
+func (m *migration) ask() Reply { return Reply("ASK " + strconv.Itoa(m.slot) + " " + m.target.Addr()) }
+
+// movedTo is the redirection to m's target for good (MOVED).
+func (m *migration) movedTo() Reply {
+	return Reply("MOVED " + strconv.Itoa(m.slot) + " " + m.target.Addr())
+}
 func (i *importing) State() string { return i.state.Load().(string) }
 
 // migrateCmd is CLUSTERX MIGRATE slot target-id.
@@ -272,7 +280,7 @@ func (cs *ClusterState) save() error {
 // here: no write for nothing). cs.mu is held.
 func (cs *ClusterState) saveLocked() error {
 	v := cs.view.Load()
-	st := cs.stateLocked(v.id, v.version, v.top)
+	st := cs.movingState(v.id, v.version, v.top)
 	enc := st.Encode()
 	if bytes.Equal(enc, cs.saved) {
 		return nil
@@ -284,13 +292,14 @@ func (cs *ClusterState) saveLocked() error {
 	return nil
 }
 
-// stateLocked is the state file's content for a node id, version and
+// movingState is the state file's content for a node id, version and
 // topology, with the slots on the move now: those handed and taken, the
 // slot this node sends while it does or after a failure split it, and the
 // one it receives while it does or after a failure left keys here. A
 // topology forgotten (CLUSTER RESET) forgets them too; an id that is not
-// one (a source the topology did not name) is not kept. cs.mu is held.
-func (cs *ClusterState) stateLocked(id string, version int64, top *cluster.Topology) *cluster.State {
+// one (a source the topology did not name) is not kept. It reads the
+// atomics alone; a save holds cs.mu, so that no other change lands between.
+func (cs *ClusterState) movingState(id string, version int64, top *cluster.Topology) *cluster.State {
 	st := &cluster.State{ID: id, Version: version, Topology: top}
 	if top == nil {
 		return st
@@ -628,11 +637,13 @@ func (c importCmd) Run(x *Ctx) error {
 		}
 		// Saved before the OK: on success the source deletes nothing more
 		// and declares success on it; after a failure a split stays.
-		f := func(map[int]*cluster.Node, map[int]string) {}
+		var err error
 		if c.state == migSuccess {
-			f = func(_ map[int]*cluster.Node, t map[int]string) { t[c.slot] = from }
+			err = cs.handoff(func(_ map[int]*cluster.Node, t map[int]string) { t[c.slot] = from })
+		} else {
+			err = cs.save()
 		}
-		if err := cs.handoff(f); err != nil {
+		if err != nil {
 			return fmt.Errorf("cluster state not saved: %w", err)
 		}
 	} else {
@@ -731,29 +742,23 @@ func (cs *ClusterState) migrationInfo() [][2]string {
 }
 
 // openSlots lists, as Redis's CLUSTER NODES ends its myself line with
-// them, the slots this node is moving that the topology v does not yet
-// show moved: "[slot->-target-id]" for one it sends (migrating, or
-// handed over and not yet pushed), "[slot-<-source-id]" for one it
-// receives (the source is the slot's owner in v), in slot order.
-// redis-cli --cluster check reads them and warns of open slots.
+// them, the slots this node has on the move that the topology v does not
+// yet show moved, the ones the state file keeps (movingState):
+// "[slot->-target-id]" for one it sends or sent (migrating, split by a
+// failure, or handed over and not yet pushed), "[slot-<-source-id]" for
+// one it receives or received, in slot order. redis-cli --cluster check
+// reads them and warns of open slots.
 func (cs *ClusterState) openSlots(v *clusterView) []string {
+	st := cs.movingState(v.id, v.version, v.top)
 	out := map[int]string{}
-	if h := cs.handed.Load(); h != nil {
-		for slot, n := range *h {
-			out[slot] = fmt.Sprintf("[%d->-%s]", slot, n.ID)
-		}
-	}
-	if t := cs.taken.Load(); t != nil {
-		for slot, id := range *t {
+	for _, m := range []map[int]string{st.Taken, st.Importing} {
+		for slot, id := range m {
 			out[slot] = fmt.Sprintf("[%d-<-%s]", slot, id)
 		}
 	}
-	if m := cs.mig.Load(); m != nil && m.State() == migStart {
-		out[m.slot] = fmt.Sprintf("[%d->-%s]", m.slot, m.target.ID)
-	}
-	if im := cs.imp.Load(); im != nil && im.State() == migStart && v.top != nil {
-		if from := v.top.Owner(im.slot); from != nil && from.ID != v.id {
-			out[im.slot] = fmt.Sprintf("[%d-<-%s]", im.slot, from.ID)
+	for _, m := range []map[int]string{st.Handed, st.Migrating} {
+		for slot, id := range m {
+			out[slot] = fmt.Sprintf("[%d->-%s]", slot, id)
 		}
 	}
 	slots := slices.Sorted(maps.Keys(out))
@@ -780,10 +785,10 @@ func (s *App) routeMigrating(c *Client, spec *Spec, argv [][]byte, pos []int, sl
 		return all, none
 	}
 	if m := cs.mig.Load(); mine && m != nil && m.slot == slot {
-		ask := Reply("ASK " + strconv.Itoa(slot) + " " + m.target.Addr())
+		ask := m.ask()
 		switch m.State() {
 		case migSuccess:
-			return Reply("MOVED " + strconv.Itoa(slot) + " " + m.target.Addr())
+			return m.movedTo()
 		case migStart:
 			switch all, none := present(); {
 			case all:
@@ -876,11 +881,11 @@ func (x *Ctx) fenced() error {
 func (x *Ctx) readFenced(m *migration) error {
 	switch {
 	case m.State() == migSuccess:
-		return Reply("MOVED " + strconv.Itoa(m.slot) + " " + m.target.Addr())
+		return m.movedTo()
 	case m.State() == migStart || m.split():
 		for _, p := range x.spec.KeyPositions(x.argv) {
 			if _, ok := x.Keys.Expiry(string(x.argv[p])); !ok { // Get would pin a tensor
-				return Reply("ASK " + strconv.Itoa(m.slot) + " " + m.target.Addr())
+				return m.ask()
 			}
 		}
 	}
@@ -903,9 +908,9 @@ func (x *Ctx) movedOut(err error) error {
 	}
 	switch {
 	case m.State() == migSuccess:
-		return Reply("MOVED " + strconv.Itoa(m.slot) + " " + m.target.Addr())
+		return m.movedTo()
 	case m.State() == migStart || m.split():
-		return Reply("ASK " + strconv.Itoa(m.slot) + " " + m.target.Addr())
+		return m.ask()
 	}
 	return err
 }
