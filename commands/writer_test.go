@@ -107,7 +107,9 @@ func TestWriterRelease(t *testing.T) {
 		w.Reset()
 		w.Release()
 	})
-	if allocs >= 1 {
+	// Under -race sync.Pool drops a share of its Puts on purpose: the
+	// make test race step failed here once at 1.00 (2026-12-07).
+	if allocs >= 1 && !raceEnabled {
 		t.Fatalf("%.2f allocations a reply through the pool", allocs)
 	}
 }
