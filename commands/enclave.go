@@ -1,6 +1,10 @@
 package commands
 
 import (
+	"sync"
+	"sync/atomic"
+	"time"
+
 	"github.com/enclaveai/enclaveai/enclave"
 )
 
@@ -14,6 +18,11 @@ import (
 // what it talks to before it sends a password or a token there. Before
 // AUTH every argument is bounded at 16 KB (Limits), and the evidence says
 // only what the server would tell anyone: its mode and its public keys.
+// In SGX each answer costs a quote (the quoting enclave signs a report,
+// milliseconds), so clients that have not authenticated share a budget of
+// attest-rate answers a second; past it they are refused (errAttestRate)
+// until the budget refills. Authenticated clients are not counted: their
+// password or token already says who asks.
 func init() {
 	register(&Spec{Name: "ai.attest", Arity: 2, Flags: Readonly | LoadingOK | NoAuth, Group: "server",
 		Summary: "Returns attestation evidence bound to the nonce and to the server's TLS public key.",
@@ -41,8 +50,14 @@ func parseAttest(a Args) (Runner, error) {
 // attestCmd is AI.ATTEST nonce.
 type attestCmd struct{ nonce []byte }
 
+// errAttestRate refuses an AI.ATTEST before AUTH past attest-rate.
+var errAttestRate = Reply("ERR too many AI.ATTEST from unauthenticated clients: retry later, or AUTH first (attest-rate)")
+
 // Run implements Runner.
 func (c attestCmd) Run(x *Ctx) error {
+	if !x.C.Authed() && !x.attests.take(x.Opts.AttestRate.Load(), time.Now()) {
+		return errAttestRate
+	}
 	ev, err := enclave.Attest(c.nonce, x.Enclave.TLSPublicKey, x.ReceiptPublicKey())
 	if err != nil {
 		x.Log.Error("attestation failed", "err", err)
@@ -64,10 +79,42 @@ func (c attestCmd) Run(x *Ctx) error {
 	return nil
 }
 
+// attestBucket is a token bucket of AI.ATTEST answers for clients that
+// have not authenticated: it holds at most a second's worth (rate) and
+// refills at rate a second.
+type attestBucket struct {
+	mu      sync.Mutex
+	tokens  float64
+	at      time.Time // when tokens was last refilled
+	refused atomic.Int64
+}
+
+// take spends one answer at now, false if none is left; rate <= 0 means
+// no bound.
+func (b *attestBucket) take(rate int64, now time.Time) bool {
+	if rate <= 0 {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.at.IsZero() {
+		b.tokens = float64(rate)
+	} else if d := now.Sub(b.at); d > 0 {
+		b.tokens = min(float64(rate), b.tokens+d.Seconds()*float64(rate))
+	}
+	b.at = now
+	if b.tokens < 1 {
+		b.refused.Add(1)
+		return false
+	}
+	b.tokens--
+	return true
+}
+
 func enclaveInfo(s *App) [][2]string {
 	e := &s.Enclave
 	f := [][2]string{{"enclave_mode", e.Mode}, {"seal_key_source", e.SealKeySource}, {"seal_policy", e.SealPolicy},
-		{"tls", yesNo(e.TLSPublicKey != nil)}}
+		{"tls", yesNo(e.TLSPublicKey != nil)}, {"attest_refused", itoa(s.attests.refused.Load())}}
 	if e.Warning != "" {
 		f = append(f, [2]string{"enclave_warning", e.Warning})
 	}

@@ -82,6 +82,8 @@ type App struct {
 	// receipts signs inference receipts with a key made at start
 	// (receipt.go).
 	receipts *receipt.Signer
+	// attests bounds AI.ATTEST before AUTH (attest-rate; enclave.go).
+	attests attestBucket
 
 	tx txLock // transaction lock (package doc, docs/LOCKS.md)
 

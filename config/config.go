@@ -90,6 +90,10 @@ type Options struct {
 	TLSPort     int64
 	TLSCertFile string
 	TLSKeyFile  string
+	// AttestRate bounds AI.ATTEST from clients that have not
+	// authenticated: at most this many a second, server-wide (0: no
+	// bound). In SGX each one has the quoting enclave sign a report.
+	AttestRate atomic.Int64
 	// SealPolicy is "product" (default: snapshots survive signed upgrades)
 	// or "unique" (only the exact build can read them); SGX mode only.
 	SealPolicy string

@@ -11,6 +11,7 @@ and that the package installs with pip into a venv without the network.
 
 import hashlib
 import os
+import time
 import subprocess
 import sys
 import tempfile
@@ -86,6 +87,30 @@ class AttestBeforeAuthTest(unittest.TestCase):
         cl = enclaveai.Client("127.0.0.1", srv.port, attest=DEV, password="pw", health_check_interval=30)
         self.addCleanup(cl.close)
         self.assertTrue(cl.redis.ping())
+
+    def test_unauthenticated_attests_are_bounded(self):
+        """Before AUTH, clients share attest-rate AI.ATTEST a second (in
+        SGX each is a quote); past it they are refused until the budget
+        refills, and INFO counts the refusals. An authenticated client is
+        not counted, and attest-rate 0 lifts the bound."""
+        srv = Server("--attest-rate", "3", password="pw").start()
+        self.addCleanup(srv.stop)
+        c = srv.raw(auth=False)
+        replies = [c.cmd("AI.ATTEST", os.urandom(32)) for _ in range(6)]
+        refused = [r for r in replies if "attest-rate" in str(r)]
+        self.assertGreaterEqual(len(refused), 2, replies)
+        self.assertIsInstance(replies[0], list)
+        admin = srv.client()
+        for _ in range(10):
+            self.assertIn(b"evidence", admin.execute_command("AI.ATTEST", os.urandom(32)))
+        self.assertGreaterEqual(int(admin.info("enclave")["attest_refused"]), 2)
+        admin.config_set("attest-rate", 0)
+        for _ in range(10):
+            self.assertIsInstance(c.cmd("AI.ATTEST", os.urandom(32)), list)
+        # The budget refills at the rate.
+        admin.config_set("attest-rate", 3)
+        time.sleep(1.1)
+        self.assertIsInstance(c.cmd("AI.ATTEST", os.urandom(32)), list)
 
 
 class RedirectTest(unittest.TestCase):
