@@ -250,6 +250,8 @@ func (c *modelExecCmd) writeReceipt(x *Ctx, m *modelstore.Model, inputs, outs []
 // runModel runs m with the current run limits, its outputs bounded by
 // maxOutput bytes (outputLimit).
 func (x *Ctx) runModel(m *modelstore.Model, inputs []*modelstore.Tensor, queued time.Time, timeout time.Duration, maxOutput int64) ([]*modelstore.Tensor, error) {
+	x.C.blocked.Store(x.clock.Load())
+	defer x.C.blocked.Store(0)
 	return x.Queue.Run(m, &modelstore.RunRequest{
 		Inputs: inputs, Queued: queued, Timeout: timeout,
 		ExecTimeout: time.Duration(x.AI.ModelExecutionTimeout.Load()) * time.Millisecond,

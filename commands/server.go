@@ -215,11 +215,40 @@ func (s *App) Tick() {
 	if s.aof() != nil && !s.loading.Load() {
 		s.aofTick(now.UnixMilli())
 	}
+	if modelstore.Requests()+s.waiting.Load() > 0 {
+		s.dropGone(now.UnixMilli())
+	}
 	if t := s.Opts.Timeout.Load(); t > 0 {
 		limit := now.UnixMilli() - t*1000
 		for _, c := range s.ClientList() {
 			// As Redis, a monitor is never idle.
 			if c.lastActive.Load() < limit && !c.busy.Load() && !c.monitor.Load() {
+				c.Kill()
+			}
+		}
+	}
+}
+
+// goneAfter is how long a client must have been blocked before Tick asks
+// whether its peer has gone: most runs end well before it.
+const goneAfter = 100 // ms
+
+// hangup is what a client's closer also tells, where it can (the front
+// end's sockets): whether the peer has closed its side of the connection.
+type hangup interface{ PeerClosed() bool }
+
+// dropGone closes the clients blocked for goneAfter or longer, in a run
+// or in WAIT / WAITAOF, whose peer has closed the connection, as Redis
+// frees a blocked client once its read finds the end of the stream: the
+// run they wait for is withdrawn (Kill), so that it neither holds the
+// client's slot and connection nor makes up a batch's MINBATCHSIZE, and
+// its outputs are not stored. A client that closed only its sending side
+// is closed too, as in Redis, which reads the end of the stream as the
+// client's end.
+func (s *App) dropGone(now int64) {
+	for _, c := range s.ClientList() {
+		if at := c.blocked.Load(); at != 0 && at <= now-goneAfter {
+			if h, ok := c.closer.(hangup); ok && h.PeerClosed() {
 				c.Kill()
 			}
 		}
@@ -320,7 +349,11 @@ type Client struct {
 	// its connection open until it ran, and a batch waiting for
 	// MINBATCHSIZE would count its rows.
 	killCh chan struct{}
-	proto  atomic.Int32 // mirror of W.proto for CLIENT LIST
+	// blocked is when (unix ms, Tick's clock) the client began to wait
+	// for a run or in WAIT / WAITAOF, 0 when it does not: Tick closes a
+	// client blocked that long whose peer has gone (dropGone).
+	blocked atomic.Int64
+	proto   atomic.Int32 // mirror of W.proto for CLIENT LIST
 	// qbuf and qbufFree are the front end's input buffer as it last
 	// reported it, before or after a read (SetQueryBuf), for CLIENT LIST;
 	// rbs the reply buffer's size as of its last command's start or its

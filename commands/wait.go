@@ -93,6 +93,8 @@ func (c waitCmd) Run(x *Ctx) error {
 	if !done() && !x.locked { // inside EXEC it answers at once, as in Redis
 		x.waiting.Add(1) // INFO's blocked_clients
 		defer x.waiting.Add(-1)
+		x.C.blocked.Store(x.clock.Load())
+		defer x.C.blocked.Store(0)
 		var deadline time.Time
 		if c.timeout > 0 {
 			deadline = time.Now().Add(c.timeout)

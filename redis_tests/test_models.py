@@ -1491,6 +1491,41 @@ class AutoBatchingTest(ModelCase):
         self.assertEqual(self.r.exists("ykilled", "y0", "y1"), 0)
         self.assertEqual(info(self.r, "lin")["calls"], 0)
 
+    def test_client_gone_mid_batch(self):
+        """A client that closes its connection while its request waits for
+        MINBATCHSIZE is dropped, as Redis frees a blocked client whose read
+        finds the end of the stream: its slot is free again, its row does
+        not make up a later batch, its output is never stored (engine
+        review: three closed clients stayed in CLIENT LIST, their sockets
+        in CLOSE-WAIT, and a fourth request ran at once with their rows)."""
+        store(self.r, "lin", "linear.onnx", "BATCHSIZE", 16, "MINBATCHSIZE", 4, "MINBATCHTIMEOUT", 60000)
+        tset(self.r, "x", np.ones((1, 4), np.float32))
+        gone = []
+        for i in range(3):
+            c = self.raw(timeout=10)
+            gone.append(c.cmd("CLIENT", "ID"))
+            self.send_execute(c, "lin", "x", "ygone%d" % i)
+        poll(lambda: self.r.info("clients")["blocked_clients"] == 3, what="the requests to wait")
+        for c in self.srv._raws[-3:]:
+            c.sock.close()
+        poll(lambda: self.r.info("clients")["blocked_clients"] == 0, timeout=5, what="the gone clients to be dropped")
+        listed = self.r.execute_command("CLIENT", "LIST").decode()
+        for cid in gone:
+            self.assertNotIn("id=%d " % cid, listed)
+        live = self.raw(timeout=10)
+        live.send(live.encode("AI.MODELEXECUTE", "lin", "INPUTS", 1, "x", "OUTPUTS", 1, "ylive", "TIMEOUT", 500))
+        self.assertEqual(live.read_reply(), "TIMEDOUT")
+        self.assertEqual(self.r.exists("ygone0", "ygone1", "ygone2", "ylive"), 0)
+        self.assertEqual(info(self.r, "lin")["calls"], 0)
+        # So is a client blocked in WAIT (here for a replica that never comes).
+        w = self.raw(timeout=10)
+        wid = w.cmd("CLIENT", "ID")
+        w.send(w.encode("WAIT", 1, 0))
+        poll(lambda: self.r.info("clients")["blocked_clients"] == 1, what="WAIT to block")
+        w.sock.close()
+        poll(lambda: self.r.info("clients")["blocked_clients"] == 0, timeout=5, what="the WAIT client to be dropped")
+        self.assertNotIn("id=%d " % wid, self.r.execute_command("CLIENT", "LIST").decode())
+
 
 class HostileModelTest(ModelCase):
     """Broken and hostile blobs: an error reply, the server keeps serving,

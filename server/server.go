@@ -20,6 +20,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -29,7 +30,10 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/enclaveai/enclaveai/commands"
 	"github.com/enclaveai/enclaveai/config"
@@ -412,6 +416,33 @@ type killer struct{ net.Conn }
 func (k killer) Close() error {
 	go k.Conn.Close()
 	return nil
+}
+
+// PeerClosed reports whether the client has closed its side of the
+// connection (or reset it): the socket polls POLLRDHUP, without reading,
+// so that bytes the client sent before it closed stay to be read. A
+// connection without a descriptor says false.
+func (k killer) PeerClosed() bool {
+	c := k.Conn
+	if t, ok := c.(*tls.Conn); ok {
+		c = t.NetConn()
+	}
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	closed := false
+	rc.Control(func(fd uintptr) {
+		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+		if n, err := unix.Poll(p, 0); err == nil && n > 0 {
+			closed = p[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0
+		}
+	})
+	return closed
 }
 
 // A command refused while its bytes are still arriving is answered only
