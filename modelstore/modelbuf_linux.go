@@ -95,7 +95,7 @@ func mapShared(size int64) ([]byte, int, error) {
 	if size <= 0 || size != int64(int(size)) {
 		return nil, -1, syscall.EINVAL
 	}
-	fd, err := unix.MemfdCreate("enclaveai-model", unix.MFD_CLOEXEC)
+	fd, err := unix.MemfdCreate("enclaveai-model", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return nil, -1, err
 	}
@@ -115,10 +115,23 @@ func mapShared(size int64) ([]byte, int, error) {
 }
 
 // trimShared is trimAnon for a mapShared region: the file shrinks too, so
-// that whoever maps it later sees only the model's pages.
+// that whoever maps it later sees only the model's pages. Then the file is
+// sealed: no one may change its size or write to it again, through this
+// descriptor or any other (an engine worker is given one). A worker taken
+// over by a hostile model could otherwise shrink the file, and the
+// server's next read of its mapping (AI.MODELGET, SAVE) would fault,
+// SIGBUS, fatal to the process; or write to it, and the server would
+// serve and seal the altered bytes as the model (engine review).
+// F_SEAL_FUTURE_WRITE leaves the server's own writable mapping in place
+// (F_SEAL_WRITE would need it gone) but refuses every new one and every
+// write(2); kernels before 5.1 lack it, and get the size seals alone.
 func trimShared(mem []byte, fd, n int) []byte {
 	mem = trimAnon(mem, n)
 	unix.Ftruncate(fd, int64(cap(mem)))
+	const size = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, size|unix.F_SEAL_FUTURE_WRITE|unix.F_SEAL_SEAL); err != nil {
+		unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, size|unix.F_SEAL_SEAL)
+	}
 	return mem
 }
 

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -215,6 +216,12 @@ func putPayload(e *enc, ts []*modelstore.Tensor) ([]int, error) {
 	}
 	putTensors(e, ts, mem)
 	unix.Munmap(mem)
+	// The receiver maps the file only sealed (recvTensors): no one can
+	// shrink it under its mapping, or change what it reads.
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, payloadSeals); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
 	e.u8(payloadShm)
 	e.u64(uint64(size))
 	return []int{fd}, nil
@@ -255,6 +262,9 @@ func recvTensors(d *dec, fds []int, copyOut bool, max int64) ([]*modelstore.Tens
 			ts, err := locate(refs, nil, copyOut)
 			return ts, func() {}, err
 		}
+		if err := checkPayloadFile(fds[0], size); err != nil {
+			return nil, nil, err
+		}
 		mem, err := unix.Mmap(fds[0], 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
 		if err != nil {
 			return nil, nil, err
@@ -270,9 +280,34 @@ func recvTensors(d *dec, fds []int, copyOut bool, max int64) ([]*modelstore.Tens
 	return nil, nil, errShort
 }
 
-// newShm makes a memfd of size bytes, mapped writable.
+// payloadSeals are the seals of a payload memfd once written: its size
+// and its bytes are fixed for good.
+const payloadSeals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE | unix.F_SEAL_SEAL
+
+// errPayloadFile refuses a payload file that is not a memfd sealed as
+// putPayload seals it, of at least the size its message gives.
+var errPayloadFile = errors.New("worker protocol: the payload is not a sealed memory file of its size")
+
+// checkPayloadFile checks, before fd is mapped, that nothing can shrink
+// the file under the mapping or change its bytes, and that it holds size
+// bytes: a worker taken over by a hostile model could send a file it then
+// truncates, and the server's read of the mapping would fault (SIGBUS),
+// fatal to the whole process (engine review).
+func checkPayloadFile(fd int, size uint64) error {
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil || seals&payloadSeals != payloadSeals {
+		return errPayloadFile
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Size < 0 || uint64(st.Size) < size {
+		return errPayloadFile
+	}
+	return nil
+}
+
+// newShm makes a memfd of size bytes, mapped writable, that can be sealed.
 func newShm(size int) (int, []byte, error) {
-	fd, err := unix.MemfdCreate("enclaveai-tensors", unix.MFD_CLOEXEC)
+	fd, err := unix.MemfdCreate("enclaveai-tensors", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return -1, nil, err
 	}

@@ -838,3 +838,53 @@ func TestAwaitPolling(t *testing.T) {
 		t.Errorf("a closed peer: returned after %v", took)
 	}
 }
+
+// A payload memfd is mapped only when it is sealed against shrinking and
+// writes and holds the size its message gives: a worker taken over by a
+// hostile model could otherwise truncate the file it sent, and the
+// server's read of its mapping would fault, SIGBUS, fatal to the server
+// (engine review).
+func TestPayloadFileMustBeSealed(t *testing.T) {
+	big := []*modelstore.Tensor{{DType: modelstore.Float, Shape: []int64{1 << 16}, Data: make([]byte, 4<<16)}}
+	for i := range big[0].Data {
+		big[0].Data[i] = byte(i)
+	}
+	e := &enc{}
+	fds, err := putPayload(e, big)
+	if err != nil || len(fds) != 1 {
+		t.Fatalf("putPayload: %v %v", fds, err)
+	}
+	defer closeAll(fds)
+	if err := unix.Ftruncate(fds[0], 4096); err == nil {
+		t.Error("a sent payload file could be shrunk")
+	}
+	if _, err := unix.Pwrite(fds[0], []byte{1}, 0); err == nil {
+		t.Error("a sent payload file could be written")
+	}
+	out, done, err := recvTensors(&dec{b: e.b}, fds, true, 0)
+	if err != nil || !bytes.Equal(out[0].Data, big[0].Data) {
+		t.Fatalf("sealed payload read back: %v", err)
+	}
+	done()
+
+	// The same message with a file as a hostile worker would send it:
+	// unsealed, and shrunk below the size given.
+	fd, mem, err := newShm(len(big[0].Data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	unix.Munmap(mem)
+	if _, _, err := recvTensors(&dec{b: e.b}, []int{fd}, true, 0); !errors.Is(err, errPayloadFile) {
+		t.Errorf("an unsealed payload file: %v, want errPayloadFile", err)
+	}
+	if err := unix.Ftruncate(fd, 4096); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, payloadSeals); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := recvTensors(&dec{b: e.b}, []int{fd}, true, 0); !errors.Is(err, errPayloadFile) {
+		t.Errorf("a sealed payload file shorter than its size: %v, want errPayloadFile", err)
+	}
+}
