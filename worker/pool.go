@@ -80,7 +80,10 @@ type Pool struct {
 
 	mu     sync.Mutex
 	groups map[string][]*slot
-	closed bool
+	// closed is set by Close under mu, and read under mu (place) or
+	// without it (a dying worker, which holds its slot's lock, and mu
+	// comes before slot.mu: docs/LOCKS.md).
+	closed atomic.Bool
 
 	deathsMu sync.Mutex
 	deaths   map[string]int64 // by cause
@@ -142,7 +145,7 @@ func (p *Pool) group(owner string) string {
 // Close stops every worker; sessions fail from then on.
 func (p *Pool) Close() {
 	p.mu.Lock()
-	p.closed = true
+	p.closed.Store(true)
 	var slots []*slot
 	for _, g := range p.groups {
 		slots = append(slots, g...)
@@ -162,7 +165,7 @@ func (p *Pool) Close() {
 func (p *Pool) place(group string) (*slot, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.closed.Load() {
 		return nil, errPoolClosed
 	}
 	g := p.groups[group]
@@ -570,18 +573,17 @@ func (p *proc) die() {
 		pool.log.Warn("engine worker died", "group", p.slot.group, "worker", p.slot.idx, "pid", p.pid(),
 			"cause", cause, "stage", "idle", "detail", detail)
 	}
+	// Under the slot's lock, so that Close, which sets closed before it
+	// visits the slots, either finds what revive starts or is seen here.
+	// Pool.mu is not taken: it comes before slot.mu, and Info and place,
+	// holding it, wait for slot locks (a dying worker that took Pool.mu
+	// here hung INFO and AI.MODELSTORE for good: code review).
 	p.slot.mu.Lock()
-	closed := pool.isClosed()
+	closed := pool.closed.Load()
 	p.slot.mu.Unlock()
 	if !closed {
 		go p.slot.revive()
 	}
-}
-
-func (p *Pool) isClosed() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.closed
 }
 
 // deathError is what a call in flight on a worker that died gets.

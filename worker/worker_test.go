@@ -888,3 +888,67 @@ func TestPayloadFileMustBeSealed(t *testing.T) {
 		t.Errorf("a sealed payload file shorter than its size: %v, want errPayloadFile", err)
 	}
 }
+
+// A worker dying while INFO runs does not hang the pool: the dying worker
+// took Pool.mu under its slot's lock, while Info, holding Pool.mu, waited
+// for that slot's lock, and INFO, AI.MODELSTORE and the slot's runs hung
+// for good (code review: it deadlocked on the first try with the session
+// on the last of 16 slots, which Info visits last).
+func TestWorkerDeathDuringInfo(t *testing.T) {
+	const slots = 16
+	pool := newTestPool(t, Config{Workers: slots})
+	if _, err := pool.place(""); err != nil { // makes the group's slots
+		t.Fatal(err)
+	}
+	pool.mu.Lock()
+	g := pool.groups[""]
+	pool.mu.Unlock()
+	for _, sl := range g[:slots-1] {
+		sl.add(&session{}) // placeholders: the model goes to the last slot
+	}
+	lin := compile(t, pool, "linear.onnx")
+	if got := lin.(*session).slot; got != g[slots-1] {
+		t.Fatalf("the session is on slot %d, want the last", got.idx)
+	}
+	in := []*modelstore.Tensor{floats([]int64{1, 4}, func(int) float32 { return 1 })}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				pool.Info()
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	// A deadlock hangs the calls below: the stacks show where.
+	watchdog := time.AfterFunc(60*time.Second, func() { panic("TestWorkerDeathDuringInfo: deadlock") })
+	defer watchdog.Stop()
+	for round := range restartBurst - 1 {
+		pid := workerPID(t, lin)
+		syscall.Kill(pid, syscall.SIGKILL)
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			_, err := lin.Run(context.Background(), in)
+			if err == nil && workerPID(t, lin) != pid {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the worker was not replaced: %v", round, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	for _, sl := range g[:slots-1] {
+		sl.mu.Lock()
+		clear(sl.sessions)
+		sl.mu.Unlock()
+	}
+}
