@@ -259,7 +259,7 @@ func (p *proc) runs(runs []laneRun, sess *session, done func(i int, msg []byte, 
 	}
 	for i := range runs {
 		p.nextID++
-		c := &laneCall{call: call{sess: sess, stage: "run", reply: make(chan reply, 1)}, p: p, id: p.nextID}
+		c := &laneCall{call: call{sess: sess, stage: "run", reply: make(chan reply, 1), on: l, seq: p.nextID}, p: p, id: p.nextID}
 		calls[i] = c
 		p.pending[c.id] = &c.call // so that the worker's death answers and blames it
 	}

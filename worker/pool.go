@@ -433,6 +433,12 @@ type call struct {
 	sess  *session // nil for a compile
 	stage string   // "store" or "run"
 	reply chan reply
+	// on is the lane a run was sent on (nil for the control channel's
+	// calls), seq its place there: a lane runs its requests one at a
+	// time, in order, so the first of its runs still pending when the
+	// worker dies is the one it was running (die).
+	on  *lane
+	seq uint64
 }
 
 type reply struct {
@@ -549,17 +555,18 @@ func (p *proc) die() {
 		return
 	}
 	pool.countDeath(cause)
-	crashed := map[*session]bool{}
+	crashed := running(pending)
 	named := false // a call whose model is logged (compileOn logs stores)
 	for _, c := range pending {
-		if c.sess != nil && c.stage == "run" {
-			crashed[c.sess] = true
-		}
 		named = named || c.sess != nil
 	}
 	// Quarantined before the failed runs are answered: a client that
-	// retries at once is refused.
-	quarantine := isCrash(cause)
+	// retries at once is refused. Only a model that was running alone is
+	// blamed: with two running, on two lanes, either may have crashed the
+	// worker, and quarantining both let one client's crashing model shut
+	// another's (another tenant's, under shared isolation) out until it
+	// was stored again (engine review). Both are logged as suspects.
+	quarantine := isCrash(cause) && len(crashed) == 1
 	for s := range crashed {
 		if quarantine {
 			s.quarantine(cause)
@@ -584,6 +591,26 @@ func (p *proc) die() {
 	if !closed {
 		go p.slot.revive()
 	}
+}
+
+// running is the sessions whose runs a worker was running when it died,
+// given the calls pending then: on each lane, the first of its runs still
+// pending (the runs queued behind it had not begun).
+func running(pending map[uint64]*call) map[*session]bool {
+	first := map[*lane]*call{}
+	for _, c := range pending {
+		if c.sess == nil || c.stage != "run" || c.on == nil {
+			continue
+		}
+		if f := first[c.on]; f == nil || c.seq < f.seq {
+			first[c.on] = c
+		}
+	}
+	out := make(map[*session]bool, len(first))
+	for _, c := range first {
+		out[c.sess] = true
+	}
+	return out
 }
 
 // deathError is what a call in flight on a worker that died gets.

@@ -952,3 +952,37 @@ func TestWorkerDeathDuringInfo(t *testing.T) {
 		sl.mu.Unlock()
 	}
 }
+
+// A worker that crashes while two models run on it, each on a lane of its
+// own, quarantines neither: either may have crashed it, and quarantining
+// both shut one client's model out because of another's until it was
+// stored again (engine review). A model running alone is still blamed
+// (TestCrashInFlight).
+func TestCrashWithTwoModelsRunningBlamesNeither(t *testing.T) {
+	pool := newTestPool(t, Config{})
+	a := compile(t, pool, "slow.onnx")
+	b := compile(t, pool, "slow.onnx")
+	if workerPID(t, a) != workerPID(t, b) {
+		t.Skip("the two sessions are on different workers")
+	}
+	pid := workerPID(t, a)
+	done := make(chan error, 2)
+	for _, s := range []modelstore.EngineSession{a, b} {
+		go func() {
+			_, err := s.Run(context.Background(), []*modelstore.Tensor{floats([]int64{1, 1}, func(int) float32 { return 1 })})
+			done <- err
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // both runs are under way (each takes seconds)
+	syscall.Kill(pid, syscall.SIGSEGV)
+	for range 2 {
+		if err := <-done; err == nil || err.Error() != "model execution failed: engine worker died (SIGSEGV)" {
+			t.Fatalf("got %v", err)
+		}
+	}
+	for i, s := range []modelstore.EngineSession{a, b} {
+		if q := s.(modelstore.Quarantiner).Quarantined(); q != nil {
+			t.Errorf("model %d quarantined: %v", i, q)
+		}
+	}
+}
