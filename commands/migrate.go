@@ -66,6 +66,8 @@ var (
 	errTargetIsMe    = Reply("ERR Can't migrate slot to myself")
 	errNotImporting  = Reply("ERR this node is not importing that slot")
 	errRestoreKeyOut = Reply("ERR the restored key is not in the importing slot")
+	errRestoreKey    = Reply("ERR the key could not be opened: the nodes do not share a seal key (docs/CLUSTER.md)")
+	errRestoreBroken = Reply("ERR the key could not be opened: its payload is damaged or cut short")
 )
 
 // migration is the source's side of a slot migration.
@@ -669,7 +671,21 @@ func (c restoreCmd) Run(x *Ctx) error {
 	l.release()
 	if err != nil {
 		x.Release(itemValues(l.items))
-		return errorf("ERR the key could not be opened (do the nodes share a seal key? docs/CLUSTER.md): %v", err)
+		// The payload's own faults get a text of their own, the detail
+		// going to the log; a value the payload held that the keyspace
+		// refuses (a malformed model) is answered as AI.MODELSTORE answers
+		// it (errorText: the detail was sent to the client, and every
+		// fault blamed on the seal key; code review).
+		switch {
+		case errors.Is(err, persistence.ErrWrongKey):
+			return errRestoreKey
+		case errors.Is(err, persistence.ErrNotSnapshot), errors.Is(err, persistence.ErrVersion),
+			errors.Is(err, persistence.ErrCorrupt), errors.Is(err, persistence.ErrTruncated),
+			errors.Is(err, persistence.ErrTooLarge):
+			x.Log.Warn("slot restore refused", "slot", c.slot, "err", err)
+			return errRestoreBroken
+		}
+		return err
 	}
 	for _, it := range l.items {
 		if cluster.KeySlot([]byte(it.Key)) != c.slot {

@@ -1,12 +1,14 @@
 package commands
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/enclaveai/enclaveai/cluster"
 	"github.com/enclaveai/enclaveai/modelstore"
+	"github.com/enclaveai/enclaveai/persistence"
 )
 
 func pushTopology(t *testing.T, h *harness, me string) {
@@ -139,4 +141,53 @@ func TestImportingSlotRoutes(t *testing.T) {
 		row("AI.TENSORGET {b}x VALUES", `["2"]`),
 		row("clusterx import 3300 7", "-ERR Invalid import state"),
 	)
+}
+
+// restoreSource is a persistence.Source of one model key.
+type restoreSource struct {
+	key  string
+	blob []byte
+}
+
+func (s restoreSource) Tensors(func(persistence.TensorRecord) error) error { return nil }
+
+func (s restoreSource) Models(yield func(persistence.ModelRecord, []byte) error) error {
+	return yield(persistence.ModelRecord{Key: s.key, Backend: "ONNX", Device: "CPU"}, s.blob)
+}
+
+// CLUSTERX RESTORE answers a payload's own faults with texts of its own,
+// and a value the keyspace refuses as AI.MODELSTORE answers it: every
+// fault was blamed on the seal key, with the Go error chain (a malformed
+// model's byte offset included) after it (code review).
+func TestRestoreErrors(t *testing.T) {
+	h := newClusterHarness(t)
+	h.s.Snapshot.SealKey = aofTestKey
+	pushTopology(t, h, nodeB)
+	h.run(row("clusterx import 3300 0", "+OK"))
+	payload := func(key []byte, blob []byte) []byte {
+		var b bytes.Buffer
+		if err := persistence.Write(&b, key, restoreSource{"{b}m", blob}); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	restore := func(p []byte) string {
+		h.s.Dispatch(h.c, [][]byte{[]byte("CLUSTERX"), []byte("RESTORE"), []byte("3300"), p}, nil)
+		h.s.CommitClient(h.c)
+		defer h.c.W.Reset()
+		return render(h.c.W.Bytes())
+	}
+	malformed := []byte{0x0a, 0xff, 0xff, 0xff, 0x0f}
+	other := bytes.Repeat([]byte{9}, 32)
+	good := payload(aofTestKey, malformed)
+	for _, c := range []struct{ name, got, want string }{
+		{"another node's seal key", restore(payload(other, malformed)), "-" + string(errRestoreKey)},
+		{"cut short", restore(good[:len(good)-7]), "-" + string(errRestoreBroken)},
+		{"not a payload", restore([]byte("hello")), "-" + string(errRestoreBroken)},
+		{"a malformed model", restore(good), "-ERR Failed to load model because protobuf parsing failed."},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, c.got, c.want)
+		}
+	}
 }
