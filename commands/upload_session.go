@@ -71,10 +71,11 @@ type uploads struct {
 
 // get returns upload id if c may use it.
 func (s *App) getUpload(c *Client, id string) (*uploadSession, error) {
+	owner := s.ownerOf(c) // before up.mu, a leaf: it takes Client.mu
 	s.up.mu.Lock()
 	defer s.up.mu.Unlock()
 	u := s.up.m[id]
-	if u == nil || u.owner != s.ownerOf(c) {
+	if u == nil || u.owner != owner {
 		return nil, errNoUpload
 	}
 	return u, nil
@@ -93,9 +94,10 @@ func (s *App) ownerOf(c *Client) string {
 // chunk's length header, it checks that c may append to id at offset and
 // marks the upload busy until End.
 func (s *App) beginAppend(c *Client, id string, off int64) (*uploadSession, error) {
+	owner := s.ownerOf(c)
 	s.up.mu.Lock()
 	defer s.up.mu.Unlock()
-	u, err := s.idleUploadLocked(c, id)
+	u, err := s.idleUploadLocked(owner, id)
 	if err != nil {
 		return nil, err
 	}
@@ -120,11 +122,11 @@ func (s *App) endAppend(u *uploadSession) {
 	}
 }
 
-// idleUploadLocked is upload id if c may use it and no APPEND is
-// receiving on it; up.mu is held.
-func (s *App) idleUploadLocked(c *Client, id string) (*uploadSession, error) {
+// idleUploadLocked is upload id if owner (ownerOf the client, read
+// before up.mu) may use it and no APPEND is receiving on it; up.mu is held.
+func (s *App) idleUploadLocked(owner, id string) (*uploadSession, error) {
 	u := s.up.m[id]
-	if u == nil || u.owner != s.ownerOf(c) {
+	if u == nil || u.owner != owner {
 		return nil, errNoUpload
 	}
 	if u.busy {
@@ -137,9 +139,10 @@ func (s *App) idleUploadLocked(c *Client, id string) (*uploadSession, error) {
 // The caller owns it and must dropUpload it once the model is stored or
 // refused.
 func (s *App) takeUpload(c *Client, id string) (*uploadSession, error) {
+	owner := s.ownerOf(c)
 	s.up.mu.Lock()
 	defer s.up.mu.Unlock()
-	u, err := s.idleUploadLocked(c, id)
+	u, err := s.idleUploadLocked(owner, id)
 	if err != nil {
 		return nil, err
 	}
@@ -253,8 +256,9 @@ func (c uploadCmd) Run(x *Ctx) error {
 		}
 		return nil
 	default: // ABORT
+		owner := x.ownerOf(x.C)
 		x.up.mu.Lock()
-		u, err := x.idleUploadLocked(x.C, c.id)
+		u, err := x.idleUploadLocked(owner, c.id)
 		if err == nil {
 			delete(x.up.m, c.id)
 		}
