@@ -34,3 +34,24 @@ func TestREADMECommands(t *testing.T) {
 	}
 	t.Errorf("README.md's command list is out of date: run go test ./commands -run TestREADMECommands -update")
 }
+
+// TestREADMEAdminCommands checks that the README's users section names
+// every command flagged admin (it left MODULE out: code review).
+func TestREADMEAdminCommands(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	i := strings.Index(text, "Administrative commands (those COMMAND flags")
+	j := strings.Index(text[max(i, 0):], "are for the default")
+	if i < 0 || j < 0 {
+		t.Fatal("README.md lacks the paragraph on administrative commands")
+	}
+	para := text[i : i+j]
+	for name, s := range table {
+		if s.Has(Admin) && !strings.Contains(para, "`"+strings.ToUpper(name)+"`") {
+			t.Errorf("README.md's administrative commands lack %s", strings.ToUpper(name))
+		}
+	}
+}

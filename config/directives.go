@@ -80,7 +80,7 @@ var table = []directive{
 	{name: "engine-isolation", def: "per-tenant",
 		doc:   "where ONNX Runtime runs: per-tenant in worker processes (with users, each user's models in workers of their own), shared in workers shared by all, off in the server process (docs/ENGINE_ISOLATION.md)",
 		value: text(func(o *Options) *string { return &o.EngineIsolation }, oneOf("argument must be one of: per-tenant, shared, off", "per-tenant", "shared", "off"))},
-	{name: "engine-workers", def: "0", doc: "worker processes per placement group (0: one per 8 cores, 1 to 8)",
+	{name: "engine-workers", def: "0", doc: "worker processes per placement group (0: one per 8 cores, 1 to 8, for the one group of shared isolation; one per tenant group under per-tenant isolation)",
 		value: number(func(o *Options) *int64 { return &o.EngineWorkers }, false,
 			func(n int64) bool { return n >= 0 && n <= 256 }, "argument must be between 0 and 256 inclusive")},
 	{name: "engine-worker-memory", def: "0",

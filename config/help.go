@@ -80,20 +80,30 @@ func Markdown() string {
 	return b.String()
 }
 
-// wrap breaks text at 76 columns, continuing lines with prefix.
+// wrap breaks text at 76 columns, continuing lines with prefix. No line
+// begins with a directive's name: "# tls-key-file are set" read as a
+// directive to whoever uncomments the example's lines (code review).
 func wrap(text, prefix string) string {
-	var b strings.Builder
+	var lines [][]string
 	n := 0
-	for i, word := range strings.Fields(text) {
-		if i > 0 && n+1+len(word) > 76 {
-			b.WriteString("\n" + prefix)
-			n = 0
-		} else if i > 0 {
-			b.WriteByte(' ')
-			n++
+	for _, word := range strings.Fields(text) {
+		if len(lines) == 0 || n+1+len(word) > 76 {
+			lines = append(lines, nil)
+			n = -1
 		}
-		b.WriteString(word)
-		n += len(word)
+		last := &lines[len(lines)-1]
+		*last = append(*last, word)
+		n += 1 + len(word)
 	}
-	return b.String()
+	for i := 1; i < len(lines); i++ {
+		if _, ok := directives[lines[i][0]]; ok && len(lines[i-1]) > 1 {
+			prev := lines[i-1]
+			lines[i-1], lines[i] = prev[:len(prev)-1], append([]string{prev[len(prev)-1]}, lines[i]...)
+		}
+	}
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = strings.Join(l, " ")
+	}
+	return strings.Join(out, "\n"+prefix)
 }

@@ -96,6 +96,17 @@ func TestExample(t *testing.T) {
 	if len(blocks)-1 != len(Names()) {
 		t.Fatalf("%d directive blocks in the example for %d directives", len(blocks)-1, len(Names()))
 	}
+	// Only a block's last line begins with a directive's name: a doc line
+	// that did ("# tls-key-file are set") read as one to whoever
+	// uncommented every directive (code review).
+	for _, block := range blocks[1:] {
+		doc := strings.Split(block, "\n")
+		for _, l := range doc[:len(doc)-1] {
+			if word, _, _ := strings.Cut(strings.TrimPrefix(l, "# "), " "); directives[word] != nil {
+				t.Errorf("a doc line reads as a directive: %q", l)
+			}
+		}
+	}
 	o := Default()
 	if err := o.ReadFile(strings.NewReader(strings.Join(lines, "\n"))); err != nil {
 		t.Fatalf("the example's defaults do not read back: %v", err)
