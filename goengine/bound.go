@@ -25,8 +25,13 @@ const DefaultMaxTensorBytes = 2 << 30
 // 100000] is 40 GB from 800 KB, the broadcasting binary operators,
 // Concat), and those whose attributes pad or widen it (Conv and MaxPool:
 // sizer; RNN, GRU, LSTM: hidden_size), and Gather (a row per index); and
-// what gonnx's Conv allocates on the way (scratcher).
-// Other operators make at most about what they are given.
+// what gonnx's Conv allocates on the way (scratcher). Cast makes as
+// many elements as it is given but can widen each 4 times (INT16 to
+// DOUBLE: 800 MB from a client's 200 MB tensor, made before the run's
+// budget saw it), so its output is bounded too, at the size of the type
+// it casts to (elemSize). Other operators make at most about as many
+// elements as they are given, of a type no wider (the comparisons make
+// BOOL, Shape a few INT64).
 
 // outputElems is how many elements the tensor op is about to make holds,
 // at most, and false when op is not one whose output can outgrow its
@@ -79,6 +84,8 @@ func outputElems(op string, in []tensor.Tensor) (int64, bool) {
 			n = add(n, product(shape(i)))
 		}
 		return n, true
+	case "Cast":
+		return product(shape(0)), true
 	case "ConstantOfShape":
 		return product(values(in, 0)), true
 	case "Expand":
@@ -245,17 +252,46 @@ func checkOutput(opType string, op any, node *gonnxproto.NodeProto, in []tensor.
 	if !ok {
 		return nil
 	}
+	if n > maxBytes/elemSize(opType, node, in) {
+		return fmt.Errorf("%s would make a tensor of %d elements, past the engine's bound of %d bytes, what the runs under way leave (of maxmemory's headroom, else %d)",
+			opType, n, maxBytes, int64(DefaultMaxTensorBytes))
+	}
+	return nil
+}
+
+// elemSize is the most bytes an element of what op makes takes: for Cast
+// the size of the type it casts to, else the widest of its inputs' (at
+// least 4).
+func elemSize(op string, node *gonnxproto.NodeProto, in []tensor.Tensor) int64 {
+	if op == "Cast" {
+		for _, a := range node.GetAttribute() {
+			if a.GetName() == "to" {
+				return castSize(a.GetI())
+			}
+		}
+	}
 	size := int64(4)
 	for _, t := range in {
 		if t != nil {
 			size = max(size, int64(t.Dtype().Size()))
 		}
 	}
-	if n > maxBytes/size {
-		return fmt.Errorf("%s would make a tensor of %d elements, past the engine's bound of %d bytes, what the runs under way leave (of maxmemory's headroom, else %d)",
-			opType, n, maxBytes, int64(DefaultMaxTensorBytes))
+	return size
+}
+
+// castSize is the size of an element of type to (an ONNX
+// TensorProto.DataType), 8 for a type gonnx does not cast to: none is
+// wider.
+func castSize(to int64) int64 {
+	switch gonnxproto.TensorProto_DataType(to) {
+	case gonnxproto.TensorProto_INT8, gonnxproto.TensorProto_UINT8:
+		return 1
+	case gonnxproto.TensorProto_INT16, gonnxproto.TensorProto_UINT16:
+		return 2
+	case gonnxproto.TensorProto_FLOAT, gonnxproto.TensorProto_INT32, gonnxproto.TensorProto_UINT32:
+		return 4
 	}
-	return nil
+	return 8
 }
 
 // recurrentElems bounds what RNN, GRU and LSTM make: their outputs and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -130,6 +131,50 @@ func TestGatherBound(t *testing.T) {
 	}
 	if out, err := s.Run(context.Background(), []*modelstore.Tensor{floatT(1, 1024), int64s(0, 0)}); err != nil || len(out[0].Shape) != 2 || out[0].Shape[1] != 1024 {
 		t.Fatalf("2 indices: %v %v", out, err)
+	}
+}
+
+// Cast can make 4 times the bytes it is given (INT16 to DOUBLE): 200 MB
+// from a client made 800 MB before the run's budget refused it, past
+// maxmemory (review). Here 4 Mi INT16s (8 MiB) cast to 32 MiB under a
+// bound of 16 MiB are refused before gonnx allocates the output; 1 Mi of
+// them (8 MiB as DOUBLE) run.
+func TestCastBound(t *testing.T) {
+	cast := func(to gonnxproto.TensorProto_DataType) modelstore.EngineSession {
+		t.Helper()
+		g := &gonnxproto.GraphProto{Name: "g",
+			Node: []*gonnxproto.NodeProto{{OpType: "Cast", Input: []string{"x"}, Output: []string{"y"},
+				Attribute: []*gonnxproto.AttributeProto{intAttr("to", int64(to))}}},
+			Input:  []*gonnxproto.ValueInfoProto{valueInfo("x", gonnxproto.TensorProto_INT16)},
+			Output: []*gonnxproto.ValueInfoProto{valueInfo("y", to)}}
+		m, err := proto.Marshal(&gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: 13}}, Graph: g})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := Engine{MaxTensorBytes: func() int64 { return 16 << 20 }}.Compile(modelstore.ModelSource{Data: m}, modelstore.SessionOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	int16s := func(n int64) *modelstore.Tensor {
+		return &modelstore.Tensor{DType: modelstore.Int16, Shape: []int64{n}, Data: make([]byte, 2*n)}
+	}
+	toDouble := cast(gonnxproto.TensorProto_DOUBLE)
+	defer toDouble.Close()
+	x := int16s(4 << 20)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := toDouble.Run(context.Background(), []*modelstore.Tensor{x})
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "Cast would make a tensor of 4194304 elements, past the engine's bound of 16777216 bytes") {
+		t.Errorf("4 Mi INT16s to DOUBLE: %v", err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n >= 16<<20 {
+		t.Errorf("refused after allocating %d bytes, the output's 32 MiB among them", n)
+	}
+	if out, err := toDouble.Run(context.Background(), []*modelstore.Tensor{int16s(1 << 20)}); err != nil || out[0].DType != modelstore.Double {
+		t.Errorf("1 Mi INT16s to DOUBLE: %v %v", out, err)
 	}
 }
 
