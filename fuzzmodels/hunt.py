@@ -479,7 +479,9 @@ def try_model_once(srv, spec, hang):
 def note_worker_restart(srv, before):
     """After a worker death: waits (at most 2 s) for the replacement that
     INFO engine counts after `before` restarts, and keeps how long it took
-    to start and recreate its sessions (engine_worker_last_restart_us)."""
+    to start and recreate its sessions (engine_worker_last_restart_us). A
+    worker that had no sessions is not replaced until the next store needs
+    it: then there is nothing to wait for."""
     for _ in range(40):
         try:
             info = srv.r.info("engine")
@@ -487,6 +489,8 @@ def note_worker_restart(srv, before):
             return
         if info.get("engine_worker_restarts", 0) > before:
             srv.worker_restart_us.append(info.get("engine_worker_last_restart_us", 0))
+            return
+        if info.get("engine_sessions", 0) == 0:
             return
         time.sleep(0.05)
 

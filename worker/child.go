@@ -37,7 +37,7 @@ func IsWorker() bool { return os.Getenv(envWorker) == "1" }
 // It never returns.
 func Main() {
 	if err := serve(); err != nil {
-		fmt.Fprintln(os.Stderr, "engine worker:", err)
+		fmt.Fprint(os.Stderr, startPrefix, err, "\n") // the server reads it (startFailure)
 		os.Exit(1)
 	}
 	os.Exit(0)

@@ -350,7 +350,7 @@ func (p *proc) cancelRun(id uint64, finished <-chan struct{}) {
 func (p *proc) deathError(stage string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return deathError(stage, p.cause)
+	return deathError(stage, p.cause, p.reason)
 }
 
 // rawLane is the worker's end of a lane's reply socket: blocking, written

@@ -233,7 +233,9 @@ func (p *Pool) Info() [][2]string {
 	for _, g := range p.groups {
 		for _, s := range g {
 			s.mu.Lock()
-			if s.cur != nil {
+			// A slot keeps its dead worker until the next one starts
+			// (revive, or the next store where it had no sessions).
+			if s.cur != nil && !s.cur.isDead() {
 				workers++
 			}
 			sessions += len(s.sessions)
@@ -332,7 +334,15 @@ func (sl *slot) proc() (*proc, error) {
 
 // revive replaces a dead worker at once and recreates its sessions there
 // from their shared buffers, so that the next runs do not wait for it.
+//
+// A slot without sessions is left empty, for the next store to start: a
+// worker that cannot start (its library does not load under its memory
+// limit) was otherwise started again at each death, five times in 100 ms,
+// spending the restart limit on nothing (review).
 func (sl *slot) revive() {
+	if sl.count() == 0 {
+		return
+	}
 	start := time.Now()
 	p, err := sl.proc()
 	if err != nil {
@@ -418,6 +428,7 @@ type proc struct {
 	nextID   uint64
 	killedAs string // why the server killed it ("" if it did not)
 	cause    string // set before dead is closed
+	reason   string // why it could not start, for clients (startFailure); set with cause
 	dead     chan struct{}
 	nlanes   int        // lanes made (lane.go)
 	lanes    chan *lane // the idle ones
@@ -540,6 +551,8 @@ func (p *proc) die() {
 	report := append(append([]byte(nil), p.stderrHead...), p.stderrTail...)
 	cause := classify(state, report, p.killedAs)
 	p.cause = cause
+	p.reason = startFailure(report)
+	reason := p.reason
 	pending := p.pending
 	p.pending = nil
 	detail := crashLine(report)
@@ -550,7 +563,7 @@ func (p *proc) die() {
 	pool := p.slot.pool
 	if cause == "shutdown" {
 		for _, c := range pending {
-			c.reply <- reply{err: deathError(c.stage, cause)}
+			c.reply <- reply{err: deathError(c.stage, cause, reason)}
 		}
 		return
 	}
@@ -574,7 +587,7 @@ func (p *proc) die() {
 		s.logDeath(cause, "run", detail, quarantine, false)
 	}
 	for _, c := range pending {
-		c.reply <- reply{err: deathError(c.stage, cause)}
+		c.reply <- reply{err: deathError(c.stage, cause, reason)}
 	}
 	if !named {
 		pool.log.Warn("engine worker died", "group", p.slot.group, "worker", p.slot.idx, "pid", p.pid(),
@@ -613,8 +626,9 @@ func running(pending map[uint64]*call) map[*session]bool {
 	return out
 }
 
-// deathError is what a call in flight on a worker that died gets.
-func deathError(stage, cause string) error {
+// deathError is what a call in flight on a worker that died gets; reason
+// is why it could not start (startFailure), "" when it did start.
+func deathError(stage, cause, reason string) error {
 	what := "engine worker died (" + cause + ")"
 	switch cause {
 	case "timeout":
@@ -622,8 +636,14 @@ func deathError(stage, cause string) error {
 	case "shutdown":
 		what = "engine worker stopped: the server is shutting down"
 	}
+	switch {
+	case reason != "":
+		what = "engine worker could not start (" + cause + "): " + reason
+	case stage == "store":
+		what += " while creating its session"
+	}
 	if stage == "store" {
-		return &modelstore.EngineError{Msg: "model could not be loaded: " + what + " while creating its session"}
+		return &modelstore.EngineError{Msg: "model could not be loaded: " + what}
 	}
 	return &modelstore.EngineError{Msg: "model execution failed: " + what}
 }
@@ -677,13 +697,37 @@ func isCrash(cause string) bool {
 	return !strings.HasPrefix(cause, "exit ")
 }
 
-// crashLine is the first line of the worker's crash report, for the log.
+// crashLine is the first line of the worker's crash report, or of its own
+// error (Main's, which startFailure reads), for the log.
 func crashLine(tail []byte) string {
 	for _, line := range strings.Split(string(tail), "\n") {
 		line = strings.TrimSpace(line)
 		if strings.HasPrefix(line, "fatal error:") || strings.HasPrefix(line, "SIG") ||
-			strings.HasPrefix(line, "terminate called") || strings.HasPrefix(line, "[signal") {
+			strings.HasPrefix(line, "terminate called") || strings.HasPrefix(line, "[signal") ||
+			strings.HasPrefix(line, startPrefix) {
 			return line
+		}
+	}
+	return ""
+}
+
+// startPrefix starts the line Main writes when serve fails, which it does
+// only before the worker reads its first request: loading ONNX Runtime,
+// setting its limits.
+const startPrefix = "engine worker: "
+
+// dirs are the directories of the absolute paths in a line.
+var dirs = regexp.MustCompile(`(^|[\s"'(=])/(?:[^\s"':/]+/)+`)
+
+// startFailure is why the worker could not start, as it said it, for the
+// client: the store that needed it failed with only "exit 1" (review).
+// The line names the library by its host path, which is the log's only
+// (errorText's rule): the directories are cut, leaving file names. "" when
+// the worker wrote no such line.
+func startFailure(report []byte) string {
+	for _, line := range strings.Split(string(report), "\n") {
+		if r, ok := strings.CutPrefix(strings.TrimSpace(line), startPrefix); ok {
+			return dirs.ReplaceAllString(r, "$1")
 		}
 	}
 	return ""
@@ -696,7 +740,7 @@ func (p *proc) call(ctx context.Context, msg []byte, fds []int, sess *session, s
 	p.mu.Lock()
 	if p.pending == nil {
 		p.mu.Unlock()
-		return nil, nil, deathError(stage, p.cause)
+		return nil, nil, deathError(stage, p.cause, p.reason)
 	}
 	p.nextID++
 	id := p.nextID

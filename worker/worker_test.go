@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -465,6 +466,87 @@ func TestRestartRateLimit(t *testing.T) {
 	if !limited {
 		t.Fatal("never rate limited")
 	}
+}
+
+// A worker that cannot start (here its library is not one; in the review,
+// libonnxruntime did not map under a 64 MB limit) fails the store with its
+// own reason, host directories cut, and logs the whole line; INFO counts
+// no worker running, and the empty slot is not started again until a
+// store asks for it (it was, five times in 100 ms, spending the restart
+// limit).
+func TestWorkerThatCannotStart(t *testing.T) {
+	var log lockedBuffer
+	pool := newTestPool(t, Config{Log: slog.New(slog.NewTextHandler(&log, nil))})
+	pool.cfg.Lib = filepath.Join(t.TempDir(), "libonnxruntime.so.1")
+	if err := os.WriteFile(pool.cfg.Lib, bytes.Repeat([]byte("not a library\n"), 100), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	store := func() error {
+		modelstore.ShareBuffers(true)
+		defer modelstore.ShareBuffers(false)
+		buf, err := modelstore.CopyToBuffer(readModel(t, "linear.onnx"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer buf.Unref()
+		s, err := pool.Compile(modelstore.ModelSource{Data: buf.Bytes(), Buf: buf}, modelstore.SessionOptions{})
+		if err == nil {
+			s.Close()
+		}
+		return err
+	}
+	want := `model could not be loaded: engine worker could not start (exit 1): initializing ONNX Runtime from libonnxruntime.so.1: ` +
+		`Platform-specific initialization failed: Error loading ONNX shared library "libonnxruntime.so.1": libonnxruntime.so.1: invalid ELF header`
+	if err := store(); err == nil || err.Error() != want {
+		t.Fatalf("store: %v\nwant %s", err, want)
+	}
+	if got := infoField(pool, "engine_workers_running"); got != "0" {
+		t.Errorf("engine_workers_running %s after the worker exited", got)
+	}
+	logged := `detail="engine worker: initializing ONNX Runtime from ` + pool.cfg.Lib
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(log.String(), logged); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) { // logDeath hashes the model first, in the background
+			t.Fatalf("the log does not name the worker's reason:\n%s", log.String())
+		}
+	}
+	for deadline := time.Now().Add(300 * time.Millisecond); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if n := pool.restarts.Load(); n != 0 {
+			t.Fatalf("a slot without sessions was restarted %d times", n)
+		}
+	}
+	if err := store(); err == nil || err.Error() != want {
+		t.Fatalf("second store: %v", err)
+	}
+	if n := pool.restarts.Load(); n != 1 {
+		t.Errorf("%d restarts after the second store, want 1", n)
+	}
+}
+
+func infoField(p *Pool, name string) string {
+	for _, f := range p.Info() {
+		if f[0] == name {
+			return f[1]
+		}
+	}
+	return ""
+}
+
+// lockedBuffer collects a pool's log, written from its goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func TestClassify(t *testing.T) {
