@@ -190,8 +190,8 @@ timeout 5
 		}
 	}
 	// Flags alone, and immutable directives may be set at load.
-	o, err = Load([]string{"--port", "1234", "--bind", "0.0.0.0", "--dir", "/tmp"})
-	if err != nil || o.Port.Load() != 1234 || o.Bind != "0.0.0.0" || o.Dir != "/tmp" {
+	o, err = Load([]string{"--port", "1234", "--bind", "0.0.0.0", "--dir", "/tmp", "--engine-worker-memory", "512mb"})
+	if err != nil || o.Port.Load() != 1234 || o.Bind != "0.0.0.0" || o.Dir != "/tmp" || o.EngineWorkerMemory != 512<<20 {
 		t.Errorf("flags only: %v", err)
 	}
 	if o, err = Load(nil); err != nil || o.Port.Load() != 6379 {
@@ -220,6 +220,10 @@ func TestLoadErrors(t *testing.T) {
 		{at(), "", []string{"--dir", ""}, "dir must not be empty"},
 		{at(), "", []string{"--save", "1"}, "pairs"},
 		{at(), "", []string{"--tls-cert-file", "c.pem"}, "go together"},
+		// A worker could not load ONNX Runtime at 64mb nor at 128mb, and
+		// died making threads at 256mb (minWorkerMemory).
+		{at(), "", []string{"--engine-worker-memory", "64mb"}, "at least 512mb"},
+		{at(), "", []string{"--engine-worker-memory", "256mb"}, "at least 512mb"},
 	}
 	for _, r := range rows {
 		args := r.args

@@ -34,6 +34,16 @@ type value struct {
 	set func(o *Options, args []string) error
 }
 
+// minWorkerMemory is the least engine-worker-memory. Measured with
+// redis_tests/models/mlp.onnx (2026-12-07): a worker needs about 140 MB to
+// load ONNX Runtime, store the model and run it (at 64mb the library did
+// not map and at 128mb ORT's environment got bad_alloc, so no store ever
+// worked); RLIMIT_DATA counts thread stacks too, 8 MB each, and at 16 runs
+// at once (a worker's lanes, which threads-per-queue reaches on 16 CPUs)
+// the worker peaked at 290-320 MB and at 256mb died of SIGABRT, unable to
+// make a thread. 512 MB leaves a small model's tensors room beside that.
+const minWorkerMemory = 512 << 20
+
 // table lists every directive, in the order of the Options fields.
 var table = []directive{
 	{name: "port", def: "6379", doc: "TCP port of the RESP listener",
@@ -84,9 +94,9 @@ var table = []directive{
 		value: number(func(o *Options) *int64 { return &o.EngineWorkers }, false,
 			func(n int64) bool { return n >= 0 && n <= 256 }, "argument must be between 0 and 256 inclusive")},
 	{name: "engine-worker-memory", def: "0",
-		doc: "each worker's memory limit, RLIMIT_DATA (0: half the machine's memory); a worker that passes it dies alone",
+		doc: "each worker's memory limit, RLIMIT_DATA (0: half the machine's memory; at least 512mb: ONNX Runtime's load and a small model take about 150 MB, each thread's stack 8 MB more, about 320 MB at a worker's 16 runs at once); a worker that passes it dies alone",
 		value: number(func(o *Options) *int64 { return &o.EngineWorkerMemory }, true,
-			func(n int64) bool { return n == 0 || n >= 64<<20 }, "argument must be 0 (half the machine's memory) or a memory value of at least 64mb")},
+			func(n int64) bool { return n == 0 || n >= minWorkerMemory }, "argument must be 0 (half the machine's memory) or a memory value of at least 512mb")},
 	{name: "engine-store-timeout", def: "60", doc: "seconds a worker may take to create a session; past it the worker is killed and the store refused (a model read back from the snapshot or the log gets 4 times as long)",
 		value: number(func(o *Options) *int64 { return &o.EngineStoreTimeout }, false,
 			func(n int64) bool { return n >= 1 && n <= 86400 }, "argument must be between 1 and 86400 inclusive")},
