@@ -138,11 +138,7 @@ func parseConfig(a Args) (Runner, error) {
 		if a.Remaining() < 2 {
 			return nil, subArityOf("config", sub)
 		}
-		if a.Remaining()%2 != 0 {
-			return nil, errSyntax // as Redis: pairs only
-		}
-		rest := keyStrings(a.Rest())
-		return configSetCmd{rest: rest}, nil
+		return parseConfigSet(a)
 	case "RESETSTAT":
 		if a.More() {
 			return nil, subArityOf("config", sub)
@@ -170,33 +166,53 @@ func (configResetStatCmd) Run(x *Ctx) error {
 	return nil
 }
 
-// configSetCmd is CONFIG SET directive value [directive value ...], as name, value pairs.
-type configSetCmd struct{ rest []string }
+// configSetCmd is CONFIG SET directive value [directive value ...]: every
+// name known, settable and given once (parseConfigSet).
+type configSetCmd struct{ pairs []configPair }
 
-// Run implements Runner.
-func (c configSetCmd) Run(x *Ctx) error {
-	// As Redis 7: all or nothing. Names are checked first; if a
-	// value is refused, those already set get their old values back.
-	old := make([]string, 0, len(c.rest)/2)
-	seen := map[string]bool{}
-	for i := 0; i < len(c.rest); i += 2 {
-		name := strings.ToLower(c.rest[i])
-		v, ok := x.Opts.Get(name)
-		if !ok || config.Repeatable(name) {
-			return errorf("ERR Unknown option or number of arguments for CONFIG SET - '%s'", c.rest[i])
-		}
-		if seen[name] {
-			return errorf("ERR CONFIG SET failed (possibly related to argument '%s') - duplicate parameter", c.rest[i])
-		}
-		seen[name] = true
-		old = append(old, v)
+// configPair is one directive of CONFIG SET and its new value; name is as
+// the client spelled it, which Redis's replies quote.
+type configPair struct{ name, value string }
+
+// parseConfigSet reads CONFIG SET's pairs after the subcommand. As Redis 7,
+// an odd count is a syntax error, and every name is checked before any
+// value is set: the first unknown, immutable or repeated one answers.
+// Inside MULTI these refusals are queued, as Redis's are: they are not
+// tableErrors.
+func parseConfigSet(a Args) (Runner, error) {
+	if a.Remaining()%2 != 0 {
+		return nil, errSyntax // as Redis: pairs only
 	}
-	for i := 0; i < len(c.rest); i += 2 {
-		if err := x.Opts.Set(c.rest[i], c.rest[i+1]); err != nil {
-			for j := 0; j < i; j += 2 {
-				x.Opts.Set(c.rest[j], old[j/2])
+	c := configSetCmd{pairs: make([]configPair, 0, a.Remaining()/2)}
+	seen := map[string]bool{}
+	for a.More() {
+		p := configPair{name: a.NextString(), value: a.NextString()}
+		if err := config.Settable(p.name); err != nil {
+			return nil, configSetError{arg: p.name, err: err}
+		}
+		canon := strings.ToLower(p.name)
+		if seen[canon] {
+			return nil, configSetError{arg: p.name, err: errDuplicateParam}
+		}
+		seen[canon] = true
+		c.pairs = append(c.pairs, p)
+	}
+	return c, nil
+}
+
+// Run implements Runner: all or nothing, as Redis 7. If a value is
+// refused, the directives already set get their old values back.
+func (c configSetCmd) Run(x *Ctx) error {
+	old := make([]string, len(c.pairs))
+	for i, p := range c.pairs {
+		old[i], _ = x.Opts.Get(p.name) // known: parseConfigSet checked
+	}
+	for i, p := range c.pairs {
+		if err := x.Opts.Set(p.name, p.value); err != nil {
+			for j := range c.pairs[:i] {
+				x.Opts.Set(c.pairs[j].name, old[j])
 			}
-			return errorf("ERR CONFIG SET failed (possibly related to argument '%s') - %v", c.rest[i], err)
+			return configSetError{arg: p.name, err: err}
 		}
 	}
 	if l := x.App.aof(); l != nil {

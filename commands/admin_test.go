@@ -56,6 +56,25 @@ func TestConfigSet(t *testing.T) {
 		row("CONFIG SET maxmemory 2mb foo 1", "-ERR Unknown option or number of arguments for CONFIG SET - 'foo'"),
 		row("CONFIG GET maxmemory", `["maxmemory" "1048576"]`),
 		row("CONFIG SET maxmemory 1 MAXMEMORY 2", "-ERR CONFIG SET failed (possibly related to argument 'MAXMEMORY') - duplicate parameter"),
+		// Every name is checked (unknown, immutable, repeated) before any
+		// value, and the first bad name answers: as redis-server 7.0.15.
+		row("CONFIG SET maxmemory abc logfile x", "-ERR CONFIG SET failed (possibly related to argument 'logfile') - can't set immutable config"),
+		row("CONFIG SET logfile x foo 1", "-ERR CONFIG SET failed (possibly related to argument 'logfile') - can't set immutable config"),
+		row("CONFIG SET foo 1 logfile x", "-ERR Unknown option or number of arguments for CONFIG SET - 'foo'"),
+		row("CONFIG SET logfile x logfile y", "-ERR CONFIG SET failed (possibly related to argument 'logfile') - can't set immutable config"),
+		row("CONFIG SET timeout abc maxmemory 1 MaxMemory 2 foo 3", "-ERR CONFIG SET failed (possibly related to argument 'MaxMemory') - duplicate parameter"),
+		row("CONFIG SET logfile x user y", "-ERR CONFIG SET failed (possibly related to argument 'logfile') - can't set immutable config"),
+		row("CONFIG SET maxmemory 2mb port 1", "-ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config"),
+		row("CONFIG GET maxmemory", `["maxmemory" "1048576"]`),
+		// Inside MULTI these are queued and answered by EXEC, as Redis's.
+		row("MULTI", "+OK"),
+		row("CONFIG SET foo 1", "+QUEUED"),
+		row("CONFIG SET a 1 b", "+QUEUED"),
+		row("CONFIG SET logfile x", "+QUEUED"),
+		row("CONFIG SET maxmemory 1 maxmemory 2", "+QUEUED"),
+		row("EXEC", "[-ERR Unknown option or number of arguments for CONFIG SET - 'foo' -ERR syntax error "+
+			"-ERR CONFIG SET failed (possibly related to argument 'logfile') - can't set immutable config "+
+			"-ERR CONFIG SET failed (possibly related to argument 'maxmemory') - duplicate parameter]"),
 		row("CONFIG SET maxmemory 0 timeout 5", "+OK"),
 		row("CONFIG GET maxmemory timeout", `["maxmemory" "0" "timeout" "5"]`),
 		row("CONFIG SET loglevel WARNING", "+OK"),

@@ -16,6 +16,7 @@ import (
 // Reply values; everything else goes through errorText.
 type Reply string
 
+// Error returns the reply line as it is sent.
 func (r Reply) Error() string { return string(r) }
 
 // errorf builds a Reply.
@@ -77,8 +78,33 @@ var storeErrors = []struct {
 	// itself (while it waited for an engine worker's lane): the words ONNX
 	// Runtime and RedisAI give a run their kill switch stopped.
 	{context.DeadlineExceeded, "ERR Exiting due to terminate flag being set to true."},
-	{config.ErrUnknown, "ERR Unknown option or number of arguments for CONFIG SET"},
-	{config.ErrImmutable, "ERR CONFIG SET failed - can't set immutable config"},
+}
+
+// configSetError is CONFIG SET's refusal of one directive: arg as the
+// client spelled it (Redis's reply quotes it so), and why, config's
+// ErrUnknown or ErrImmutable, errDuplicateParam, or a setter's reason.
+type configSetError struct {
+	arg string
+	err error
+}
+
+// Error gives the argument and the reason, as the log shows them.
+func (e configSetError) Error() string { return e.arg + ": " + e.err.Error() }
+
+// Unwrap gives the reason, for errors.Is.
+func (e configSetError) Unwrap() error { return e.err }
+
+// errDuplicateParam is a directive named twice in one CONFIG SET.
+var errDuplicateParam = errors.New("duplicate parameter")
+
+// configSetText is Redis 7's reply to a refused CONFIG SET: an unknown
+// name has its own words, every other refusal names the argument and says
+// why.
+func configSetText(e configSetError) string {
+	if errors.Is(e.err, config.ErrUnknown) {
+		return fmt.Sprintf("ERR Unknown option or number of arguments for CONFIG SET - '%s'", e.arg)
+	}
+	return fmt.Sprintf("ERR CONFIG SET failed (possibly related to argument '%s') - %v", e.arg, e.err)
 }
 
 // detailedErrors go to the client with their text and detail: refusals of
@@ -98,6 +124,10 @@ func errorText(err error) string {
 	var r Reply
 	if errors.As(err, &r) {
 		return string(r)
+	}
+	var ce configSetError
+	if errors.As(err, &ce) {
+		return configSetText(ce)
 	}
 	for _, se := range storeErrors {
 		if errors.Is(err, se.err) {

@@ -9,7 +9,8 @@ import (
 
 // parseCase is one row of a parse table: a raw command line (split as
 // redis-cli splits it), and either the typed command its parse must give
-// or the error text it must refuse with.
+// or the error text it must refuse with (errorText's, as the client gets
+// it).
 type parseCase struct {
 	line string
 	want Runner // nil when err is set
@@ -42,7 +43,7 @@ func parseTable(t *testing.T, cases ...parseCase) {
 			got, err := spec.Parse(a)
 			switch {
 			case c.err != "":
-				if err == nil || err.Error() != c.err {
+				if err == nil || errorText(err) != c.err {
 					t.Errorf("%q: error %v, want %q", c.line, err, c.err)
 				}
 			case err != nil:

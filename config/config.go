@@ -202,14 +202,6 @@ func (o *Options) Get(name string) (string, bool) {
 	return d.get(o), true
 }
 
-// Repeatable reports whether name is a directive that may repeat
-// (loadmodel, user): CONFIG SET knows none of them, as Redis's knows no
-// loadmodule or user.
-func Repeatable(name string) bool {
-	d, ok := directives[strings.ToLower(name)]
-	return ok && d.multi
-}
-
 // MaxThreads bounds THREADS_PER_QUEUE, INTRA_OP_PARALLELISM and
 // INTER_OP_PARALLELISM, as directives and in AI.CONFIG alike: the run
 // queue starts a goroutine per worker, and ONNX Runtime a thread per
@@ -220,14 +212,18 @@ func Repeatable(name string) bool {
 // while looking into a FuzzDispatch hang).
 const MaxThreads = 1024
 
-// ErrUnknown and ErrImmutable are returned by Set.
+// ErrUnknown and ErrImmutable are returned by Settable and Set.
 var (
 	ErrUnknown   = errors.New("unknown option")
 	ErrImmutable = errors.New("can't set immutable config")
 )
 
-// Set changes a directive at run time (CONFIG SET), refusing immutable ones.
-func (o *Options) Set(name, value string) error {
+// Settable reports whether CONFIG SET may change name: nil, ErrUnknown
+// (no such directive, or one that may repeat, loadmodel or user: Redis's
+// CONFIG SET knows no loadmodule or user either) or ErrImmutable. It reads
+// the directive table alone, so a command's parse can ask before anything
+// is set, as Redis checks every name of a CONFIG SET before any value.
+func Settable(name string) error {
 	d, ok := directives[strings.ToLower(name)]
 	if !ok || d.multi {
 		return ErrUnknown
@@ -235,6 +231,15 @@ func (o *Options) Set(name, value string) error {
 	if !d.mutable {
 		return ErrImmutable
 	}
+	return nil
+}
+
+// Set changes a directive at run time (CONFIG SET), refusing immutable ones.
+func (o *Options) Set(name, value string) error {
+	if err := Settable(name); err != nil {
+		return err
+	}
+	d := directives[strings.ToLower(name)]
 	if d.live != nil {
 		if err := d.live(value); err != nil {
 			return err
