@@ -277,24 +277,8 @@ func parseDAGModelRun(a Args) (dagOp, error) {
 		return dagOp{}, Reply("ERR wrong number of arguments for 'AI.MODELRUN' command")
 	}
 	e := &modelExecCmd{key: a.NextString()}
-	op := dagOp{kind: opModelExec, exec: e}
-	if a.Match("TIMEOUT") {
-		if _, e.syntaxErr = parseTimeout(&a); e.syntaxErr == nil {
-			e.syntaxErr = Reply("ERR TIMEOUT not allowed within a DAG command")
-		}
-		return op, nil
-	}
-	if !a.Match("INPUTS") {
-		e.syntaxErr = Reply("ERR INPUTS not specified")
-		return op, nil
-	}
-	for a.More() && !isWord(a.Peek(), "OUTPUTS") {
-		e.inputs = append(e.inputs, a.NextString())
-	}
-	if a.Match("OUTPUTS") {
-		e.outputs = keyStrings(a.Rest())
-	}
-	return op, nil
+	parseModelRunBody(&a, e, true)
+	return dagOp{kind: opModelExec, exec: e}, nil
 }
 
 type dagResult struct {

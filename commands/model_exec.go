@@ -149,14 +149,32 @@ func parseModelRun(a Args) (Runner, error) {
 		return nil, Reply("ERR wrong number of arguments for 'AI.MODELRUN' command")
 	}
 	c := &modelExecCmd{key: a.NextString()}
+	parseModelRunBody(&a, c, false)
+	return c, nil
+}
+
+// parseModelRunBody parses what follows the key of the deprecated
+// AI.MODELRUN, at the top level and inside AI.DAGRUN alike:
+// [TIMEOUT ms] INPUTS in ... [OUTPUTS out ...]. A syntax error goes to
+// c.syntaxErr, answered after the model's own checks (as in RedisAI). In
+// a DAG (inDAG) a TIMEOUT whose value parses is refused, and nothing
+// after it is read.
+func parseModelRunBody(a *Args, c *modelExecCmd, inDAG bool) {
 	if a.Match("TIMEOUT") {
-		if c.timeout, c.syntaxErr = parseTimeout(&a); c.syntaxErr != nil {
-			return c, nil
+		timeout, err := parseTimeout(a)
+		switch {
+		case err != nil:
+			c.syntaxErr = err
+			return
+		case inDAG:
+			c.syntaxErr = Reply("ERR TIMEOUT not allowed within a DAG command")
+			return
 		}
+		c.timeout = timeout
 	}
 	if !a.Match("INPUTS") {
 		c.syntaxErr = Reply("ERR INPUTS not specified")
-		return c, nil
+		return
 	}
 	// Inputs run to the first OUTPUTS; without one, every key is an input
 	// and the counts disagree with the model (as in RedisAI).
@@ -166,7 +184,6 @@ func parseModelRun(a Args) (Runner, error) {
 	if a.Match("OUTPUTS") {
 		c.outputs = keyStrings(a.Rest())
 	}
-	return c, nil
 }
 
 // resolve fetches the model and checks the command against it in RedisAI's

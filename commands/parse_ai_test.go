@@ -27,6 +27,21 @@ func TestAIParse(t *testing.T) {
 		parseCase{line: "AI.DAGEXECUTE LOAD 1 a PERSIST 1 y |> AI.MODELEXECUTE m INPUTS 1 a OUTPUTS 1 y", want: &dagCmd{
 			cmdName: "AI.DAGEXECUTE", load: []string{"a"}, persist: []string{"y"},
 			ops: []dagOp{{kind: opModelExec, exec: &modelExecCmd{key: "m", inputs: []string{"a"}, outputs: []string{"y"}, nIn: 1, nOut: 1}}}}},
+		// The deprecated AI.MODELRUN, alone and in a DAG (one parse of its
+		// body): a syntax error waits in syntaxErr for the model's checks.
+		parseCase{line: "AI.MODELRUN m TIMEOUT 5 INPUTS a b OUTPUTS y", want: &modelExecCmd{key: "m",
+			inputs: []string{"a", "b"}, outputs: []string{"y"}, timeout: 5 * time.Millisecond}},
+		parseCase{line: "AI.MODELRUN m INPUTS a b c", want: &modelExecCmd{key: "m", inputs: []string{"a", "b", "c"}}},
+		parseCase{line: "AI.MODELRUN m TIMEOUT 0 INPUTS a OUTPUTS y", want: &modelExecCmd{key: "m", syntaxErr: errTimeoutValue}},
+		parseCase{line: "AI.MODELRUN m INPUT a b OUTPUTS y", want: &modelExecCmd{key: "m", syntaxErr: Reply("ERR INPUTS not specified")}},
+		parseCase{line: "AI.DAGRUN LOAD 1 a |> AI.MODELRUN m INPUTS a OUTPUTS y", want: &dagCmd{cmdName: "AI.DAGRUN", load: []string{"a"},
+			ops: []dagOp{{kind: opModelExec, exec: &modelExecCmd{key: "m", inputs: []string{"a"}, outputs: []string{"y"}}}}}},
+		parseCase{line: "AI.DAGRUN LOAD 1 a |> AI.MODELRUN m TIMEOUT 5 INPUTS a OUTPUTS y", want: &dagCmd{cmdName: "AI.DAGRUN", load: []string{"a"},
+			ops: []dagOp{{kind: opModelExec, exec: &modelExecCmd{key: "m", syntaxErr: Reply("ERR TIMEOUT not allowed within a DAG command")}}}}},
+		parseCase{line: "AI.DAGRUN LOAD 1 a |> AI.MODELRUN m TIMEOUT x INPUTS a OUTPUTS y", want: &dagCmd{cmdName: "AI.DAGRUN", load: []string{"a"},
+			ops: []dagOp{{kind: opModelExec, exec: &modelExecCmd{key: "m", syntaxErr: errTimeoutValue}}}}},
+		parseCase{line: "AI.DAGRUN LOAD 1 a |> AI.MODELRUN m OUTPUTS y INPUTS a", want: &dagCmd{cmdName: "AI.DAGRUN", load: []string{"a"},
+			ops: []dagOp{{kind: opModelExec, exec: &modelExecCmd{key: "m", syntaxErr: Reply("ERR INPUTS not specified")}}}}},
 	)
 }
 
