@@ -481,7 +481,11 @@ func (x *Ctx) evictModels() {
 	}
 }
 
-// The path is the operator's, so it is not confined to model-dir.
+// LoadStartupModels stores the models the loadmodel directives name
+// (loadmodel key ONNX CPU /path/model.onnx [TAG t] [BATCHSIZE n ...]), one
+// at a time as AI.MODELSTORE, from an internal client; the first that
+// fails stops it, and its error says which. The path is the operator's, so
+// it is not confined to model-dir.
 func (s *App) LoadStartupModels() error {
 	for _, line := range s.Opts.LoadModels {
 		path := line[3]

@@ -1014,8 +1014,10 @@ func writesLog(r Runner) bool {
 	return ok && w.writesLog()
 }
 
-// run executes a parsed command under the lock its flags ask for.
-// run runs a parsed command and reports whether it failed.
+// run executes a parsed command under the lock its flags ask for (none
+// for NoTxLock), answers its error if it fails, and returns that error;
+// a command that wrote to the append-only log marks the client, so that
+// its reply waits for the log's commit (CommitClient).
 func (s *App) run(x *Ctx, spec *Spec, r Runner) error {
 	x.C.busy.Store(true)
 	defer x.C.busy.Store(false)

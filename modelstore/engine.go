@@ -121,4 +121,5 @@ func (InProcess) Name() string { return "onnxruntime" }
 // error text clients get, after "ERR ".
 type EngineError struct{ Msg string }
 
+// Error returns Msg, the text clients get.
 func (e *EngineError) Error() string { return e.Msg }

@@ -419,8 +419,10 @@ func (m *Model) Release() {
 	}
 }
 
-// Inputs and Outputs describe the model's graph inputs and outputs.
-func (m *Model) Inputs() []IOInfo  { return m.Blob.Session.Inputs() }
+// Inputs describes the model's graph inputs, in the graph's order.
+func (m *Model) Inputs() []IOInfo { return m.Blob.Session.Inputs() }
+
+// Outputs describes the model's graph outputs, in the graph's order.
 func (m *Model) Outputs() []IOInfo { return m.Blob.Session.Outputs() }
 
 func (m *Model) runSession(inputs []*Tensor, execTimeout time.Duration, maxOutput int64) ([]*Tensor, error) {

@@ -121,4 +121,5 @@ func (i IOInfo) IsTensor() bool { return strings.HasPrefix(i.ElemType, "tensor("
 // messages verbatim, without an ERR prefix.
 type ORTError struct{ Msg string }
 
+// Error returns Msg, ONNX Runtime's message.
 func (e *ORTError) Error() string { return e.Msg }

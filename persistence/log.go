@@ -48,6 +48,7 @@ func ParseFsyncPolicy(s string) (FsyncPolicy, error) {
 	return 0, errors.New("argument must be 'always', 'everysec' or 'no'")
 }
 
+// String returns the policy as the appendfsync directive names it.
 func (p FsyncPolicy) String() string {
 	return [...]string{"everysec", "always", "no"}[p]
 }

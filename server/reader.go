@@ -52,6 +52,7 @@ type SinkArg struct {
 // `-ERR Protocol error: <msg>` and closes, as Redis does.
 type ProtocolError struct{ Msg string }
 
+// Error returns the reply's text after "ERR ".
 func (e *ProtocolError) Error() string { return "Protocol error: " + e.Msg }
 
 // RefusedError is a well-formed command refused while it was read (by a
@@ -63,7 +64,10 @@ type RefusedError struct {
 	Close bool
 }
 
+// Error returns the refusal's own text.
 func (e *RefusedError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err, for errors.Is and errors.As.
 func (e *RefusedError) Unwrap() error { return e.Err }
 
 const (
