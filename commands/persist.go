@@ -137,9 +137,9 @@ func (s *App) Save() error {
 	return snap.write()
 }
 
-// FinalSave is the save of SHUTDOWN and SIGTERM: a background save under
-// way is waited for, then the snapshot is written with every write
-// acknowledged until now. Redis kills its saving child and saves in the
+// FinalSave is the save of SHUTDOWN and SIGTERM (and of FLUSHALL without
+// the log): a background save under way is waited for, then the snapshot
+// is written with every write acknowledged until now. Redis kills its saving child and saves in the
 // foreground; a goroutine cannot be killed, so this one waits (operator
 // review: SHUTDOWN failed, and SIGTERM exited without saving, while a
 // BGSAVE ran, one a save rule started included).
@@ -285,6 +285,13 @@ type lastsaveCmd struct{}
 func (lastsaveCmd) Run(x *Ctx) error {
 	x.W.Int(x.Snapshot.lastSave.Load())
 	return nil
+}
+
+// saveRulesSet reports whether `save` rules are set and snapshots can be
+// written (a seal key).
+func (s *App) saveRulesSet() bool {
+	rules, err := config.ParseSaveRules(*s.Opts.Save.Load())
+	return err == nil && len(rules) > 0 && len(s.Snapshot.SealKey) > 0
 }
 
 // saveRulesDue reports whether a `save` rule asks for a snapshot now.

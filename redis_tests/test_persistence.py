@@ -408,6 +408,33 @@ class RoundTripTest(PersistCase):
 # SHUTDOWN and SIGTERM
 # ---------------------------------------------------------------------------
 
+class FlushTest(PersistCase):
+    def test_flushall_saves_without_the_log(self):
+        """Without the log and with save rules, FLUSHALL and FLUSHDB save
+        the empty keyspace before they answer, as Redis's FLUSHALL does:
+        a kill -9 after them brought back every key of the last snapshot
+        (durability review). With no save rules nothing is saved."""
+        for cmd in ("FLUSHALL", "FLUSHDB"):
+            with self.subTest(cmd=cmd):
+                d = self.datadir()
+                r = d.start("--save", "3600 1")
+                r.execute_command("AI.TENSORSET", "a", "FLOAT", 1, "VALUES", 1)
+                self.assertOK(r.execute_command("SAVE"))
+                self.assertOK(r.execute_command(cmd))
+                d.kill9()
+                r = d.start("--save", "3600 1")
+                self.assertEqual(r.keys("*"), [])
+                d.cleanup()
+        d = self.datadir()
+        r = d.start("--save", "")
+        r.execute_command("AI.TENSORSET", "a", "FLOAT", 1, "VALUES", 1)
+        self.assertOK(r.execute_command("SAVE"))
+        self.assertOK(r.execute_command("FLUSHALL"))
+        d.kill9()
+        r = d.start("--save", "")
+        self.assertEqual(r.keys("*"), [b"a"])
+
+
 class ShutdownTest(PersistCase):
 
     def put(self, r, key):
