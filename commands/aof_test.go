@@ -267,3 +267,54 @@ func TestLogSetWhileTickingAndServing(t *testing.T) {
 		t.Errorf("aof_enabled %q", got)
 	}
 }
+
+// Failed rewrites in a row hold the automatic ones back, as Redis 7's
+// aofRewriteLimited: none for the first two, then a minute, doubling to an
+// hour; a success ends it (durability review: on a full disk a rewrite
+// began at every tick, and each took the room the appends needed).
+func TestRewriteFailuresHoldAutomaticRewrites(t *testing.T) {
+	var st aofState
+	now := int64(1_000_000)
+	for i, want := range []int64{0, 0, 60_000, 120_000, 240_000} {
+		st.rewriteFailed(now)
+		if got := st.limitedUntil.Load(); want == 0 && got != 0 || want != 0 && got != now+want {
+			t.Errorf("after failure %d: held until %d, want now+%d", i+1, got-now, want)
+		}
+	}
+	if !st.autoRewriteHeld(now+239_999) || st.autoRewriteHeld(now+240_000) {
+		t.Error("held for the wrong time")
+	}
+	for range 20 {
+		st.rewriteFailed(now)
+	}
+	if got := st.limitedUntil.Load() - now; got != rewriteDelayMax {
+		t.Errorf("after many failures held %d ms, want at most an hour", got)
+	}
+}
+
+// After a failed save the save rules wait saveRetryDelay seconds before
+// they try again, as Redis's CONFIG_BGSAVE_RETRY_DELAY (they tried at every
+// tick: 97 failed saves in 10 s on a full disk, Redis 2).
+func TestSaveRulesWaitAfterAFailedSave(t *testing.T) {
+	h := newHarness(t)
+	h.s.Snapshot.SealKey = aofTestKey
+	h.s.Opts.Dir = filepath.Join(t.TempDir(), "not-a-directory")
+	if err := os.WriteFile(h.s.Opts.Dir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.run(row("CONFIG SET save \"1 1\"", "+OK"), row("AI.TENSORSET a FLOAT 1 VALUES 1", "+OK"))
+	now := time.Now().Unix() + 10
+	if !h.s.saveRulesDue(now) {
+		t.Fatal("the rule is not due")
+	}
+	if err := h.s.Save(); err == nil {
+		t.Fatal("the save into a file that is not a directory succeeded")
+	}
+	tried := h.s.Snapshot.lastTry.Load()
+	if h.s.saveRulesDue(tried + saveRetryDelay) {
+		t.Error("the rule was due again within the retry delay of a failed save")
+	}
+	if !h.s.saveRulesDue(tried + saveRetryDelay + 1) {
+		t.Error("the rule was not due after the retry delay")
+	}
+}

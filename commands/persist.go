@@ -41,6 +41,7 @@ type Snapshotter struct {
 	inProgress atomic.Bool  // one save at a time: taken by takeSnapshot
 	lastSave   atomic.Int64 // unix seconds of the last success
 	lastStatus atomic.Bool  // true = ok
+	lastTry    atomic.Int64 // unix seconds when the last save began
 	lastSecs   atomic.Int64 // duration of the last save
 	saves      atomic.Int64
 	lastError  atomic.Pointer[error] // the last failed save's error
@@ -179,6 +180,7 @@ func (s *App) takeSnapshot() (*snapshot, error) {
 	if !sn.inProgress.CompareAndSwap(false, true) {
 		return nil, ErrSaveInProgress
 	}
+	sn.lastTry.Store(time.Now().Unix())
 	return &snapshot{s: s, start: time.Now(), dirty: s.Keys.Dirty(), items: s.retainItems()}, nil
 }
 
@@ -294,10 +296,20 @@ func (s *App) saveRulesSet() bool {
 	return err == nil && len(rules) > 0 && len(s.Snapshot.SealKey) > 0
 }
 
+// saveRetryDelay is how long, in seconds, the save rules wait after a
+// failed save before they try again, as Redis's CONFIG_BGSAVE_RETRY_DELAY:
+// they retried at every tick, ten a second, and each attempt on a full
+// disk filled it again before it was removed (durability review: 97 failed
+// saves in 10 s against Redis's 2).
+const saveRetryDelay = 5
+
 // saveRulesDue reports whether a `save` rule asks for a snapshot now.
 func (s *App) saveRulesDue(now int64) bool {
 	rules, err := config.ParseSaveRules(*s.Opts.Save.Load())
 	if err != nil || len(rules) == 0 || len(s.Snapshot.SealKey) == 0 {
+		return false
+	}
+	if !s.Snapshot.lastStatus.Load() && now-s.Snapshot.lastTry.Load() <= saveRetryDelay {
 		return false
 	}
 	dirty := s.Keys.Dirty()
