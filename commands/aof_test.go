@@ -1,14 +1,18 @@
 package commands
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/enclaveai/enclaveai/config"
+	"github.com/enclaveai/enclaveai/modelstore"
 	"github.com/enclaveai/enclaveai/persistence"
 )
 
@@ -316,5 +320,68 @@ func TestSaveRulesWaitAfterAFailedSave(t *testing.T) {
 	}
 	if !h.s.saveRulesDue(tried + saveRetryDelay + 1) {
 		t.Error("the rule was not due after the retry delay")
+	}
+}
+
+// lonelyEngine compiles one model at a time: a compile that begins while
+// another runs fails, as ONNX Runtime did in a worker short of memory
+// (std::bad_alloc) when a start compiled several models side by side.
+type lonelyEngine struct {
+	modelstore.Engine
+	busy, refused atomic.Int32
+}
+
+func (e *lonelyEngine) Compile(src modelstore.ModelSource, opts modelstore.SessionOptions) (modelstore.EngineSession, error) {
+	if e.busy.Add(1) > 1 {
+		e.busy.Add(-1)
+		e.refused.Add(1)
+		return nil, &modelstore.ORTError{Msg: "Exception during initialization: std::bad_alloc"}
+	}
+	defer e.busy.Add(-1)
+	time.Sleep(20 * time.Millisecond) // long enough for the others to begin beside it
+	return e.Engine.Compile(src, opts)
+}
+
+// A start compiles the log's models side by side; one that fails beside
+// the others is compiled again alone before the start gives up
+// (durability review: models every store of which had succeeded, one at a
+// time, failed the start, 1 in 3 with 5 models).
+func TestStartCompilesAFailedModelAgainAlone(t *testing.T) {
+	model := loadTestRuntime(t)
+	if model == nil {
+		t.Skip("no ONNX Runtime")
+	}
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("compiles run side by side only on 2 or more CPUs")
+	}
+	dir := t.TempDir()
+	h := newLogHarness(t, dir, nil, "everysec")
+	for i := range 4 {
+		// Each model's bytes differ (a doc_string appended), so that each
+		// is a model file and a compile of its own.
+		blob := append(append([]byte(nil), model...), 0x32, 1, byte('a'+i))
+		h.s.Dispatch(h.c, [][]byte{[]byte("AI.MODELSTORE"), []byte(fmt.Sprint("m", i)), []byte("ONNX"), []byte("CPU"), []byte("BLOB"), blob}, nil)
+		h.s.CommitClient(h.c)
+		if got := render(h.c.W.Bytes()); got != "+OK" {
+			t.Fatalf("store m%d: %s", i, got)
+		}
+		h.c.W.Reset()
+	}
+	h.s.CloseLog()
+
+	opts := config.Default()
+	opts.Dir = dir
+	opts.Save.Store(new(string))
+	h2 := newHarnessOpts(t, opts)
+	h2.s.Snapshot.SealKey = aofTestKey
+	e := &lonelyEngine{Engine: h2.s.Models.Engine()}
+	h2.s.Models.SetEngine(e)
+	if err := h2.s.LoadData(); err != nil {
+		t.Fatalf("the start failed: %v", err)
+	}
+	t.Cleanup(h2.s.CloseLog)
+	h2.run(row("EXISTS m0 m1 m2 m3", ":4"))
+	if e.refused.Load() == 0 {
+		t.Log("no compile met another: the retry was not exercised")
 	}
 }
