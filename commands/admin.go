@@ -562,13 +562,7 @@ func (c commandDocsCmd) Run(x *Ctx) error {
 	x.W.Map(len(specs))
 	for _, s := range specs {
 		x.W.BulkString(s.Name)
-		x.W.Map(3)
-		x.W.BulkString("summary")
-		x.W.BulkString(s.Summary)
-		x.W.BulkString("since")
-		x.W.BulkString("1.0.0")
-		x.W.BulkString("group")
-		x.W.BulkString(s.Group)
+		writeCommandDoc(x.W, s)
 	}
 	return nil
 }

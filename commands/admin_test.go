@@ -108,14 +108,14 @@ func TestCommandCommand(t *testing.T) {
 		row("COMMAND LIST FILTERBY MODULE nosuch", `[]`),
 		row("COMMAND INFO ai.tensorset", `[["ai.tensorset" :-4 [+write +denyoom] :1 :1 :1 [+@write +@slow] [] [] []]]`),
 		row("COMMAND INFO AI.TENSORGET nosuch echo", `[["ai.tensorget" :-2 [+readonly +fast] :1 :1 :1 [+@read +@fast] [] [] []] nil ["echo" :2 [+loading +fast] :0 :0 :0 [+@fast +@connection] [] [] []]]`),
-		row("COMMAND DOCS ai.tensorget", `["ai.tensorget" ["summary" "Returns a tensor's metadata, blob or values." "since" "1.0.0" "group" "tensors"]]`),
+		row("COMMAND DOCS ai.tensorget", `["ai.tensorget" ["summary" "Returns a tensor's metadata, blob or values." "since" "1.0.0" "group" "tensors" "arguments" [["name" "key" "type" "key"] ["name" "meta" "type" "pure-token" "token" "META" "flags" [+optional]] ["name" "choice" "type" "oneof" "flags" [+optional] "arguments" [["name" "blob" "type" "pure-token" "token" "BLOB"] ["name" "values" "type" "pure-token" "token" "VALUES"]]]]]]`),
 		row("COMMAND DOCS nosuch", `[]`),
 		row("COMMAND FOO", "-ERR unknown subcommand 'FOO'. Try COMMAND HELP."),
 		row("HELLO 3", "~^%"),
 		// As redis-server 7.0.15's categories for DEL.
 		row("COMMAND INFO del", `[["del" :-2 ~[+write] :1 :-1 :1 ~[+@keyspace +@write +@slow] ~[] [] []]]`),
 		row("COMMAND INFO nosuch", `[_]`),
-		row("COMMAND DOCS ping", `%{"ping" %{"summary" "Returns the server's liveliness response." "since" "1.0.0" "group" "connection"}}`),
+		row("COMMAND DOCS ping", `%{"ping" %{"summary" "Returns the server's liveliness response." "since" "1.0.0" "group" "connection" "arguments" [%{"name" "message" "type" "string" "flags" ~[+optional]}]}}`),
 		row("HELLO 2", "~^\\["),
 	)
 	list := decode(t, h.do("COMMAND LIST")).([]any)

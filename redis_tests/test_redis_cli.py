@@ -121,6 +121,36 @@ class TestRedisCli(ServerTestCase):
         self.assertTrue(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0,
                         "redis-cli did not exit cleanly (status %r):\n%s" % (status, out.decode(errors="replace")))
 
+    def test_interactive_help_shows_the_syntax(self):
+        """redis-cli's `help <command>` prints the syntax COMMAND DOCS's
+        arguments give it, subcommands' included (client review: it
+        printed the name and nothing after it)."""
+        pid, fd = pty.fork()
+        if pid == 0:
+            try:
+                env = dict(os.environ, TERM="dumb")
+                env.pop("REDISCLI_HISTFILE", None)
+                env["HOME"] = self.srv.dir
+                os.execve(REDIS_CLI, [REDIS_CLI, "-p", str(self.srv.port)], env)
+            finally:
+                os._exit(127)
+        try:
+            self._read_until(fd, ("127.0.0.1:%d> " % self.srv.port).encode())
+            for line, want in ((b"help expire\n", b"key seconds [NX|XX|GT|LT]"),
+                               (b"help client kill\n", b"ip:port|option value [option value ...]"),
+                               (b"help ai.tensorget\n", b"key [META] [BLOB|VALUES]")):
+                os.write(fd, line)
+                self._read_until(fd, want)
+            os.write(fd, b"quit\n")
+            self._read_until(fd, b"")
+        finally:
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+            os.waitpid(pid, 0)
+            os.close(fd)
+
     @staticmethod
     def _errors(c):
         for line in c.cmd("INFO", "stats").decode().splitlines():
