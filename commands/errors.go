@@ -69,6 +69,7 @@ var storeErrors = []struct {
 	{modelstore.ErrBoolValue, "ERR BOOL tensor elements must be 0 or 1"},
 	{modelstore.ErrInvalidValue, "ERR invalid value"},
 	{modelstore.ErrNullInString, "ERR C-string value contains null character"},
+	{modelstore.ErrRank, string(errRank)},
 	{modelstore.ErrBatchSize, "ERR Model did not generate the expected batch size"},
 	{modelstore.ErrOOM, "OOM command not allowed when used memory > 'maxmemory'."},
 	{modelstore.ErrOutputTooBig, "ERR " + modelstore.ErrOutputTooBig.Error()},

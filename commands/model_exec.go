@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/enclaveai/enclaveai/modelstore"
+	"github.com/enclaveai/enclaveai/persistence"
 	"github.com/enclaveai/enclaveai/receipt"
 )
 
@@ -265,15 +266,29 @@ func (c *modelExecCmd) writeReceipt(x *Ctx, m *modelstore.Model, inputs, outs []
 }
 
 // runModel runs m with the current run limits, its outputs bounded by
-// maxOutput bytes (outputLimit).
+// maxOutput bytes (outputLimit) and, as AI.TENSORSET's tensors are, by
+// persistence.MaxRank dimensions: a model can make a tensor of any rank
+// (ConstantOfShape of a shape of 300 ones), and one stored at an output
+// key could be neither logged nor saved, so every write after it was
+// refused with MISCONF until the key went (pure-Go engine review; ONNX
+// Runtime makes them too).
 func (x *Ctx) runModel(m *modelstore.Model, inputs []*modelstore.Tensor, queued time.Time, timeout time.Duration, maxOutput int64) ([]*modelstore.Tensor, error) {
 	x.C.blocked.Store(x.clock.Load())
 	defer x.C.blocked.Store(0)
-	return x.Queue.Run(m, &modelstore.RunRequest{
+	outs, err := x.Queue.Run(m, &modelstore.RunRequest{
 		Inputs: inputs, Queued: queued, Timeout: timeout,
 		ExecTimeout: time.Duration(x.AI.ModelExecutionTimeout.Load()) * time.Millisecond,
 		MaxOutput:   maxOutput, Cancel: x.C.killCh,
 	})
+	for _, t := range outs {
+		if err == nil && t != nil && len(t.Shape) > persistence.MaxRank {
+			err = modelstore.ErrRank
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return outs, nil
 }
 
 // outputLimit bounds the outputs of a run, given the bytes the command has

@@ -16,6 +16,9 @@ var (
 	//lint:ignore ST1005 C-string names the type, as RedisAI's message does
 	ErrNullInString = errors.New("C-string value contains null character")
 	ErrOOM          = errors.New("command not allowed when used memory > 'maxmemory'")
+	// ErrRank: a tensor of more than MaxRank dimensions (a run's output:
+	// a model can make any rank).
+	ErrRank = errors.New("tensor rank exceeds 255")
 	// ErrOutputTooBig: a run's outputs would take more than its MaxOutput.
 	ErrOutputTooBig = errors.New("model outputs would exceed the memory allowed to them (maxmemory, proto-max-bulk-len)")
 )

@@ -19,11 +19,12 @@ import unittest
 
 import numpy as np
 import onnx
+import redis
 from onnx import TensorProto, helper
 
 import harness
 from harness import Server
-from test_models import execute, model_bytes, modelinfo, tget, tset, wait_loaded
+from test_models import execute, model_bytes, modelinfo, store, tget, tset, wait_loaded
 
 NOCGO = os.environ.get("ENCLAVEAI_NOCGO_SERVER") or os.path.join(harness.REPO, "bin", "enclaveai-server-nocgo")
 
@@ -178,6 +179,21 @@ class GoEngineTest(unittest.TestCase):
         tset(r, "s", np.array([3, 2], np.int64))
         self.assertEqual(execute(r, "cos", ["s"], ["y"]), b"OK")
         self.assertEqual(tget(r, "y").shape, (3, 2))
+
+    def test_output_of_too_high_a_rank_is_not_stored(self):
+        """A run whose output has more than 255 dimensions is refused and
+        nothing is stored: stored, it could be neither logged nor saved,
+        and every write of every client after it got MISCONF (pure-Go
+        engine review)."""
+        r = self.g
+        store(r, "rank", "rank.onnx")
+        tset(r, "s300", np.ones(300, np.int64))
+        with self.assertRaises(redis.ResponseError) as cm:
+            execute(r, "rank", ["s300"], ["y300"])
+        self.assertIn("255", str(cm.exception))
+        self.assertEqual(r.exists("y300"), 0)
+        self.assertEqual(r.execute_command("AI.TENSORSET", "after", "INT8", 1, "VALUES", 1), b"OK")
+        self.assertTrue(r.execute_command("SAVE"))
 
     def test_review_models_refused(self):
         """The reviewer's models of 2026-12-07 (docs/MODEL_VALIDATION.md), each

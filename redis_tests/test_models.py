@@ -1531,6 +1531,21 @@ class HostileModelTest(ModelCase):
     """Broken and hostile blobs: an error reply, the server keeps serving,
     and a model already at the key stays."""
 
+    def test_output_of_too_high_a_rank_is_not_stored(self):
+        """A run whose output has more dimensions than a tensor may have
+        (255) is refused before the output is stored: stored, it could be
+        neither logged nor saved, and every later write of every client
+        was refused with MISCONF (pure-Go engine review)."""
+        store(self.r, "rank", "rank.onnx")
+        tset(self.r, "s3", np.ones(3, np.int64))
+        self.assertEqual(execute(self.r, "rank", ["s3"], ["y3"]), b"OK")
+        self.assertEqual(tget(self.r, "y3").shape, (1, 1, 1))
+        tset(self.r, "s300", np.ones(300, np.int64))
+        self.assertErr("ERR tensor rank exceeds 255", "AI.MODELEXECUTE", "rank", "INPUTS", 1, "s300", "OUTPUTS", 1, "y300")
+        self.assertEqual(self.r.exists("y300"), 0)
+        self.assertEqual(self.r.execute_command("AI.TENSORSET", "after", "INT8", 1, "VALUES", 1), b"OK")
+        self.assertTrue(self.r.execute_command("SAVE"))
+
     def setUp(self):
         super().setUp()
         store(self.r, "victim", "linear.onnx", "TAG", "good")

@@ -78,8 +78,13 @@ type dec struct {
 
 var errShort = errors.New("worker protocol: truncated message")
 
+// take is the next n bytes. The first error sticks: a later read does not
+// replace it with errShort.
 func (d *dec) take(n int) []byte {
-	if d.err != nil || n < 0 || n > len(d.b) {
+	if d.err != nil {
+		return nil
+	}
+	if n < 0 || n > len(d.b) {
 		d.err = errShort
 		return nil
 	}
@@ -111,9 +116,12 @@ func (d *dec) u64() uint64 {
 
 func (d *dec) str() string { return string(d.take(int(d.u32()))) }
 
-// maxRank bounds a tensor's rank in a message (ONNX allows far fewer in
-// practice; this only keeps a bad message from allocating much).
-const maxRank = 64
+// maxRank bounds a tensor's rank in a message: the most dimensions a
+// stored tensor may have (persistence.MaxRank, which AI.TENSORSET
+// enforces). It was 64, and a tensor of rank 65 to 255, which a client may
+// store, failed a run with "internal error"; a run's output of a higher
+// rank is answered modelstore.ErrRank.
+const maxRank = 255
 
 // tensorsSize is the payload the tensors need.
 func tensorsSize(ts []*modelstore.Tensor) int {
@@ -213,7 +221,7 @@ func getTensors(d *dec) []tensorRef {
 		}
 		rank := d.u32()
 		if rank > maxRank {
-			d.err = errShort
+			d.err = modelstore.ErrRank
 			return nil
 		}
 		shape := make([]int64, rank)

@@ -40,6 +40,9 @@ Redis-test models (OUTDIR):
                         folding crashes while the session is created (SIGSEGV)
   bomb.onnx             n INT64 [1] -> y = ConstantOfShape(n) FLOAT [n]: asks
                         for 4n bytes (10 GB with n = 2.5e9)
+  rank.onnx             s INT64 [R] -> y = ConstantOfShape(s) FLOAT: a tensor
+                        of rank R (past the 255 dimensions a tensor may have
+                        with R = 300)
   hang_store.onnx       linear with the producer name the engine workers'
                         test hook (ENCLAVEAI_ENGINE_TEST_HOOKS=1) hangs on
   transformer.onnx      x FLOAT [N,64,256] -> y FLOAT [N,64,256]: 4 BERT-like
@@ -486,6 +489,17 @@ def bomb_model():
     return make_model(graph)
 
 
+def rank_model():
+    graph = helper.make_graph(
+        [helper.make_node("ConstantOfShape", ["s"], ["y"],
+                          value=helper.make_tensor("v", TensorProto.FLOAT, [1], [1.0]))],
+        "rank",
+        [helper.make_tensor_value_info("s", TensorProto.INT64, ["R"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["A", "B"])],
+    )
+    return make_model(graph)
+
+
 # The marker package worker's test hook looks for (worker/child.go).
 HANG_MARKER = "enclaveai-test-hang-at-compile"
 
@@ -577,6 +591,7 @@ def write_redis_models(outdir):
     save(crash_roialign_model(True), outdir, "crash_roialign_store.onnx")
     save(crash_maxunpool_model(), outdir, "crash_maxunpool_run.onnx")
     save(bomb_model(), outdir, "bomb.onnx")
+    save(rank_model(), outdir, "rank.onnx")
     save(hang_store_model(), outdir, "hang_store.onnx")
 
     refs = {"linear": linear_reference(), "mlp": mlp_reference()}
