@@ -171,6 +171,10 @@ func (j journal) Rename(src, dst string) {
 
 func (j journal) Flush() { j.log.Append(persistence.Op{Flush: true}) }
 
+func (j journal) Begin() { j.log.BeginUnit() }
+
+func (j journal) End() { j.log.EndUnit() }
+
 func tensorRecord(key string, t *modelstore.Tensor, expireAt int64) *persistence.TensorRecord {
 	return &persistence.TensorRecord{Key: key, Owner: t.Owner, ExpireAtUnixMs: expireAt,
 		DType: uint8(t.DType), Shape: t.Shape, Data: t.Data}
@@ -484,7 +488,13 @@ func (s *App) rewriteLogNow() error {
 		}
 		return err
 	}
+	// Under the write side of the transaction lock, as EXEC: the cut
+	// never falls inside a transaction, whose records are one atomic unit
+	// of the log (persistence.Log.BeginUnit), and a base holding half of
+	// one would bring that half back if the rest were lost.
+	s.tx.Lock()
 	items := s.Keys.Cut(retainBlob, func() { l.Append(cut) })
+	s.tx.Unlock()
 	defer s.releaseItems(items)
 	live := map[[32]byte]bool{}
 	for _, it := range items {

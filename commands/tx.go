@@ -164,6 +164,15 @@ func (execCmd) Run(x *Ctx) error {
 	}
 	x.tx.Lock()
 	defer x.tx.Unlock()
+	// The queued commands' records are one atomic unit of the log: a
+	// crash before they are all written brings none of them back, as
+	// Redis reverts a MULTI/EXEC cut short in its AOF. The unit ends
+	// before the lock is released, and before the reply's commit
+	// (CommitClient), which waits for it.
+	if l := x.aof(); l != nil {
+		l.BeginUnit()
+		defer l.EndUnit()
+	}
 	// Under the write side no other write runs: a watched key that has not
 	// changed by now does not change before the queue has run.
 	changed := c.watch.Watching() && (c.watch.Dirty() || x.Keys.Expired(&c.watch))

@@ -85,6 +85,11 @@ type Journal interface {
 	Rename(src, dst string)
 	// Flush: every key is gone.
 	Flush()
+	// Begin and End bracket the changes of one atomic update of several
+	// keys (SetMany, Delete): a replay must apply all of them or none.
+	// They nest (a transaction around such an update).
+	Begin()
+	End()
 }
 
 // SetJournal makes j hear of every change from now on (nil: none). Set
@@ -266,6 +271,10 @@ func (k *Keyspace) setMany(ws []Write, old []Value) error {
 	if max := k.maxmemory(); max > 0 && grow > 0 && k.used.Load()+grow > max {
 		return ErrOOM
 	}
+	if k.journal != nil && len(ws) > 1 {
+		k.journal.Begin()
+		defer k.journal.End()
+	}
 	for _, w := range ws {
 		k.dropIfExpired(w.Key, now)
 		prev, had := k.m[w.Key]
@@ -324,6 +333,10 @@ func (k *Keyspace) Delete(allow Allow, keys ...string) ([]Value, error) {
 	defer k.mu.Unlock()
 	if err := k.allowedLocked(allow, now, keys...); err != nil {
 		return nil, err
+	}
+	if k.journal != nil && len(keys) > 1 {
+		k.journal.Begin()
+		defer k.journal.End()
 	}
 	for _, key := range keys {
 		if e, ok := k.m[key]; ok {

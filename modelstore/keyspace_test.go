@@ -708,3 +708,45 @@ func TestAvgTTL(t *testing.T) {
 		t.Fatalf("no TTL left: %d", k.AvgTTL())
 	}
 }
+
+// callJournal records the journal calls, in order.
+type callJournal struct{ calls []string }
+
+func (j *callJournal) Set(k string, _ Value)    { j.calls = append(j.calls, "set "+k) }
+func (j *callJournal) Delete(k string)          { j.calls = append(j.calls, "del "+k) }
+func (j *callJournal) Expire(k string, _ int64) { j.calls = append(j.calls, "expire "+k) }
+func (j *callJournal) Rename(a, b string)       { j.calls = append(j.calls, "rename "+a+" "+b) }
+func (j *callJournal) Flush()                   { j.calls = append(j.calls, "flush") }
+func (j *callJournal) Begin()                   { j.calls = append(j.calls, "begin") }
+func (j *callJournal) End()                     { j.calls = append(j.calls, "end") }
+
+// An update of several keys is one atomic unit of the journal (a replay
+// applies all of it or none); an update of one key needs no unit.
+func TestMultiKeyUpdatesAreJournaledAsOneUnit(t *testing.T) {
+	k, _ := newTestKeyspace(t, 0)
+	j := &callJournal{}
+	k.SetJournal(j)
+	check := func(what string, want ...string) {
+		t.Helper()
+		if !slices.Equal(j.calls, want) {
+			t.Errorf("%s: journal heard %q, want %q", what, j.calls, want)
+		}
+		j.calls = nil
+	}
+	if _, err := k.SetMany([]Write{{Key: "a", Value: newU8(1)}, {Key: "b", Value: newU8(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	check("SetMany", "begin", "set a", "set b", "end")
+	if err := k.Apply([]Write{{Key: "c", Value: newU8(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	check("Apply of one key", "set c")
+	if _, err := k.Delete(nil, "a", "b", "missing"); err != nil {
+		t.Fatal(err)
+	}
+	check("Delete", "begin", "del a", "del b", "end")
+	if _, err := k.Delete(nil, "c"); err != nil {
+		t.Fatal(err)
+	}
+	check("Delete of one key", "del c")
+}

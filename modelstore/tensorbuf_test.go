@@ -73,6 +73,8 @@ func (*holdingJournal) Delete(string)         {}
 func (*holdingJournal) Expire(string, int64)  {}
 func (*holdingJournal) Rename(string, string) {}
 func (*holdingJournal) Flush()                {}
+func (*holdingJournal) Begin()                {}
+func (*holdingJournal) End()                  {}
 
 // A replaced tensor's buffer is recycled only once nothing holds it, and
 // never after a reader that does not count its hold had it.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
@@ -1246,5 +1247,173 @@ func TestLogLargeRecordSealedInPlace(t *testing.T) {
 	st, _, err := replayed(t, dir, false)
 	if err != nil || st.keys["big"] != "tensor:"+big || st.keys["small3"] != "tensor:3" || st.keys["small2"] != "tensor:2" {
 		t.Fatalf("replay: %v (%d keys)", err, len(st.keys))
+	}
+}
+
+// frameLengths lists the ciphertext length of each frame of the log file
+// at path.
+func frameLengths(t *testing.T, path string) []int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for off := logHeaderSize; off+logFrameHdr <= len(b); {
+		n := int(binary.BigEndian.Uint32(b[off:]))
+		out = append(out, n)
+		off += logFrameHdr + n
+	}
+	return out
+}
+
+// An atomic unit (a MULTI/EXEC's records) larger than frameTarget and
+// drainAt goes into one frame, none of it written before EndUnit even
+// when a leader writes meanwhile; a file cut inside that frame replays
+// none of the unit. Without units, the records were sealed every
+// frameTarget and written every drainAt, and a kill -9 before EXEC's
+// reply left the transaction half applied after the restart.
+func TestLogUnitIsOneFrame(t *testing.T) {
+	dir := t.TempDir()
+	l := createdLog(t, dir)
+	path := lastIncr(t, dir)
+	before := l.Append(tensorOp("before", "0"))
+	val := strings.Repeat("v", 1<<20)
+	l.BeginUnit()
+	var seq uint64
+	for i := range 12 { // 12 MiB: past frameTarget and drainAt
+		seq = l.Append(tensorOp(fmt.Sprintf("t%02d", i), val))
+		if i == 5 {
+			// A group commit of a record before the unit, and the
+			// everysec tick, while the unit is half appended.
+			if err := l.Commit(before); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.SyncEverysec(); err != nil {
+				t.Fatal(err)
+			}
+			if got := frameLengths(t, path); len(got) != 1 || l.Written() != before {
+				t.Fatalf("half a unit appended: frames %v, written %d; want the record before it alone (%d)", got, l.Written(), before)
+			}
+		}
+	}
+	l.EndUnit()
+	if err := l.Commit(seq); err != nil {
+		t.Fatal(err)
+	}
+	got := frameLengths(t, path)
+	if len(got) != 2 || got[1] < 12<<20 {
+		t.Fatalf("frames %v, want the record before the unit, then the unit in one frame", got)
+	}
+	l.Close()
+	st, _, err := replayed(t, dir, false)
+	if err != nil || len(st.keys) != 13 {
+		t.Fatalf("replayed %d keys, %v; want 13", len(st.keys), err)
+	}
+	// A kill -9 inside the unit's write: none of it comes back.
+	st0, _ := os.Stat(path)
+	if err := os.Truncate(path, st0.Size()-5<<20); err != nil {
+		t.Fatal(err)
+	}
+	st, info, err := replayed(t, dir, true)
+	if err != nil || len(st.keys) != 1 || st.keys["before"] != "tensor:0" || info.CutBytes == 0 {
+		t.Fatalf("cut inside the unit: %d keys %v, info %+v", len(st.keys), err, info)
+	}
+}
+
+// Units nest (EXEC around a multi-key update): the outermost counts. A
+// Commit of a record inside an open unit (another client's, appended
+// meanwhile) waits for the unit's end, and a unit that appends nothing
+// leaves the queue as it was.
+func TestLogUnitsNestAndCommitWaits(t *testing.T) {
+	dir := t.TempDir()
+	l := createdLog(t, dir)
+	l.BeginUnit()
+	l.EndUnit() // empty
+	l.BeginUnit()
+	l.Append(tensorOp("a", "1"))
+	l.BeginUnit()
+	l.Append(tensorOp("b", "2"))
+	l.EndUnit()
+	other := l.Append(tensorOp("c", "3"))
+	done := make(chan error, 1)
+	go func() { done <- l.Commit(other) }()
+	select {
+	case err := <-done:
+		t.Fatalf("a Commit inside an open unit returned (%v) before the unit ended: written %d", err, l.Written())
+	case <-time.After(100 * time.Millisecond):
+	}
+	last := l.Append(tensorOp("d", "4"))
+	l.EndUnit()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Commit waiting for the unit never returned")
+	}
+	if l.Written() < last {
+		t.Fatalf("written %d, want the whole unit (%d)", l.Written(), last)
+	}
+	if got := frameLengths(t, lastIncr(t, dir)); len(got) != 1 {
+		t.Fatalf("frames %v, want one", got)
+	}
+	// Records after the unit are written on their own.
+	commitAll(t, l, tensorOp("e", "5"))
+	l.Close()
+	st, _, err := replayed(t, dir, false)
+	if err != nil || len(st.keys) != 5 {
+		t.Fatalf("replayed %v, %v", st.keys, err)
+	}
+}
+
+// A unit too large for one frame (frameLimit, lowered here) is split where
+// the next record would pass the limit: no frame the writer makes is
+// longer than a reader takes, and the unit replays whole.
+func TestLogUnitOverFrameLimitIsSplit(t *testing.T) {
+	defer func(v int) { frameLimit = v }(frameLimit)
+	frameLimit = 3<<20 + 4096 // 3 records of 1 MiB
+	dir := t.TempDir()
+	l := createdLog(t, dir)
+	val := strings.Repeat("v", 1<<20)
+	l.BeginUnit()
+	var seq uint64
+	for i := range 8 {
+		seq = l.Append(tensorOp(fmt.Sprintf("t%d", i), val))
+	}
+	l.EndUnit()
+	if err := l.Commit(seq); err != nil {
+		t.Fatal(err)
+	}
+	got := frameLengths(t, lastIncr(t, dir))
+	for _, n := range got {
+		if n > frameLimit {
+			t.Fatalf("frames %v, one over the limit %d", got, frameLimit)
+		}
+	}
+	if len(got) != 3 {
+		t.Errorf("frames %v, want 3 (3 records to a frame, the last 2)", got)
+	}
+	l.Close()
+	st, _, err := replayed(t, dir, false)
+	if err != nil || len(st.keys) != 8 {
+		t.Fatalf("replayed %d keys, %v", len(st.keys), err)
+	}
+}
+
+// opSize, which the writer uses to keep frames within frameLimit, is the
+// length appendOp encodes.
+func TestOpSizeIsEncodedLength(t *testing.T) {
+	for _, op := range []Op{
+		{Tensor: &TensorRecord{Key: "k", Owner: "o", DType: 3, Shape: []int64{2, 3}, Data: make([]byte, 6)}},
+		{Model: &LogModel{ModelRecord: ModelRecord{Key: "m", Backend: "ONNX", Device: "CPU", Tag: "t", ID: "id", Owner: "u",
+			Extra: map[string]string{"a": "bb", "ccc": ""}}, Size: 5}},
+		{Del: "gone"}, {Expire: &ExpireOp{"k", 5}}, {Rename: &[2]string{"src", "dst"}}, {Flush: true},
+	} {
+		b, err := appendOp(nil, op)
+		if err != nil || len(b) != opSize(op) {
+			t.Errorf("%+v: encoded %d bytes (%v), opSize %d", op, len(b), err, opSize(op))
+		}
 	}
 }

@@ -259,7 +259,8 @@ type Op struct {
 	// recycled tensor buffers, modelstore/tensorbuf.go).
 	Held interface{ Done() }
 
-	cut *cutOp // a rewrite's switch to a new incr file (log.go)
+	cut  *cutOp // a rewrite's switch to a new incr file (log.go)
+	more bool   // more records of this one's atomic unit follow (Log.BeginUnit)
 }
 
 // release gives up the op's hold (Held.Done), once.
@@ -274,6 +275,34 @@ func (op *Op) release() {
 type ExpireOp struct {
 	Key      string
 	AtUnixMs int64
+}
+
+// frameLimit is the most ciphertext bytes the writer puts in one frame:
+// maxLogFrame, lowered by tests.
+var frameLimit = maxLogFrame
+
+// opSize is the length of op's record as appendOp encodes it.
+func opSize(op Op) int {
+	switch {
+	case op.Tensor != nil:
+		t := op.Tensor
+		return 1 + 4 + len(t.Key) + 4 + len(t.Owner) + 8 + 2 + 8*len(t.Shape) + 8 + len(t.Data)
+	case op.Model != nil:
+		m := op.Model
+		n := 1 + 4 + len(m.Key) + 8 + 32 + 8 + 4 + len(m.Backend) + 4 + len(m.Device) + 4 + len(m.Tag) +
+			4 + 4 + 8 + 1 + 4 + len(m.ID) + 8 + 4 + len(m.Owner) + 4
+		for k, v := range m.Extra {
+			n += 4 + len(k) + 4 + len(v)
+		}
+		return n
+	case op.Expire != nil:
+		return 1 + 4 + len(op.Expire.Key) + 8
+	case op.Rename != nil:
+		return 1 + 4 + len(op.Rename[0]) + 4 + len(op.Rename[1])
+	case op.Flush:
+		return 1
+	}
+	return 1 + 4 + len(op.Del)
 }
 
 // appendOp encodes op's record.
