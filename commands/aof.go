@@ -171,6 +171,24 @@ func (j journal) Rename(src, dst string) {
 
 func (j journal) Flush() { j.log.Append(persistence.Op{Flush: true}) }
 
+// Check refuses a value whose record the log could not hold
+// (persistence.Loggable): a tensor whose record passes a frame's 4 GiB, a
+// key over 512 MiB (proto-max-bulk-len allows both).
+func (j journal) Check(key string, v modelstore.Value) error {
+	switch v := v.(type) {
+	case *modelstore.Tensor:
+		// On the stack: every AI.TENSORSET asks.
+		rec := persistence.TensorRecord{Key: key, Owner: v.Owner, Shape: v.Shape, Data: v.Data}
+		return persistence.Loggable(persistence.Op{Tensor: &rec})
+	case *modelstore.Model:
+		if rec, ok := modelRecord(key, v, 0); ok {
+			return persistence.Loggable(persistence.Op{Model: rec})
+		}
+		return persistence.Loggable(persistence.Op{Del: key})
+	}
+	return nil
+}
+
 func (j journal) Begin() { j.log.BeginUnit() }
 
 func (j journal) End() { j.log.EndUnit() }

@@ -385,3 +385,18 @@ func TestStartCompilesAFailedModelAgainAlone(t *testing.T) {
 		t.Log("no compile met another: the retry was not exercised")
 	}
 }
+
+// The journal asks the log whether it can hold a value before the keyspace
+// takes it (modelstore.Journal.Check), and the refusal reaches the client
+// with its sizes: the log learnt of a record it could not write only once
+// the change was made, and dropped it and those queued after it.
+func TestJournalRefusesWhatTheLogCannotHold(t *testing.T) {
+	err := journal{}.Check("k", &modelstore.Tensor{DType: modelstore.Uint8, Shape: make([]int64, persistence.MaxRank+1)})
+	want := "ERR the append-only log cannot hold this value: a tensor of 256 dimensions, the most is 255"
+	if err == nil || errorText(err) != want {
+		t.Fatalf("got %v (%q), want %q", err, errorText(err), want)
+	}
+	if err := (journal{}).Check("k", &modelstore.Tensor{DType: modelstore.Uint8, Shape: []int64{4}, Data: make([]byte, 4)}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/enclaveai/enclaveai/config"
 	"github.com/enclaveai/enclaveai/modelstore"
+	"github.com/enclaveai/enclaveai/persistence"
 )
 
 // Reply is an error whose text is sent as is: the exact RESP error line
@@ -116,6 +117,8 @@ var detailedErrors = []error{
 	modelstore.ErrModelEmpty, modelstore.ErrModelTooDeep,
 	modelstore.ErrModelExternalData, modelstore.ErrModelTensorSize, modelstore.ErrModelUnsafe,
 	modelstore.ErrUnsupportedDType, modelstore.ErrUnsupportedShape,
+	// A value the log cannot hold: the sizes, never the key.
+	persistence.ErrUnloggable,
 }
 
 // errorText is the one place where an error becomes RESP error text.

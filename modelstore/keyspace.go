@@ -85,6 +85,11 @@ type Journal interface {
 	Rename(src, dst string)
 	// Flush: every key is gone.
 	Flush()
+	// Check refuses, before anything changes, a value that cannot be
+	// recorded at key (too large for a record): the journal hears of a
+	// change only once it is made, and one it could not record would be
+	// lost though acknowledged.
+	Check(key string, v Value) error
 	// Begin and End bracket the changes of one atomic update of several
 	// keys (SetMany, Delete): a replay must apply all of them or none.
 	// They nest (a transaction around such an update).
@@ -267,6 +272,11 @@ func (k *Keyspace) setMany(ws []Write, old []Value) error {
 			grow -= entrySize(w.Key, e.v)
 		}
 		grow += entrySize(w.Key, w.Value)
+		if k.journal != nil {
+			if err := k.journal.Check(w.Key, w.Value); err != nil {
+				return err
+			}
+		}
 	}
 	if max := k.maxmemory(); max > 0 && grow > 0 && k.used.Load()+grow > max {
 		return ErrOOM
@@ -410,6 +420,12 @@ func (k *Keyspace) Rename(allow Allow, src, dst string) (Value, error) {
 	}
 	if src == dst {
 		return nil, nil
+	}
+	if k.journal != nil {
+		// What a rewrite's base will hold: the value at dst.
+		if err := k.journal.Check(dst, e.v); err != nil {
+			return nil, err
+		}
 	}
 	var replaced Value
 	if d, ok := k.m[dst]; ok && d.live(now) {

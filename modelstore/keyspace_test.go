@@ -709,16 +709,26 @@ func TestAvgTTL(t *testing.T) {
 	}
 }
 
-// callJournal records the journal calls, in order.
-type callJournal struct{ calls []string }
+// callJournal records the journal calls, in order; Check refuses the key
+// refuse.
+type callJournal struct {
+	calls  []string
+	refuse string
+}
 
 func (j *callJournal) Set(k string, _ Value)    { j.calls = append(j.calls, "set "+k) }
 func (j *callJournal) Delete(k string)          { j.calls = append(j.calls, "del "+k) }
 func (j *callJournal) Expire(k string, _ int64) { j.calls = append(j.calls, "expire "+k) }
 func (j *callJournal) Rename(a, b string)       { j.calls = append(j.calls, "rename "+a+" "+b) }
 func (j *callJournal) Flush()                   { j.calls = append(j.calls, "flush") }
-func (j *callJournal) Begin()                   { j.calls = append(j.calls, "begin") }
-func (j *callJournal) End()                     { j.calls = append(j.calls, "end") }
+func (j *callJournal) Check(k string, _ Value) error {
+	if k == j.refuse {
+		return errRefused
+	}
+	return nil
+}
+func (j *callJournal) Begin() { j.calls = append(j.calls, "begin") }
+func (j *callJournal) End()   { j.calls = append(j.calls, "end") }
 
 // An update of several keys is one atomic unit of the journal (a replay
 // applies all of it or none); an update of one key needs no unit.
@@ -749,4 +759,36 @@ func TestMultiKeyUpdatesAreJournaledAsOneUnit(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("Delete of one key", "del c")
+}
+
+var errRefused = errors.New("refused")
+
+// A value the journal cannot record is refused before anything changes,
+// not found out by the journal once the change is made (the log then
+// dropped its record, though the write was acknowledged): a SetMany of
+// which one key is refused stores none, and a RENAME onto a refused key
+// moves nothing.
+func TestJournalCheckRefusesBeforeAnyChange(t *testing.T) {
+	k, _ := newTestKeyspace(t, 0)
+	j := &callJournal{refuse: "bad"}
+	k.SetJournal(j)
+	if _, err := k.SetMany([]Write{{Key: "a", Value: newU8(1)}, {Key: "bad", Value: newU8(1)}}); err != errRefused {
+		t.Fatalf("SetMany: %v", err)
+	}
+	if err := k.Apply([]Write{{Key: "bad", Value: newU8(1)}}); err != errRefused {
+		t.Fatalf("Apply: %v", err)
+	}
+	if n, _ := k.Len(); n != 0 || len(j.calls) != 0 {
+		t.Fatalf("%d keys, journal heard %q; want nothing changed", n, j.calls)
+	}
+	if err := k.Apply([]Write{{Key: "a", Value: newU8(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	j.calls = nil
+	if _, err := k.Rename(nil, "a", "bad"); err != errRefused {
+		t.Fatalf("Rename: %v", err)
+	}
+	if _, ok := k.Get("a"); !ok || len(j.calls) != 0 {
+		t.Fatalf("a renamed onto a refused key: journal heard %q", j.calls)
+	}
 }

@@ -69,12 +69,13 @@ func (j *holdingJournal) Set(_ string, v Value) {
 		j.held = append(j.held, t)
 	}
 }
-func (*holdingJournal) Delete(string)         {}
-func (*holdingJournal) Expire(string, int64)  {}
-func (*holdingJournal) Rename(string, string) {}
-func (*holdingJournal) Flush()                {}
-func (*holdingJournal) Begin()                {}
-func (*holdingJournal) End()                  {}
+func (*holdingJournal) Delete(string)             {}
+func (*holdingJournal) Expire(string, int64)      {}
+func (*holdingJournal) Rename(string, string)     {}
+func (*holdingJournal) Flush()                    {}
+func (*holdingJournal) Check(string, Value) error { return nil }
+func (*holdingJournal) Begin()                    {}
+func (*holdingJournal) End()                      {}
 
 // A replaced tensor's buffer is recycled only once nothing holds it, and
 // never after a reader that does not count its hold had it.

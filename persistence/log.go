@@ -486,6 +486,19 @@ func (l *Log) writeLocked() error {
 			ops[i].release()
 			continue // a rewrite's base will cover it (see switchLocked)
 		}
+		if err := Loggable(op); err != nil {
+			// Cannot happen: the keyspace asks Loggable before it takes a
+			// value. Should it all the same, returning here dropped the
+			// record and every one queued after it, though their changes
+			// were made, and a record over the limit would not have read
+			// back. Broken, the file takes nothing more, their Commits
+			// fail (MISCONF), and only a rewrite, whose base holds the
+			// keyspace, goes on.
+			ops[i].release()
+			l.broken = fmt.Errorf("logging a record: %w", err)
+			l.setErr(l.broken)
+			continue
+		}
 		if len(l.plain) > 0 && len(l.plain)-logFrameHdr+opSize(op)+tagSize > frameLimit {
 			// Only a unit too large for one frame gets here: split.
 			if err := l.closeFrameLocked(); err != nil {
@@ -509,11 +522,8 @@ func (l *Log) writeLocked() error {
 			}
 			l.plain = slices.Grow(l.plain, min(need, frameLimit))
 		}
-		var err error
-		if l.plain, err = appendOp(l.plain, op); err != nil {
-			return err // cannot happen for values the keyspace accepts
-		}
-		ops[i].release() // its bytes are in the frame
+		l.plain, _ = appendOp(l.plain, op) // Loggable has checked what it refuses
+		ops[i].release()                   // its bytes are in the frame
 		if len(l.plain) >= frameTarget && !op.more {
 			if err := l.closeFrameLocked(); err != nil {
 				l.requeue(ops[i+1:])
@@ -891,10 +901,15 @@ func (l *Log) writeBase(n int, src func(yield func(Op) error) error) (string, in
 	}
 	if err == nil {
 		err = src(func(op Op) error {
-			var err error
-			if plain, err = appendOp(plain, op); err != nil {
+			if err := Loggable(op); err != nil {
 				return err
 			}
+			if len(plain) > 0 && len(plain)+opSize(op)+tagSize > frameLimit {
+				if err := emit(); err != nil {
+					return err
+				}
+			}
+			plain, _ = appendOp(plain, op)
 			if len(plain) >= frameTarget {
 				return emit()
 			}

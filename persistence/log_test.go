@@ -1417,3 +1417,94 @@ func TestOpSizeIsEncodedLength(t *testing.T) {
 		}
 	}
 }
+
+// A record fits one frame of at most frameLimit (lowered here, as a
+// stand-in for maxLogFrame): one whose frame is exactly the limit, past
+// frameTarget and drainAt, is written and replays; one byte more is
+// refused by Loggable, which the keyspace asks before it takes a value.
+// Builds before this one wrote any record in one frame while readers took
+// frames of at most 1 GiB: a tensor over 1 GiB was acknowledged, then cut
+// off as torn at the next start.
+func TestLogRecordUpToFrameLimit(t *testing.T) {
+	defer func(v int) { frameLimit = v }(frameLimit)
+	frameLimit = 9<<20 + 77
+	if maxLogFrame < 1<<30+tagSize {
+		t.Fatal("maxLogFrame must read the frames of up to 1 GiB that older builds wrote")
+	}
+	fill := frameLimit - tagSize - opSize(tensorOp("big", ""))
+	op := tensorOp("big", strings.Repeat("x", fill))
+	if err := Loggable(op); err != nil {
+		t.Fatal(err)
+	}
+	if err := Loggable(tensorOp("big", strings.Repeat("x", fill+1))); !errors.Is(err, ErrUnloggable) {
+		t.Fatalf("a record one byte over the frame: %v, want ErrUnloggable", err)
+	}
+	if err := Loggable(Op{Tensor: &TensorRecord{Key: "k", Shape: make([]int64, MaxRank+1)}}); !errors.Is(err, ErrUnloggable) {
+		t.Fatalf("rank %d: %v", MaxRank+1, err)
+	}
+	dir := t.TempDir()
+	l := createdLog(t, dir)
+	commitAll(t, l, tensorOp("small", "1"), op, tensorOp("after", "2"))
+	got := frameLengths(t, lastIncr(t, dir))
+	if len(got) != 3 || got[1] != frameLimit {
+		t.Fatalf("frames %v, want the large record alone in a frame of %d", got, frameLimit)
+	}
+	l.Close()
+	st, _, err := replayed(t, dir, false)
+	if err != nil || len(st.keys["big"]) != len("tensor:")+fill || st.keys["after"] != "tensor:2" {
+		t.Fatalf("replay: %v, %d keys", err, len(st.keys))
+	}
+}
+
+// A record the log cannot hold, should one reach it past Loggable, breaks
+// the file: the records queued after it are not dropped while their
+// Commits succeed. writeLocked returned appendOp's error having taken the
+// whole batch off the queue, and the next Commit of a record after it
+// reported it written.
+func TestLogUnloggableRecordDropsNothingSilently(t *testing.T) {
+	dir := t.TempDir()
+	l := createdLog(t, dir)
+	commitAll(t, l, tensorOp("before", "0"))
+	l.Append(Op{Tensor: &TensorRecord{Key: "bad", Shape: make([]int64, MaxRank+1)}})
+	after := l.Append(tensorOp("after", "1"))
+	if err := l.Commit(after); err == nil {
+		t.Fatal("Commit succeeded past an unloggable record")
+	}
+	if err := l.Commit(after); err == nil || l.Written() >= after {
+		t.Fatalf("a second Commit: %v, written %d: the record after it (%d) reported written", err, l.Written(), after)
+	}
+	if l.Err() == nil {
+		t.Fatal("the log reports no error: writes would be accepted again")
+	}
+}
+
+// A torn tail whose length field passes what is left of the file, even by
+// gigabytes (a frame of over 1 GiB, the old limit, and the largest a
+// length says), is torn and cut off, and replay allocates no more than
+// the file holds.
+func TestLogTornLengthPastTheFileIsTorn(t *testing.T) {
+	for _, claim := range []uint32{1<<30 + 1<<20, 1<<32 - 1} {
+		t.Run(fmt.Sprint(claim), func(t *testing.T) {
+			dir := t.TempDir()
+			l := createdLog(t, dir)
+			commitAll(t, l, tensorOp("kept", "1"))
+			l.Close()
+			path := lastIncr(t, dir)
+			b, _ := os.ReadFile(path)
+			hdr := binary.BigEndian.AppendUint32(nil, claim)
+			b = append(append(b, hdr...), make([]byte, 4096)...)
+			b[len(b)-4096+1] = 7 // not all zeros after the length
+			os.WriteFile(path, b, 0o600)
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			st, info, err := replayed(t, dir, true)
+			runtime.ReadMemStats(&after)
+			if err != nil || st.keys["kept"] != "tensor:1" || info.CutBytes != 4+4096 {
+				t.Fatalf("replay: %v, keys %v, info %+v", err, st.keys, info)
+			}
+			if got := after.TotalAlloc - before.TotalAlloc; got > 16<<20 {
+				t.Errorf("replay allocated %d MiB for a file of %d bytes", got>>20, len(b))
+			}
+		})
+	}
+}

@@ -31,10 +31,16 @@ const (
 	logKeyIDLabel = "EnclaveAI log seal key id v1"
 	logKeyLabel   = "EnclaveAI log frame key v1"
 
-	// Most ciphertext bytes in one frame (L), a bound a reader checks
-	// before it allocates: a frame holds at least one whole record, and a
-	// tensor is at most 512 MiB.
-	maxLogFrame = 1 << 30
+	// Most ciphertext bytes in one frame (L): all that its 4-byte length
+	// field says. A frame holds whole records, a transaction's all
+	// together (Log.BeginUnit), and a tensor may pass 1 GiB
+	// (proto-max-bulk-len): builds before this one wrote frames of up to
+	// 1 GiB + 16 and read longer ones as torn, so a tensor over 1 GiB was
+	// acknowledged, then cut off at the next start. Those files hold
+	// frames of at most 1 GiB, all within this limit. A reader bounds
+	// what it allocates for a frame by the bytes left in the file, not by
+	// this: a torn tail's garbage length passes them.
+	maxLogFrame = 1<<32 - 1
 
 	// modelFramePlain is the plaintext size of every model file frame but
 	// the last.
@@ -277,9 +283,41 @@ type ExpireOp struct {
 	AtUnixMs int64
 }
 
-// frameLimit is the most ciphertext bytes the writer puts in one frame:
-// maxLogFrame, lowered by tests.
+// frameLimit is the most ciphertext bytes the writer puts in one frame,
+// and so what bounds a record (Loggable): maxLogFrame, lowered by tests.
 var frameLimit = maxLogFrame
+
+// ErrUnloggable is Loggable's refusal: the log cannot hold the record.
+var ErrUnloggable = errors.New("the append-only log cannot hold this value")
+
+// Loggable reports whether the log can hold op's record: appendOp would
+// encode it, and it fits one frame. The keyspace asks before it takes a
+// value (modelstore.Journal.Check): the log learns of a change only once
+// it is made, and a record it could not write would be lost though the
+// change was acknowledged, with the records queued after it.
+func Loggable(op Op) error {
+	var key string
+	switch {
+	case op.Tensor != nil:
+		key = op.Tensor.Key
+		if len(op.Tensor.Shape) > MaxRank {
+			return fmt.Errorf("%w: a tensor of %d dimensions, the most is %d", ErrUnloggable, len(op.Tensor.Shape), MaxRank)
+		}
+	case op.Model != nil:
+		key = op.Model.Key
+		if len(op.Model.Extra) > MaxExtra {
+			return fmt.Errorf("%w: a model of %d attributes, the most is %d", ErrUnloggable, len(op.Model.Extra), MaxExtra)
+		}
+	}
+	// Longer keys the snapshot cannot hold either, nor a rewrite's base.
+	if len(key) > MaxStringLen {
+		return fmt.Errorf("%w: a key of %d bytes, the most is %d", ErrUnloggable, len(key), MaxStringLen)
+	}
+	if n := opSize(op); n > frameLimit-tagSize {
+		return fmt.Errorf("%w: its record would take %d bytes, the most is %d", ErrUnloggable, n, frameLimit-tagSize)
+	}
+	return nil
+}
 
 // opSize is the length of op's record as appendOp encodes it.
 func opSize(op Op) int {
