@@ -9,6 +9,15 @@ in the spirit of Redis 7's multi-part AOF. The log's byte layout is
 specified in docs/DURABILITY.md ("File formats"), its golden directory is
 testdata/log-v1. The log writes through FS, which tests make fail.
 
+A log frame is authenticated whole and a torn one is cut off whole, so the
+log makes a group of records atomic by sealing them in one frame: the
+records between Log.BeginUnit and EndUnit (a transaction's, a multi-key
+update's) are never split between frames nor written before the group is
+complete, up to the frame limit (maxLogFrame, 4 GiB, which also bounds one
+record: Loggable). Replay reads a frame at a time and holds each whole
+while it verifies it, decrypted in place: its memory is the largest frame
+and the values decoded, not the file.
+
 The package knows nothing of RESP or of the keyspace. The server hands Write a
 Source that yields its records and hands Read a Sink that receives them; the
 seal key comes from package enclave. Read verifies as it goes and returns nil

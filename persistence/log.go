@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/hkdf"
 	"crypto/hmac"
@@ -1083,40 +1084,88 @@ func (l *Log) writtenAfter(files []string) (string, int64) {
 
 // replayFile reads one log file: it returns the file (its header, frame
 // count and size) and the offset where its last whole frame ends.
+//
+// It reads a frame at a time, not the whole file: what it holds is the
+// frame being verified (whole: its tag authenticates all of it, and
+// nothing of it is handed on before), decrypted in place, and the values
+// decoded from it. A frame's length is believed only as far as the bytes
+// left in the file: a longer one is torn, whatever it says, so a torn
+// tail's garbage length allocates nothing. Only a bad frame's tail, which
+// tornTail judges, is read whole.
 func (l *Log) replayFile(name string, kind byte, sink LogSink) (*logFile, int64, error) {
-	b, err := os.ReadFile(filepath.Join(l.o.Dir, name))
+	f, err := os.Open(filepath.Join(l.o.Dir, name))
 	if err != nil {
 		return nil, 0, err
 	}
-	lf := &logFile{name: name, size: int64(len(b))}
-	h, err := parseLogHeader(b, l.o.SealKey, kind)
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	size := fi.Size()
+	lf := &logFile{name: name, size: size}
+	r := bufio.NewReaderSize(f, 1<<20)
+	hb := make([]byte, min(size, logHeaderSize))
+	if _, err := io.ReadFull(r, hb); err != nil {
+		return lf, 0, err
+	}
+	h, err := parseLogHeader(hb, l.o.SealKey, kind)
 	if err != nil {
 		return lf, 0, err
 	}
 	lf.h = h
-	off := logHeaderSize
-	for off < len(b) {
-		pt, _, n, st := h.openFrame(b[off:], lf.index)
+	off := int64(logHeaderSize)
+	var buf []byte
+	for off < size {
+		// frame is the whole frame at off, or nil if the file ends first.
+		var frame []byte
+		if left := size - off; left >= logFrameHdr {
+			var hdr [logFrameHdr]byte
+			if _, err := io.ReadFull(r, hdr[:]); err != nil {
+				return lf, off, err
+			}
+			if n := int64(binary.BigEndian.Uint32(hdr[:])); n >= tagSize && n <= left-logFrameHdr {
+				if int64(cap(buf)) < logFrameHdr+n {
+					buf = nil // not kept while the larger one is allocated
+					buf = make([]byte, logFrameHdr+n)
+				}
+				frame = buf[:logFrameHdr+n]
+				copy(frame, hdr[:])
+				if _, err := io.ReadFull(r, frame[logFrameHdr:]); err != nil {
+					return lf, off, err
+				}
+			}
+		}
+		st := frameTorn
+		var pt []byte
+		var n int
+		if frame != nil {
+			pt, _, n, st = h.openFrame(frame, lf.index)
+		}
 		switch st {
 		case frameBad:
-			return lf, int64(off), fmt.Errorf("%w: frame %d at offset %d fails authentication", ErrLogCorrupt, lf.index, off)
+			return lf, off, fmt.Errorf("%w: frame %d at offset %d fails authentication", ErrLogCorrupt, lf.index, off)
 		case frameTorn:
-			if kind == KindBase || !tornTail(b[off:]) {
-				return lf, int64(off), fmt.Errorf("%w: frame %d at offset %d is damaged", ErrLogCorrupt, lf.index, off)
+			tail := make([]byte, size-off)
+			if _, err := f.ReadAt(tail, off); err != nil {
+				return lf, off, err
 			}
-			return lf, int64(off), fmt.Errorf("%w: %d bytes after frame %d", ErrLogTruncated, len(b)-off, lf.index)
+			if kind == KindBase || !tornTail(tail) {
+				return lf, off, fmt.Errorf("%w: frame %d at offset %d is damaged", ErrLogCorrupt, lf.index, off)
+			}
+			return lf, off, fmt.Errorf("%w: %d bytes after frame %d", ErrLogTruncated, size-off, lf.index)
 		}
 		if err := decodeFrame(pt, kind, sink); err != nil {
 			var se sinkError
 			if errors.As(err, &se) {
-				return lf, int64(off), se.err
+				return lf, off, se.err
 			}
-			return lf, int64(off), fmt.Errorf("frame %d: %w", lf.index, err)
+			return lf, off, fmt.Errorf("frame %d: %w", lf.index, err)
 		}
-		off += n
+		off += int64(n)
 		lf.index++
 	}
-	return lf, int64(off), nil
+	return lf, off, nil
 }
 
 // tornTail reports whether the bytes from a bad frame on look like a write

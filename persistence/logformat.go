@@ -199,7 +199,9 @@ const (
 )
 
 // openFrame verifies and decrypts the frame at the start of b (the rest of
-// the file): its plaintext, flags and length in the file.
+// the file, or more): its plaintext, flags and length in the file. The
+// frame is decrypted in place: the plaintext is b's, and a frame that
+// fails authentication (frameBad) is left overwritten.
 func (h *logHeader) openFrame(b []byte, index uint64) (pt []byte, flags byte, n int, st frameStatus) {
 	if len(b) < logFrameHdr {
 		return nil, 0, 0, frameTorn
@@ -215,7 +217,7 @@ func (h *logHeader) openFrame(b []byte, index uint64) (pt []byte, flags byte, n 
 	}
 	var nonce [12]byte
 	binary.BigEndian.PutUint64(nonce[4:], index)
-	pt, err := h.aead.Open(nil, nonce[:], b[logFrameHdr:n], h.frameAD(index, flags))
+	pt, err := h.aead.Open(b[logFrameHdr:logFrameHdr], nonce[:], b[logFrameHdr:n], h.frameAD(index, flags))
 	if err != nil {
 		return nil, 0, 0, frameBad
 	}
