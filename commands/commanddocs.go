@@ -246,24 +246,7 @@ func writeCommandDoc(w *Writer, s *Spec) {
 		}
 		subs = append(subs, &sub{name: name, doc: u.Doc, forms: [][]docArg{syntaxArgs(rest)}})
 	}
-	n := 3
-	if len(args) > 0 {
-		n++
-	}
-	if len(subs) > 0 {
-		n++
-	}
-	w.Map(n)
-	w.BulkString("summary")
-	w.BulkString(s.Summary)
-	w.BulkString("since")
-	w.BulkString("1.0.0")
-	w.BulkString("group")
-	w.BulkString(docGroup(s))
-	if len(args) > 0 {
-		w.BulkString("arguments")
-		writeDocArgs(w, args)
-	}
+	writeDoc(w, s.Summary, docGroup(s), args, len(subs) > 0)
 	if len(subs) == 0 {
 		return
 	}
@@ -279,20 +262,30 @@ func writeCommandDoc(w *Writer, s *Spec) {
 			}
 			args = []docArg{one}
 		}
-		m := 3
-		if len(args) > 0 {
-			m++
-		}
-		w.Map(m)
-		w.BulkString("summary")
-		w.BulkString(sb.doc)
-		w.BulkString("since")
-		w.BulkString("1.0.0")
-		w.BulkString("group")
-		w.BulkString(docGroup(s))
-		if len(args) > 0 {
-			w.BulkString("arguments")
-			writeDocArgs(w, args)
-		}
+		writeDoc(w, sb.doc, docGroup(s), args, false)
+	}
+}
+
+// writeDoc writes a doc map's fields: summary, since, group, the
+// arguments if any, and room for a subcommands field to follow when
+// subs is set.
+func writeDoc(w *Writer, summary, group string, args []docArg, subs bool) {
+	n := 3
+	if len(args) > 0 {
+		n++
+	}
+	if subs {
+		n++
+	}
+	w.Map(n)
+	w.BulkString("summary")
+	w.BulkString(summary)
+	w.BulkString("since")
+	w.BulkString("1.0.0")
+	w.BulkString("group")
+	w.BulkString(group)
+	if len(args) > 0 {
+		w.BulkString("arguments")
+		writeDocArgs(w, args)
 	}
 }
