@@ -12,6 +12,7 @@ no static check of the model (the sanitizer) can refuse.
 
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -467,6 +468,59 @@ class TenantTest(unittest.TestCase):
             self.assertEqual(alice.execute_command("AI.MODELEXECUTE", "ma", "INPUTS", 1, "xa", "OUTPUTS", 1, "ya"), b"OK")
         finally:
             srv.stop()
+
+
+class ProcShieldTest(unittest.TestCase):
+    NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+    def as_nobody(self, code):
+        """Runs python code as uid 65534; its exit status."""
+        return subprocess.run(self.NOBODY + [sys.executable, "-c", code],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30).returncode
+
+    def test_workers_cannot_open_the_servers_proc_files(self):
+        """Run as an unprivileged user, neither the server nor a worker can
+        be opened through /proc by another process of that user (what a
+        worker taken over by a hostile model is): /proc/PID/mem and
+        /proc/PID/fd let one read every tenant's model through the server's
+        memfds, and write the server's memory (security review)."""
+        import shutil
+        import subprocess as sp
+        binary = os.path.join(REPO, "bin", "enclaveai-server")
+        if os.geteuid() != 0 or shutil.which("setpriv") is None:
+            self.skipTest("needs root and setpriv to run the server as another user")
+        if sp.run(self.NOBODY + ["test", "-x", binary]).returncode != 0:
+            self.skipTest("the server binary is not reachable by uid 65534 here")
+        import tempfile
+        d = tempfile.mkdtemp(prefix="enclaveai-shield-")
+        self.addCleanup(shutil.rmtree, d, True)
+        os.chown(d, 65534, 65534)
+        from harness import free_port
+        port = free_port()
+        errf = open(os.path.join(d, "stderr"), "wb")
+        self.addCleanup(errf.close)
+        proc = sp.Popen(self.NOBODY + [binary, "--port", str(port), "--dir", d, "--appendonly", "no", "--save", "",
+                                       "--user", "alice", "on", ">pa", "--user", "bob", "on", ">pb"],
+                        cwd=d, stdin=sp.DEVNULL, stdout=sp.DEVNULL, stderr=errf)
+        self.addCleanup(proc.wait)
+        self.addCleanup(proc.kill)
+
+        def ready():
+            try:
+                return redis.Redis(port=port, username="alice", password="pa").ping()
+            except redis.RedisError:
+                return False
+        poll(ready, timeout=20, what="the server run as uid 65534")
+        for user, pw in (("alice", "pa"), ("bob", "pb")):
+            c = redis.Redis(port=port, username=user, password=pw)
+            c.execute_command("AI.MODELSTORE", "m" + user, "ONNX", "CPU", "BLOB", model("linear.onnx"))
+        workers = children(proc.pid)
+        self.assertEqual(len(workers), 2)
+        for pid in [proc.pid] + workers:
+            for code in ("open('/proc/%d/mem', 'rb')" % pid, "import os; os.listdir('/proc/%d/fd')" % pid):
+                self.assertNotEqual(self.as_nobody(code), 0, "uid 65534 ran %s" % code)
+        # The check itself works: a process of that user's own is open to it.
+        self.assertEqual(self.as_nobody("import os; os.listdir('/proc/self/fd')"), 0)
 
 
 class TimerSlackEnvTest(unittest.TestCase):

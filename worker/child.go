@@ -44,6 +44,7 @@ func Main() {
 }
 
 func serve() error {
+	shieldWorker() // no other process of this user reads it (shield.go)
 	// No core files: a crash is reported by the server, and a core would
 	// hold model weights and tensors.
 	unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{})

@@ -123,6 +123,10 @@ func NewPool(cfg Config) (*Pool, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
+	shieldServer()
+	if os.Geteuid() == 0 {
+		cfg.Log.Warn("running as root: engine workers then hold every capability, which lets one that a hostile model took over read and write the server's memory through /proc; run the server as an unprivileged user (docs/ENGINE_ISOLATION.md)")
+	}
 	return &Pool{cfg: cfg, log: cfg.Log, groups: map[string][]*slot{}, deaths: map[string]int64{}}, nil
 }
 
