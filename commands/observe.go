@@ -192,13 +192,14 @@ const (
 
 // slowArgs renders a command for the slow log: at most slowMaxArgs
 // arguments of at most slowMaxArg bytes, and never a tensor's or a model's
-// bytes (what follows BLOB or VALUES, up to a DAG's next |>: "(n bytes
-// redacted)") nor a secret (AUTH's arguments, HELLO's AUTH user and
+// bytes (what follows BLOB, up to a DAG's next |>: "(n bytes redacted)";
+// what follows VALUES: "(redacted)", whose length would tell the value)
+// nor a secret (AUTH's arguments, HELLO's AUTH user and
 // password, CONFIG SET's value of requirepass or user: "(redacted)", as Redis 7
 // writes them, without their length).
 func slowArgs(argv [][]byte) []string {
 	var out []string
-	payload := false
+	payload, values := false, false // after BLOB or VALUES; VALUES
 	secrets := 0 // the next arguments that are secrets (-1: all)
 	configSet := len(argv) > 1 && strings.EqualFold(string(argv[0]), "config") && strings.EqualFold(string(argv[1]), "set")
 	hello := len(argv) > 0 && strings.EqualFold(string(argv[0]), "hello")
@@ -220,6 +221,12 @@ func slowArgs(argv [][]byte) []string {
 			continue
 		case dag && string(a) == "|>":
 			payload = false
+		case payload && values:
+			// Without its length: a VALUES element's length is its
+			// content's (a number's digits, a STRING's length), which
+			// the admin reading MONITOR may not see (security review).
+			out = append(out, "(redacted)")
+			continue
 		case payload:
 			out = append(out, fmt.Sprintf("(%d bytes redacted)", len(a)))
 			continue
@@ -244,7 +251,7 @@ func slowArgs(argv [][]byte) []string {
 		case "SETNAME":
 			name = hello && i >= 2 // not where the version goes (a malformed HELLO still hides AUTH's)
 		case "BLOB", "VALUES":
-			payload = true
+			payload, values = true, strings.EqualFold(string(a), "VALUES")
 		case "AUTH":
 			if i == 0 {
 				secrets = -1

@@ -112,7 +112,8 @@ class ObserveTest(unittest.TestCase):
         self.assertNotIn("3.25", out)
         self.assertNotIn("abcd", out)
         self.assertIn("(4 bytes redacted)", out)
-        self.assertIn("(3 bytes redacted)", out)  # VALUES 4.5
+        self.assertIn("(redacted)", out)  # VALUES 3.25 4.5, without the lengths that tell the values
+        self.assertNotIn("(3 bytes redacted)", out)
         r = self.srv.client()
         entries = r.execute_command("SLOWLOG", "GET", "10")
         self.assertLessEqual(len(entries), 5, "slowlog-max-len")
@@ -161,7 +162,7 @@ class ObserveTest(unittest.TestCase):
                 self.fail("no MONITOR line in 10 s; got %r" % got)
         text = "".join(got)
         self.assertRegex(text, r'\d+\.\d{6} \[0 127\.0\.0\.1:\d+\] "AI\.TENSORSET" "secret" "FLOAT" "2" "VALUES" '
-                               r'"\(4 bytes redacted\)" "\(3 bytes redacted\)"')
+                               r'"\(redacted\)" "\(redacted\)"')
         self.assertIn('"AI.TENSORSET" "b" "INT8" "4" "BLOB" "(4 bytes redacted)"', text)
         # The payloads appear nowhere but in the timestamps, which may
         # hold "3.25" by chance (1796434303.257326 did): left out.
