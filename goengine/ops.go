@@ -2,7 +2,8 @@ package goengine
 
 // Operators gonnx v1.1.0 lacks that the benchmark models use: MaxPool (the
 // CNN), ReduceMean, Sqrt and Identity (the transformer's norms and output);
-// and a fix of its Conv, and a Softmax without goroutines.
+// and a fix of its Conv, a Softmax without goroutines, and a batched MatMul
+// that does not copy what it broadcasts.
 // Each follows the ONNX opset-13 definition for FLOAT and DOUBLE tensors and
 // refuses, at Init, the attributes it does not implement; Compile calls Init
 // on every node, so a model that uses them fails at AI.MODELSTORE, not at
@@ -11,6 +12,7 @@ package goengine
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 
 	gonnxproto "github.com/advancedclimatesystems/gonnx/onnx"
@@ -22,6 +24,7 @@ import (
 var extraOps = map[string]func() (ops.Operator, error){
 	"Conv":       newConv,
 	"Identity":   func() (ops.Operator, error) { return &identity{}, nil },
+	"MatMul":     newMatMul,
 	"MaxPool":    func() (ops.Operator, error) { return &maxPool{}, nil },
 	"ReduceMean": func() (ops.Operator, error) { return &reduceMean{keepDims: true}, nil },
 	"Softmax":    func() (ops.Operator, error) { return &softmax{axis: -1}, nil },
@@ -254,6 +257,97 @@ func (c *conv) direct2D(in []tensor.Tensor) (out []tensor.Tensor, ok bool, err e
 		}
 	}
 	return []tensor.Tensor{tensor.New(tensor.WithShape(n, co, oh, ow), tensor.WithBacking(res))}, true, nil
+}
+
+// matMul is gonnx's MatMul but for operands of rank 2 or more, one of
+// them with batch dimensions (rank 3 or more). gonnx repeats an operand
+// whose batch dimension is 1 to the other's (tensor.Repeat) before it
+// multiplies: a copy of batch(out) x M x K elements where the output holds
+// batch(out) x M x N, so [1, 1024, 1024] x [1024, 1024, 1] (8 MB) asked
+// 4 GiB for a 4 MiB output, a fatal out-of-memory the output's bound did
+// not see (review). Here each of the output's matrices is the
+// product of its operands' matrices, found by index, in place. gonnx also
+// slices a matrix of one row to a vector and then refuses it ([n, 1, 1]).
+type matMul struct{ ops.Operator }
+
+func newMatMul() (ops.Operator, error) {
+	op, err := opset13.GetOperator("MatMul")
+	if err != nil {
+		return nil, err
+	}
+	return &matMul{Operator: op}, nil
+}
+
+func (m *matMul) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	return ops.ValidateInputs(m, in)
+}
+
+func (m *matMul) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	a, b := dense(in[0]), dense(in[1])
+	as, bs := a.Shape(), b.Shape()
+	ad, aok := a.(*tensor.Dense)
+	bd, bok := b.(*tensor.Dense)
+	// A vector (rank 1) gonnx repeats to at most the other operand's size.
+	if !aok || !bok || len(as) < 2 || len(bs) < 2 || len(as) == 2 && len(bs) == 2 {
+		return m.Operator.Apply(in)
+	}
+	if a.Dtype() != b.Dtype() {
+		return nil, fmt.Errorf("%s: operands of types %v and %v", m, a.Dtype(), b.Dtype())
+	}
+	rows, inner, cols := as[len(as)-2], as[len(as)-1], bs[len(bs)-1]
+	if bs[len(bs)-2] != inner {
+		return nil, fmt.Errorf("%s: shapes %v and %v do not multiply", m, as, bs)
+	}
+	// The batch dimensions, aligned on the right and padded with 1s.
+	r := max(len(as), len(bs)) - 2
+	batchA, batchB := padOnes(as[:len(as)-2], r), padOnes(bs[:len(bs)-2], r)
+	batch := make([]int, r)
+	for i := range r {
+		switch x, y := batchA[i], batchB[i]; {
+		case x == y || y == 1:
+			batch[i] = x
+		case x == 1:
+			batch[i] = y
+		default:
+			return nil, fmt.Errorf("%s: batch dimensions of %v and %v do not broadcast", m, as, bs)
+		}
+	}
+	out := tensor.New(tensor.WithShape(append(slices.Clone(batch), rows, cols)...), tensor.Of(a.Dtype()))
+	av, bv, ov := reflect.ValueOf(ad.Data()), reflect.ValueOf(bd.Data()), reflect.ValueOf(out.Data())
+	matrix := func(v reflect.Value, i, r, c int) tensor.Tensor {
+		return tensor.New(tensor.WithShape(r, c), tensor.WithBacking(v.Slice(i*r*c, (i+1)*r*c).Interface()))
+	}
+	idx := make([]int, r) // the output's batch index
+	for o := 0; ; o++ {
+		// An operand's own index: the output's, or 0 in a dimension of 1.
+		ai, bi := 0, 0
+		for i := range r {
+			ai = ai*batchA[i] + min(idx[i], batchA[i]-1)
+			bi = bi*batchB[i] + min(idx[i], batchB[i]-1)
+		}
+		if _, err := tensor.MatMul(matrix(av, ai, rows, inner), matrix(bv, bi, inner, cols), tensor.WithReuse(matrix(ov, o, rows, cols))); err != nil {
+			return nil, err
+		}
+		i := r - 1
+		for ; i >= 0; i-- {
+			if idx[i]++; idx[i] < batch[i] {
+				break
+			}
+			idx[i] = 0
+		}
+		if i < 0 {
+			return []tensor.Tensor{out}, nil
+		}
+	}
+}
+
+// padOnes is s with 1s before it, to rank r.
+func padOnes(s []int, r int) []int {
+	out := make([]int, r-len(s), r)
+	for i := range out {
+		out[i] = 1
+	}
+	return append(out, s...)
 }
 
 // identity passes its input through (any type).

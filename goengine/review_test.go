@@ -3,13 +3,18 @@ package goengine
 import (
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
+	"math"
+	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	gonnxproto "github.com/advancedclimatesystems/gonnx/onnx"
+	"github.com/advancedclimatesystems/gonnx/ops/opset13"
 	"google.golang.org/protobuf/proto"
 	"gorgonia.org/tensor"
 
@@ -274,4 +279,134 @@ func TestTaps(t *testing.T) {
 			t.Errorf("taps(%d, %d, %d, %d) = %d, %d; want %d, %d", c.start, c.size, c.k, c.d, lo, hi, c.lo, c.hi)
 		}
 	}
+}
+
+// seq is a FLOAT tensor of this shape holding 1, 2, 3, ... (mod 7).
+func seq(shape ...int64) *modelstore.Tensor {
+	t := floatT(shape...)
+	for i := range len(t.Data) / 4 {
+		binary.LittleEndian.PutUint32(t.Data[4*i:], math.Float32bits(float32(1+i%7)))
+	}
+	return t
+}
+
+// float32s is a FLOAT tensor's values.
+func float32s(t *modelstore.Tensor) []float32 {
+	out := make([]float32, len(t.Data)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(t.Data[4*i:]))
+	}
+	return out
+}
+
+// MatMul broadcasts batch dimensions by index, not by a copy: gonnx
+// repeated A [1, M, K] to [Bt, M, K] for B [Bt, K, 1], 4 GiB for [1, 1024,
+// 1024] x [1024, 1024, 1], whose output is 4 MiB (review). Here the copy
+// would be 8 MiB; the run makes its 64 KiB output and little else.
+func TestMatMulBroadcastWithoutCopy(t *testing.T) {
+	s, err := Engine{MaxTensorBytes: func() int64 { return 16 << 20 }}.Compile(modelstore.ModelSource{Data: twoFloatInputs(t, "MatMul")}, modelstore.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const m, k, bt = 128, 128, 128
+	a, b := seq(1, m, k), seq(bt, k, 1)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	out, err := s.Run(context.Background(), []*modelstore.Tensor{a, b})
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n >= 4<<20 {
+		t.Errorf("allocated %d bytes for a 64 KiB output", n)
+	}
+	if !slices.Equal(out[0].Shape, []int64{bt, m, 1}) {
+		t.Fatalf("shape %v", out[0].Shape)
+	}
+	af, bf, got := float32s(a), float32s(b), float32s(out[0])
+	for i := range bt {
+		for r := range m {
+			var want float32
+			for j := range k {
+				want += af[r*k+j] * bf[i*k+j]
+			}
+			if g := got[i*m+r]; g != want {
+				t.Fatalf("out[%d, %d] = %v, want %v", i, r, g, want)
+			}
+		}
+	}
+}
+
+// Where gonnx's MatMul works, ours gives what it gives, FLOAT and DOUBLE
+// (gorgonia multiplies no integers), broadcasting either operand's batch dimensions; it also
+// takes matrices of one row and column, which gonnx slices to vectors and
+// refuses.
+func TestMatMulMatchesGonnx(t *testing.T) {
+	gonnxOp, err := opset13.GetOperator("MatMul")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, err := newMatMul()
+	if err != nil {
+		t.Fatal(err)
+	}
+	filled := func(dt tensor.Dtype, shape ...int) *tensor.Dense {
+		x := tensor.New(tensor.WithShape(shape...), tensor.Of(dt))
+		for i := range x.Shape().TotalSize() {
+			var v any = float32(1 + i%5)
+			if dt == tensor.Float64 {
+				v = float64(1+i%5) / 3
+			}
+			if err := x.SetAt(v, unravel(i, shape)...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return x
+	}
+	for _, c := range [][2][]int{
+		{{2, 3, 4}, {2, 4, 5}},
+		{{1, 3, 4}, {6, 4, 2}},
+		{{6, 3, 4}, {1, 4, 2}},
+		{{2, 1, 3, 4}, {5, 4, 2}},
+		{{3, 4}, {2, 4, 5}},
+		{{2, 3, 4}, {4, 5}},
+		{{2, 1, 2, 3}, {1, 3, 3, 2}},
+		{{4}, {2, 4, 3}},
+	} {
+		for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+			in := []tensor.Tensor{filled(dt, c[0]...), filled(dt, c[1]...)}
+			want, err := gonnxOp.Apply(in)
+			if err != nil {
+				t.Fatalf("%v %v: gonnx: %v", c, dt, err)
+			}
+			got, err := ours.Apply(in)
+			if err != nil {
+				t.Fatalf("%v %v: %v", c, dt, err)
+			}
+			if !got[0].Shape().Eq(want[0].Shape()) || !reflect.DeepEqual(got[0].Data(), want[0].Data()) {
+				t.Errorf("%v %v: %v %v, gonnx %v %v", c, dt, got[0].Shape(), got[0].Data(), want[0].Shape(), want[0].Data())
+			}
+		}
+	}
+	got, err := ours.Apply([]tensor.Tensor{filled(tensor.Float32, 3, 1, 1), filled(tensor.Float32, 1, 1, 2)})
+	if err != nil || !got[0].Shape().Eq(tensor.Shape{3, 1, 2}) || !reflect.DeepEqual(got[0].Data(), []float32{1, 2, 2, 4, 3, 6}) {
+		t.Errorf("[3, 1, 1] x [1, 1, 2]: %v %v", got, err)
+	}
+	if _, err := ours.Apply([]tensor.Tensor{filled(tensor.Float32, 2, 3, 4), filled(tensor.Float32, 3, 4, 5)}); err == nil || !strings.Contains(err.Error(), "do not broadcast") {
+		t.Errorf("batches 2 and 3: %v", err)
+	}
+	if _, err := ours.Apply([]tensor.Tensor{filled(tensor.Float32, 2, 3, 4), filled(tensor.Float32, 2, 3, 5)}); err == nil || !strings.Contains(err.Error(), "do not multiply") {
+		t.Errorf("K 4 and 3: %v", err)
+	}
+}
+
+// unravel is the coordinates of element i of a tensor of this shape.
+func unravel(i int, shape []int) []int {
+	c := make([]int, len(shape))
+	for j := len(shape) - 1; j >= 0; j-- {
+		c[j] = i % shape[j]
+		i /= shape[j]
+	}
+	return c
 }
