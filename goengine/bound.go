@@ -25,7 +25,9 @@ const DefaultMaxTensorBytes = 2 << 30
 // 100000] is 40 GB from 800 KB, the broadcasting binary operators,
 // Concat), and those whose attributes pad or widen it (Conv and MaxPool:
 // sizer; RNN, GRU, LSTM: hidden_size), and Gather (a row per index); and
-// what gonnx's Conv allocates on the way (scratcher). Cast makes as
+// what gonnx allocates on the way: Conv's padded copies (scratcher), the
+// copies of the inputs its broadcasting operators repeat to the output's
+// shape (broadcastCopies). Cast makes as
 // many elements as it is given but can widen each 4 times (INT16 to
 // DOUBLE: 800 MB from a client's 200 MB tensor, made before the run's
 // budget saw it), so its output is bounded too, at the size of the type
@@ -252,11 +254,84 @@ func checkOutput(opType string, op any, node *gonnxproto.NodeProto, in []tensor.
 	if !ok {
 		return nil
 	}
-	if n > maxBytes/elemSize(opType, node, in) {
-		return fmt.Errorf("%s would make a tensor of %d elements, past the engine's bound of %d bytes, what the runs under way leave (of maxmemory's headroom, else %d)",
-			opType, n, maxBytes, int64(DefaultMaxTensorBytes))
+	copies := broadcastCopies(opType, node, in)
+	if add(n, copies) <= maxBytes/elemSize(opType, node, in) {
+		return nil
 	}
-	return nil
+	if copies > 0 {
+		return fmt.Errorf("%s would make a tensor of %d elements and copies of its inputs broadcast to its shape, %d elements in all, past the engine's bound of %d bytes, what the runs under way leave (of maxmemory's headroom, else %d)",
+			opType, n, add(n, copies), maxBytes, int64(DefaultMaxTensorBytes))
+	}
+	return fmt.Errorf("%s would make a tensor of %d elements, past the engine's bound of %d bytes, what the runs under way leave (of maxmemory's headroom, else %d)",
+		opType, n, maxBytes, int64(DefaultMaxTensorBytes))
+}
+
+// broadcastCopies is how many elements gonnx's copies of op's inputs hold
+// beside its output. Its binary operators (ops/multidir_broadcast.go),
+// and PRelu and Gemm for slope and C (ops/unidir_broadcast.go), repeat
+// each input whose shape is not the result's to that shape
+// (tensor.Repeat) before they compute: Add of [5000, 1] and [1, 5000]
+// made two copies of 100 MB beside its 100 MB output, 305 MB under a
+// maxmemory of 128 MB (review). Each such input counts at the result's
+// size. (MatMul broadcasts without copies: ops.go.)
+func broadcastCopies(op string, node *gonnxproto.NodeProto, in []tensor.Tensor) int64 {
+	shape := func(i int) []int64 {
+		if i >= len(in) || in[i] == nil {
+			return nil
+		}
+		out := make([]int64, len(in[i].Shape()))
+		for j, d := range in[i].Shape() {
+			out[j] = int64(d)
+		}
+		return out
+	}
+	// copied is the size of the result when input i is not already of its
+	// shape (aligned on the right, 1s before it).
+	copied := func(i int, result []int64) int64 {
+		s := shape(i)
+		if s == nil || len(s) > len(result) {
+			return 0
+		}
+		for j := range result {
+			d := int64(1)
+			if k := j - (len(result) - len(s)); k >= 0 {
+				d = s[k]
+			}
+			if d != result[j] {
+				return product(result)
+			}
+		}
+		return 0
+	}
+	var n int64
+	switch op {
+	case "Add", "Sub", "Mul", "Div", "Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "And", "Or", "Xor":
+		var result []int64
+		for i := range in {
+			result = broadcast(result, shape(i))
+		}
+		for i := range in {
+			n = add(n, copied(i, result))
+		}
+	case "PRelu":
+		n = copied(1, shape(0))
+	case "Gemm":
+		a, b := shape(0), shape(1)
+		if len(a) != 2 || len(b) != 2 {
+			return 0
+		}
+		rows, cols := a[0], b[1]
+		for _, at := range node.GetAttribute() {
+			switch {
+			case at.GetName() == "transA" && at.GetI() != 0:
+				rows = a[1]
+			case at.GetName() == "transB" && at.GetI() != 0:
+				cols = b[0]
+			}
+		}
+		n = copied(2, []int64{rows, cols})
+	}
+	return n
 }
 
 // elemSize is the most bytes an element of what op makes takes: for Cast

@@ -410,3 +410,65 @@ func unravel(i int, shape []int) []int {
 	}
 	return c
 }
+
+// gonnx's binary operators repeat each input to the output's shape before
+// they compute: Add of [5000, 1] and [1, 5000] made 300 MB for a 100 MB
+// output (review). The copies count against the bound with the output:
+// [1024, 1] + [1, 1024] makes 4 MiB and two copies of 4 MiB, refused
+// under 8 MiB before anything is made, run under 16 MiB.
+func TestBroadcastCopiesBound(t *testing.T) {
+	add := func(bound int64) modelstore.EngineSession {
+		s, err := Engine{MaxTensorBytes: func() int64 { return bound }}.Compile(modelstore.ModelSource{Data: twoFloatInputs(t, "Add")}, modelstore.SessionOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	in := []*modelstore.Tensor{floatT(1024, 1), floatT(1, 1024)}
+	small := add(8 << 20)
+	defer small.Close()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := small.Run(context.Background(), in)
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "Add would make a tensor of 1048576 elements and copies of its inputs broadcast to its shape, 3145728 elements in all, past the engine's bound of 8388608 bytes") {
+		t.Errorf("under 8 MiB: %v", err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n >= 4<<20 {
+		t.Errorf("refused after allocating %d bytes", n)
+	}
+	big := add(16 << 20)
+	defer big.Close()
+	if out, err := big.Run(context.Background(), in); err != nil || !slices.Equal(out[0].Shape, []int64{1024, 1024}) {
+		t.Errorf("under 16 MiB: %v %v", out, err)
+	}
+
+	f32 := func(shape ...int) tensor.Tensor { return tensor.New(tensor.WithShape(shape...), tensor.Of(tensor.Float32)) }
+	gemm := func(transB int64) *gonnxproto.NodeProto {
+		return &gonnxproto.NodeProto{Attribute: []*gonnxproto.AttributeProto{intAttr("transB", transB)}}
+	}
+	for _, c := range []struct {
+		op   string
+		node *gonnxproto.NodeProto
+		in   []tensor.Tensor
+		want int64
+	}{
+		{"Add", nil, []tensor.Tensor{f32(3, 4), f32(3, 4)}, 0},
+		{"Mul", nil, []tensor.Tensor{f32(2, 3, 4), f32(4)}, 24},
+		{"Sub", nil, []tensor.Tensor{f32(5, 1), f32(1, 6)}, 60},
+		{"PRelu", nil, []tensor.Tensor{f32(8, 10), f32(10)}, 80},
+		{"PRelu", nil, []tensor.Tensor{f32(8, 10), f32(8, 10)}, 0},
+		{"Gemm", gemm(0), []tensor.Tensor{f32(7, 3), f32(3, 5), f32(5)}, 35},
+		{"Gemm", gemm(1), []tensor.Tensor{f32(7, 3), f32(5, 3), f32(7, 5)}, 0},
+		{"Gemm", gemm(0), []tensor.Tensor{f32(7, 3), f32(3, 5)}, 0},
+		{"Relu", nil, []tensor.Tensor{f32(7, 3)}, 0},
+	} {
+		if n := broadcastCopies(c.op, c.node, c.in); n != c.want {
+			var shapes []tensor.Shape
+			for _, x := range c.in {
+				shapes = append(shapes, x.Shape())
+			}
+			t.Errorf("%s %v: %d, want %d", c.op, shapes, n, c.want)
+		}
+	}
+}
