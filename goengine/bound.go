@@ -7,6 +7,8 @@ import (
 
 	gonnxproto "github.com/advancedclimatesystems/gonnx/onnx"
 	"gorgonia.org/tensor"
+
+	"github.com/enclaveai/enclaveai/persistence"
 )
 
 // DefaultMaxTensorBytes bounds any one tensor an operator makes when the
@@ -119,9 +121,50 @@ func outputElems(op string, in []tensor.Tensor) (int64, bool) {
 	return 0, false
 }
 
+// maxRank bounds the rank of any tensor an operator is given or makes:
+// gonnx's Squeeze is quadratic in its input's rank, and an Unsqueeze of a
+// client's 400,000 axes took 28 s before it (review), where any one
+// operator cannot be stopped; and a snapshot holds no more dimensions than
+// this, so a run's output of a larger rank broke the log and snapshots.
+const maxRank = persistence.MaxRank
+
+// outputRank is the rank of the tensor op is about to make when an
+// input's values decide it (the size of an input: the axes Unsqueeze
+// inserts, the shape ConstantOfShape, Reshape and Expand make), false for
+// other operators, whose output's rank is at most their inputs'.
+func outputRank(op string, in []tensor.Tensor) (int64, bool) {
+	size := func(i int) int64 {
+		if i >= len(in) || in[i] == nil {
+			return 0
+		}
+		n := int64(1)
+		for _, d := range in[i].Shape() {
+			n = mul(n, int64(d))
+		}
+		return n
+	}
+	rank := func(i int) int64 {
+		if i >= len(in) || in[i] == nil {
+			return 0
+		}
+		return int64(len(in[i].Shape()))
+	}
+	switch op {
+	case "Unsqueeze":
+		return add(rank(0), size(1)), true
+	case "ConstantOfShape":
+		return size(0), true
+	case "Reshape":
+		return size(1), true
+	case "Expand":
+		return max(rank(0), size(1)), true
+	}
+	return 0, false
+}
+
 // badShape says what is wrong with t's shape, or "" when nothing is: a
-// dimension below 0, dimensions whose product passes 2^63, or more
-// elements than t holds. gorgonia multiplies dimensions without checking
+// rank past maxRank, a dimension below 0, dimensions whose product passes
+// 2^63, or more elements than t holds. gorgonia multiplies dimensions without checking
 // (Shape.TotalSize), so a Reshape to [0, 3, 0x5555555555555556] (0
 // copying the input's 1) of a 2-element tensor passed its size check with
 // a product wrapped to 2, and the next operators indexed by the dims:
@@ -132,6 +175,9 @@ func outputElems(op string, in []tensor.Tensor) (int64, bool) {
 // a client's tensor or a computed shape brings, before each operator runs
 // and after it.
 func badShape(t tensor.Tensor) string {
+	if r := len(t.Shape()); r > maxRank {
+		return fmt.Sprintf("has rank %d, past the engine's bound of %d dimensions", r, maxRank)
+	}
 	n := int64(1) // the product of the dims other than 0
 	empty := false
 	for _, d := range t.Shape() {

@@ -122,6 +122,9 @@ func (g *guarded) Apply(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 			return nil, fmt.Errorf("%s: input %d has shape %v: this engine does not run empty tensors", g.String(), i, t.Shape())
 		}
 	}
+	if r, ok := outputRank(g.opType, inputs); ok && r > maxRank {
+		return nil, fmt.Errorf("%s would make a tensor of rank %d, past the engine's bound of %d dimensions", g.opType, r, maxRank)
+	}
 	if g.maxBytes > 0 {
 		if err := checkOutput(g.opType, g.Operator, g.node, inputs, left(g.maxBytes)); err != nil {
 			return nil, err

@@ -443,7 +443,9 @@ func TestBroadcastCopiesBound(t *testing.T) {
 		t.Errorf("under 16 MiB: %v %v", out, err)
 	}
 
-	f32 := func(shape ...int) tensor.Tensor { return tensor.New(tensor.WithShape(shape...), tensor.Of(tensor.Float32)) }
+	f32 := func(shape ...int) tensor.Tensor {
+		return tensor.New(tensor.WithShape(shape...), tensor.Of(tensor.Float32))
+	}
 	gemm := func(transB int64) *gonnxproto.NodeProto {
 		return &gonnxproto.NodeProto{Attribute: []*gonnxproto.AttributeProto{intAttr("transB", transB)}}
 	}
@@ -470,5 +472,68 @@ func TestBroadcastCopiesBound(t *testing.T) {
 			}
 			t.Errorf("%s %v: %d, want %d", c.op, shapes, n, c.want)
 		}
+	}
+}
+
+// No operator is given or makes a tensor of rank past maxRank (255, what
+// a snapshot holds): an Unsqueeze of a client's 400,000 axes, then Squeeze
+// (quadratic in the rank in gonnx), took 28 s past a 5 s deadline
+// (review). The Unsqueeze is refused before it runs, as is a
+// ConstantOfShape of rank 300, whose output broke the log and snapshots.
+func TestRankBound(t *testing.T) {
+	g := &gonnxproto.GraphProto{Name: "g",
+		Node: []*gonnxproto.NodeProto{
+			{OpType: "Unsqueeze", Input: []string{"x", "axes"}, Output: []string{"u"}},
+			{OpType: "Squeeze", Input: []string{"u"}, Output: []string{"y"}}},
+		Input:  []*gonnxproto.ValueInfoProto{valueInfo("x", gonnxproto.TensorProto_FLOAT), valueInfo("axes", gonnxproto.TensorProto_INT64)},
+		Output: []*gonnxproto.ValueInfoProto{valueInfo("y", gonnxproto.TensorProto_FLOAT)}}
+	m, err := proto.Marshal(&gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: 13}}, Graph: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := compile(t, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	axes := func(n int) *modelstore.Tensor {
+		v := make([]int64, n)
+		for i := range v {
+			v[i] = int64(i)
+		}
+		return int64s(v...)
+	}
+	start := time.Now()
+	_, err = s.Run(context.Background(), []*modelstore.Tensor{floatT(1), axes(300)})
+	if err == nil || !strings.Contains(err.Error(), "Unsqueeze would make a tensor of rank 301, past the engine's bound of 255 dimensions") {
+		t.Errorf("300 axes: %v", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("refused after %v", d)
+	}
+	if out, err := s.Run(context.Background(), []*modelstore.Tensor{floatT(1), axes(254)}); err != nil || len(out[0].Shape) != 0 {
+		t.Errorf("254 axes: %v %v", out, err)
+	}
+
+	cos, err := compile(t, oneInt64Input(t, "ConstantOfShape"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cos.Close()
+	ones := make([]int64, 300)
+	for i := range ones {
+		ones[i] = 1
+	}
+	if _, err := cos.Run(context.Background(), []*modelstore.Tensor{int64s(ones...)}); err == nil ||
+		!strings.Contains(err.Error(), "ConstantOfShape would make a tensor of rank 300, past the engine's bound of 255 dimensions") {
+		t.Errorf("ConstantOfShape of rank 300: %v", err)
+	}
+	// Made some other way (an initializer's dims, say): refused as an input.
+	shape := make([]int, 256)
+	for i := range shape {
+		shape[i] = 1
+	}
+	if why := badShape(tensor.New(tensor.WithShape(shape...), tensor.Of(tensor.Float32))); why != "has rank 256, past the engine's bound of 255 dimensions" {
+		t.Errorf("badShape of rank 256: %q", why)
 	}
 }
