@@ -119,7 +119,7 @@ func equalShape(a, b []int64) bool {
 
 // The operators ops.go implements agree with ONNX Runtime's on attributes
 // the benchmark models do not use: groups, strides, dilations, asymmetric
-// pads, ceil_mode, several axes, keepdims 0.
+// pads, ceil_mode, several axes, keepdims 0, batches that broadcast.
 func TestOpsMatchONNXRuntime(t *testing.T) {
 	requireORT(t)
 	r := rand.New(rand.NewSource(2))
@@ -141,6 +141,8 @@ func TestOpsMatchONNXRuntime(t *testing.T) {
 		{"softmax-axis1", oneNode(t, "Softmax", x, nil, intAttr("axis", 1))},
 		{"maxpool-windows-in-padding", oneNode(t, "MaxPool", x, nil, ints("kernel_shape", 5, 4), ints("strides", 3, 5),
 			ints("pads", 4, 3, 4, 3), ints("dilations", 2, 1))},
+		{"matmul-broadcast", oneNode(t, "MatMul", x, []*modelstore.Tensor{randomFloats(r, 1, 9, 5)})},
+		{"matmul-broadcast-both", oneNode(t, "MatMul", x, []*modelstore.Tensor{randomFloats(r, 3, 1, 1, 9, 2)})},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			src := modelstore.ModelSource{Data: c.model}
