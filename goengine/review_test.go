@@ -656,3 +656,42 @@ func TestGatherMatchesGonnx(t *testing.T) {
 		}
 	}
 }
+
+// RNN, GRU and LSTM cost gonnx stepWork a step beyond their
+// multiply-adds: an LSTM of hidden size 2 over 1M steps counted 3.2e7
+// multiply-adds and took 340 s past a 5 s deadline (review). 200,000 steps
+// with 500 ms left are refused before the first; 10 run.
+func TestRecurrentStepWork(t *testing.T) {
+	workRate()
+	f32 := func(shape ...int) tensor.Tensor {
+		return tensor.New(tensor.WithShape(shape...), tensor.Of(tensor.Float32))
+	}
+	for op, gates := range map[string]int{"RNN": 1, "GRU": 3, "LSTM": 4} {
+		w, ok := opWork(op, nil, []tensor.Tensor{f32(1000, 1, 2), f32(1, gates*2, 2), f32(1, gates*2, 2)})
+		if want := 1000*int64(gates*8) + 1000*stepWork[op]; !ok || w != want {
+			t.Errorf("%s: work %d %v, want %d", op, w, ok, want)
+		}
+	}
+	m := oneNode(t, "LSTM", nil, []*modelstore.Tensor{floatT(1, 8, 2), floatT(1, 8, 2)}, intAttr("hidden_size", 2))
+	s, err := Engine{}.Compile(modelstore.ModelSource{Data: m}, modelstore.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	run := func(steps int64) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		_, err := s.Run(ctx, []*modelstore.Tensor{floatT(steps, 1, 2)})
+		return err
+	}
+	start := time.Now()
+	if err := run(200000); err == nil || !strings.Contains(err.Error(), "LSTM would do 50006400000 multiply-adds: more than this engine can do") {
+		t.Errorf("200,000 steps: %v", err)
+	}
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Errorf("refused after %v: it should not have started", d)
+	}
+	if err := run(10); err != nil {
+		t.Errorf("10 steps: %v", err)
+	}
+}

@@ -16,7 +16,8 @@ import (
 // does 1.7e12 multiply-adds, many minutes here. So before an operator
 // whose work is a product of its dimensions runs (MatMul, Gemm, Conv, RNN,
 // GRU, LSTM; MaxPool, whose window its attributes size, counting a
-// comparison as a multiply-add), its work is counted from its inputs, and it is
+// comparison as a multiply-add; the recurrent operators' steps besides,
+// stepWork), its work is counted from its inputs, and it is
 // refused when the engine could not do them in the time left before the
 // deadline even at workFactor times the rate it measured at its first
 // such check. An operator is thus never refused for want of time it
@@ -26,6 +27,18 @@ import (
 // workFactor is the margin over the measured rate (caches, a faster
 // kernel than the calibration's, a quiet machine).
 const workFactor = 4
+
+// stepWork is what gonnx's RNN, GRU and LSTM cost a step of the sequence
+// beyond their multiply-adds, counted in multiply-adds at the rate of
+// matrix products: each step slices the input, transposes the weights and
+// makes a dozen small tensors, so an LSTM of hidden size 2 over 1M steps
+// took 340 s where its 3.2e7 multiply-adds counted for milliseconds
+// (review). Measured here (2000 steps of hidden size 2, best of 3, in 4
+// runs at 4.2e9 to 5.6e9 multiply-adds a second): RNN 16 to 29 us a step,
+// GRU 49 to 109, LSTM 59 to 117, so at least 6.8e4, 2.1e5 and 2.9e5
+// multiply-adds; rounded down, as the rates are measured at their best,
+// and workFactor is the margin.
+var stepWork = map[string]int64{"RNN": 5e4, "GRU": 2e5, "LSTM": 2.5e5}
 
 // opWork is how many multiply-adds op does on these inputs, at most, and
 // false when op is not one whose work grows faster than its tensors. It
@@ -79,8 +92,9 @@ func opWork(opType string, op any, in []tensor.Tensor) (int64, bool) {
 		if len(x) < 2 {
 			return 0, false
 		}
-		// Each step of each sequence multiplies by W and R.
-		return mul(mul(int64(x[0]), int64(x[1])), add(elems(1), elems(2))), true
+		// Each step of each sequence multiplies by W and R, and each step
+		// costs stepWork besides.
+		return add(mul(mul(int64(x[0]), int64(x[1])), add(elems(1), elems(2))), mul(int64(x[0]), stepWork[opType])), true
 	}
 	return 0, false
 }
