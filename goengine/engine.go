@@ -12,8 +12,10 @@
 // Costs, measured in docs/BENCHMARKS.md: runs are slower than ONNX
 // Runtime's (no SIMD kernels, one core), and gonnx holds the weights as Go
 // slices decoded from the model, a second copy beside the stored bytes.
-// gonnx's operators may reshape shared initializers in place (Conv's bias),
-// so the runs of one session take turns; different models run in parallel.
+// gonnx's operators may reshape shared initializers in place (Conv's bias,
+// the recurrent operators' initial state; each gets headers of its own,
+// ownHeaders), and the runs of one session take turns; different models
+// run in parallel.
 package goengine
 
 import (
@@ -135,7 +137,7 @@ func (g *guarded) Apply(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 			return nil, err
 		}
 	}
-	outs, err := g.Operator.Apply(inputs)
+	outs, err := g.Operator.Apply(ownHeaders(inputs))
 	if err != nil {
 		return nil, err
 	}
@@ -153,6 +155,24 @@ func (g *guarded) Apply(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 		}
 	}
 	return outs, err
+}
+
+// ownHeaders gives an operator tensor headers of its own, the data
+// shared. gonnx's operators reshape some inputs in place (Conv's bias, to
+// broadcast it; RNN's, GRU's and LSTM's initial_h and LSTM's initial_c,
+// from [1, batch, hidden] to [batch, hidden]), and an initializer is
+// shared by all runs of a model, a tensor by all the nodes that read it:
+// the second run of a recurrent operator whose initial state was an
+// initializer failed (review).
+func ownHeaders(in []tensor.Tensor) []tensor.Tensor {
+	out := make([]tensor.Tensor, len(in))
+	for i, t := range in {
+		out[i] = t
+		if d, ok := t.(*tensor.Dense); ok && d != nil {
+			out[i] = d.ShallowClone()
+		}
+	}
+	return out
 }
 
 // Supported reports whether the engine has an operator of this type.

@@ -46,9 +46,9 @@ func (u unary) String() string                            { return u.name + " op
 // gonnx's Conv otherwise (1-D and 3-D, DOUBLE, auto_pad SAME_*). gonnx's
 // 2-D Conv slices and copies every input window: the CNN ran 1000x slower
 // than ONNX Runtime with it. It also reshapes the bias input in place to
-// broadcast it, which breaks the next run of the model (the initializer is
-// shared by all runs) with "Cannot reshape (1, C, 1, 1)": its bias gets a
-// tensor header of its own here.
+// broadcast it, which broke the next run of the model (the initializer is
+// shared by all runs) with "Cannot reshape (1, C, 1, 1)": every operator
+// gets tensor headers of its own (ownHeaders).
 type conv struct {
 	ops.Operator       // gonnx's, Init'ed on the same node
 	gonnxErr     error // gonnx's Init's error: its Conv cannot run the node
@@ -171,12 +171,6 @@ func (c *conv) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 			if dilated(int64(ws[2+i]), c.dilation(i)) > size {
 				return nil, ops.ErrInvalidInput("kernel larger than the padded input", c)
 			}
-		}
-	}
-	if len(in) > 2 {
-		if b, ok := in[2].(*tensor.Dense); ok {
-			in = slices.Clone(in)
-			in[2] = b.ShallowClone()
 		}
 	}
 	return c.Operator.Apply(in)

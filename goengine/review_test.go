@@ -695,3 +695,68 @@ func TestRecurrentStepWork(t *testing.T) {
 		t.Errorf("10 steps: %v", err)
 	}
 }
+
+// gonnx's RNN, GRU and LSTM reshape initial_h (and LSTM's initial_c) in
+// place, from [1, batch, hidden] to [batch, hidden]: an initializer is
+// shared by all runs of a model, and the second run of each failed ("MatMul
+// requires both operands to be matrices"). Each run gives the first's
+// outputs.
+func TestRecurrentInitialStateReused(t *testing.T) {
+	for op, gates := range map[string]int64{"RNN": 1, "GRU": 3, "LSTM": 4} {
+		t.Run(op, func(t *testing.T) {
+			s, err := compile(t, recurrentWithState(t, op, gates, "Y", "Y_h"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			x := seq(4, 1, 3)
+			first, err := s.Run(context.Background(), []*modelstore.Tensor{x})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for run := 1; run < 3; run++ {
+				out, err := s.Run(context.Background(), []*modelstore.Tensor{x})
+				if err != nil {
+					t.Fatalf("run %d: %v", run, err)
+				}
+				for i := range out {
+					if out[i] == nil || first[i] == nil {
+						t.Fatalf("run %d output %d: none", run, i)
+					}
+					if !slices.Equal(out[i].Shape, first[i].Shape) || !slices.Equal(out[i].Data, first[i].Data) {
+						t.Errorf("run %d output %d: %v %v, first run %v %v", run, i, out[i].Shape, float32s(out[i]), first[i].Shape, float32s(first[i]))
+					}
+				}
+			}
+		})
+	}
+}
+
+// recurrentWithState is op (RNN, GRU or LSTM, of gates gates) of hidden
+// size 2 over x [seq, 1, 3], its weights and initial state initializers,
+// with outputs y and yh (named so).
+func recurrentWithState(t *testing.T, op string, gates int64, y, yh string) []byte {
+	t.Helper()
+	init := func(name string, shape ...int64) *gonnxproto.TensorProto {
+		f := make([]float32, modelstore.ShapeLen(shape))
+		for i := range f {
+			f[i] = 0.1 * float32(1+i%5)
+		}
+		return &gonnxproto.TensorProto{Name: name, Dims: shape, DataType: int32(gonnxproto.TensorProto_FLOAT), FloatData: f}
+	}
+	inits := []*gonnxproto.TensorProto{init("W", 1, 2*gates, 3), init("R", 1, 2*gates, 2), init("h0", 1, 1, 2)}
+	in := []string{"x", "W", "R", "", "", "h0"}
+	if op == "LSTM" {
+		inits, in = append(inits, init("c0", 1, 1, 2)), append(in, "c0")
+	}
+	g := &gonnxproto.GraphProto{Name: "g", Initializer: inits,
+		Node: []*gonnxproto.NodeProto{{OpType: op, Input: in, Output: []string{y, yh},
+			Attribute: []*gonnxproto.AttributeProto{intAttr("hidden_size", 2)}}},
+		Input:  []*gonnxproto.ValueInfoProto{valueInfo("x", gonnxproto.TensorProto_FLOAT)},
+		Output: []*gonnxproto.ValueInfoProto{valueInfo(y, gonnxproto.TensorProto_FLOAT), valueInfo(yh, gonnxproto.TensorProto_FLOAT)}}
+	m, err := proto.Marshal(&gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: 13}}, Graph: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
