@@ -3,7 +3,8 @@ package goengine
 // Operators gonnx v1.1.0 lacks that the benchmark models use: MaxPool (the
 // CNN), ReduceMean, Sqrt and Identity (the transformer's norms and output);
 // and a fix of its Conv, a Softmax without goroutines, a batched MatMul
-// that does not copy what it broadcasts, and a Gather that copies blocks.
+// that does not copy what it broadcasts, a Gather that copies blocks, and
+// an LSTM whose outputs are not lost to their names.
 // Each follows the ONNX opset-13 definition for FLOAT and DOUBLE tensors and
 // refuses, at Init, the attributes it does not implement; Compile calls Init
 // on every node, so a model that uses them fails at AI.MODELSTORE, not at
@@ -25,6 +26,7 @@ var extraOps = map[string]func() (ops.Operator, error){
 	"Conv":       newConv,
 	"Gather":     newGather,
 	"Identity":   func() (ops.Operator, error) { return &identity{}, nil },
+	"LSTM":       newLSTM,
 	"MatMul":     newMatMul,
 	"MaxPool":    func() (ops.Operator, error) { return &maxPool{}, nil },
 	"ReduceMean": func() (ops.Operator, error) { return &reduceMean{keepDims: true}, nil },
@@ -475,6 +477,29 @@ func gatherBlocks[T any, I int32 | int64](src []T, idx []I, outer, n, inner int)
 		}
 	}
 	return out, nil
+}
+
+// lstm is gonnx's LSTM, Init'ed on a copy of the node whose outputs are
+// named as ONNX's definition names them (Y, Y_h, Y_c, by position): gonnx
+// looks its results up by the node's output names, so under any others
+// (y, h) it returned none and the run's outputs went missing without an
+// error.
+type lstm struct{ ops.Operator }
+
+func newLSTM() (ops.Operator, error) {
+	op, err := opset13.GetOperator("LSTM")
+	if err != nil {
+		return nil, err
+	}
+	return &lstm{Operator: op}, nil
+}
+
+func (o *lstm) Init(n *gonnxproto.NodeProto) error {
+	named := &gonnxproto.NodeProto{Name: n.GetName(), OpType: n.GetOpType(), Domain: n.GetDomain(), Input: n.GetInput(), Attribute: n.GetAttribute()}
+	for i := range min(len(n.GetOutput()), 3) {
+		named.Output = append(named.Output, []string{"Y", "Y_h", "Y_c"}[i])
+	}
+	return o.Operator.Init(named)
 }
 
 // identity passes its input through (any type).

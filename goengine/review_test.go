@@ -760,3 +760,28 @@ func recurrentWithState(t *testing.T, op string, gates int64, y, yh string) []by
 	}
 	return m
 }
+
+// An LSTM's outputs may have any names: gonnx's looked its results up by
+// the names Y, Y_h and Y_c, and under others the run's outputs were
+// missing, without an error.
+func TestLSTMOutputNames(t *testing.T) {
+	run := func(y, yh string) []*modelstore.Tensor {
+		t.Helper()
+		s, err := compile(t, recurrentWithState(t, "LSTM", 4, y, yh))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		out, err := s.Run(context.Background(), []*modelstore.Tensor{seq(4, 1, 3)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	want, got := run("Y", "Y_h"), run("y", "h")
+	for i := range want {
+		if got[i] == nil || want[i] == nil || !slices.Equal(got[i].Shape, want[i].Shape) || !slices.Equal(got[i].Data, want[i].Data) {
+			t.Errorf("output %d named otherwise: %v, named Y: %v", i, got[i], want[i])
+		}
+	}
+}
