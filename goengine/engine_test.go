@@ -327,8 +327,8 @@ func TestWorkBound(t *testing.T) {
 		in   []tensor.Tensor
 		work int64 // 0: not counted
 	}{
-		{"MatMul", nil, []tensor.Tensor{f32(100, 100), f32(100, 100)}, 1e6},
-		{"MatMul", nil, []tensor.Tensor{f32(3, 100, 20), f32(20, 50)}, 3 * 100 * 20 * 50},
+		{"MatMul", nil, []tensor.Tensor{f32(100, 100), f32(100, 100)}, 1e6 + batchWork},
+		{"MatMul", nil, []tensor.Tensor{f32(3, 100, 20), f32(20, 50)}, 3*100*20*50 + 3*batchWork},
 		{"Gemm", nil, []tensor.Tensor{f32(100, 20), f32(20, 50)}, 100 * 20 * 50},
 		{"Conv", conv, []tensor.Tensor{f32(1, 2, 10, 10), f32(8, 2, 3, 3)}, 8 * 111 * 111 * 2 * 9}, // spatialElems: (size + pads) / stride + 1, the kernel left out
 		{"LSTM", nil, []tensor.Tensor{f32(5, 2, 10), f32(1, 64, 10), f32(1, 64, 16)}, 5*2*(640+1024) + 5*stepWork["LSTM"]},

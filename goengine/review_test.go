@@ -785,3 +785,32 @@ func TestLSTMOutputNames(t *testing.T) {
 		}
 	}
 }
+
+// MatMul costs batchWork a matrix of its batch beyond its multiply-adds:
+// [N, 1, 1] by itself counted N and took about 2 us each. [2048, 1, 1, 1]
+// by [1, 2048, 1, 1], 4M batches (8 s here) from 16 KiB, with 300 ms
+// left, is refused before the first; 16 batches run.
+func TestMatMulBatchWork(t *testing.T) {
+	workRate()
+	s, err := compile(t, twoFloatInputs(t, "MatMul"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	run := func(n int64) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		_, err := s.Run(ctx, []*modelstore.Tensor{floatT(n, 1, 1, 1), floatT(1, n, 1, 1)})
+		return err
+	}
+	start := time.Now()
+	if err := run(2048); err == nil || !strings.Contains(err.Error(), "MatMul would do 33558626304 multiply-adds: more than this engine can do") {
+		t.Errorf("4M batches: %v", err)
+	}
+	if d := time.Since(start); d > 300*time.Millisecond {
+		t.Errorf("refused after %v: it should not have started", d)
+	}
+	if err := run(4); err != nil {
+		t.Errorf("16 batches: %v", err)
+	}
+}
