@@ -3,6 +3,7 @@ package commands
 import (
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/enclaveai/enclaveai/jwtauth"
@@ -61,7 +62,9 @@ func authenticate(x *Ctx, user, pass string) (login, error) {
 			err = fmt.Errorf("token sub is a user switched off")
 		}
 		if err != nil {
-			x.Log.Info("token refused", "client", x.C.ID, "addr", x.C.Addr, "reason", err.Error())
+			if n, ok := x.refusedTokens.allow(time.Now().UnixMilli()); ok {
+				x.Log.Info("token refused", "client", x.C.ID, "addr", x.C.Addr, "reason", err.Error(), "refused_unlogged_before", n)
+			}
 			return login{}, errWrongPass
 		}
 		return login{user: id.User, expires: id.Expires.Add(x.jwt.Leeway)}, nil
@@ -74,4 +77,24 @@ func authenticate(x *Ctx, user, pass string) (login, error) {
 		return login{}, err
 	}
 	return login{user: user}, nil
+}
+
+// logThrottle lets one log line through a second and counts those it
+// holds back, which the next line gives: a client before AUTH could
+// otherwise write the log as fast as it sends AUTH with bad tokens (3,000
+// lines in 0.44 s from one connection: security review). Redis does not
+// log failed AUTH at all.
+type logThrottle struct {
+	last, held atomic.Int64 // unix ms of the last line let through; lines held since
+}
+
+// allow reports whether a line may be written at nowMs, and how many were
+// held back before it.
+func (t *logThrottle) allow(nowMs int64) (int64, bool) {
+	last := t.last.Load()
+	if nowMs-last < 1000 || !t.last.CompareAndSwap(last, nowMs) {
+		t.held.Add(1)
+		return 0, false
+	}
+	return t.held.Swap(0), true
 }

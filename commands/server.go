@@ -79,6 +79,8 @@ type App struct {
 	Enclave EnclaveInfo
 	// jwt checks tokens; nil without jwt-public-key-file (jwt.go).
 	jwt *jwtauth.Verifier
+	// refusedTokens spaces the log's "token refused" lines (jwt.go).
+	refusedTokens logThrottle
 	// receipts signs inference receipts with a key made at start
 	// (receipt.go).
 	receipts *receipt.Signer

@@ -124,7 +124,8 @@ class RestartTest(UploadCase):
 
 
 class RefusalTest(UploadCase):
-    SERVER_ARGS = ("--max-model-size", "100mb", "--proto-max-bulk-len", "64mb")
+    # verbose: a protocol error is logged at that level, as in Redis.
+    SERVER_ARGS = ("--max-model-size", "100mb", "--proto-max-bulk-len", "64mb", "--loglevel", "verbose")
 
     def log_says(self, text):
         poll(lambda: text in self.srv.stderr(), timeout=5, what="%r in the server log" % text)

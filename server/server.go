@@ -307,7 +307,10 @@ func (s *Server) handle(conn net.Conn) {
 			var ne net.Error
 			switch {
 			case errors.As(err, &pe):
-				s.log.Warn("protocol error, closing client", "addr", c.Addr, "err", pe.Msg)
+				// Debug, as Redis logs them at verbose: any client
+				// that can connect could otherwise fill the log, a line
+				// a connection (security review).
+				s.log.Debug("protocol error, closing client", "addr", c.Addr, "err", pe.Msg)
 				s.Cmds.ReplyError(c, commands.Reply("ERR "+pe.Error()))
 				flush()
 				s.linger(conn, rd, c)
