@@ -200,7 +200,7 @@ const (
 func slowArgs(argv [][]byte) []string {
 	var out []string
 	payload, values := false, false // after BLOB or VALUES; VALUES
-	secrets := 0 // the next arguments that are secrets (-1: all)
+	secrets := 0                    // the next arguments that are secrets (-1: all)
 	configSet := len(argv) > 1 && strings.EqualFold(string(argv[0]), "config") && strings.EqualFold(string(argv[1]), "set")
 	hello := len(argv) > 0 && strings.EqualFold(string(argv[0]), "hello")
 	name := false // the next argument is HELLO SETNAME's client name: a value, whatever it says
