@@ -204,6 +204,28 @@ class ReceiptTest(TrustCase):
         rc, out = self.cli("-receipt", path("r"), *common[:-4], "-nonce-hex", "00")
         self.assertEqual(rc, 1, out)
         self.assertIn("FAILED: nonce", out)
+        # Without -nonce a replayed receipt would verify: the CLI says so.
+        base = ["-evidence", path("ev"), "-attest-nonce", att_nonce.hex(), "-allow-simulated"]
+        if att["tls_public_key"]:
+            base += ["-tls-key", path("tls")]
+        rc, out = self.cli("-receipt", path("r"), *base)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("nonce not checked", out)
+        # A run whose output went onto its input key names the key twice,
+        # with other bytes each time: -input and -output tell them apart,
+        # and -tensor matches either (security review: it matched neither).
+        jws2 = a.execute_command("AI.MODELEXECUTE", "m", "INPUTS", 1, "x", "OUTPUTS", 1, "x", "RECEIPT", nonce).decode()
+        xout = a.execute_command("AI.TENSORGET", "x", "BLOB")
+        for name, data in (("r2", jws2.encode()), ("xout", xout)):
+            with open(path(name), "wb") as f:
+                f.write(data)
+        same = base + ["-nonce-hex", nonce.hex()]
+        for flags, rc_want in ((["-input", "x=" + path("x"), "-output", "x=" + path("xout")], 0),
+                               (["-tensor", "x=" + path("x"), "-tensor", "x=" + path("xout")], 0),
+                               (["-input", "x=" + path("xout")], 1),
+                               (["-output", "x=" + path("x")], 1)):
+            rc, out = self.cli("-receipt", path("r2"), *same, *flags)
+            self.assertEqual(rc, rc_want, (flags, out))
         # Tampered: the output digest changed, the signature kept.
         h, p, s = jws.split(".")
         forged = dict(payload)

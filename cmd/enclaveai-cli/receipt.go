@@ -48,8 +48,10 @@ func receiptVerify(args []string, out io.Writer) error {
 	nonce := fs.String("nonce", "", "the nonce sent with RECEIPT, as text")
 	nonceHex := fs.String("nonce-hex", "", "the nonce sent with RECEIPT, in hex")
 	modelSHA := fs.String("model-sha256", "", "the SHA-256 the model that ran must have, hex")
-	var tensors tensorFlags
-	fs.Var(&tensors, "tensor", "key=file: the blob bytes of an input or output tensor (repeatable)")
+	var tensors, inputs, outputs tensorFlags
+	fs.Var(&tensors, "tensor", "key=file: the blob bytes of an input or output tensor of that key (repeatable)")
+	fs.Var(&inputs, "input", "key=file: the blob bytes of the run's input tensor of that key (repeatable)")
+	fs.Var(&outputs, "output", "key=file: the blob bytes of the run's output tensor of that key (repeatable)")
 	evidenceFile := fs.String("evidence", "", "AI.ATTEST's evidence, saved to a file")
 	attestNonce := fs.String("attest-nonce", "", "the nonce sent with AI.ATTEST, in hex")
 	tlsKeyFile := fs.String("tls-key", "", "AI.ATTEST's tls_public_key (DER), saved to a file; none if the server has no TLS")
@@ -120,6 +122,9 @@ func receiptVerify(args []string, out io.Writer) error {
 		}
 	}
 
+	if *nonce == "" && *nonceHex == "" {
+		fmt.Fprintln(out, "warning:     nonce not checked: without -nonce, a receipt made for another request (a replay) verifies too")
+	}
 	if *nonce != "" || *nonceHex != "" {
 		want := []byte(*nonce)
 		if *nonceHex != "" {
@@ -142,30 +147,47 @@ func receiptVerify(args []string, out io.Writer) error {
 		}
 		fmt.Fprintln(out, "model:       sha256 matches")
 	}
-	for _, t := range tensors {
-		key, path, ok := strings.Cut(t, "=")
-		if !ok {
-			return fmt.Errorf("-tensor %q: want key=file", t)
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		sum := sha256.Sum256(data)
-		got := hex.EncodeToString(sum[:])
-		matched := false
-		for _, rt := range append(append([]receipt.Tensor(nil), p.Inputs...), p.Outputs...) {
-			if rt.Key == key {
-				if rt.SHA256 != got {
-					return fmt.Errorf("tensor %s: the bytes in %s are not those the receipt names", key, path)
-				}
-				matched = true
+	// -tensor matches a key's input or output; -input and -output one
+	// side only: a run whose output went onto its input key names the
+	// key twice, with other bytes each time (security review: -tensor
+	// then matched neither file).
+	for _, side := range []struct {
+		flags  tensorFlags
+		what   string
+		tables [][]receipt.Tensor
+	}{
+		{tensors, "tensor", [][]receipt.Tensor{p.Inputs, p.Outputs}},
+		{inputs, "input", [][]receipt.Tensor{p.Inputs}},
+		{outputs, "output", [][]receipt.Tensor{p.Outputs}},
+	} {
+		for _, t := range side.flags {
+			key, path, ok := strings.Cut(t, "=")
+			if !ok {
+				return fmt.Errorf("-%s %q: want key=file", side.what, t)
 			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			sum := sha256.Sum256(data)
+			got := hex.EncodeToString(sum[:])
+			named, matched := false, false
+			for _, table := range side.tables {
+				for _, rt := range table {
+					if rt.Key == key {
+						named = true
+						matched = matched || rt.SHA256 == got
+					}
+				}
+			}
+			switch {
+			case !named:
+				return fmt.Errorf("%s %s: not in the receipt", side.what, key)
+			case !matched:
+				return fmt.Errorf("%s %s: the bytes in %s are not those the receipt names", side.what, key, path)
+			}
+			fmt.Fprintf(out, "%-12s %s sha256 matches\n", side.what+":", key)
 		}
-		if !matched {
-			return fmt.Errorf("tensor %s: not in the receipt", key)
-		}
-		fmt.Fprintf(out, "tensor:      %s sha256 matches\n", key)
 	}
 	for _, m := range p.Models {
 		fmt.Fprintf(out, "model:       %s sha256 %s\n", m.Key, m.SHA256)
