@@ -19,10 +19,11 @@ import (
 // AUTH every argument is bounded at 16 KB (Limits), and the evidence says
 // only what the server would tell anyone: its mode and its public keys.
 // In SGX each answer costs a quote (the quoting enclave signs a report,
-// milliseconds), so clients that have not authenticated share a budget of
-// attest-rate answers a second; past it they are refused (errAttestRate)
-// until the budget refills. Authenticated clients are not counted: their
-// password or token already says who asks.
+// milliseconds), so beyond a connection's first, the AI.ATTESTs of clients
+// that have not authenticated share a budget of attest-rate answers a
+// second; past it they are refused (errAttestRate) until the budget
+// refills. Authenticated clients are not counted: their password or token
+// already says who asks.
 func init() {
 	register(&Spec{Name: "ai.attest", Arity: 2, Flags: Readonly | LoadingOK | NoAuth, Group: "server",
 		Summary: "Returns attestation evidence bound to the nonce and to the server's TLS public key.",
@@ -55,7 +56,14 @@ var errAttestRate = Reply("ERR too many AI.ATTEST from unauthenticated clients: 
 
 // Run implements Runner.
 func (c attestCmd) Run(x *Ctx) error {
-	if !x.C.Authed() && !x.attests.take(x.Opts.AttestRate.Load(), time.Now()) {
+	// A connection's first AI.ATTEST is always answered: a client attests
+	// once a connection, before AUTH, and with one budget for all, one
+	// connection asking in a loop kept every client from connecting
+	// (diff review). The budget holds the repeats, so that a flood costs
+	// a connection a quote.
+	first := !x.C.attested
+	x.C.attested = true
+	if !first && !x.C.Authed() && !x.attests.take(x.Opts.AttestRate.Load(), time.Now()) {
 		return errAttestRate
 	}
 	ev, err := enclave.Attest(c.nonce, x.Enclave.TLSPublicKey, x.ReceiptPublicKey())

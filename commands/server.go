@@ -307,6 +307,7 @@ type Client struct {
 	// watch is the keys WATCHed: EXEC runs nothing once one has changed.
 	watch      modelstore.KeyWatch
 	asking     bool      // ASKING: the next command may use an importing slot
+	attested   bool      // an AI.ATTEST was answered (enclave.go)
 	closeAfter bool      // QUIT: close once the reply is flushed
 	reply      replyMode // CLIENT REPLY (setReply)
 	// repliesOff is reply == replyOff, for the MONITOR feed, which other

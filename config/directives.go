@@ -148,7 +148,7 @@ var table = []directive{
 	{name: "tls-key-file", args: "<path>", doc: "PEM private key of the TLS listener",
 		value: text(func(o *Options) *string { return &o.TLSKeyFile }, nil)},
 	{name: "attest-rate", def: "100", mutable: true,
-		doc:   "most AI.ATTEST a second, server-wide, from clients that have not authenticated (each costs a quote in SGX; authenticated clients are not counted; 0: no bound)",
+		doc:   "most AI.ATTEST a second, server-wide, from clients that have not authenticated, beyond each connection's first, which is always answered (each costs a quote in SGX; authenticated clients are not counted; 0: no bound)",
 		value: integer(func(o *Options) *atomic.Int64 { return &o.AttestRate }, 0, 1<<31-1)},
 	{name: "seal-policy", def: "product", doc: "SGX mode: product (snapshots survive signed upgrades) or unique (only this exact build reads them)",
 		value: text(func(o *Options) *string { return &o.SealPolicy }, oneOf("argument must be 'product' or 'unique'", "product", "unique"))},
