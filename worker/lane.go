@@ -239,6 +239,18 @@ type laneRun struct {
 // answered without running) and gets KillGrace more before its worker is
 // killed.
 func (p *proc) runs(runs []laneRun, sess *session, done func(i int, msg []byte, fds []int, err error)) {
+	if sess.probation.Load() {
+		p.alone.Lock()
+		defer func() {
+			if !p.isDead() {
+				sess.probation.Store(false) // it ran alone, and the worker lives
+			}
+			p.alone.Unlock()
+		}()
+	} else {
+		p.alone.RLock()
+		defer p.alone.RUnlock()
+	}
 	l, err := p.lane(runs[0].ctx)
 	if err != nil {
 		for i := range runs {

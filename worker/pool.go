@@ -436,6 +436,10 @@ type proc struct {
 	dead     chan struct{}
 	nlanes   int        // lanes made (lane.go)
 	lanes    chan *lane // the idle ones
+	// alone is held for reading by every group of runs sent to the worker
+	// and for writing by a session on probation (session.probation): its
+	// runs go alone, so that a crash then can be only its own.
+	alone sync.RWMutex
 
 	// What it wrote on stderr: a crash report names the signal at its
 	// start and may run long (every goroutine's stack).
@@ -574,19 +578,30 @@ func (p *proc) die() {
 	pool.countDeath(cause)
 	crashed := running(pending)
 	named := false // a call whose model is logged (compileOn logs stores)
+	suspects := len(crashed)
 	for _, c := range pending {
 		named = named || c.sess != nil
+		if c.stage == "store" {
+			suspects++ // a session being created, which may have crashed it
+		}
 	}
 	// Quarantined before the failed runs are answered: a client that
-	// retries at once is refused. Only a model that was running alone is
-	// blamed: with two running, on two lanes, either may have crashed the
-	// worker, and quarantining both let one client's crashing model shut
+	// retries at once is refused. Only a model that was the one suspect
+	// is blamed: with two running on two lanes, or one running while
+	// another was being created, either may have crashed the worker, and
+	// quarantining the runs let one client's crashing model shut
 	// another's (another tenant's, under shared isolation) out until it
-	// was stored again (engine review). Both are logged as suspects.
-	quarantine := isCrash(cause) && len(crashed) == 1
+	// was stored again (engine review). Each suspect's next runs go alone
+	// instead (probation), so that a model that crashes the worker is
+	// quarantined at its next crash, however many runs an attacker keeps
+	// going beside it (diff review).
+	quarantine := isCrash(cause) && len(crashed) == 1 && suspects == 1
 	for s := range crashed {
-		if quarantine {
+		switch {
+		case quarantine:
 			s.quarantine(cause)
+		case isCrash(cause):
+			s.probation.Store(true)
 		}
 		s.logDeath(cause, "run", detail, quarantine, false)
 	}
@@ -798,6 +813,11 @@ type session struct {
 	closed bool
 
 	quarantined atomic.Pointer[modelstore.EngineError]
+	// probation is set when the session was one of several the worker was
+	// running or creating when it crashed: its next group of runs goes
+	// alone on the worker (proc.alone). A crash then quarantines it; a
+	// group that ends otherwise clears it.
+	probation atomic.Bool
 }
 
 // compileOn creates the session in worker p; s.mu is held.

@@ -1066,5 +1066,70 @@ func TestCrashWithTwoModelsRunningBlamesNeither(t *testing.T) {
 		if q := s.(modelstore.Quarantiner).Quarantined(); q != nil {
 			t.Errorf("model %d quarantined: %v", i, q)
 		}
+		if !s.(*session).probation.Load() {
+			t.Errorf("model %d not on probation", i)
+		}
+	}
+	// On probation a model's next runs go alone: a crash then is its own,
+	// and quarantines it (diff review: an attacker who kept a run of its
+	// own going beside its crashing model was never quarantined).
+	pid = workerPID(t, a)
+	go func() {
+		_, err := a.Run(context.Background(), []*modelstore.Tensor{floats([]int64{1, 1}, func(int) float32 { return 1 })})
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	syscall.Kill(pid, syscall.SIGSEGV)
+	if err := <-done; err == nil {
+		t.Fatal("the run survived its worker")
+	}
+	if a.(modelstore.Quarantiner).Quarantined() == nil {
+		t.Error("a crash while running alone did not quarantine the model")
+	}
+	// A run that ends, alone, clears the probation.
+	if _, err := b.Run(context.Background(), []*modelstore.Tensor{floats([]int64{1, 1}, func(int) float32 { return 1 })}); err != nil {
+		t.Fatal(err)
+	}
+	if b.(*session).probation.Load() || b.(modelstore.Quarantiner).Quarantined() != nil {
+		t.Error("a run that ended alone left its model on probation or quarantined")
+	}
+}
+
+// A model being created when its worker crashes is a suspect too: the run
+// beside it is not quarantined (diff review: a crash at another client's
+// AI.MODELSTORE quarantined the one model that was running).
+func TestCrashDuringACompileBlamesNoRun(t *testing.T) {
+	pool := newTestPool(t, Config{TestHooks: true})
+	slow := compile(t, pool, "slow.onnx")
+	pid := workerPID(t, slow)
+	done := make(chan error, 2)
+	go func() {
+		_, err := slow.Run(context.Background(), []*modelstore.Tensor{floats([]int64{1, 1}, func(int) float32 { return 1 })})
+		done <- err
+	}()
+	// A model whose session creation the test hook holds up (child.go).
+	hang := append(readModel(t, "linear.onnx"), 0x32, byte(len(hangMarker)))
+	hang = append(hang, hangMarker...)
+	go func() {
+		modelstore.ShareBuffers(true)
+		buf, err := modelstore.CopyToBuffer(hang)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer buf.Unref()
+		_, err = pool.Compile(modelstore.ModelSource{Data: buf.Bytes(), Buf: buf, Origin: modelstore.Origin{Key: "hang"}},
+			modelstore.SessionOptions{})
+		done <- err
+	}()
+	time.Sleep(500 * time.Millisecond)
+	syscall.Kill(pid, syscall.SIGSEGV)
+	for range 2 {
+		if err := <-done; err == nil {
+			t.Fatal("a call survived its worker")
+		}
+	}
+	if q := slow.(modelstore.Quarantiner).Quarantined(); q != nil {
+		t.Errorf("the running model was quarantined beside a compile: %v", q)
 	}
 }
