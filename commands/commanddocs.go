@@ -37,21 +37,19 @@ func syntaxArgs(s string) []docArg {
 func syntaxTokens(s string) []string {
 	var toks []string
 	for _, f := range strings.Fields(s) {
-		for strings.HasPrefix(f, "[") {
-			toks = append(toks, "[")
+		for len(f) > 0 && (f[0] == '[' || f[0] == '(') {
+			toks = append(toks, f[:1])
 			f = f[1:]
 		}
-		closing := 0
-		for strings.HasSuffix(f, "]") {
-			closing++
+		var closing []string
+		for len(f) > 0 && (f[len(f)-1] == ']' || f[len(f)-1] == ')') {
+			closing = append([]string{f[len(f)-1:]}, closing...)
 			f = f[:len(f)-1]
 		}
 		if f != "" {
 			toks = append(toks, f)
 		}
-		for range closing {
-			toks = append(toks, "]")
-		}
+		toks = append(toks, closing...)
 	}
 	return toks
 }
@@ -75,7 +73,7 @@ func (p *syntaxParser) seq() []docArg {
 	var cur []docArg
 	for {
 		switch t := p.peek(); t {
-		case "", "]":
+		case "", "]", ")":
 			if alts == nil {
 				return cur
 			}
@@ -89,6 +87,14 @@ func (p *syntaxParser) seq() []docArg {
 			p.i++
 			alts = append(alts, cur)
 			cur = nil
+		case "(":
+			// A group that is not optional: "(MODULE name | PATTERN p)".
+			p.i++
+			inner := p.seq()
+			if p.peek() == ")" {
+				p.i++
+			}
+			cur = append(cur, group(inner))
 		case "[":
 			p.i++
 			inner := p.seq()
@@ -238,6 +244,9 @@ func writeCommandDoc(w *Writer, s *Spec) {
 	}
 	var subs []*sub
 	for _, u := range s.Subs {
+		if strings.HasPrefix(u.Usage, "(") {
+			continue // "(no subcommand)": the command itself, not one of them
+		}
 		word, rest, _ := strings.Cut(u.Usage, " ")
 		name := s.Name + "|" + strings.ToLower(word)
 		if n := len(subs); n > 0 && subs[n-1].name == name {

@@ -49,15 +49,20 @@ func TestSyntaxArgs(t *testing.T) {
 		{"ON|OFF|SKIP", "ON|OFF|SKIP"},
 		{"LIB-NAME|LIB-VER <value>", "LIB-NAME|LIB-VER value"},
 		{"[protover [AUTH username password] [SETNAME clientname]]", "[protover [AUTH username password] [SETNAME clientname]]"},
+		{"[FILTERBY (MODULE <module-name>|ACLCAT <category>|PATTERN <pattern>)]", "[FILTERBY MODULE module-name|ACLCAT category|PATTERN pattern]"},
 	} {
 		if got := renderDocArgs(syntaxArgs(c.syntax), " "); got != c.want {
 			t.Errorf("%q: %q, want %q", c.syntax, got, c.want)
 		}
 	}
-	// Every command's syntax, and every subcommand's usage, parses whole.
+	// Every command's syntax, and every subcommand's usage, parses whole,
+	// and no argument's name holds a mark of the notation.
 	for name, s := range table {
 		lines := []string{s.Syntax}
 		for _, sub := range s.Subs {
+			if strings.HasPrefix(sub.Usage, "(") {
+				continue
+			}
 			_, rest, _ := strings.Cut(sub.Usage, " ")
 			lines = append(lines, rest)
 		}
@@ -66,6 +71,9 @@ func TestSyntaxArgs(t *testing.T) {
 			p.seq()
 			if p.i != len(p.toks) {
 				t.Errorf("%s: the syntax %q parses only to %q", name, l, strings.Join(p.toks[:p.i], " "))
+			}
+			if r := renderDocArgs(syntaxArgs(l), " "); strings.ContainsAny(strings.ReplaceAll(r, "|>", ""), "()<>") {
+				t.Errorf("%s: the syntax %q gives arguments %q", name, l, r)
 			}
 		}
 	}
