@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -53,8 +54,8 @@ func init() {
 		keys(&Spec{Name: "persist", Arity: 2, Flags: Write | Fast, FirstKey: 1, LastKey: 1, Step: 1,
 			Summary: "Removes a key's time to live.", Syntax: "key", Parse: parsePersist}),
 		keys(&Spec{Name: "dbsize", Arity: 1, Flags: Readonly | Fast, Summary: "Returns the number of keys.", Parse: parseDBSize}),
-		keys(&Spec{Name: "flushall", Arity: -1, Flags: Write, Summary: "Removes all keys.", Syntax: "[ASYNC | SYNC]", Parse: parseFlush}),
-		keys(&Spec{Name: "flushdb", Arity: -1, Flags: Write, Summary: "Removes all keys of the database.", Syntax: "[ASYNC | SYNC]", Parse: parseFlush}),
+		keys(&Spec{Name: "flushall", Arity: -1, Flags: Write | NoTxLock, Summary: "Removes all keys.", Syntax: "[ASYNC | SYNC]", Parse: parseFlush}),
+		keys(&Spec{Name: "flushdb", Arity: -1, Flags: Write | NoTxLock, Summary: "Removes all keys of the database.", Syntax: "[ASYNC | SYNC]", Parse: parseFlush}),
 	)
 }
 
@@ -459,14 +460,30 @@ func parseFlush(a Args) (Runner, error) {
 // way, whose instant came before the flush, is waited for and then
 // written over. A failed save is logged and shown by INFO, and the reply
 // is still OK, as in Redis.
+//
+// It runs outside the transaction lock (NoTxLock), taking it only for the
+// flush itself: waiting for a background save under its read side, it
+// held up an EXEC, and with it every client, for the whole save (diff
+// review). Inside EXEC, under the lock's write side, it saves only when
+// no background save is under way (Redis kills the saving child instead;
+// a goroutine cannot be killed), and logs that it did not.
 func (flushCmd) Run(x *Ctx) error {
-	removed, err := x.Keys.Flush(x.allowChange())
+	var removed []modelstore.Value
+	err := x.Update(func() error {
+		var err error
+		removed, err = x.Keys.Flush(x.allowChange())
+		return err
+	})
 	if err != nil {
 		return err
 	}
 	x.Release(removed)
 	if x.aof() == nil && x.saveRulesSet() {
-		x.FinalSave()
+		if !x.locked {
+			x.FinalSave()
+		} else if err := x.Save(); errors.Is(err, ErrSaveInProgress) {
+			x.Log.Warn("FLUSHALL inside MULTI/EXEC during a background save: the empty keyspace is not saved until the next save")
+		}
 	}
 	x.W.OK()
 	return nil

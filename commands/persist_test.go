@@ -2,6 +2,7 @@ package commands
 
 import (
 	"testing"
+	"time"
 
 	"github.com/enclaveai/enclaveai/config"
 )
@@ -61,4 +62,42 @@ func TestSaveRefusals(t *testing.T) {
 		row("SAVE", "-ERR snapshots are disabled: no seal key"),
 		row("INFO persistence", `~rdb_bgsave_in_progress:0\\r.*rdb_saves:0\\r`),
 	)
+}
+
+// FLUSHALL without the log waits for a background save outside the
+// transaction lock: waiting under its read side, it held up an EXEC, and
+// every client behind it, for the whole save (diff review).
+func TestFlushWaitsForASaveOutsideTheLock(t *testing.T) {
+	h := newHarness(t)
+	h.s.Snapshot.SealKey = aofTestKey
+	h.s.Opts.Dir = t.TempDir()
+	h.run(row("CONFIG SET save \"3600 1\"", "+OK"), row("AI.TENSORSET a INT8 1 VALUES 1", "+OK"))
+	h.s.Snapshot.inProgress.Store(true) // a background save under way
+	flushed := make(chan []byte, 1)
+	go func() { flushed <- h.do("FLUSHALL") }()
+	time.Sleep(50 * time.Millisecond) // FLUSHALL is waiting for the save
+	other := h.client("127.0.0.1:50002")
+	execd := make(chan []byte, 1)
+	go func() {
+		other.do("MULTI")
+		other.do("AI.TENSORSET b INT8 1 VALUES 2")
+		execd <- other.do("EXEC")
+	}()
+	select {
+	case got := <-execd:
+		if render(got) != "[+OK]" {
+			t.Errorf("EXEC: %s", render(got))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("EXEC waited for FLUSHALL's wait for the background save")
+	}
+	h.s.Snapshot.inProgress.Store(false)
+	select {
+	case got := <-flushed:
+		if render(got) != "+OK" {
+			t.Errorf("FLUSHALL: %s", render(got))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("FLUSHALL did not end once the save had")
+	}
 }
