@@ -382,17 +382,9 @@ func (o *gather) Init(n *gonnxproto.NodeProto) error {
 func (o *gather) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	data := dense(in[0])
 	shape := data.Shape().Clone()
-	r := len(shape)
-	if data.IsScalar() || o.axis < -r || o.axis >= r {
-		return nil, ops.ErrAxisOutOfRange(-r, r, o.axis)
-	}
-	axis := (o.axis + r) % r
-	outer, inner := 1, 1
-	for _, d := range shape[:axis] {
-		outer *= d
-	}
-	for _, d := range shape[axis+1:] {
-		inner *= d
+	axis, outer, inner, err := aroundAxis(shape, data.IsScalar(), o.axis)
+	if err != nil {
+		return nil, err
 	}
 	idx := in[1].Data()
 	switch v := idx.(type) {
@@ -677,17 +669,9 @@ func (o *softmax) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
 func (o *softmax) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	x := dense(in[0])
 	shape := x.Shape().Clone()
-	r := len(shape)
-	if x.IsScalar() || o.axis < -r || o.axis >= r {
-		return nil, ops.ErrAxisOutOfRange(-r, r, o.axis)
-	}
-	axis := (o.axis + r) % r
-	outer, inner := 1, 1
-	for _, d := range shape[:axis] {
-		outer *= d
-	}
-	for _, d := range shape[axis+1:] {
-		inner *= d
+	axis, outer, inner, err := aroundAxis(shape, x.IsScalar(), o.axis)
+	if err != nil {
+		return nil, err
 	}
 	var backing any
 	switch v := x.Data().(type) {
@@ -918,4 +902,24 @@ func dense(t tensor.Tensor) tensor.Tensor {
 		return d.Materialize()
 	}
 	return t
+}
+
+// aroundAxis resolves an operator's axis attribute (negative counts from
+// the end) against shape, and gives the elements before it and after it:
+// the axis's dimension repeats outer times, each element inner apart. A
+// scalar, or an axis out of range, is ONNX's axis error.
+func aroundAxis(shape tensor.Shape, scalar bool, axis int) (a, outer, inner int, err error) {
+	r := len(shape)
+	if scalar || axis < -r || axis >= r {
+		return 0, 0, 0, ops.ErrAxisOutOfRange(-r, r, axis)
+	}
+	a = (axis + r) % r
+	outer, inner = 1, 1
+	for _, d := range shape[:a] {
+		outer *= d
+	}
+	for _, d := range shape[a+1:] {
+		inner *= d
+	}
+	return a, outer, inner, nil
 }
