@@ -91,16 +91,8 @@ func TestWrappedShapeRefused(t *testing.T) {
 			{OpType: "Relu", Input: []string{"r"}, Output: []string{"y"}}},
 		Input:  []*gonnxproto.ValueInfoProto{valueInfo("x", gonnxproto.TensorProto_FLOAT), valueInfo("s", gonnxproto.TensorProto_INT64)},
 		Output: []*gonnxproto.ValueInfoProto{valueInfo("y", gonnxproto.TensorProto_FLOAT)}}
-	b, err := proto.Marshal(&gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: 13}}, Graph: g})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := compile(t, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	_, err = s.Run(context.Background(), []*modelstore.Tensor{floatT(1, 2), int64s(3, 0x5555555555555556)})
+	s := compileGraph(t, g)
+	_, err := s.Run(context.Background(), []*modelstore.Tensor{floatT(1, 2), int64s(3, 0x5555555555555556)})
 	if err == nil || !strings.Contains(err.Error(), "output 0 has shape (3, 6148914691236517206), more than 2^63 elements") {
 		t.Fatalf("got %v", err)
 	}
@@ -487,15 +479,7 @@ func TestRankBound(t *testing.T) {
 			{OpType: "Squeeze", Input: []string{"u"}, Output: []string{"y"}}},
 		Input:  []*gonnxproto.ValueInfoProto{valueInfo("x", gonnxproto.TensorProto_FLOAT), valueInfo("axes", gonnxproto.TensorProto_INT64)},
 		Output: []*gonnxproto.ValueInfoProto{valueInfo("y", gonnxproto.TensorProto_FLOAT)}}
-	m, err := proto.Marshal(&gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: 13}}, Graph: g})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := compile(t, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := compileGraph(t, g)
 	axes := func(n int) *modelstore.Tensor {
 		v := make([]int64, n)
 		for i := range v {
@@ -504,7 +488,7 @@ func TestRankBound(t *testing.T) {
 		return int64s(v...)
 	}
 	start := time.Now()
-	_, err = s.Run(context.Background(), []*modelstore.Tensor{floatT(1), axes(300)})
+	_, err := s.Run(context.Background(), []*modelstore.Tensor{floatT(1), axes(300)})
 	if err == nil || !strings.Contains(err.Error(), "Unsqueeze would make a tensor of rank 301, past the engine's bound of 255 dimensions") {
 		t.Errorf("300 axes: %v", err)
 	}
@@ -552,15 +536,7 @@ func TestGatherCost(t *testing.T) {
 			{OpType: "Gather", Input: []string{"x", "i"}, Output: []string{"y"}, Attribute: []*gonnxproto.AttributeProto{intAttr("axis", 0)}}},
 		Input:  []*gonnxproto.ValueInfoProto{valueInfo("x", gonnxproto.TensorProto_FLOAT), valueInfo("s", gonnxproto.TensorProto_INT64)},
 		Output: []*gonnxproto.ValueInfoProto{valueInfo("y", gonnxproto.TensorProto_FLOAT)}}
-	m, err := proto.Marshal(&gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: 13}}, Graph: g})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := compile(t, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := compileGraph(t, g)
 	const n = 1 << 20
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -813,4 +789,20 @@ func TestMatMulBatchWork(t *testing.T) {
 	if err := run(4); err != nil {
 		t.Errorf("16 batches: %v", err)
 	}
+}
+
+// compileGraph compiles a model of opset 13 around g; the session closes
+// with the test.
+func compileGraph(t *testing.T, g *gonnxproto.GraphProto) modelstore.EngineSession {
+	t.Helper()
+	b, err := proto.Marshal(&gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: 13}}, Graph: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := compile(t, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
