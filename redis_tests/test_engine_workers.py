@@ -11,6 +11,7 @@ no static check of the model (the sanitizer) can refuse.
 """
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -521,6 +522,36 @@ class ProcShieldTest(unittest.TestCase):
                 self.assertNotEqual(self.as_nobody(code), 0, "uid 65534 ran %s" % code)
         # The check itself works: a process of that user's own is open to it.
         self.assertEqual(self.as_nobody("import os; os.listdir('/proc/self/fd')"), 0)
+
+    def test_a_taken_over_worker_cannot_reach_the_server(self):
+        """A worker taken over by a hostile model could end the server with
+        one kill(2) of its parent's pid, set its RLIMIT_FSIZE to 0 (the next
+        log write then kills it), open its memory as root, and write the
+        server's files. The worker's test hook (ENCLAVEAI_ENGINE_TEST_HOOKS=1)
+        tries each, where a model's code would run, on a model carrying its
+        marker; the server side is the real one."""
+        marker = b"enclaveai-test-probe-escapes"
+        srv = start_with_env("ENCLAVEAI_ENGINE_TEST_HOOKS", "1")
+        try:
+            r = srv.client()
+            with self.assertRaises(redis.ResponseError) as cm:
+                r.execute_command("AI.MODELSTORE", "probe", "ONNX", "CPU", "BLOB",
+                                  model("linear.onnx") + b"\x32" + bytes([len(marker)]) + marker)
+            # A worker's own words never reach a client: the log has them.
+            self.assertEqual(str(cm.exception), "internal error")
+            found = re.search(r'escape probes: ([^"\n]*)', srv.stderr())
+            self.assertIsNotNone(found, srv.stderr())
+            msg = found.group(1)
+            got = dict(kv.split("=", 1) for kv in msg.split("; "))
+            self.assertTrue(got["landlock"].startswith("abi "), msg)
+            for k in ("signal", "signal-all", "prlimit", "proc-mem", "create"):
+                self.assertNotEqual(got[k], "ok", "%s worked: %s" % (k, msg))
+            self.assertTrue(r.ping())
+            r.execute_command("AI.MODELSTORE", "lin", "ONNX", "CPU", "BLOB", model("linear.onnx"))
+            r.execute_command("AI.TENSORSET", "x", "FLOAT", 1, 4, "VALUES", 1, 2, 3, 4)
+            self.assertEqual(r.execute_command("AI.MODELEXECUTE", "lin", "INPUTS", 1, "x", "OUTPUTS", 1, "y"), b"OK")
+        finally:
+            srv.stop()
 
 
 class TimerSlackEnvTest(unittest.TestCase):

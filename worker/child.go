@@ -3,6 +3,7 @@ package worker
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -28,6 +29,12 @@ const (
 // ONNX Runtime would (no real model that does so is at hand; see
 // docs/ENGINE_ISOLATION.md).
 var hangMarker = []byte("enclaveai-test-hang-at-compile")
+
+// probeMarker: with test hooks on, a worker asked to compile a model whose
+// bytes contain it tries, as a worker taken over by a hostile model would,
+// to reach the server, and fails the compile with what came of each try
+// (probeEscapes).
+var probeMarker = []byte("enclaveai-test-probe-escapes")
 
 // IsWorker reports whether this process was started as an engine worker:
 // the server's main calls Main then, before anything else.
@@ -195,6 +202,10 @@ func (w *child) compile(id uint64, d *dec, fds []int) {
 	defer buf.Unref() // a session that reads the weights in place holds its own
 	if w.hooks && bytes.Contains(buf.Bytes(), hangMarker) {
 		select {}
+	}
+	if w.hooks && bytes.Contains(buf.Bytes(), probeMarker) {
+		w.reply(w.ch, id, errors.New(probeEscapes()), nil)
+		return
 	}
 	s, err := modelstore.NewSharedSession(buf.Bytes(), buf, opts)
 	if err != nil {

@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"os"
+
 	seccomp "github.com/elastic/go-seccomp-bpf"
 )
 
@@ -22,7 +24,18 @@ import (
 //   - other processes and the kernel: ptrace, process_vm_readv/writev,
 //     kcmp, pidfd_getfd, bpf, perf_event_open, userfaultfd, keyctl,
 //     add_key, request_key, module loading, mount and namespaces, chroot,
-//     reboot, swap, clock setting, kexec, personality.
+//     reboot, swap, clock setting, kexec, personality;
+//   - acting on another process of its user, which the kernel allows
+//     without privilege: signals (kill, tgkill, rt_sigqueueinfo,
+//     rt_tgsigqueueinfo: only to itself; tkill not at all), pidfd_open
+//     (only its own), resource limits (prlimit64: a server whose
+//     RLIMIT_FSIZE is set to 0 dies of SIGXFSZ at its next log write),
+//     priorities and scheduling (setpriority, ioprio_set,
+//     sched_setscheduler/setparam/setattr), and moving pages
+//     (migrate_pages, move_pages): only itself, by its pid or 0. A worker
+//     taken over could otherwise kill the server with one kill(2).
+//     Landlock's signal scope (landlock.go) does the same for signals
+//     where the kernel has it.
 //
 // Denied calls that a confused program may try fail with EPERM; those that
 // only an attack makes kill the worker (SIGSYS), which the supervisor
@@ -32,6 +45,22 @@ func installSeccomp() error {
 		return err
 	}
 	const cloneThread = 0x10000 // CLONE_THREAD
+	pid := uint64(os.Getpid())
+	// notSelf matches a call whose argument n names another process than
+	// this one (orZero: 0 names this one too).
+	notSelf := func(name string, n uint32, orZero bool) seccomp.NameWithConditions {
+		c := []seccomp.Condition{{Argument: n, Operation: seccomp.NotEqual, Value: pid}}
+		if orZero {
+			c = append(c, seccomp.Condition{Argument: n, Operation: seccomp.NotEqual, Value: 0})
+		}
+		return seccomp.NameWithConditions{Name: name, Conditions: c}
+	}
+	// whichNot matches setpriority and ioprio_set on anything but a
+	// process (a process group, every process of a user).
+	whichNot := func(name string, process uint64) seccomp.NameWithConditions {
+		return seccomp.NameWithConditions{Name: name,
+			Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.NotEqual, Value: process}}}
+	}
 	return seccomp.LoadFilter(seccomp.Filter{
 		NoNewPrivs: true,
 		Flag:       seccomp.FilterFlagTSync,
@@ -41,7 +70,18 @@ func installSeccomp() error {
 				{
 					Action: seccomp.ActionErrno,
 					Names: []string{"socket", "connect", "bind", "listen", "accept", "accept4",
-						"socketpair", "open_by_handle_at", "name_to_handle_at"},
+						"socketpair", "open_by_handle_at", "name_to_handle_at", "tkill"},
+					NamesWithCondtions: []seccomp.NameWithConditions{
+						notSelf("kill", 0, false), notSelf("tgkill", 0, false),
+						notSelf("rt_sigqueueinfo", 0, false), notSelf("rt_tgsigqueueinfo", 0, false),
+						notSelf("pidfd_open", 0, false),
+						notSelf("prlimit64", 0, true),
+						whichNot("setpriority", 0), notSelf("setpriority", 1, true), // PRIO_PROCESS
+						whichNot("ioprio_set", 1), notSelf("ioprio_set", 1, true), // IOPRIO_WHO_PROCESS
+						notSelf("sched_setscheduler", 0, true), notSelf("sched_setparam", 0, true),
+						notSelf("sched_setattr", 0, true),
+						notSelf("migrate_pages", 0, true), notSelf("move_pages", 0, true),
+					},
 				},
 				{
 					Action: seccomp.ActionKillProcess,

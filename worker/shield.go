@@ -28,7 +28,11 @@ import (
 //     open by a launcher reached every worker.
 //
 // A server run as root starts its workers with every capability,
-// CAP_SYS_PTRACE among them, which passes over both: NewPool warns.
+// CAP_SYS_PTRACE among them, which passes over the first: NewPool warns.
+// Where the kernel has Landlock, each worker's domain (landlock.go) keeps
+// it out of every other process's /proc files whatever its capabilities,
+// and the seccomp filter (seccomp.go) from signalling the server or
+// changing its limits.
 
 // shieldServer readies the server's process for its workers. Errors are
 // ignored: a kernel without the calls leaves the server as it was.
@@ -52,4 +56,53 @@ func closeInheritedOnExec() {
 			unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
 		}
 	}
+}
+
+// landlockABI is the kernel's Landlock ABI version, 0 if it has none: what
+// a worker's domain will be (landlock.go).
+func landlockABI() int {
+	const createRulesetVersion = 1 // LANDLOCK_CREATE_RULESET_VERSION
+	n, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, 0, 0, createRulesetVersion)
+	if errno != 0 {
+		return 0
+	}
+	return int(n)
+}
+
+// probeEscapes tries, from a worker, what a worker taken over by a hostile
+// model would do to the server (its parent) and to the files of its user,
+// and says what came of each try ("ok" where it worked): the test hooks'
+// probeMarker. Each try is harmless if it works: signal 0 only checks
+// that a signal could be sent, prlimit only reads, the file is removed.
+func probeEscapes() string {
+	ppid := os.Getppid()
+	res := func(err error) string {
+		if err == nil {
+			return "ok"
+		}
+		return err.Error()
+	}
+	var old unix.Rlimit
+	f, err := os.Open("/proc/" + strconv.Itoa(ppid) + "/mem")
+	if err == nil {
+		f.Close()
+	}
+	mem := res(err)
+	name := "/tmp/enclaveai-probe-" + strconv.Itoa(os.Getpid())
+	f, err = os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err == nil {
+		f.Close()
+		os.Remove(name)
+	}
+	create := res(err)
+	ll := "none"
+	if abi, err := landlock(); err != nil {
+		ll = err.Error()
+	} else if abi > 0 {
+		ll = "abi " + strconv.Itoa(abi)
+	}
+	return "escape probes: signal=" + res(unix.Kill(ppid, 0)) +
+		"; signal-all=" + res(unix.Kill(-1, 0)) +
+		"; prlimit=" + res(unix.Prlimit(ppid, unix.RLIMIT_NOFILE, nil, &old)) +
+		"; proc-mem=" + mem + "; create=" + create + "; landlock=" + ll
 }

@@ -407,6 +407,39 @@ func workerPID(t *testing.T, s modelstore.EngineSession) int {
 	return p.pid()
 }
 
+// waitRuns waits until the worker of s has runs runs pending and no
+// compile (a restarted worker creates its sessions again, on their next
+// run: a crash then has the compile for a suspect too), and returns its
+// pid. A fixed sleep let a loaded machine's crash come during the compile.
+func waitRuns(t *testing.T, s modelstore.EngineSession, runs int) int {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		p, err := s.(*session).slot.proc()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.mu.Lock()
+		n, compiles := 0, 0
+		for _, c := range p.pending {
+			if c.stage == "run" {
+				n++
+			} else {
+				compiles++
+			}
+		}
+		p.mu.Unlock()
+		if n == runs && compiles == 0 {
+			time.Sleep(50 * time.Millisecond) // into ONNX Runtime's run
+			return p.pid()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d runs and %d compiles pending, want %d runs", n, compiles, runs)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // TestCrashInFlight: a worker that dies of SIGSEGV during a run fails
 // that run with the death error and quarantines its model; the worker's
 // other session is recreated in the replacement and runs.
@@ -1047,7 +1080,6 @@ func TestCrashWithTwoModelsRunningBlamesNeither(t *testing.T) {
 	if workerPID(t, a) != workerPID(t, b) {
 		t.Skip("the two sessions are on different workers")
 	}
-	pid := workerPID(t, a)
 	done := make(chan error, 2)
 	for _, s := range []modelstore.EngineSession{a, b} {
 		go func() {
@@ -1055,7 +1087,7 @@ func TestCrashWithTwoModelsRunningBlamesNeither(t *testing.T) {
 			done <- err
 		}()
 	}
-	time.Sleep(300 * time.Millisecond) // both runs are under way (each takes seconds)
+	pid := waitRuns(t, a, 2) // both runs are under way (each takes seconds)
 	syscall.Kill(pid, syscall.SIGSEGV)
 	for range 2 {
 		if err := <-done; err == nil || err.Error() != "model execution failed: engine worker died (SIGSEGV)" {
@@ -1073,12 +1105,11 @@ func TestCrashWithTwoModelsRunningBlamesNeither(t *testing.T) {
 	// On probation a model's next runs go alone: a crash then is its own,
 	// and quarantines it (diff review: an attacker who kept a run of its
 	// own going beside its crashing model was never quarantined).
-	pid = workerPID(t, a)
 	go func() {
 		_, err := a.Run(context.Background(), []*modelstore.Tensor{floats([]int64{1, 1}, func(int) float32 { return 1 })})
 		done <- err
 	}()
-	time.Sleep(300 * time.Millisecond)
+	pid = waitRuns(t, a, 1)
 	syscall.Kill(pid, syscall.SIGSEGV)
 	if err := <-done; err == nil {
 		t.Fatal("the run survived its worker")
@@ -1131,5 +1162,53 @@ func TestCrashDuringACompileBlamesNoRun(t *testing.T) {
 	}
 	if q := slow.(modelstore.Quarantiner).Quarantined(); q != nil {
 		t.Errorf("the running model was quarantined beside a compile: %v", q)
+	}
+}
+
+// A worker taken over by a hostile model (the test hooks' probes, run
+// where a model's code would run) cannot signal the server, read or change
+// its limits, open its memory, or create a file: one kill(2) of its
+// parent's pid ended the server, and a prlimit64 setting its RLIMIT_FSIZE
+// to 0 would have ended it at its next log write.
+func TestWorkerCannotReachTheServer(t *testing.T) {
+	pool := newTestPool(t, Config{TestHooks: true})
+	m := append(readModel(t, "linear.onnx"), 0x32, byte(len(probeMarker)))
+	m = append(m, probeMarker...)
+	modelstore.ShareBuffers(true)
+	defer modelstore.ShareBuffers(false)
+	buf, err := modelstore.CopyToBuffer(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buf.Unref()
+	_, err = pool.Compile(modelstore.ModelSource{Data: buf.Bytes(), Buf: buf, Origin: modelstore.Origin{Key: "probe"}},
+		modelstore.SessionOptions{})
+	if err == nil || !strings.Contains(err.Error(), "escape probes: ") {
+		t.Fatalf("the probes did not run: %v", err)
+	}
+	t.Log(err)
+	got := map[string]string{}
+	for _, kv := range strings.Split(err.Error()[strings.Index(err.Error(), "escape probes: ")+len("escape probes: "):], "; ") {
+		k, v, _ := strings.Cut(kv, "=")
+		got[k] = v
+	}
+	refused := []string{"signal", "signal-all", "prlimit"}
+	switch ll := got["landlock"]; {
+	case strings.HasPrefix(ll, "abi "):
+		// Without Landlock, root (this test's usual user) opens both.
+		refused = append(refused, "proc-mem", "create")
+	case ll == syscall.ENOSYS.Error() || ll == syscall.EOPNOTSUPP.Error():
+		t.Logf("this kernel has no Landlock (%s): /proc and file creation not checked", ll)
+	default:
+		t.Errorf("the worker entered no Landlock domain: %s", ll)
+	}
+	for _, k := range refused {
+		if v, ok := got[k]; !ok || v == "ok" {
+			t.Errorf("%s: %q, want refused", k, v)
+		}
+	}
+	if _, err := compile(t, pool, "linear.onnx").Run(context.Background(),
+		[]*modelstore.Tensor{floats([]int64{1, 4}, func(int) float32 { return 1 })}); err != nil {
+		t.Errorf("a run after the probes: %v", err)
 	}
 }

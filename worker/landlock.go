@@ -1,0 +1,112 @@
+//go:build cgo
+
+package worker
+
+// The worker's Landlock domain (Linux 5.13+), entered by a C constructor:
+// Landlock restricts the calling thread and the threads it starts from then
+// on, and a Go process has several threads before main runs (and, with
+// cgo, cannot restrict them all afterwards: syscall.AllThreadsSyscall
+// refuses), so the domain is entered before the Go runtime starts, while
+// the process has one thread, as runc's nsenter does its setns. It runs in
+// every process of the binary and acts only in an engine worker (the
+// environment the server gives it), with the same switch as the seccomp
+// filter.
+//
+// A domain confines what a worker, taken over by a hostile model, can do
+// to the processes and files around it, whatever its user:
+//
+//   - ptrace and what /proc guards with it (/proc/PID/mem, /proc/PID/fd,
+//     /proc/PID/environ): only processes of its own domain. A worker of
+//     root's keeps CAP_SYS_PTRACE, which passes over PR_SET_DUMPABLE 0
+//     (shield.go), not over this; and a worker just started, still
+//     dumpable for the moment before its first line of code, is in no
+//     domain of another worker's.
+//   - Signals (ABI 6, Linux 6.12): only to processes of its own domain,
+//     so not to the server or another worker (seccomp.go refuses them on
+//     older kernels).
+//   - Files: no file or directory created, removed, renamed, written,
+//     truncated or executed by path: the server's log and snapshots are
+//     the worker user's files. Reading stays open (ONNX Runtime and the
+//     dynamic loader read what they need where they find it).
+//   - TCP (ABI 4) and abstract Unix sockets (ABI 6), behind the seccomp
+//     filter's denial of socket(2).
+
+/*
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <errno.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+
+#ifndef SYS_landlock_create_ruleset
+#define SYS_landlock_create_ruleset 444
+#endif
+#ifndef SYS_landlock_restrict_self
+#define SYS_landlock_restrict_self 446
+#endif
+
+// enclaveai_landlock is the outcome, read by the worker: the ABI version of
+// the domain entered (> 0), 0 if not tried (not a worker, or the sandbox
+// is off), or -errno.
+int enclaveai_landlock;
+
+static void __attribute__((constructor)) enclaveai_enter_landlock(void) {
+	const char *w = getenv("ENCLAVEAI_ENGINE_WORKER");
+	const char *s = getenv("ENCLAVEAI_ENGINE_SECCOMP");
+	if (w == NULL || strcmp(w, "1") != 0 || (s != NULL && strcmp(s, "0") == 0)) {
+		return;
+	}
+	// A domain needs no_new_privs (the seccomp filter sets it too).
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+		enclaveai_landlock = -errno;
+		return;
+	}
+	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, 1UL); // LANDLOCK_CREATE_RULESET_VERSION
+	if (abi < 1) {
+		enclaveai_landlock = -errno;
+		return;
+	}
+	struct { uint64_t fs, net, scoped; } attr = {0, 0, 0};
+	// EXECUTE, WRITE_FILE, REMOVE_DIR, REMOVE_FILE and the MAKE_* rights.
+	attr.fs = 0x1 | 0x2 | 0x10 | 0x20 | 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800 | 0x1000;
+	if (abi >= 2) attr.fs |= 0x2000; // REFER
+	if (abi >= 3) attr.fs |= 0x4000; // TRUNCATE
+	size_t size = 8;
+	if (abi >= 4) {
+		attr.net = 0x1 | 0x2; // BIND_TCP, CONNECT_TCP
+		size = 16;
+	}
+	if (abi >= 6) {
+		attr.scoped = 0x1 | 0x2; // ABSTRACT_UNIX_SOCKET, SIGNAL
+		size = 24;
+	}
+	int fd = (int)syscall(SYS_landlock_create_ruleset, &attr, size, 0UL);
+	if (fd < 0) {
+		enclaveai_landlock = -errno;
+		return;
+	}
+	// No rule: none of the rights above is granted anywhere.
+	if (syscall(SYS_landlock_restrict_self, fd, 0UL) != 0) {
+		enclaveai_landlock = -errno;
+	} else {
+		enclaveai_landlock = (int)abi;
+	}
+	close(fd);
+}
+*/
+import "C"
+
+import "syscall"
+
+// landlock reports the worker's Landlock domain: its ABI version (> 0),
+// 0 if it entered none by design (not a worker, or the sandbox is off),
+// or the error that kept it out of one.
+func landlock() (int, error) {
+	n := int(C.enclaveai_landlock)
+	if n < 0 {
+		return 0, syscall.Errno(-n)
+	}
+	return n, nil
+}
