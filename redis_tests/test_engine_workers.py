@@ -526,8 +526,9 @@ class ProcShieldTest(unittest.TestCase):
     def test_a_taken_over_worker_cannot_reach_the_server(self):
         """A worker taken over by a hostile model could end the server with
         one kill(2) of its parent's pid, set its RLIMIT_FSIZE to 0 (the next
-        log write then kills it), open its memory as root, and write the
-        server's files. The worker's test hook (ENCLAVEAI_ENGINE_TEST_HOOKS=1)
+        log write then kills it), open its memory as root, write the
+        server's files and read its seal key (and send it back in a run's
+        output). The worker's test hook (ENCLAVEAI_ENGINE_TEST_HOOKS=1)
         tries each, where a model's code would run, on a model carrying its
         marker; the server side is the real one."""
         marker = b"enclaveai-test-probe-escapes"
@@ -544,7 +545,7 @@ class ProcShieldTest(unittest.TestCase):
             msg = found.group(1)
             got = dict(kv.split("=", 1) for kv in msg.split("; "))
             self.assertTrue(got["landlock"].startswith("abi "), msg)
-            for k in ("signal", "signal-all", "prlimit", "proc-mem", "create"):
+            for k in ("signal", "signal-all", "prlimit", "proc-mem", "create", "read"):
                 self.assertNotEqual(got[k], "ok", "%s worked: %s" % (k, msg))
             self.assertTrue(r.ping())
             r.execute_command("AI.MODELSTORE", "lin", "ONNX", "CPU", "BLOB", model("linear.onnx"))

@@ -26,12 +26,21 @@ package worker
 //     older kernels).
 //   - Files: no file or directory created, removed, renamed, written,
 //     truncated or executed by path: the server's log and snapshots are
-//     the worker user's files. Reading stays open (ONNX Runtime and the
-//     dynamic loader read what they need where they find it).
+//     the worker user's files. Reading only what a worker reads (found
+//     with strace -f of the server storing and running the test models):
+//     the system's libraries (/usr, /lib*, /etc/ld.so.cache) and ONNX
+//     Runtime's directory, for the dynamic loader; /sys, the worker's own
+//     /proc/PID, /proc/cpuinfo, /proc/meminfo and /proc/stat, for ONNX
+//     Runtime's and Go's look at the machine; /etc/localtime, /dev/null,
+//     /dev/zero and /dev/urandom. Everything else of its user's (the seal
+//     key in the server's directory, a TLS key, the configuration with
+//     its passwords) a worker taken over could have read and sent back
+//     in a run's output.
 //   - TCP (ABI 4) and abstract Unix sockets (ABI 6), behind the seccomp
 //     filter's denial of socket(2).
 
 /*
+#define _GNU_SOURCE // O_PATH
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +55,36 @@ package worker
 #ifndef SYS_landlock_restrict_self
 #define SYS_landlock_restrict_self 446
 #endif
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#ifndef SYS_landlock_add_rule
+#define SYS_landlock_add_rule 445
+#endif
+
+#define LL_READ_FILE 0x4ULL
+#define LL_READ_DIR 0x8ULL
+
+// enclaveai_allow_read lets the domain being built read path (a file), or
+// read beneath it (a directory). A path that is not there is skipped.
+static void enclaveai_allow_read(int ruleset, const char *path) {
+	int fd = open(path, O_PATH | O_CLOEXEC);
+	if (fd < 0) {
+		return;
+	}
+	struct stat st;
+	uint64_t access = LL_READ_FILE | LL_READ_DIR;
+	if (fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		access = LL_READ_FILE; // a file takes a file's rights only
+	}
+	struct {
+		uint64_t allowed_access;
+		int32_t parent_fd;
+	} __attribute__((packed)) rule = {access, fd};
+	syscall(SYS_landlock_add_rule, ruleset, 1UL, &rule, 0UL); // LANDLOCK_RULE_PATH_BENEATH
+	close(fd);
+}
 
 // enclaveai_landlock is the outcome, read by the worker: the ABI version of
 // the domain entered (> 0), 0 if not tried (not a worker, or the sandbox
@@ -69,8 +108,10 @@ static void __attribute__((constructor)) enclaveai_enter_landlock(void) {
 		return;
 	}
 	struct { uint64_t fs, net, scoped; } attr = {0, 0, 0};
-	// EXECUTE, WRITE_FILE, REMOVE_DIR, REMOVE_FILE and the MAKE_* rights.
-	attr.fs = 0x1 | 0x2 | 0x10 | 0x20 | 0x40 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800 | 0x1000;
+	// EXECUTE, WRITE_FILE, READ_FILE, READ_DIR, REMOVE_DIR, REMOVE_FILE
+	// and the MAKE_* rights.
+	attr.fs = 0x1 | 0x2 | LL_READ_FILE | LL_READ_DIR | 0x10 | 0x20 | 0x40 | 0x80 | 0x100 | 0x200 | 0x400 |
+		0x800 | 0x1000;
 	if (abi >= 2) attr.fs |= 0x2000; // REFER
 	if (abi >= 3) attr.fs |= 0x4000; // TRUNCATE
 	size_t size = 8;
@@ -87,7 +128,27 @@ static void __attribute__((constructor)) enclaveai_enter_landlock(void) {
 		enclaveai_landlock = -errno;
 		return;
 	}
-	// No rule: none of the rights above is granted anywhere.
+	// Reading where a worker reads; nothing else is granted anywhere.
+	static const char *reads[] = {"/usr", "/lib", "/lib64", "/lib32", "/libx32", "/etc/ld.so.cache",
+		"/etc/localtime", "/sys", "/proc/self", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat",
+		"/dev/null", "/dev/zero", "/dev/urandom"};
+	for (size_t i = 0; i < sizeof reads / sizeof reads[0]; i++) {
+		enclaveai_allow_read(fd, reads[i]);
+	}
+	const char *lib = getenv("ENCLAVEAI_ONNXRUNTIME_LIB");
+	char dir[4096];
+	if (lib != NULL && strlen(lib) < sizeof dir) {
+		strcpy(dir, lib);
+		char *slash = strrchr(dir, '/');
+		if (slash == dir) {
+			slash[1] = 0;
+		} else if (slash != NULL) {
+			*slash = 0;
+		} else {
+			strcpy(dir, ".");
+		}
+		enclaveai_allow_read(fd, dir);
+	}
 	if (syscall(SYS_landlock_restrict_self, fd, 0UL) != 0) {
 		enclaveai_landlock = -errno;
 	} else {

@@ -73,7 +73,8 @@ func landlockABI() int {
 // model would do to the server (its parent) and to the files of its user,
 // and says what came of each try ("ok" where it worked): the test hooks'
 // probeMarker. Each try is harmless if it works: signal 0 only checks
-// that a signal could be sent, prlimit only reads, the file is removed.
+// that a signal could be sent, prlimit only reads, the file is removed,
+// /etc/passwd stands for a file of its user's that it has no need of.
 func probeEscapes() string {
 	ppid := os.Getppid()
 	res := func(err error) string {
@@ -95,6 +96,11 @@ func probeEscapes() string {
 		os.Remove(name)
 	}
 	create := res(err)
+	f, err = os.Open("/etc/passwd") // any file of the system's outside what a worker reads
+	if err == nil {
+		f.Close()
+	}
+	read := res(err)
 	ll := "none"
 	if abi, err := landlock(); err != nil {
 		ll = err.Error()
@@ -104,5 +110,5 @@ func probeEscapes() string {
 	return "escape probes: signal=" + res(unix.Kill(ppid, 0)) +
 		"; signal-all=" + res(unix.Kill(-1, 0)) +
 		"; prlimit=" + res(unix.Prlimit(ppid, unix.RLIMIT_NOFILE, nil, &old)) +
-		"; proc-mem=" + mem + "; create=" + create + "; landlock=" + ll
+		"; proc-mem=" + mem + "; create=" + create + "; read=" + read + "; landlock=" + ll
 }

@@ -1167,7 +1167,8 @@ func TestCrashDuringACompileBlamesNoRun(t *testing.T) {
 
 // A worker taken over by a hostile model (the test hooks' probes, run
 // where a model's code would run) cannot signal the server, read or change
-// its limits, open its memory, or create a file: one kill(2) of its
+// its limits, open its memory, create a file or read one it has no need
+// of (the server's seal key, a TLS key): one kill(2) of its
 // parent's pid ended the server, and a prlimit64 setting its RLIMIT_FSIZE
 // to 0 would have ended it at its next log write.
 func TestWorkerCannotReachTheServer(t *testing.T) {
@@ -1196,9 +1197,9 @@ func TestWorkerCannotReachTheServer(t *testing.T) {
 	switch ll := got["landlock"]; {
 	case strings.HasPrefix(ll, "abi "):
 		// Without Landlock, root (this test's usual user) opens both.
-		refused = append(refused, "proc-mem", "create")
+		refused = append(refused, "proc-mem", "create", "read")
 	case ll == syscall.ENOSYS.Error() || ll == syscall.EOPNOTSUPP.Error():
-		t.Logf("this kernel has no Landlock (%s): /proc and file creation not checked", ll)
+		t.Logf("this kernel has no Landlock (%s): /proc and files not checked", ll)
 	default:
 		t.Errorf("the worker entered no Landlock domain: %s", ll)
 	}
