@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -456,17 +455,14 @@ func parseFlush(a Args) (Runner, error) {
 // Run implements Runner. Without the log, and with save rules, the empty
 // keyspace is saved before the reply, as Redis's FLUSHALL saves when save
 // points are set: a crash before the next save brought every key back
-// from the last snapshot (durability review). A background save under
-// way, whose instant came before the flush, is waited for and then
-// written over. A failed save is logged and shown by INFO, and the reply
-// is still OK, as in Redis.
+// from the last snapshot (durability review). A save under way, whose
+// instant came before the flush, is abandoned for this one (saveOver), as
+// Redis kills its saving child, inside EXEC too. A failed save is logged
+// and shown by INFO, and the reply is still OK, as in Redis.
 //
 // It runs outside the transaction lock (NoTxLock), taking it only for the
-// flush itself: waiting for a background save under its read side, it
-// held up an EXEC, and with it every client, for the whole save (diff
-// review). Inside EXEC, under the lock's write side, it saves only when
-// no background save is under way (Redis kills the saving child instead;
-// a goroutine cannot be killed), and logs that it did not.
+// flush itself, so that its save holds up no EXEC; inside EXEC, under the
+// lock's write side, it saves what the transaction has left at that point.
 func (flushCmd) Run(x *Ctx) error {
 	var removed []modelstore.Value
 	err := x.Update(func() error {
@@ -479,11 +475,7 @@ func (flushCmd) Run(x *Ctx) error {
 	}
 	x.Release(removed)
 	if x.aof() == nil && x.saveRulesSet() {
-		if !x.locked {
-			x.FinalSave()
-		} else if err := x.Save(); errors.Is(err, ErrSaveInProgress) {
-			x.Log.Warn("FLUSHALL inside MULTI/EXEC during a background save: the empty keyspace is not saved until the next save")
-		}
+		x.saveOver()
 	}
 	x.W.OK()
 	return nil

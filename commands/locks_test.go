@@ -123,7 +123,7 @@ func TestLockOrderUnderLoad(t *testing.T) {
 			// Background saves and rewrites started last must end before
 			// the temp dir goes.
 			waitFor(t, h, "background work", func() bool {
-				return !s.Snapshot.inProgress.Load() && !s.aofState.rewriting.Load()
+				return s.Snapshot.writing.Load() == 0 && !s.aofState.rewriting.Load()
 			})
 			h.run(row("SAVE", "+OK"))
 			return

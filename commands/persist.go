@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,10 +36,23 @@ func init() {
 // key→value map under the keyspace lock (values are immutable, so no bytes
 // are copied) and streams it to disk with no lock held: the snapshot is
 // consistent as of that instant while the server keeps serving.
+//
+// One save holds the save slot at a time (cur), except that FLUSHALL's
+// save supersedes the one under way (saveOver): the one superseded stops
+// at its next record and never replaces the file, nor counts as a save.
 type Snapshotter struct {
 	SealKey []byte // 32 bytes from the enclave layer
 
-	inProgress atomic.Bool  // one save at a time: taken by takeSnapshot
+	// mu orders the saves: a claim of the slot, and each save's check
+	// that it still holds the slot with what follows, its rename and the
+	// outcome's record (snapshot.Replace, snapshot.end). It is held across
+	// the rename and the fsync of the directory: checked and then renamed
+	// without it, a superseded save could rename its older file over the
+	// newer one.
+	mu      sync.Mutex
+	cur     atomic.Pointer[snapshot] // the save holding the slot; written under mu
+	writing atomic.Int32             // saves not yet ended, superseded ones included
+
 	lastSave   atomic.Int64 // unix seconds of the last success
 	lastStatus atomic.Bool  // true = ok
 	lastTry    atomic.Int64 // unix seconds when the last save began
@@ -60,6 +74,9 @@ var errNoSealKey = Reply("ERR snapshots are disabled: no seal key")
 
 // ErrSaveInProgress is returned when a save is already running.
 var ErrSaveInProgress = Reply("ERR Background save already in progress")
+
+// errSuperseded ends a save that a newer one superseded (saveOver).
+var errSuperseded = errors.New("a newer save superseded this one")
 
 // Path is the snapshot's file path.
 func (s *App) snapshotPath() string { return filepath.Join(s.Opts.Dir, s.Opts.DBFilename) }
@@ -110,9 +127,45 @@ func snapshotModelRecord(key string, expireAt int64, m *modelstore.Model) persis
 // log-progress-bytes written (persistence.Progress).
 type savingSource struct {
 	snapshotSource
-	s     *App
-	start time.Time
-	next  int64 // bytes at which the next line is due; 0: none
+	snap *snapshot
+	s    *App
+	next int64 // bytes at which the next line is due; 0: none
+}
+
+// Tensors implements persistence.Source; a superseded save stops at the
+// next record.
+func (src *savingSource) Tensors(yield func(persistence.TensorRecord) error) error {
+	return src.snapshotSource.Tensors(func(r persistence.TensorRecord) error {
+		if err := src.snap.superseded(); err != nil {
+			return err
+		}
+		return yield(r)
+	})
+}
+
+// Models implements persistence.Source, as Tensors.
+func (src *savingSource) Models(yield func(persistence.ModelRecord, []byte) error) error {
+	return src.snapshotSource.Models(func(r persistence.ModelRecord, blob []byte) error {
+		if err := src.snap.superseded(); err != nil {
+			return err
+		}
+		return yield(r, blob)
+	})
+}
+
+// Replace implements persistence.Replacer: the file replaces the snapshot
+// only while its save holds the slot, and the outcome is recorded before
+// another save can claim it.
+func (src *savingSource) Replace(replace func() error) error {
+	sn := &src.s.Snapshot
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	if err := src.snap.superseded(); err != nil {
+		return err
+	}
+	err := replace()
+	src.snap.end(err)
+	return err
 }
 
 // Written implements persistence.Progress.
@@ -122,28 +175,55 @@ func (src *savingSource) Written(n int64) {
 		return
 	}
 	src.next = n - n%step + step
-	secs := time.Since(src.start).Seconds()
+	secs := time.Since(src.snap.start).Seconds()
 	src.s.Log.Info("saving snapshot", "file", src.s.snapshotPath(), "written_bytes", n,
 		"seconds", float64(int64(secs*1000))/1000, "mb_per_s", float64(int64(float64(n)/secs/1e5))/10)
 }
 
 // Save writes the snapshot now. The blobs it streams stay referenced by
 // the items until it returns, so a model deleted meanwhile is still saved
-// as it was at the snapshot instant.
+// as it was at the snapshot instant. Superseded by FLUSHALL's save, it
+// returns that save's outcome once it has one.
 func (s *App) Save() error {
 	snap, err := s.takeSnapshot()
 	if err != nil {
 		return err
 	}
-	return snap.write()
+	snap.write()
+	return snap.result()
 }
 
-// FinalSave is the save of SHUTDOWN and SIGTERM (and of FLUSHALL without
-// the log): a background save under way is waited for, then the snapshot
-// is written with every write acknowledged until now. Redis kills its saving child and saves in the
-// foreground; a goroutine cannot be killed, so this one waits (operator
-// review: SHUTDOWN failed, and SIGTERM exited without saving, while a
-// BGSAVE ran, one a save rule started included).
+// saveOver is FLUSHALL's save: it takes the slot from the save under way,
+// if any, which is abandoned (Redis kills its saving child), and saves
+// now. It never waits for that save: inside EXEC, under the transaction
+// lock, it held up every client until the save ended, and would not save
+// at all (diff review); the flush's own save, of what EXEC's lock leaves
+// after it, is short. The abandoned save never replaces the file, nor
+// changes LASTSAVE, the changes since the last save or INFO's rdb_*
+// outcome fields, as Redis's killed child does not.
+func (s *App) saveOver() error {
+	sn := &s.Snapshot
+	if len(sn.SealKey) == 0 {
+		return errNoSealKey
+	}
+	sn.mu.Lock()
+	old := sn.cur.Load()
+	snap := s.claim()
+	if old != nil {
+		old.next = snap // for old.result, once old.end has seen it superseded
+		s.Log.Info("FLUSHALL abandons the save under way: its own save supersedes it", "file", s.snapshotPath())
+	}
+	sn.mu.Unlock()
+	snap.write()
+	return snap.result()
+}
+
+// FinalSave is the save of SHUTDOWN and SIGTERM: a background save under
+// way is waited for, then the snapshot is written with every write
+// acknowledged until now. Redis kills its saving child and saves in the
+// foreground; this one waits (operator review: SHUTDOWN failed, and
+// SIGTERM exited without saving, while a BGSAVE ran, one a save rule
+// started included).
 func (s *App) FinalSave() error {
 	for waited := false; ; waited = true {
 		err := s.Save()
@@ -165,6 +245,13 @@ type snapshot struct {
 	start time.Time
 	dirty int64
 	items []modelstore.Item
+
+	// Under Snapshotter.mu: whether the outcome is recorded, and the save
+	// that superseded this one.
+	ended bool
+	next  *snapshot
+	err   error         // the outcome, set before done is closed
+	done  chan struct{} // closed once the outcome is recorded
 }
 
 // takeSnapshot claims the one save slot (ErrSaveInProgress when taken)
@@ -177,33 +264,99 @@ func (s *App) takeSnapshot() (*snapshot, error) {
 	if len(sn.SealKey) == 0 {
 		return nil, errNoSealKey
 	}
-	if !sn.inProgress.CompareAndSwap(false, true) {
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	if sn.cur.Load() != nil {
 		return nil, ErrSaveInProgress
 	}
-	sn.lastTry.Store(time.Now().Unix())
-	return &snapshot{s: s, start: time.Now(), dirty: s.Keys.Dirty(), items: s.retainItems()}, nil
+	return s.claim(), nil
 }
 
-// write streams the snapshot to disk with no lock held, records the
-// outcome and frees the save slot.
-func (snap *snapshot) write() error {
+// claim takes the free save slot, under Snapshotter.mu, and the
+// snapshot's instant.
+func (s *App) claim() *snapshot {
+	sn := &s.Snapshot
+	snap := &snapshot{s: s, start: time.Now(), dirty: s.Keys.Dirty(), items: s.retainItems(), done: make(chan struct{})}
+	sn.lastTry.Store(snap.start.Unix())
+	sn.cur.Store(snap)
+	sn.writing.Add(1)
+	return snap
+}
+
+// superseded is errSuperseded once a newer save has taken the slot.
+func (snap *snapshot) superseded() error {
+	if snap.s.Snapshot.cur.Load() != snap {
+		return errSuperseded
+	}
+	return nil
+}
+
+// write streams the snapshot to disk with no lock held but
+// Snapshotter.mu around its rename, and records the outcome.
+func (snap *snapshot) write() {
 	s, sn := snap.s, &snap.s.Snapshot
-	defer sn.inProgress.Store(false)
-	defer s.releaseItems(snap.items)
-	err := persistence.SaveFile(s.Opts.Dir, s.Opts.DBFilename, sn.SealKey,
-		&savingSource{snapshotSource: snap.items, s: s, start: snap.start, next: s.Opts.LogProgressBytes.Load()})
+	defer sn.writing.Add(-1)
+	sn.mu.Lock()
+	err := snap.superseded()
+	if err == nil {
+		// What saves cut short by a crash left. Not while a save that
+		// superseded this one writes: its file would go too.
+		err = persistence.RemoveTemporaryFiles(s.Opts.Dir, s.Opts.DBFilename)
+	}
+	sn.mu.Unlock()
+	if err == nil {
+		err = persistence.SaveFile(s.Opts.Dir, s.Opts.DBFilename, sn.SealKey,
+			&savingSource{snapshotSource: snap.items, snap: snap, s: s, next: s.Opts.LogProgressBytes.Load()})
+	}
+	s.releaseItems(snap.items)
+	sn.mu.Lock()
+	snap.end(err)
+	sn.mu.Unlock()
+}
+
+// end records the outcome of the save, once (Replace records it after
+// the rename), under Snapshotter.mu, and frees the slot. A superseded
+// save records nothing.
+func (snap *snapshot) end(err error) {
+	if snap.ended {
+		return
+	}
+	snap.ended = true
+	defer close(snap.done)
+	s, sn := snap.s, &snap.s.Snapshot
+	if snap.superseded() != nil {
+		snap.err = errSuperseded
+		s.Log.Info("snapshot abandoned: a newer save superseded it", "file", s.snapshotPath(), "seconds", time.Since(snap.start).Seconds())
+		return
+	}
+	sn.cur.Store(nil)
+	snap.err = err
 	sn.lastSecs.Store(int64(time.Since(snap.start).Seconds()))
 	sn.lastStatus.Store(err == nil)
 	if err != nil {
 		sn.lastError.Store(&err)
 		s.Log.Error("snapshot failed", "file", s.snapshotPath(), "err", err)
-		return err
+		return
 	}
 	s.Keys.ResetDirty(snap.dirty)
 	sn.lastSave.Store(time.Now().Unix())
 	sn.saves.Add(1)
 	s.Log.Info("snapshot saved", "file", s.snapshotPath(), "keys", len(snap.items), "seconds", time.Since(snap.start).Seconds())
-	return nil
+}
+
+// result waits for the outcome of the save, or, superseded, of the save
+// that superseded it.
+func (snap *snapshot) result() error {
+	for {
+		<-snap.done
+		if !errors.Is(snap.err, errSuperseded) {
+			return snap.err
+		}
+		snap.s.Snapshot.mu.Lock()
+		next := snap.next
+		snap.s.Snapshot.mu.Unlock()
+		snap = next
+	}
 }
 
 // retainItems copies the keyspace map and pins each model blob so that a
@@ -334,7 +487,7 @@ func persistenceInfo(s *App) [][2]string {
 	return [][2]string{
 		{"loading", itoa(b2i(s.loading.Load()))},
 		{"rdb_changes_since_last_save", itoa(s.Keys.Dirty())},
-		{"rdb_bgsave_in_progress", itoa(b2i(sn.inProgress.Load()))},
+		{"rdb_bgsave_in_progress", itoa(b2i(sn.writing.Load() > 0))},
 		{"rdb_last_save_time", itoa(sn.lastSave.Load())},
 		{"rdb_last_bgsave_status", status},
 		{"rdb_last_bgsave_time_sec", itoa(sn.lastSecs.Load())},

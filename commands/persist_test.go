@@ -1,6 +1,9 @@
 package commands
 
 import (
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,7 +38,7 @@ func TestBgsaveInstant(t *testing.T) {
 		row("BGSAVE", "+Background saving started"),
 	)
 	h.run(row("AI.TENSORSET after INT8 1 VALUES 2", "+OK"))
-	waitFor(t, h, "the save to end", func() bool { return !h.s.Snapshot.inProgress.Load() })
+	waitFor(t, h, "the save to end", func() bool { return h.s.Snapshot.writing.Load() == 0 })
 	h.run(row("INFO persistence", `~rdb_bgsave_in_progress:0\\r.*rdb_last_bgsave_status:ok\\r.*rdb_saves:1\\r`))
 
 	r := snapshotHarness(t, dir)
@@ -49,13 +52,13 @@ func TestBgsaveInstant(t *testing.T) {
 // the slot, are refused with their own errors.
 func TestSaveRefusals(t *testing.T) {
 	h := snapshotHarness(t, t.TempDir())
-	h.s.Snapshot.inProgress.Store(true)
+	release := holdSaveSlot(h)
 	h.run(
 		row("BGSAVE", "-ERR Background save already in progress"),
 		row("SAVE", "-ERR Background save already in progress"),
 		row("INFO persistence", `~rdb_bgsave_in_progress:1\\r`),
 	)
-	h.s.Snapshot.inProgress.Store(false)
+	release()
 	h.s.Snapshot.SealKey = nil
 	h.run(
 		row("BGSAVE", "-ERR snapshots are disabled: no seal key"),
@@ -64,24 +67,63 @@ func TestSaveRefusals(t *testing.T) {
 	)
 }
 
-// FLUSHALL without the log waits for a background save outside the
-// transaction lock: waiting under its read side, it held up an EXEC, and
-// every client behind it, for the whole save (diff review).
-func TestFlushWaitsForASaveOutsideTheLock(t *testing.T) {
-	h := newHarness(t)
-	h.s.Snapshot.SealKey = aofTestKey
-	h.s.Opts.Dir = t.TempDir()
+// holdSaveSlot stands for a save under way until release is called.
+func holdSaveSlot(h *harness) (release func()) {
+	sn := &h.s.Snapshot
+	sn.cur.Store(&snapshot{s: h.s, done: make(chan struct{})})
+	sn.writing.Add(1)
+	return func() { sn.cur.Store(nil); sn.writing.Add(-1) }
+}
+
+// FLUSHALL and FLUSHDB without the log, inside EXEC or not, abandon the
+// save under way and save the empty keyspace before they answer, as
+// Redis's FLUSHALL kills its saving child: inside EXEC they did not save,
+// and the save under way, of the keyspace before the flush, then became
+// the snapshot (a kill -9 brought the flushed keys back). The abandoned
+// save, ending after, replaces nothing and counts as no save: LASTSAVE,
+// the changes since the last save and rdb_saves are the flush's.
+func TestFlushSupersedesTheSaveUnderWay(t *testing.T) {
+	for _, c := range []struct{ name, flush string }{
+		{"FLUSHALL in EXEC", "EXEC"}, {"FLUSHDB in EXEC", "EXEC"}, {"FLUSHALL", "FLUSHALL"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			h := snapshotHarness(t, dir)
+			h.run(row("CONFIG SET save \"3600 1\"", "+OK"), row("AI.TENSORSET a INT8 1 VALUES 1", "+OK"))
+			old, err := h.s.takeSnapshot() // a background save under way: its instant taken, nothing written yet
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.flush == "EXEC" {
+				h.run(row("MULTI", "+OK"), row(strings.Fields(c.name)[0], "+QUEUED"), row("EXEC", "[+OK]"))
+			} else {
+				h.run(row("FLUSHALL", "+OK"))
+			}
+			h.run(row("INFO persistence", `~rdb_changes_since_last_save:0\\r.*rdb_bgsave_in_progress:1\\r.*rdb_saves:1\\r`))
+			old.write()
+			if err := old.result(); err != nil {
+				t.Errorf("the superseded save's result is the flush's: %v", err)
+			}
+			h.run(
+				row("INFO persistence", `~rdb_changes_since_last_save:0\\r.*rdb_bgsave_in_progress:0\\r.*rdb_last_bgsave_status:ok\\r.*rdb_saves:1\\r`),
+				row("SAVE", "+OK"), // the slot is free
+			)
+			snapshotHarness(t, dir).run(row("DBSIZE", ":0"))
+		})
+	}
+}
+
+// FLUSHALL's save does not wait for the save under way: EXEC answers at
+// once, the transaction lock held for the flush's save only.
+func TestFlushInExecDoesNotWaitForTheSave(t *testing.T) {
+	h := snapshotHarness(t, t.TempDir())
 	h.run(row("CONFIG SET save \"3600 1\"", "+OK"), row("AI.TENSORSET a INT8 1 VALUES 1", "+OK"))
-	h.s.Snapshot.inProgress.Store(true) // a background save under way
-	flushed := make(chan []byte, 1)
-	go func() { flushed <- h.do("FLUSHALL") }()
-	time.Sleep(50 * time.Millisecond) // FLUSHALL is waiting for the save
-	other := h.client("127.0.0.1:50002")
+	defer holdSaveSlot(h)()
 	execd := make(chan []byte, 1)
 	go func() {
-		other.do("MULTI")
-		other.do("AI.TENSORSET b INT8 1 VALUES 2")
-		execd <- other.do("EXEC")
+		h.do("MULTI")
+		h.do("FLUSHALL")
+		execd <- h.do("EXEC")
 	}()
 	select {
 	case got := <-execd:
@@ -89,15 +131,59 @@ func TestFlushWaitsForASaveOutsideTheLock(t *testing.T) {
 			t.Errorf("EXEC: %s", render(got))
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("EXEC waited for FLUSHALL's wait for the background save")
+		t.Fatal("EXEC waited for the save under way")
 	}
-	h.s.Snapshot.inProgress.Store(false)
-	select {
-	case got := <-flushed:
-		if render(got) != "+OK" {
-			t.Errorf("FLUSHALL: %s", render(got))
+	h.run(row("INFO persistence", `~rdb_saves:1\\r`))
+}
+
+// Saves of every kind and FLUSHALLs inside EXEC and outside, all at once,
+// under the race detector in `make race`: none deadlocks, the changes
+// since the last save never go below zero (a superseded save that reset
+// them as well as the save that superseded it would take them there), and
+// no temporary file is left once the saves have ended.
+func TestFlushSavesUnderLoad(t *testing.T) {
+	dir := t.TempDir()
+	h := snapshotHarness(t, dir)
+	h.run(row("CONFIG SET save \"1 1\"", "+OK"))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	loop := func(addr string, lines ...string) {
+		c := h.client(addr)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c.do(lines[i%len(lines)])
+			}
+		}()
+	}
+	big := "AI.TENSORSET big FLOAT 4096 BLOB " + strings.Repeat("\\x01", 4*4096)
+	loop("127.0.0.1:50010", big, "AI.TENSORSET a INT8 1 VALUES 1", "AI.TENSORSET b INT8 1 VALUES 2")
+	loop("127.0.0.1:50011", "BGSAVE", "SAVE")
+	loop("127.0.0.1:50012", "MULTI", "AI.TENSORSET c INT8 1 VALUES 3", "FLUSHALL", "AI.TENSORSET d INT8 1 VALUES 4", "EXEC", "FLUSHDB")
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
+		h.s.Tick() // the save rules
+		if n := h.s.Keys.Dirty(); n < 0 {
+			t.Fatalf("changes since the last save: %d", n)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("FLUSHALL did not end once the save had")
+		time.Sleep(5 * time.Millisecond)
 	}
+	close(stop)
+	wg.Wait()
+	waitFor(t, h, "the saves to end", func() bool { return h.s.Snapshot.writing.Load() == 0 })
+	if n := h.s.Keys.Dirty(); n < 0 {
+		t.Fatalf("changes since the last save: %d", n)
+	}
+	tmps, err := filepath.Glob(filepath.Join(dir, ".*.tmp-*"))
+	if err != nil || len(tmps) > 0 {
+		t.Errorf("temporary files left: %v %v", tmps, err)
+	}
+	h.run(row("SAVE", "+OK"))
+	n := h.do("DBSIZE")
+	snapshotHarness(t, dir).run(row("DBSIZE", render(n)))
 }

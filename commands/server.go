@@ -211,7 +211,7 @@ func (s *App) Tick() {
 		s.Release(expired)
 	}
 	s.expireUploads(now)
-	if !s.loading.Load() && !s.Snapshot.inProgress.Load() && s.saveRulesDue(now.Unix()) {
+	if !s.loading.Load() && s.Snapshot.cur.Load() == nil && s.saveRulesDue(now.Unix()) {
 		s.BackgroundSave()
 	}
 	if s.aof() != nil && !s.loading.Load() {

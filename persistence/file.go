@@ -25,26 +25,15 @@ var saveHook func(saveStep) error
 // SaveFile writes a snapshot of src to dir/name atomically: into a temporary
 // file in dir, fsynced, closed, renamed over dir/name, and the directory
 // fsynced. On any error the temporary file is removed and the previous
-// snapshot, if any, is left as it was. Temporary files left behind by a crash
-// are removed first, so calls for the same dir and name must not overlap.
+// snapshot, if any, is left as it was. Calls may overlap, each with a
+// temporary file of its own; a Source that implements Replacer orders
+// their renames. RemoveTemporaryFiles removes what a crash left behind.
 func SaveFile(dir, name string, sealKey []byte, src Source) (err error) {
 	if err := checkSealKey(sealKey); err != nil {
 		return err
 	}
 	final := filepath.Join(dir, name)
-	prefix := "." + name + ".tmp-"
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return fmt.Errorf("persistence: save %s: %w", final, err)
-	}
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), prefix) {
-			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
-				return fmt.Errorf("persistence: removing stale temporary file: %w", err)
-			}
-		}
-	}
-	f, err := os.CreateTemp(dir, prefix+"*")
+	f, err := os.CreateTemp(dir, tempPrefix(name)+"*")
 	if err != nil {
 		return fmt.Errorf("persistence: save %s: %w", final, err)
 	}
@@ -78,16 +67,54 @@ func SaveFile(dir, name string, sealKey []byte, src Source) (err error) {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, final); err != nil {
-		return err
+	replace := func() error {
+		if err := os.Rename(tmp, final); err != nil {
+			return err
+		}
+		renamed = true
+		if err := step(stepRenamed); err != nil {
+			return err
+		}
+		// Without this the rename itself may not survive a power cut.
+		if err := syncDir(dir); err != nil {
+			return fmt.Errorf("snapshot in place, but fsync of its directory failed: %w", err)
+		}
+		return nil
 	}
-	renamed = true
-	if err := step(stepRenamed); err != nil {
-		return err
+	if r, ok := src.(Replacer); ok {
+		return r.Replace(replace)
 	}
-	// Without this the rename itself may not survive a power cut.
-	if err := syncDir(dir); err != nil {
-		return fmt.Errorf("snapshot in place, but fsync of its directory failed: %w", err)
+	return replace()
+}
+
+// Replacer is implemented by a Source that decides whether, and when, its
+// snapshot takes dir/name's place once written, fsynced and closed:
+// SaveFile hands Replace the rest of the save (the rename and the fsync of
+// the directory), which Replace runs, under a lock of its own if it needs
+// one, and whose error it returns; or it returns an error of its own
+// without running it, and the temporary file is removed. The server
+// abandons a background save that a newer one supersedes this way.
+type Replacer interface {
+	Replace(replace func() error) error
+}
+
+// tempPrefix begins the names of the temporary files of dir/name.
+func tempPrefix(name string) string { return "." + name + ".tmp-" }
+
+// RemoveTemporaryFiles removes the temporary files that saves of dir/name
+// cut short by a crash left behind. It must not run while a save of
+// dir/name that is to succeed is under way: its file would go too.
+func RemoveTemporaryFiles(dir, name string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("persistence: save %s: %w", filepath.Join(dir, name), err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), tempPrefix(name)) {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return fmt.Errorf("persistence: removing stale temporary file: %w", err)
+			}
+		}
 	}
 	return nil
 }

@@ -97,7 +97,10 @@ func TestSaveFileCrash(t *testing.T) {
 					t.Errorf("a crash before the rename should leave its temporary file behind")
 				}
 			}
-			// The next save clears what the crash left behind.
+			// The next start clears what the crash left behind.
+			if err := RemoveTemporaryFiles(dir, snapName); err != nil {
+				t.Fatal(err)
+			}
 			if err := SaveFile(dir, snapName, testKey, next); err != nil {
 				t.Fatal(err)
 			}
@@ -169,6 +172,50 @@ func TestSaveFileSourceError(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkSame(t, goldenSource(), sink)
+}
+
+// replacingSource is a Source whose Replacer refuses the rename, or runs
+// it, as told.
+type replacingSource struct {
+	memSource
+	refuse bool
+}
+
+var errRefused = errors.New("refused")
+
+func (r *replacingSource) Replace(replace func() error) error {
+	if r.refuse {
+		return errRefused
+	}
+	return replace()
+}
+
+// A Replacer decides whether the file replaces the snapshot: refused, the
+// previous snapshot stays and the temporary file goes; run, it replaces.
+func TestSaveFileReplacer(t *testing.T) {
+	dir := t.TempDir()
+	if err := SaveFile(dir, snapName, testKey, goldenSource()); err != nil {
+		t.Fatal(err)
+	}
+	if err := SaveFile(dir, snapName, testKey, &replacingSource{*everything(), true}); !errors.Is(err, errRefused) {
+		t.Fatalf("got %v, want the Replacer's error", err)
+	}
+	if tmps := leftovers(t, dir); len(tmps) > 0 {
+		t.Errorf("temporary files left: %v", tmps)
+	}
+	sink, err := load(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSame(t, goldenSource(), sink)
+	next := everything()
+	if err := SaveFile(dir, snapName, testKey, &replacingSource{*next, false}); err != nil {
+		t.Fatal(err)
+	}
+	if sink, err = load(t, dir); err != nil {
+		t.Fatal(err)
+	}
+	checkSame(t, next, sink)
 }
 
 func TestLoadFileErrors(t *testing.T) {

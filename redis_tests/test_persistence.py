@@ -434,6 +434,42 @@ class FlushTest(PersistCase):
         r = d.start("--save", "")
         self.assertEqual(r.keys("*"), [b"a"])
 
+    def test_flush_in_exec_during_a_bgsave_saves(self):
+        """FLUSHALL and FLUSHDB inside MULTI/EXEC while a background save
+        runs abandon that save and save the empty keyspace before EXEC
+        answers, as Redis's FLUSHALL kills its saving child: they did not
+        save, and a kill -9 after EXEC brought the flushed keys back from
+        the last snapshot, or from the background save, of the keyspace
+        before the flush, once it had ended. The abandoned save, ending
+        after EXEC, replaces nothing and counts as no save."""
+        chunk = bytes(4 << 20)
+        for cmd, wait in (("FLUSHALL", False), ("FLUSHDB", True)):
+            with self.subTest(cmd=cmd, wait_for_the_abandoned_save=wait):
+                d = self.datadir()
+                r = d.start("--save", "3600 1")
+                p = r.pipeline(transaction=False)
+                for i in range(48):  # 192 MiB: a save of seconds on this machine
+                    p.execute_command("AI.TENSORSET", "t%d" % i, "UINT8", len(chunk), "BLOB", chunk)
+                p.execute()
+                self.assertOK(r.execute_command("SAVE"))
+                saves = int(info(r, "persistence")["rdb_saves"])
+                self.assertTrue(r.execute_command("BGSAVE"))
+                p = r.pipeline(transaction=True)
+                p.execute_command("INFO", "persistence")
+                p.execute_command(cmd)
+                before, flushed = p.execute()
+                self.assertEqual(before["rdb_bgsave_in_progress"], 1, "the BGSAVE had ended before EXEC")
+                self.assertTrue(flushed)
+                if wait:
+                    poll(lambda: info(r, "persistence")["rdb_bgsave_in_progress"] == "0", timeout=60,
+                         what="the background save to end")
+                    self.assertEqual(int(info(r, "persistence")["rdb_saves"]), saves + 1)  # the flush's
+                    self.assertIn("snapshot abandoned", d.log())
+                d.kill9()
+                r = d.start("--save", "3600 1")
+                self.assertEqual(r.keys("*"), [])
+                d.cleanup()
+
 
 class ShutdownTest(PersistCase):
 
