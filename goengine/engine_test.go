@@ -344,6 +344,15 @@ func TestWorkBound(t *testing.T) {
 			t.Errorf("%s (%d multiply-adds in 10 ms at 1e6/s): %v", c.op, c.work, err)
 		}
 	}
+	// An integer MatMul (plain loops, mulInts) counts at the convolution's
+	// rate, a float one at the matrix products'.
+	for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Int32, tensor.Int64, tensor.Uint32, tensor.Uint64} {
+		in := []tensor.Tensor{tensor.New(tensor.WithShape(100, 100), tensor.Of(dt)), tensor.New(tensor.WithShape(100, 100), tensor.Of(dt))}
+		err := checkWork("MatMul", nil, in, 10*time.Millisecond, rates{matMul: 1e9, conv: 1e6})
+		if refused := dt != tensor.Float32; (err != nil) != refused {
+			t.Errorf("MatMul of %v (1e6 multiply-adds in 10 ms at 1e9/s, 1e6/s in loops): %v", dt, err)
+		}
+	}
 
 	// Through a run: a Conv of 2e11 multiply-adds (as bounded) from a 40 KB input, with
 	// 100 ms left, is refused at once.

@@ -3,9 +3,11 @@ package goengine
 // Operators gonnx v1.1.0 lacks that the benchmark models use: MaxPool (the
 // CNN), ReduceMean, Sqrt and Identity (the transformer's norms and output);
 // and a fix of its Conv, a Softmax without goroutines, a batched MatMul
-// that does not copy what it broadcasts, a Gather that copies blocks, and
-// an LSTM whose outputs are not lost to their names.
-// Each follows the ONNX opset-13 definition for FLOAT and DOUBLE tensors and
+// that does not copy what it broadcasts and multiplies integers too, a
+// Gather that copies blocks, and an LSTM whose outputs are not lost to
+// their names.
+// Each follows the ONNX opset-13 definition for FLOAT and DOUBLE tensors
+// (MatMul for its integer types as well) and
 // refuses, at Init, the attributes it does not implement; Compile calls Init
 // on every node, so a model that uses them fails at AI.MODELSTORE, not at
 // its first run.
@@ -257,7 +259,8 @@ func (c *conv) direct2D(in []tensor.Tensor) (out []tensor.Tensor, ok bool, err e
 }
 
 // matMul is gonnx's MatMul but for operands of rank 2 or more, one of
-// them with batch dimensions (rank 3 or more). gonnx repeats an operand
+// them with batch dimensions (rank 3 or more), and for integer operands
+// of any rank. gonnx repeats an operand
 // whose batch dimension is 1 to the other's (tensor.Repeat) before it
 // multiplies: a copy of batch(out) x M x K elements where the output holds
 // batch(out) x M x N, so [1, 1024, 1024] x [1024, 1024, 1] (8 MB) asked
@@ -265,6 +268,10 @@ func (c *conv) direct2D(in []tensor.Tensor) (out []tensor.Tensor, ok bool, err e
 // not see (review). Here each of the output's matrices is the
 // product of its operands' matrices, found by index, in place. gonnx also
 // slices a matrix of one row to a vector and then refuses it ([n, 1, 1]).
+// gorgonia multiplies floats only: an INT32, INT64, UINT32 or UINT64
+// MatMul, which ONNX Runtime runs, failed every run with its "getFloatDense
+// only handles floats"; those are multiplied here (mulInts), wrapping
+// around on overflow as ONNX Runtime's do.
 type matMul struct{ ops.Operator }
 
 func newMatMul() (ops.Operator, error) {
@@ -284,12 +291,24 @@ func (m *matMul) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	as, bs := a.Shape(), b.Shape()
 	ad, aok := a.(*tensor.Dense)
 	bd, bok := b.(*tensor.Dense)
-	// A vector (rank 1) gonnx repeats to at most the other operand's size.
-	if !aok || !bok || len(as) < 2 || len(bs) < 2 || len(as) == 2 && len(bs) == 2 {
+	ints := intTypes[a.Dtype()]
+	// A float vector (rank 1) gonnx repeats to at most the other operand's size.
+	if !aok || !bok || !ints && (len(as) < 2 || len(bs) < 2 || len(as) == 2 && len(bs) == 2) {
 		return m.Operator.Apply(in)
 	}
 	if a.Dtype() != b.Dtype() {
 		return nil, fmt.Errorf("%s: operands of types %v and %v", m, a.Dtype(), b.Dtype())
+	}
+	if len(as) == 0 || len(bs) == 0 {
+		return nil, fmt.Errorf("%s: a scalar operand (shapes %v and %v)", m, as, bs)
+	}
+	// A vector is a matrix of one row (A) or one column (B), that
+	// dimension gone from the output, as in numpy's matmul.
+	if len(as) == 1 {
+		as = tensor.Shape{1, as[0]}
+	}
+	if len(bs) == 1 {
+		bs = tensor.Shape{bs[0], 1}
 	}
 	rows, inner, cols := as[len(as)-2], as[len(as)-1], bs[len(bs)-1]
 	if bs[len(bs)-2] != inner {
@@ -309,11 +328,15 @@ func (m *matMul) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 			return nil, fmt.Errorf("%s: batch dimensions of %v and %v do not broadcast", m, as, bs)
 		}
 	}
-	out := tensor.New(tensor.WithShape(append(slices.Clone(batch), rows, cols)...), tensor.Of(a.Dtype()))
-	av, bv, ov := reflect.ValueOf(ad.Data()), reflect.ValueOf(bd.Data()), reflect.ValueOf(out.Data())
-	matrix := func(v reflect.Value, i, r, c int) tensor.Tensor {
-		return tensor.New(tensor.WithShape(r, c), tensor.WithBacking(v.Slice(i*r*c, (i+1)*r*c).Interface()))
+	keep := slices.Clone(batch) // the output's shape
+	if len(a.Shape()) > 1 {
+		keep = append(keep, rows)
 	}
+	if len(b.Shape()) > 1 {
+		keep = append(keep, cols)
+	}
+	out := tensor.New(tensor.WithShape(append(slices.Clone(batch), rows, cols)...), tensor.Of(a.Dtype()))
+	product := matrixProduct(ad.Data(), bd.Data(), out.Data(), rows, inner, cols)
 	idx := make([]int, r) // the output's batch index
 	for o := 0; ; o++ {
 		// An operand's own index: the output's, or 0 in a dimension of 1.
@@ -322,7 +345,7 @@ func (m *matMul) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 			ai = ai*batchA[i] + min(idx[i], batchA[i]-1)
 			bi = bi*batchB[i] + min(idx[i], batchB[i]-1)
 		}
-		if _, err := tensor.MatMul(matrix(av, ai, rows, inner), matrix(bv, bi, inner, cols), tensor.WithReuse(matrix(ov, o, rows, cols))); err != nil {
+		if err := product(ai, bi, o); err != nil {
 			return nil, err
 		}
 		i := r - 1
@@ -333,7 +356,62 @@ func (m *matMul) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 			idx[i] = 0
 		}
 		if i < 0 {
-			return []tensor.Tensor{out}, nil
+			break
+		}
+	}
+	if len(keep) != len(out.Shape()) {
+		if err := out.Reshape(keep...); err != nil {
+			return nil, err
+		}
+	}
+	return []tensor.Tensor{out}, nil
+}
+
+// intTypes are the integer types of MatMul (ONNX's, and ONNX Runtime's).
+var intTypes = map[tensor.Dtype]bool{tensor.Int32: true, tensor.Int64: true, tensor.Uint32: true, tensor.Uint64: true}
+
+// matrixProduct multiplies matrix ai of a by matrix bi of b into matrix
+// o of out, the backing slices of MatMul's operands and output, each a
+// batch of matrices of rows x inner, inner x cols and rows x cols.
+func matrixProduct(a, b, out any, rows, inner, cols int) func(ai, bi, o int) error {
+	switch a := a.(type) {
+	case []int32:
+		return intProduct(a, b.([]int32), out.([]int32), rows, inner, cols)
+	case []int64:
+		return intProduct(a, b.([]int64), out.([]int64), rows, inner, cols)
+	case []uint32:
+		return intProduct(a, b.([]uint32), out.([]uint32), rows, inner, cols)
+	case []uint64:
+		return intProduct(a, b.([]uint64), out.([]uint64), rows, inner, cols)
+	}
+	av, bv, ov := reflect.ValueOf(a), reflect.ValueOf(b), reflect.ValueOf(out)
+	matrix := func(v reflect.Value, i, r, c int) tensor.Tensor {
+		return tensor.New(tensor.WithShape(r, c), tensor.WithBacking(v.Slice(i*r*c, (i+1)*r*c).Interface()))
+	}
+	return func(ai, bi, o int) error {
+		_, err := tensor.MatMul(matrix(av, ai, rows, inner), matrix(bv, bi, inner, cols), tensor.WithReuse(matrix(ov, o, rows, cols)))
+		return err
+	}
+}
+
+// intProduct is matrixProduct for integers (mulInts).
+func intProduct[T int32 | int64 | uint32 | uint64](a, b, out []T, rows, inner, cols int) func(ai, bi, o int) error {
+	return func(ai, bi, o int) error {
+		mulInts(a[ai*rows*inner:(ai+1)*rows*inner], b[bi*inner*cols:(bi+1)*inner*cols], out[o*rows*cols:(o+1)*rows*cols], inner, cols)
+		return nil
+	}
+}
+
+// mulInts adds the product of a (rows x inner) and b (inner x cols) to
+// out (rows x cols), a row of b at a time: the loops of conv's direct2D,
+// whose rate checkWork counts them at.
+func mulInts[T int32 | int64 | uint32 | uint64](a, b, out []T, inner, cols int) {
+	for i := range len(out) / cols {
+		orow := out[i*cols : (i+1)*cols]
+		for k, x := range a[i*inner : (i+1)*inner] {
+			for j, y := range b[k*cols : (k+1)*cols] {
+				orow[j] += x * y
+			}
 		}
 	}
 }

@@ -331,7 +331,7 @@ func TestMatMulBroadcastWithoutCopy(t *testing.T) {
 }
 
 // Where gonnx's MatMul works, ours gives what it gives, FLOAT and DOUBLE
-// (gorgonia multiplies no integers), broadcasting either operand's batch dimensions; it also
+// (gorgonia multiplies no integers: TestMatMulIntegers), broadcasting either operand's batch dimensions; it also
 // takes matrices of one row and column, which gonnx slices to vectors and
 // refuses.
 func TestMatMulMatchesGonnx(t *testing.T) {
@@ -391,6 +391,130 @@ func TestMatMulMatchesGonnx(t *testing.T) {
 	if _, err := ours.Apply([]tensor.Tensor{filled(tensor.Float32, 2, 3, 4), filled(tensor.Float32, 2, 3, 5)}); err == nil || !strings.Contains(err.Error(), "do not multiply") {
 		t.Errorf("K 4 and 3: %v", err)
 	}
+}
+
+// An integer MatMul (INT32, INT64, UINT32, UINT64), which gorgonia does
+// not multiply (every run failed with its "getFloatDense only handles
+// floats"), gives what gonnx's DOUBLE MatMul gives on the same small
+// values, at every rank: vectors, batches, broadcasting; and wraps around
+// on overflow, as ONNX Runtime's does (ort_test.go compares them).
+func TestMatMulIntegers(t *testing.T) {
+	gonnxOp, err := opset13.GetOperator("MatMul")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, err := newMatMul()
+	if err != nil {
+		t.Fatal(err)
+	}
+	filled := func(dt tensor.Dtype, seed int, shape ...int) *tensor.Dense {
+		x := tensor.New(tensor.WithShape(shape...), tensor.Of(dt))
+		for i := range x.Shape().TotalSize() {
+			v := (i*7 + seed) % 11
+			var e any
+			switch dt {
+			case tensor.Int32:
+				e = int32(v)
+			case tensor.Int64:
+				e = int64(v)
+			case tensor.Uint32:
+				e = uint32(v)
+			case tensor.Uint64:
+				e = uint64(v)
+			case tensor.Float64:
+				e = float64(v)
+			}
+			if err := x.SetAt(e, unravel(i, shape)...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return x
+	}
+	for _, c := range [][2][]int{
+		{{3, 4}, {4, 5}},
+		{{2, 3, 4}, {2, 4, 5}},
+		{{1, 3, 4}, {6, 4, 2}},
+		{{2, 1, 3, 4}, {5, 4, 2}},
+		{{2, 3, 4}, {4, 5}},
+		{{2, 1, 2, 3}, {1, 3, 3, 2}},
+		{{4}, {2, 4, 3}},
+		{{2, 3, 4}, {4}},
+		{{4}, {4, 3}},
+		{{3, 4}, {4}},
+		{{4}, {4}},
+	} {
+		want, err := gonnxOp.Apply([]tensor.Tensor{filled(tensor.Float64, 1, c[0]...), filled(tensor.Float64, 2, c[1]...)})
+		if err != nil {
+			t.Fatalf("%v: gonnx: %v", c, err)
+		}
+		for _, dt := range []tensor.Dtype{tensor.Int32, tensor.Int64, tensor.Uint32, tensor.Uint64} {
+			got, err := ours.Apply([]tensor.Tensor{filled(dt, 1, c[0]...), filled(dt, 2, c[1]...)})
+			if err != nil {
+				t.Fatalf("%v %v: %v", c, dt, err)
+			}
+			if got[0].Dtype() != dt || !got[0].Shape().Eq(want[0].Shape()) {
+				t.Fatalf("%v %v: %v %v, gonnx %v", c, dt, got[0].Dtype(), got[0].Shape(), want[0].Shape())
+			}
+			if g, w := asFloat64s(got[0]), asFloat64s(want[0]); !slices.Equal(g, w) {
+				t.Errorf("%v %v: %v, gonnx %v", c, dt, g, w)
+			}
+		}
+	}
+	// Products past the type's range wrap around.
+	wrap := []struct {
+		a, b any
+		want any
+	}{
+		{[]int32{1 << 16, 3}, []int32{1 << 16, -1 << 31}, int32(-1 << 31)},
+		{[]int64{1 << 32, 1}, []int64{1 << 32, -1}, int64(-1)},
+		{[]uint32{1<<32 - 1, 2}, []uint32{2, 1}, uint32(0)},
+		{[]uint64{1<<63 + 1, 1}, []uint64{2, 1<<64 - 1}, uint64(1)},
+	}
+	for _, c := range wrap {
+		got, err := ours.Apply([]tensor.Tensor{tensor.New(tensor.WithShape(1, 2), tensor.WithBacking(c.a)), tensor.New(tensor.WithShape(2, 1), tensor.WithBacking(c.b))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := reflect.ValueOf(got[0].Data()).Index(0).Interface(); v != c.want {
+			t.Errorf("%v x %v: %v, want %v", c.a, c.b, v, c.want)
+		}
+	}
+	if _, err := ours.Apply([]tensor.Tensor{filled(tensor.Int32, 0, 3), filled(tensor.Int64, 0, 3)}); err == nil || !strings.Contains(err.Error(), "operands of types int32 and int64") {
+		t.Errorf("INT32 x INT64: %v", err)
+	}
+	if _, err := ours.Apply([]tensor.Tensor{filled(tensor.Int32, 0, 3), filled(tensor.Int32, 0, 4)}); err == nil || !strings.Contains(err.Error(), "do not multiply") {
+		t.Errorf("[3] x [4]: %v", err)
+	}
+	// Two vectors make a scalar, which a run hands back as an INT32 of
+	// no dimensions (it was an unsupported type: fromGonnx).
+	s := compileGraph(t, &gonnxproto.GraphProto{Name: "g", Node: []*gonnxproto.NodeProto{{OpType: "MatMul", Input: []string{"a", "b"}, Output: []string{"y"}}},
+		Input:  []*gonnxproto.ValueInfoProto{valueInfo("a", gonnxproto.TensorProto_INT32), valueInfo("b", gonnxproto.TensorProto_INT32)},
+		Output: []*gonnxproto.ValueInfoProto{valueInfo("y", gonnxproto.TensorProto_INT32)}})
+	v := &modelstore.Tensor{DType: modelstore.Int32, Shape: []int64{3}, Data: asBytes([]int32{1, 2, -3})}
+	out, err := s.Run(context.Background(), []*modelstore.Tensor{v, v})
+	if err != nil || out[0].DType != modelstore.Int32 || len(out[0].Shape) != 0 || !slices.Equal(fromBytes[int32](out[0].Data), []int32{14}) {
+		t.Errorf("[3] x [3]: %v %v", out, err)
+	}
+}
+
+// asFloat64s is a tensor's elements, or a scalar's element, as float64s.
+func asFloat64s(x tensor.Tensor) []float64 {
+	v := reflect.ValueOf(x.Data())
+	if v.Kind() != reflect.Slice {
+		v = reflect.Append(reflect.MakeSlice(reflect.SliceOf(v.Type()), 0, 1), v)
+	}
+	out := make([]float64, v.Len())
+	for i := range out {
+		switch e := v.Index(i); e.Kind() {
+		case reflect.Int32, reflect.Int64:
+			out[i] = float64(e.Int())
+		case reflect.Uint32, reflect.Uint64:
+			out[i] = float64(e.Uint())
+		default:
+			out[i] = e.Float()
+		}
+	}
+	return out
 }
 
 // unravel is the coordinates of element i of a tensor of this shape.

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 	"unsafe"
 
@@ -123,15 +124,18 @@ func fromGonnx(g tensor.Tensor) (*modelstore.Tensor, error) {
 		dt   modelstore.DType
 		data []byte
 	)
-	switch v := g.Data().(type) {
+	values := g.Data()
+	if g.IsScalar() {
+		// A slice of the one value, of any type: a scalar INT32 output
+		// (an integer MatMul of two vectors) was an unsupported type.
+		v := reflect.ValueOf(values)
+		values = reflect.Append(reflect.MakeSlice(reflect.SliceOf(v.Type()), 0, 1), v).Interface()
+	}
+	switch v := values.(type) {
 	case []float32:
 		dt, data = modelstore.Float, asBytes(v)
-	case float32:
-		dt, data = modelstore.Float, asBytes([]float32{v})
 	case []float64:
 		dt, data = modelstore.Double, asBytes(v)
-	case float64:
-		dt, data = modelstore.Double, asBytes([]float64{v})
 	case []int8:
 		dt, data = modelstore.Int8, asBytes(v)
 	case []int16:
@@ -140,8 +144,6 @@ func fromGonnx(g tensor.Tensor) (*modelstore.Tensor, error) {
 		dt, data = modelstore.Int32, asBytes(v)
 	case []int64:
 		dt, data = modelstore.Int64, asBytes(v)
-	case int64:
-		dt, data = modelstore.Int64, asBytes([]int64{v})
 	case []uint8:
 		dt, data = modelstore.Uint8, asBytes(v)
 	case []uint16:

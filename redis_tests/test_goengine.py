@@ -117,6 +117,66 @@ class GoEngineTest(unittest.TestCase):
         # ONNX Runtime has Erf.
         self.assertEqual(self.o.execute_command("AI.MODELSTORE", "e", "ONNX", "CPU", "BLOB", opset13_model("Erf")), b"OK")
 
+    def test_integer_matmul_equals_onnxruntime(self):
+        """An INT32, INT64, UINT32 or UINT64 MatMul, which ONNX Runtime runs,
+        gives ONNX Runtime's outputs, wrapping around on overflow as it
+        does: the pure-Go engine took the model at AI.MODELSTORE and failed
+        every run with gorgonia's "getFloatDense only handles floats".
+        Integer Add, Sub and Mul, which gonnx ran, give ONNX Runtime's too."""
+        rng = np.random.default_rng(7)
+        types = {"INT32": np.int32, "INT64": np.int64, "UINT32": np.uint32, "UINT64": np.uint64}
+        cases = {  # operator -> pairs of shapes
+            "MatMul": [((2, 3, 4), (4, 5)), ((4,), (2, 4, 3)), ((3, 4), (4,)), ((3, 1, 2, 4), (5, 4, 2))],
+            "Add": [((2, 3), (3,))], "Sub": [((2, 3), (2, 3))], "Mul": [((2, 1), (1, 3))],
+        }
+
+        def put(r, key, a):
+            r.execute_command("AI.TENSORSET", key, name, *a.shape, "BLOB", a.tobytes())
+
+        def get(r, key):
+            rep = dict(zip(*[iter(r.execute_command("AI.TENSORGET", key, "META", "BLOB"))] * 2))
+            self.assertEqual(rep[b"dtype"], name.encode())
+            return np.frombuffer(rep[b"blob"], dtype=types[name]).reshape(rep[b"shape"])
+
+        for name, dt in types.items():
+            elem = getattr(TensorProto, name)
+            for op, shapes in cases.items():
+                model = helper.make_model(helper.make_graph(
+                    [helper.make_node(op, ["a", "b"], ["y"])], "int_op",
+                    [helper.make_tensor_value_info(n, elem, None) for n in ("a", "b")],
+                    [helper.make_tensor_value_info("y", elem, None)]),
+                    ir_version=8, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+                for sa, sb in shapes:
+                    with self.subTest(dtype=name, op=op, shapes=(sa, sb)):
+                        info = np.iinfo(dt)
+                        # Small values, then the whole range: products that wrap.
+                        for lo, hi in ((0, 10), (info.min, info.max)):
+                            a = rng.integers(lo, hi, size=sa, dtype=dt, endpoint=True)
+                            b = rng.integers(lo, hi, size=sb, dtype=dt, endpoint=True)
+                            outs = []
+                            for r in (self.o, self.g, self.gi):
+                                self.assertEqual(r.execute_command("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", model), b"OK")
+                                put(r, "a", a)
+                                put(r, "b", b)
+                                self.assertEqual(execute(r, "m", ["a", "b"], ["y"]), b"OK")
+                                outs.append(get(r, "y"))
+                            if op == "MatMul" and lo == 0:
+                                np.testing.assert_array_equal(outs[0], np.matmul(a, b))
+                            for got in outs[1:]:
+                                np.testing.assert_array_equal(got, outs[0])
+                if op == "MatMul":
+                    # Two vectors: a scalar, which ONNX Runtime's outputs cannot be here.
+                    with self.subTest(dtype=name, op="MatMul of two vectors"):
+                        a, b = np.arange(1, 5, dtype=dt), np.arange(5, 9, dtype=dt)
+                        for r in (self.g, self.gi):
+                            self.assertEqual(r.execute_command("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", model), b"OK")
+                            put(r, "a", a)
+                            put(r, "b", b)
+                            self.assertEqual(execute(r, "m", ["a", "b"], ["y"]), b"OK")
+                            got = get(r, "y")
+                            self.assertEqual(got.shape, ())
+                            self.assertEqual(got, np.matmul(a, b))
+
     def test_panic_contained(self):
         """A run that panics inside gonnx (RNN fed rank-1 inputs, found by
         FuzzGoEngineOps) is an error in the cgo-free build, where the engine
