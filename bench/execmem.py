@@ -6,8 +6,8 @@
 Starts the server given (appendfsync no, no save rules) on a free port in a
 temporary directory, sends 150 AI.TENSORSETs of 4 MB in one redis-py
 pipeline (a transaction, as redis-py's pipelines are by default), and
-prints how long EXEC took and the server's VmHWM. docs/DURABILITY.md and
-persistence/log.go (unitFrameMax) quote its figures.
+prints how long EXEC took and the server's VmHWM. docs/DURABILITY.md
+("Transactions and multi-key writes are atomic") quotes its figures.
 """
 import redis, subprocess, sys, time, os, tempfile, shutil, socket
 binary = sys.argv[1]

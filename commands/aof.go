@@ -762,7 +762,7 @@ func (s *App) replayLog(l *persistence.Log, dir string) (*persistence.Log, error
 		return nl, s.createLog(nl)
 	}
 	if info.CutBytes > 0 {
-		s.Log.Warn("append-only log ended in a torn record (a write cut short by a crash): cut it off",
+		s.Log.Warn("append-only log ended in a write cut short by a crash (a torn record, or a transaction without its end): cut it off",
 			"file", info.CutFile, "bytes_cut", info.CutBytes)
 	}
 	s.Release(s.Keys.Replace(items))

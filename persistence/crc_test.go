@@ -49,13 +49,13 @@ func TestCRCShift(t *testing.T) {
 }
 
 // frameFollows decides as a direct check of every offset does, on random
-// bytes holding whole frames (flags 0 or not), frames one byte short, and
-// frames with a wrong checksum, at random offsets.
+// bytes holding whole frames (flags 0, frameUnitMore or another), frames
+// one byte short, and frames with a wrong checksum, at random offsets.
 func TestFrameFollowsMatchesDirectCheck(t *testing.T) {
 	direct := func(b []byte) bool {
 		for j := 1; j+logFrameHdr <= len(b); j++ {
 			l := int(binary.BigEndian.Uint32(b[j:]))
-			if b[j+4] != 0 || l < tagSize || l > len(b)-j-logFrameHdr {
+			if (b[j+4] != 0 && b[j+4] != frameUnitMore) || l < tagSize || l > len(b)-j-logFrameHdr {
 				continue
 			}
 			if f := b[j : j+logFrameHdr+l]; frameCRC(f) == binary.BigEndian.Uint32(f[5:]) {
@@ -78,7 +78,7 @@ func TestFrameFollowsMatchesDirectCheck(t *testing.T) {
 			j := 1 + r.IntN(len(b)-logFrameHdr-l)
 			f := b[j : j+logFrameHdr+l]
 			binary.BigEndian.PutUint32(f, uint32(l))
-			f[4] = byte(r.IntN(2))
+			f[4] = byte(r.IntN(3)) // 0, lastFrame (not a log frame's) or frameUnitMore
 			binary.BigEndian.PutUint32(f[5:], frameCRC(f))
 			switch r.IntN(3) {
 			case 0:

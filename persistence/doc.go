@@ -6,17 +6,21 @@ and the append-only log (Log, log.go and logformat.go), a manifest, base
 and incr files of sealed records and sealed model files (named by the
 model's SHA-256, or by a random id for an upload written as it arrived),
 in the spirit of Redis 7's multi-part AOF. The log's byte layout is
-specified in docs/DURABILITY.md ("File formats"), its golden directory is
-testdata/log-v1. The log writes through FS, which tests make fail.
+specified in docs/DURABILITY.md ("File formats"), its golden directories
+are testdata/log-v1 and log-v2. The log writes through FS, which tests make
+fail.
 
-A log frame is authenticated whole and a torn one is cut off whole, so the
-log makes a group of records atomic by sealing them in one frame: the
-records between Log.BeginUnit and EndUnit (a transaction's, a multi-key
-update's) are never split between frames nor written before the group is
-complete, up to the frame limit (maxLogFrame, 4 GiB, which also bounds one
-record: Loggable). Replay reads a frame at a time and holds each whole
-while it verifies it, decrypted in place: its memory is the largest frame
-and the values decoded, not the file.
+A log frame is authenticated whole, flags included, and a torn one is cut
+off whole. The records between Log.BeginUnit and EndUnit (a transaction's,
+a multi-key update's) are an atomic unit of any size: they are written
+only once the unit is complete, in frames that fill as any others, and
+every frame of the unit but its last is flagged frameUnitMore (format
+version 2). Replay holds a unit's records until its last frame and cuts
+off a unit that the file ends inside, as it cuts a torn frame. It reads a
+frame at a time and holds each whole while it verifies it, decrypted in
+place: its memory is the largest frame and the values decoded (a unit's
+held until it is whole), not the file. One record is bounded by the
+frame limit (maxLogFrame, 4 GiB: Loggable).
 
 The package knows nothing of RESP or of the keyspace. The server hands Write a
 Source that yields its records and hands Read a Sink that receives them; the

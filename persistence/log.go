@@ -110,6 +110,7 @@ type Log struct {
 	wmu       sync.Mutex // one writer at a time; guards the fields below
 	cur       *logFile   // the incr file appended to
 	plain     []byte     // the frame being built: logFrameHdr bytes of room for its header, then its plaintext
+	plainMore bool       // the frame being built ends inside a unit (its last record's Op.more): flagged frameUnitMore
 	unwritten []byte     // sealed frames not yet written (kept for a retry)
 	upto      uint64     // seq the unwritten frames reach
 	broken    error      // the current file's tail is unknown: only a rewrite recovers
@@ -289,13 +290,15 @@ func (l *Log) Append(op Op) uint64 {
 
 // BeginUnit opens an atomic unit: the records appended from now until the
 // matching EndUnit (a MULTI/EXEC's, a multi-key update's) are replayed all
-// or none. Units nest; the outermost one counts. The records are written
-// in one frame (frames are authenticated whole, and a torn one is cut off
-// whole: see the package doc), and none of them is written before EndUnit:
-// a group commit meanwhile writes the records before the unit only, and a
-// Commit of a record inside it waits for EndUnit. So the caller must not
-// Commit its own records before it ends the unit. A record another caller
-// appends meanwhile joins the unit.
+// or none, whatever their size. Units nest; the outermost one counts. The
+// records go into frames as any others do, every frame but the unit's last
+// flagged frameUnitMore (frames are authenticated whole, flags included),
+// and Replay holds a unit's records until its last frame is read and
+// drops them if the file ends first: see the package doc. None of them is
+// written before EndUnit: a group commit meanwhile writes the records
+// before the unit only, and a Commit of a record inside it waits for
+// EndUnit. So the caller must not Commit its own records before it ends
+// the unit. A record another caller appends meanwhile joins the unit.
 func (l *Log) BeginUnit() {
 	l.mu.Lock()
 	if l.units == 0 {
@@ -436,29 +439,24 @@ func (l *Log) Flush() error {
 }
 
 // frameTarget is the plaintext size at which a frame is sealed and a new
-// one begun, so that one large batch does not make one huge frame.
-const frameTarget = 1 << 20
-
-// unitFrameMax bounds the frame an atomic unit's records are gathered in:
-// a larger unit is split into frames of about this size, and is atomic
-// only frame by frame. A unit's frame is held whole until it is sealed,
-// so every MULTI/EXEC was held a second time: 150 AI.TENSORSETs of 4 MB
-// in one redis-py pipeline (a transaction by default) took the server to
-// 1,204 MB against 698 MB before units, and 8.0 s against 4.9 to commit
-// (diff review). With frames of at most 64 MiB it took 908 MB and 5.4-5.8
-// s, with 16 MiB 659 MB and 3.7-4.3 s against 680 MB and 3.7 s before
-// units (bench/execmem.py, builds taking turns). A record larger than
-// this still lies whole in its own frame.
-var unitFrameMax = 16 << 20
+// one begun, so that one large batch does not make one huge frame (a var:
+// the golden log's writer lowers it to spread a unit over frames).
+var frameTarget = 1 << 20
 
 // writeLocked encodes what is queued into frames and writes them. wmu is held.
 //
-// The records of an atomic unit (BeginUnit) go into one frame: no frame is
-// sealed after a record that has more of its unit after it (Op.more), and
-// the records of a unit still open are left queued, not taken: a write
-// must not put a unit's head in the file while its tail may never come.
-// The one exception is a unit too large for one frame (frameLimit), which
-// is split where the next record would pass the limit.
+// The records of an atomic unit (BeginUnit) go into frames as any others
+// do, sealed at frameTarget and written every drainAt, and a frame sealed
+// after a record that has more of its unit after it (Op.more) is flagged
+// frameUnitMore: Replay applies none of a unit whose last frame is
+// missing, so the unit's head may reach the file before its tail. Units
+// gathered whole in one frame were held a second time until sealed:
+// 150 AI.TENSORSETs of 4 MB in one redis-py pipeline (a transaction by
+// default) took the server to 1,204 MB against 698 before units (diff
+// review), and split into frames of 16 MiB were atomic only frame by
+// frame. The records of a unit still open are left queued, not taken:
+// EndUnit marks the last one queued as the unit's end, and no Commit
+// waits on them before then.
 func (l *Log) writeLocked() error {
 	defer l.trimBuffersLocked()
 	l.mu.Lock()
@@ -513,8 +511,8 @@ func (l *Log) writeLocked() error {
 			l.setErr(l.broken)
 			continue
 		}
-		if len(l.plain) > 0 && len(l.plain)-logFrameHdr+opSize(op)+tagSize > min(frameLimit, unitFrameMax) {
-			// Only a unit larger than unitFrameMax gets here: split.
+		if len(l.plain) > 0 && len(l.plain)-logFrameHdr+opSize(op)+tagSize > frameLimit {
+			// The frame cannot take the record: sealed before it.
 			if err := l.closeFrameLocked(); err != nil {
 				l.requeue(ops[i:])
 				return err
@@ -523,22 +521,10 @@ func (l *Log) writeLocked() error {
 		if len(l.plain) == 0 {
 			l.plain = append(l.plain, make([]byte, logFrameHdr)...) // the frame header's room (sealLocked)
 		}
-		if op.more && (i == 0 || !ops[i-1].more) {
-			// A unit's frame is made room for once: grown a record at a
-			// time, its 64 MiB were copied over and over, and a MULTI of
-			// 16 tensors of 4 MiB took twice as long to commit.
-			need := tagSize
-			for _, o := range ops[i:] {
-				need += opSize(o)
-				if !o.more || need > unitFrameMax {
-					break
-				}
-			}
-			l.plain = slices.Grow(l.plain, min(need, frameLimit, unitFrameMax))
-		}
 		l.plain, _ = appendOp(l.plain, op) // Loggable has checked what it refuses
-		ops[i].release()                   // its bytes are in the frame
-		if len(l.plain) >= frameTarget && !op.more {
+		l.plainMore = op.more
+		ops[i].release() // its bytes are in the frame
+		if len(l.plain) >= frameTarget {
 			if err := l.closeFrameLocked(); err != nil {
 				l.requeue(ops[i+1:])
 				return err
@@ -602,12 +588,17 @@ func (l *Log) sealLocked() {
 	if len(l.plain) == 0 {
 		return
 	}
+	var flags byte
+	if l.plainMore {
+		flags = frameUnitMore
+	}
 	if len(l.unwritten) == 0 && len(l.plain) >= drainAt {
-		l.unwritten, l.plain = l.cur.h.sealFrameInPlace(l.plain, l.cur.index, 0), l.unwritten[:0]
+		l.unwritten, l.plain = l.cur.h.sealFrameInPlace(l.plain, l.cur.index, flags), l.unwritten[:0]
 	} else {
-		l.unwritten = l.cur.h.sealFrame(l.unwritten, l.cur.index, 0, l.plain[logFrameHdr:])
+		l.unwritten = l.cur.h.sealFrame(l.unwritten, l.cur.index, flags, l.plain[logFrameHdr:])
 		l.plain = l.plain[:0]
 	}
+	l.plainMore = false
 	l.cur.index++
 }
 
@@ -642,10 +633,10 @@ func (l *Log) drainLocked() error {
 }
 
 // trimBuffersLocked lets go of a frame buffer grown past 2 × drainAt (a
-// huge record's, a unit's) once a write is done with it, not at each
-// frame: a unit split into frames of unitFrameMax then reuses its two
-// buffers, where dropping them after every frame had each new one faulted
-// in afresh and collected (a MULTI of 600 MB took twice as long to commit).
+// huge record's) once a write is done with it, not at each frame: a batch
+// of large records then reuses its two buffers, where dropping them after
+// every frame had each new one faulted in afresh and collected (a MULTI
+// of 600 MB took twice as long to commit).
 func (l *Log) trimBuffersLocked() {
 	if cap(l.unwritten) > 2*drainAt && len(l.unwritten) == 0 {
 		l.unwritten = nil
@@ -1004,11 +995,17 @@ func (c countingSink) Flush() error             { *c.n++; return c.LogSink.Flush
 
 // Replay verifies the log and hands its records to sink in order, then
 // opens the last incr file for appending. A torn last frame of an incr
-// file (a write cut short by a crash) is cut off the file when
-// loadTruncated is set, and is an error wrapping ErrLogTruncated
-// otherwise; any other damage is an error wrapping ErrLogCorrupt,
-// ErrWrongKey or ErrVersion. The torn file need not be the last: a
-// rewrite lists its new incr file (BeginRewrite) while writes queued
+// file (a write cut short by a crash), and the frames of an atomic unit
+// the file ends inside (BeginUnit: a write cut short between two of
+// them), are cut off the file when loadTruncated is set, and are an error
+// wrapping ErrLogTruncated otherwise, as Redis reverts a MULTI/EXEC cut
+// short in its AOF; any other damage is an error wrapping ErrLogCorrupt,
+// ErrWrongKey or ErrVersion. Appends then go to a new incr file, listed
+// in the manifest before anything is cut, when the last one was cut
+// (frames cut off may have reached the disk whole, and a new frame of the
+// same index would be sealed with their nonce) or is of an older version
+// (it cannot hold what this build writes). The torn file need not be the
+// last: a rewrite lists its new incr file (BeginRewrite) while writes queued
 // before the cut still go to the old one, so a crash can tear the old
 // file's tail while the new one holds only its header. Each file after the
 // torn one must hold only its header (newIncr writes and fsyncs it before
@@ -1038,7 +1035,7 @@ func (l *Log) Replay(sink LogSink, loadTruncated bool) (ReplayInfo, error) {
 		info.Files++
 		if err != nil && errors.Is(err, ErrLogTruncated) && kind == KindIncr {
 			if later, size := l.writtenAfter(files[i+1:]); later != "" {
-				return info, fmt.Errorf("persistence: %s: %w: a torn frame (%d bytes after frame %d), yet %s after it is not a bare header (%d bytes)",
+				return info, fmt.Errorf("persistence: %s: %w: a write cut short (%d bytes from frame %d), yet %s after it is not a bare header (%d bytes)",
 					name, ErrLogCorrupt, lf.size-good, lf.index, later, size)
 			}
 			if !loadTruncated {
@@ -1058,6 +1055,22 @@ func (l *Log) Replay(sink LogSink, loadTruncated bool) (ReplayInfo, error) {
 		total += lf.size
 		last = lf
 	}
+	if last.h != nil && (cut == last || last.h.version < logVersion) {
+		fresh, err := l.newIncr(m.next)
+		if err == nil {
+			m.incrs = append(m.incrs, fresh.name)
+			m.next++
+			if err = l.writeManifest(m); err != nil {
+				fresh.f.Close()
+				l.fs.Remove(filepath.Join(l.o.Dir, fresh.name))
+			}
+		}
+		if err != nil {
+			return info, fmt.Errorf("persistence: starting a new incr file: %w", err)
+		}
+		total += fresh.size
+		last = fresh
+	}
 	switch {
 	case cut != nil && cut.h == nil:
 		// Its header itself is torn, which only damage does (newIncr
@@ -1076,11 +1089,13 @@ func (l *Log) Replay(sink LogSink, loadTruncated bool) (ReplayInfo, error) {
 			return info, fmt.Errorf("persistence: cutting the torn tail of %s: %w", cut.name, err)
 		}
 	}
-	f, err := l.fs.OpenFile(filepath.Join(l.o.Dir, last.name), os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return info, fmt.Errorf("persistence: %w", err)
+	if last.f == nil {
+		f, err := l.fs.OpenFile(filepath.Join(l.o.Dir, last.name), os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return info, fmt.Errorf("persistence: %w", err)
+		}
+		last.f = f
 	}
-	last.f = f
 	l.wmu.Lock()
 	l.removeUnnamedLocked(m)
 	l.man, l.cur = m, last
@@ -1104,15 +1119,20 @@ func (l *Log) writtenAfter(files []string) (string, int64) {
 }
 
 // replayFile reads one log file: it returns the file (its header, frame
-// count and size) and the offset where its last whole frame ends.
+// count and size) and the offset where its last whole frame ends, or,
+// if the file ends inside an atomic unit, where the unit's first frame
+// begins (an error wrapping ErrLogTruncated, as for a torn frame).
 //
 // It reads a frame at a time, not the whole file: what it holds is the
 // frame being verified (whole: its tag authenticates all of it, and
 // nothing of it is handed on before), decrypted in place, and the values
-// decoded from it. A frame's length is believed only as far as the bytes
-// left in the file: a longer one is torn, whatever it says, so a torn
-// tail's garbage length allocates nothing. Only a bad frame's tail, which
-// tornTail judges, is read whole.
+// decoded from it. The values of a unit's frames flagged frameUnitMore
+// are held, decoded (unitHold), until its last frame is read, and are
+// then handed on: a unit is applied all or none, and its values are
+// copied out of their frames once, as any others. A frame's length is
+// believed only as far as the bytes left in the file: a longer one is
+// torn, whatever it says, so a torn tail's garbage length allocates
+// nothing. Only a bad frame's tail, which tornTail judges, is read whole.
 func (l *Log) replayFile(name string, kind byte, sink LogSink) (*logFile, int64, error) {
 	f, err := os.Open(filepath.Join(l.o.Dir, name))
 	if err != nil {
@@ -1137,6 +1157,7 @@ func (l *Log) replayFile(name string, kind byte, sink LogSink) (*logFile, int64,
 	lf.h = h
 	off := int64(logHeaderSize)
 	var buf []byte
+	var unit unitHold
 	for off < size {
 		// frame is the whole frame at off, or nil if the file ends first.
 		var frame []byte
@@ -1160,8 +1181,9 @@ func (l *Log) replayFile(name string, kind byte, sink LogSink) (*logFile, int64,
 		st := frameTorn
 		var pt []byte
 		var n int
+		var flags byte
 		if frame != nil {
-			pt, _, n, st = h.openFrame(frame, lf.index)
+			pt, flags, n, st = h.openFrame(frame, lf.index)
 		}
 		switch st {
 		case frameBad:
@@ -1174,19 +1196,98 @@ func (l *Log) replayFile(name string, kind byte, sink LogSink) (*logFile, int64,
 			if kind == KindBase || !tornTail(tail) {
 				return lf, off, fmt.Errorf("%w: frame %d at offset %d is damaged", ErrLogCorrupt, lf.index, off)
 			}
+			if unit.open {
+				// The torn frame belongs to a unit: all of it goes.
+				lf.index = unit.index
+				return lf, unit.off, fmt.Errorf("%w: %d bytes after frame %d, a torn frame ending an atomic unit", ErrLogTruncated, size-unit.off, lf.index)
+			}
 			return lf, off, fmt.Errorf("%w: %d bytes after frame %d", ErrLogTruncated, size-off, lf.index)
 		}
-		if err := decodeFrame(pt, kind, sink); err != nil {
+		more, ok := h.unitFlags(flags)
+		if !ok {
+			return lf, off, fmt.Errorf("%w: frame %d at offset %d has flags %#02x", ErrLogCorrupt, lf.index, off, flags)
+		}
+		to := sink
+		if more || unit.open {
+			if !unit.open {
+				unit = unitHold{open: true, off: off, index: lf.index}
+			}
+			to = &unit
+		}
+		if err := decodeFrame(pt, kind, to); err != nil {
 			var se sinkError
 			if errors.As(err, &se) {
 				return lf, off, se.err
 			}
 			return lf, off, fmt.Errorf("frame %d: %w", lf.index, err)
 		}
+		if unit.open && !more {
+			if err := unit.apply(sink); err != nil {
+				return lf, off, err
+			}
+		}
 		off += int64(n)
 		lf.index++
 	}
+	if unit.open {
+		// A write cut short between two of the unit's frames.
+		lf.index = unit.index
+		return lf, unit.off, fmt.Errorf("%w: %d bytes after frame %d, an atomic unit without its last frame", ErrLogTruncated, size-unit.off, lf.index)
+	}
 	return lf, off, nil
+}
+
+// unitHold is a LogSink that holds the records of an atomic unit whose
+// last frame replayFile has not read yet, as decodeFrame decoded them
+// (a tensor's bytes copied out of the frame once), until apply hands them
+// to the real sink.
+type unitHold struct {
+	open  bool
+	off   int64  // where the unit's first frame begins
+	index uint64 // that frame's index
+	ops   []Op
+}
+
+func (u *unitHold) Tensor(t TensorRecord) error { u.ops = append(u.ops, Op{Tensor: &t}); return nil }
+func (u *unitHold) Model(m LogModel) error      { u.ops = append(u.ops, Op{Model: &m}); return nil }
+func (u *unitHold) Delete(k string) error       { u.ops = append(u.ops, Op{Del: k}); return nil }
+func (u *unitHold) Expire(k string, at int64) error {
+	u.ops = append(u.ops, Op{Expire: &ExpireOp{Key: k, AtUnixMs: at}})
+	return nil
+}
+func (u *unitHold) Rename(s, d string) error {
+	u.ops = append(u.ops, Op{Rename: &[2]string{s, d}})
+	return nil
+}
+func (u *unitHold) Flush() error { u.ops = append(u.ops, Op{Flush: true}); return nil }
+
+// apply hands the unit's records to sink, in order, letting go of each
+// as it goes, and closes the unit.
+func (u *unitHold) apply(sink LogSink) error {
+	ops := u.ops
+	*u = unitHold{}
+	for i, op := range ops {
+		ops[i] = Op{}
+		var err error
+		switch {
+		case op.Tensor != nil:
+			err = sink.Tensor(*op.Tensor)
+		case op.Model != nil:
+			err = sink.Model(*op.Model)
+		case op.Expire != nil:
+			err = sink.Expire(op.Expire.Key, op.Expire.AtUnixMs)
+		case op.Rename != nil:
+			err = sink.Rename(op.Rename[0], op.Rename[1])
+		case op.Flush:
+			err = sink.Flush()
+		default:
+			err = sink.Delete(op.Del)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // tornTail reports whether the bytes from a bad frame on look like a write
@@ -1208,19 +1309,19 @@ func tornTail(b []byte) bool {
 }
 
 // frameFollows reports whether a whole frame (its length within the file,
-// its flags 0, its checksum right) starts anywhere in b after its first
-// byte. The bad frame's own length cannot tell: a damaged length field, or
-// a frame overwritten with zeros, reads as a frame cut short, and cutting
-// there dropped every acknowledged record after it. The checksum is not
-// authenticated, and need not be: a forged one only makes the start
-// refuse. b is the rest of an incr file, whose frames all have flags 0
-// (only model files use others).
+// its flags 0 or frameUnitMore, its checksum right) starts anywhere in b
+// after its first byte. The bad frame's own length cannot tell: a damaged
+// length field, or a frame overwritten with zeros, reads as a frame cut
+// short, and cutting there dropped every acknowledged record after it.
+// The checksum is not authenticated, and need not be: a forged one only
+// makes the start refuse. b is the rest of an incr file, whose frames all
+// have one of those flags (only model files use others).
 //
 // A torn tail is ciphertext as long as the write cut short, up to
 // maxLogFrame, and at about one offset in 2^8 of it the next 4 bytes read
 // as a length that fits: checking the CRC of each such frame over its
 // length made a 32 MiB tail take 105 s. The flags byte rules out all but
-// one in 2^8 of those, and the rest cost O(log length) each, not O(length):
+// two in 2^8 of those, and the rest cost O(log length) each, not O(length):
 // one pass over b records the CRC of b's prefix at each candidate's
 // ciphertext start s and end e, and by the CRC's linearity (crc.go) the
 // frame's checksum, over its 5 header bytes h and b[s:e], is
@@ -1233,7 +1334,7 @@ func frameFollows(b []byte) bool {
 	var marks []int // prefix lengths whose CRC a candidate needs
 	for j := 1; j+logFrameHdr <= len(b); j++ {
 		l := int(binary.BigEndian.Uint32(b[j:]))
-		if b[j+4] != 0 || l < tagSize || l > maxLogFrame || l > len(b)-j-logFrameHdr {
+		if (b[j+4] != 0 && b[j+4] != frameUnitMore) || l < tagSize || l > maxLogFrame || l > len(b)-j-logFrameHdr {
 			continue
 		}
 		cands = append(cands, j)
@@ -1303,7 +1404,14 @@ func (l *Log) BeginRewrite() (Op, error) {
 // switchLocked moves appends to the cut's file. The frames of the old file
 // are written and fsynced first; if the old file is broken they are
 // dropped, since the rewrite's base holds everything before the cut.
+//
+// A unit never spans two files: Replay drops one unfinished at the end of
+// a file. The caller appends the cut under the locks that units are made
+// under, never inside one; should a cut fall inside a unit all the same,
+// the unit's records before it end in the old file, as the rewrite's
+// base, copied at the cut, holds their changes.
 func (l *Log) switchLocked(c *cutOp) error {
+	l.plainMore = false
 	l.sealLocked()
 	if l.broken == nil {
 		if err := l.drainLocked(); err != nil {

@@ -3,18 +3,25 @@ package persistence
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 )
 
-// goldenLog is a log directory of format version 1 written with testKey:
-// a base with a tensor (with a TTL) and a model, an incr file with every
-// record type, and the model's sealed file. It must load forever; write it
-// again (go test -run GoldenLog -update) only if goldenLogOps changes,
-// never to paper over a format change.
-var goldenLog = filepath.Join("testdata", "log-v1")
+// goldenLogs are log directories written with testKey, one per format
+// version: a base with a tensor (with a TTL) and a model, an incr file
+// with every record type, and the model's sealed file; version 2's incr
+// file ends with an atomic unit of three frames (goldenLogUnit). Each
+// must load forever; write the newest again (go test -run GoldenLog
+// -update) only if its content changes, never to paper over a format
+// change. This build cannot write log-v1.
+var goldenLogs = map[uint16]string{
+	1: filepath.Join("testdata", "log-v1"),
+	2: filepath.Join("testdata", "log-v2"),
+}
 
 var goldenModel = bytes.Repeat([]byte("golden model bytes "), 400)
 
@@ -47,6 +54,66 @@ func goldenLogOps() []Op {
 		{Flush: true},
 		{Tensor: &TensorRecord{Key: "after-flush", DType: 3, Shape: []int64{1}, Data: []byte{7}}},
 		{Model: goldenLogModel("m3")},
+	}
+}
+
+// goldenLogUnit is the atomic unit that ends version 2's incr file, a
+// frame to each record (the first two flagged frameUnitMore).
+func goldenLogUnit() []Op {
+	return []Op{
+		{Tensor: &TensorRecord{Key: "u1", DType: 3, Shape: []int64{1}, Data: []byte{1}}},
+		{Del: "after-flush"},
+		{Tensor: &TensorRecord{Key: "u2", DType: 3, Shape: []int64{2}, Data: []byte{2, 3}}},
+	}
+}
+
+// goldenLogContent is what the golden log of version v replays.
+func goldenLogContent(v uint16) []Op {
+	ops := append(goldenLogBase(), goldenLogOps()...)
+	if v >= 2 {
+		ops = append(ops, goldenLogUnit()...)
+	}
+	return ops
+}
+
+// writeGoldenLog writes the golden log of this build's version into dir.
+func writeGoldenLog(t *testing.T, dir string) {
+	os.RemoveAll(dir)
+	l := openTestLog(t, dir, nil)
+	base := goldenLogBase()
+	if err := l.Create(func(yield func(Op) error) error {
+		for _, op := range base {
+			if err := yield(op); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := l.NewModelWriter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(goldenModel)
+	if err := w.Finish(sha256.Sum256(goldenModel)); err != nil {
+		t.Fatal(err)
+	}
+	ops := goldenLogOps()
+	commitAll(t, l, ops[:4]...)
+	commitAll(t, l, ops[4:]...)
+	defer func(v int) { frameTarget = v }(frameTarget)
+	frameTarget = 1 // a frame to each record
+	l.BeginUnit()
+	for _, op := range goldenLogUnit() {
+		l.Append(op)
+	}
+	l.EndUnit()
+	if err := l.Commit(l.Seq()); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -84,40 +151,37 @@ func expected(ops []Op) []any {
 	return out
 }
 
+// TestGoldenLog replays every version's golden log. A log of an older
+// version takes no appends: they go to a new incr file of this build's
+// version, and the old file is left as it was.
 func TestGoldenLog(t *testing.T) {
 	if *update {
-		os.RemoveAll(goldenLog)
-		l := openTestLog(t, goldenLog, nil)
-		base := goldenLogBase()
-		if err := l.Create(func(yield func(Op) error) error {
-			for _, op := range base {
-				if err := yield(op); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		w, err := l.NewModelWriter()
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Write(goldenModel)
-		if err := w.Finish(sha256.Sum256(goldenModel)); err != nil {
-			t.Fatal(err)
-		}
-		ops := goldenLogOps()
-		commitAll(t, l, ops[:4]...)
-		commitAll(t, l, ops[4:]...)
-		if err := l.Close(); err != nil {
-			t.Fatal(err)
-		}
+		writeGoldenLog(t, goldenLogs[logVersion])
 	}
+	for v := uint16(1); v <= logVersion; v++ {
+		t.Run(fmt.Sprint("v", v), func(t *testing.T) { testGoldenLog(t, v) })
+	}
+}
+
+func testGoldenLog(t *testing.T, v uint16) {
+	golden := goldenLogs[v]
 	// Replay a copy: a replay opens the last incr file for appending.
 	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS(goldenLog)); err != nil {
+	if err := os.CopyFS(dir, os.DirFS(golden)); err != nil {
 		t.Fatal(err)
+	}
+	incr := mustRead(t, filepath.Join(golden, "incr.1.log"))
+	if got := binary.BigEndian.Uint16(incr[8:]); got != v {
+		t.Fatalf("%s is of version %d", golden, got)
+	}
+	if v >= 2 {
+		var flags []byte
+		for _, f := range logFrames(t, filepath.Join(golden, "incr.1.log")) {
+			flags = append(flags, f.flags)
+		}
+		if !bytes.HasSuffix(flags, []byte{0, frameUnitMore, frameUnitMore, 0}) {
+			t.Fatalf("frame flags %v, want a unit of three frames at the end", flags)
+		}
 	}
 	l := openTestLog(t, dir, nil)
 	rec := &recorder{}
@@ -125,7 +189,6 @@ func TestGoldenLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
 	// A nil map and an empty one are the same record.
 	for i, g := range rec.got {
 		if tr, ok := g.(TensorRecord); ok && tr.Shape == nil {
@@ -133,7 +196,7 @@ func TestGoldenLog(t *testing.T) {
 			rec.got[i] = tr
 		}
 	}
-	want := expected(append(goldenLogBase(), goldenLogOps()...))
+	want := expected(goldenLogContent(v))
 	for i, w := range want {
 		if tr, ok := w.(TensorRecord); ok && tr.Shape == nil {
 			tr.Shape = []int64{}
@@ -150,4 +213,21 @@ func TestGoldenLog(t *testing.T) {
 	if err != nil || !bytes.Equal(data, goldenModel) {
 		t.Fatalf("model file: %v", err)
 	}
+	commitAll(t, l, tensorOp("appended", "1"))
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	last := mustRead(t, lastIncr(t, dir))
+	if got := binary.BigEndian.Uint16(last[8:]); got != logVersion {
+		t.Errorf("appends went to a file of version %d", got)
+	}
+	if now := mustRead(t, filepath.Join(dir, "incr.1.log")); (v < logVersion) != (len(now) == len(incr)) {
+		t.Errorf("incr.1.log of version %d: %d bytes after an append, %d before", v, len(now), len(incr))
+	}
+	rec = &recorder{}
+	l = openTestLog(t, dir, nil)
+	if _, err := l.Replay(rec, false); err != nil || len(rec.got) != len(want)+1 {
+		t.Fatalf("replayed %d records after the append, want %d: %v", len(rec.got), len(want)+1, err)
+	}
+	l.Close()
 }

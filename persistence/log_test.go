@@ -297,7 +297,8 @@ func TestLogTornTailIsCut(t *testing.T) {
 			if _, ok := st.keys["kept"]; !ok || info.CutBytes == 0 {
 				t.Fatalf("keys %v info %+v", st.keys, info)
 			}
-			// The cut file takes appends again and replays whole.
+			// Appends go on, in a new incr file (a new frame in the cut
+			// one would reuse the torn frame's nonce), and replay whole.
 			l2 := openTestLog(t, dir, nil)
 			if _, err := l2.Replay(newLogState(), false); err != nil {
 				t.Fatal(err)
@@ -1254,26 +1255,39 @@ func TestLogLargeRecordSealedInPlace(t *testing.T) {
 // at path.
 func frameLengths(t *testing.T, path string) []int {
 	t.Helper()
+	var out []int
+	for _, f := range logFrames(t, path) {
+		out = append(out, f.length)
+	}
+	return out
+}
+
+// logFrame is where a frame of a log file lies, and its flags.
+type logFrame struct {
+	off, length int
+	flags       byte
+}
+
+// logFrames lists the frames of the log file at path.
+func logFrames(t *testing.T, path string) []logFrame {
+	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []int
+	var out []logFrame
 	for off := logHeaderSize; off+logFrameHdr <= len(b); {
 		n := int(binary.BigEndian.Uint32(b[off:]))
-		out = append(out, n)
+		out = append(out, logFrame{off, n, b[off+4]})
 		off += logFrameHdr + n
 	}
 	return out
 }
 
-// An atomic unit (a MULTI/EXEC's records) larger than frameTarget and
-// drainAt goes into one frame, none of it written before EndUnit even
-// when a leader writes meanwhile; a file cut inside that frame replays
-// none of the unit. Without units, the records were sealed every
-// frameTarget and written every drainAt, and a kill -9 before EXEC's
-// reply left the transaction half applied after the restart.
-func TestLogUnitIsOneFrame(t *testing.T) {
+// An atomic unit (a MULTI/EXEC's records) is written only once it has
+// ended, even when a leader writes meanwhile: a group commit of a record
+// before it, and the everysec tick, write that record alone.
+func TestLogUnitWaitsForItsEnd(t *testing.T) {
 	dir := t.TempDir()
 	l := createdLog(t, dir)
 	path := lastIncr(t, dir)
@@ -1284,8 +1298,6 @@ func TestLogUnitIsOneFrame(t *testing.T) {
 	for i := range 12 { // 12 MiB: past frameTarget and drainAt
 		seq = l.Append(tensorOp(fmt.Sprintf("t%02d", i), val))
 		if i == 5 {
-			// A group commit of a record before the unit, and the
-			// everysec tick, while the unit is half appended.
 			if err := l.Commit(before); err != nil {
 				t.Fatal(err)
 			}
@@ -1301,24 +1313,115 @@ func TestLogUnitIsOneFrame(t *testing.T) {
 	if err := l.Commit(seq); err != nil {
 		t.Fatal(err)
 	}
-	got := frameLengths(t, path)
-	if len(got) != 2 || got[1] < 12<<20 {
-		t.Fatalf("frames %v, want the record before the unit, then the unit in one frame", got)
-	}
 	l.Close()
 	st, _, err := replayed(t, dir, false)
 	if err != nil || len(st.keys) != 13 {
 		t.Fatalf("replayed %d keys, %v; want 13", len(st.keys), err)
 	}
-	// A kill -9 inside the unit's write: none of it comes back.
-	st0, _ := os.Stat(path)
-	if err := os.Truncate(path, st0.Size()-5<<20); err != nil {
+}
+
+// A unit of any size is replayed all or none: its records go into frames
+// as they fill (1 MiB, written every 8 MiB: the unit is not held whole a
+// second time), every one but its last flagged frameUnitMore, and a log
+// cut at any of its frame boundaries or inside any of its frames brings
+// back none of it: with aof-load-truncated no the start refuses, with yes
+// the unit is cut off, and appends go on in a new incr file. Frames of at
+// most 16 MiB, each atomic alone, brought back the first 16 MiB of a
+// larger unit.
+func TestLogUnitOverManyFramesIsAllOrNone(t *testing.T) {
+	dir := t.TempDir()
+	l := createdLog(t, dir)
+	path := lastIncr(t, dir)
+	commitAll(t, l, tensorOp("before", "0"))
+	val := strings.Repeat("v", 1<<20)
+	const n = 20 // 20 MiB: past the 16 MiB that frames of units were split at
+	l.BeginUnit()
+	var seq uint64
+	for i := range n {
+		seq = l.Append(tensorOp(fmt.Sprintf("t%02d", i), val))
+	}
+	l.EndUnit()
+	if err := l.Commit(seq); err != nil {
 		t.Fatal(err)
 	}
-	st, info, err := replayed(t, dir, true)
-	if err != nil || len(st.keys) != 1 || st.keys["before"] != "tensor:0" || info.CutBytes == 0 {
-		t.Fatalf("cut inside the unit: %d keys %v, info %+v", len(st.keys), err, info)
+	l.Close()
+	frames := logFrames(t, path)
+	unit := frames[1:]
+	if len(unit) < 3 {
+		t.Fatalf("frames %v: want the unit in several", frames)
 	}
+	for i, f := range frames {
+		want := byte(frameUnitMore)
+		if i == 0 || i == len(frames)-1 {
+			want = 0
+		}
+		if f.flags != want || f.length > 2<<20 {
+			t.Fatalf("frame %d of %v: flags %d, want %d, and at most 2 MiB", i, frames, f.flags, want)
+		}
+	}
+	st, _, err := replayed(t, dir, false)
+	if err != nil || len(st.keys) != n+1 {
+		t.Fatalf("replayed %d keys, %v; want %d", len(st.keys), err, n+1)
+	}
+	whole, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := os.ReadFile(filepath.Join(dir, manifestName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cuts []int // after each of the unit's frames but the last, and inside each
+	for i, f := range unit {
+		cuts = append(cuts, f.off+logFrameHdr+f.length/2)
+		if i < len(unit)-1 {
+			cuts = append(cuts, f.off+logFrameHdr+f.length)
+		}
+	}
+	for _, at := range cuts {
+		cdir := t.TempDir()
+		os.WriteFile(filepath.Join(cdir, manifestName), manifest, 0o600)
+		os.WriteFile(filepath.Join(cdir, "base.1.log"), mustRead(t, filepath.Join(dir, "base.1.log")), 0o600)
+		os.WriteFile(filepath.Join(cdir, filepath.Base(path)), whole[:at], 0o600)
+		if _, _, err := replayed(t, cdir, false); !errors.Is(err, ErrLogTruncated) {
+			t.Fatalf("cut at %d, aof-load-truncated no: %v, want ErrLogTruncated", at, err)
+		}
+		st, info, err := replayed(t, cdir, true)
+		if err != nil || !reflect.DeepEqual(st.keys, map[string]string{"before": "tensor:0"}) || info.CutBytes != int64(at-unit[0].off) {
+			t.Fatalf("cut at %d: %d keys, info %+v, %v; want the record before the unit alone", at, len(st.keys), info, err)
+		}
+	}
+	// The last cut's log: cut back to the unit's start, it takes appends
+	// in a new incr file (a new frame in the old one would have been
+	// sealed with the nonce of a frame cut off), and replays whole.
+	cdir := t.TempDir()
+	os.CopyFS(cdir, os.DirFS(dir))
+	os.WriteFile(filepath.Join(cdir, filepath.Base(path)), whole[:unit[1].off], 0o600)
+	l = openTestLog(t, cdir, nil)
+	if _, err := l.Replay(newLogState(), true); err != nil {
+		t.Fatal(err)
+	}
+	commitAll(t, l, tensorOp("after", "1"))
+	l.Close()
+	if got := lastIncr(t, cdir); got == filepath.Join(cdir, filepath.Base(path)) {
+		t.Errorf("appends went on in the cut file %s", got)
+	}
+	if fi, _ := os.Stat(filepath.Join(cdir, filepath.Base(path))); fi.Size() != int64(unit[0].off) {
+		t.Errorf("the cut file holds %d bytes, want %d", fi.Size(), unit[0].off)
+	}
+	st, _, err = replayed(t, cdir, false)
+	if err != nil || !reflect.DeepEqual(st.keys, map[string]string{"before": "tensor:0", "after": "tensor:1"}) {
+		t.Fatalf("after the cut: %v, %v", st.keys, err)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // Units nest (EXEC around a multi-key update): the outermost counts. A
@@ -1368,15 +1471,15 @@ func TestLogUnitsNestAndCommitWaits(t *testing.T) {
 	}
 }
 
-// A unit too large for one frame (frameLimit, lowered here) is split where
-// the next record would pass the limit: no frame the writer makes is
-// longer than a reader takes, and the unit replays whole.
+// Frames are split where the next record would pass frameLimit (lowered
+// here, below frameTarget), inside a unit too: no frame the writer makes
+// is longer than a reader takes, and the unit replays whole.
 func TestLogUnitOverFrameLimitIsSplit(t *testing.T) {
 	defer func(v int) { frameLimit = v }(frameLimit)
-	frameLimit = 3<<20 + 4096 // 3 records of 1 MiB
+	frameLimit = 3*(100<<10) + 4096 // 3 records of 100 KiB
 	dir := t.TempDir()
 	l := createdLog(t, dir)
-	val := strings.Repeat("v", 1<<20)
+	val := strings.Repeat("v", 100<<10)
 	l.BeginUnit()
 	var seq uint64
 	for i := range 8 {
@@ -1386,56 +1489,18 @@ func TestLogUnitOverFrameLimitIsSplit(t *testing.T) {
 	if err := l.Commit(seq); err != nil {
 		t.Fatal(err)
 	}
-	got := frameLengths(t, lastIncr(t, dir))
-	for _, n := range got {
-		if n > frameLimit {
+	got := logFrames(t, lastIncr(t, dir))
+	for _, f := range got {
+		if f.length > frameLimit {
 			t.Fatalf("frames %v, one over the limit %d", got, frameLimit)
 		}
 	}
-	if len(got) != 3 {
-		t.Errorf("frames %v, want 3 (3 records to a frame, the last 2)", got)
+	if len(got) != 3 || got[0].flags != frameUnitMore || got[1].flags != frameUnitMore || got[2].flags != 0 {
+		t.Errorf("frames %v, want 3 (3 records to a frame, the last 2), the first two flagged frameUnitMore", got)
 	}
 	l.Close()
 	st, _, err := replayed(t, dir, false)
 	if err != nil || len(st.keys) != 8 {
-		t.Fatalf("replayed %d keys, %v", len(st.keys), err)
-	}
-}
-
-// A unit larger than unitFrameMax (lowered here) is split into frames of
-// about that size, so that a large transaction is not held whole a second
-// time before it is written (diff review: 150 tensors of 4 MB in one
-// MULTI took the server from 698 to 1,204 MB). A smaller unit keeps its
-// one frame.
-func TestLogUnitOverUnitFrameMaxIsSplit(t *testing.T) {
-	defer func(v int) { unitFrameMax = v }(unitFrameMax)
-	unitFrameMax = 3<<20 + 4096 // 3 records of 1 MiB
-	dir := t.TempDir()
-	l := createdLog(t, dir)
-	val := strings.Repeat("v", 1<<20)
-	var seq uint64
-	for _, n := range []int{3, 8} {
-		l.BeginUnit()
-		for i := range n {
-			seq = l.Append(tensorOp(fmt.Sprintf("u%d-%d", n, i), val))
-		}
-		l.EndUnit()
-		if err := l.Commit(seq); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got := frameLengths(t, lastIncr(t, dir))
-	if len(got) != 4 {
-		t.Errorf("frames %v, want 4: the unit of 3 in one, the unit of 8 in 3", got)
-	}
-	for _, n := range got {
-		if n > unitFrameMax {
-			t.Errorf("frames %v, one over %d", got, unitFrameMax)
-		}
-	}
-	l.Close()
-	st, _, err := replayed(t, dir, false)
-	if err != nil || len(st.keys) != 11 {
 		t.Fatalf("replayed %d keys, %v", len(st.keys), err)
 	}
 }
@@ -1561,26 +1626,42 @@ func (discardSink) Flush() error                { return nil }
 // one frame's buffer and the values it hands on, not the whole file and
 // each frame's plaintext besides (it read the whole file: with frames up to
 // 4 GiB, and an incr file that grows without a rewrite, that was the log's
-// size in memory).
+// size in memory). The values of a unit spread over frames are held until
+// its last frame, as decoded: copied once, not kept as frames and then
+// decoded.
 func TestLogReplayHoldsAFrameNotTheFile(t *testing.T) {
-	dir := t.TempDir()
-	l := createdLog(t, dir)
-	for i := range 4 {
-		commitAll(t, l, tensorOp(fmt.Sprint(i), strings.Repeat("x", 16<<20)))
-	}
-	l.Close()
-	l = openTestLog(t, dir, nil)
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	info, err := l.Replay(discardSink{}, false)
-	runtime.ReadMemStats(&after)
-	if err != nil || info.Records != 4 {
-		t.Fatalf("replay: %v, %+v", err, info)
-	}
-	l.Close()
-	// 64 MiB of values handed on, one 16 MiB frame buffer: 80 MiB. The
-	// whole file and each frame's plaintext made 192.
-	if got := after.TotalAlloc - before.TotalAlloc; got > 100<<20 {
-		t.Errorf("replay of 64 MiB of tensors allocated %d MiB, want under 100", got>>20)
+	for _, unit := range []bool{false, true} {
+		dir := t.TempDir()
+		l := createdLog(t, dir)
+		if unit {
+			l.BeginUnit()
+		}
+		for i := range 4 {
+			l.Append(tensorOp(fmt.Sprint(i), strings.Repeat("x", 16<<20)))
+		}
+		if unit {
+			l.EndUnit()
+		}
+		if err := l.Commit(l.Seq()); err != nil {
+			t.Fatal(err)
+		}
+		l.Close()
+		if unit && len(logFrames(t, lastIncr(t, dir))) != 4 {
+			t.Fatalf("frames %v, want the unit in 4", logFrames(t, lastIncr(t, dir)))
+		}
+		l = openTestLog(t, dir, nil)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		info, err := l.Replay(discardSink{}, false)
+		runtime.ReadMemStats(&after)
+		if err != nil || info.Records != 4 {
+			t.Fatalf("unit %v: replay: %v, %+v", unit, err, info)
+		}
+		l.Close()
+		// 64 MiB of values handed on, one 16 MiB frame buffer: 80 MiB. The
+		// whole file and each frame's plaintext made 192.
+		if got := after.TotalAlloc - before.TotalAlloc; got > 100<<20 {
+			t.Errorf("unit %v: replay of 64 MiB of tensors allocated %d MiB, want under 100", unit, got>>20)
+		}
 	}
 }

@@ -17,11 +17,26 @@ import (
 // The constants of the append-only log's file formats (see doc.go). They
 // define the layout: never change them; a new layout takes a new version.
 const (
-	logMagic      = "EAILOG\x00\x00"
-	modelMagic    = "EAIMODL\x00"
-	logVersion    = uint16(1)
+	logMagic   = "EAILOG\x00\x00"
+	modelMagic = "EAIMODL\x00"
+	// logVersion is the version of the base and incr files this build
+	// writes. Version 2 added frameUnitMore: a version 1 reader ignores
+	// frame flags, so it would bring back the head of a unit cut short,
+	// and its torn-tail check (frameFollows) takes only frames of flags
+	// 0 for whole ones. Version 1 files, whose frames all have flags 0,
+	// are read as they always were.
+	logVersion = uint16(2)
+	// modelVersion is the version of model files, whose layout version 2
+	// left as it was.
+	modelVersion  = uint16(1)
 	logHeaderSize = 64
 	logFrameHdr   = 9
+
+	// frameUnitMore, a frame flag of an incr file of version 2, says that
+	// the frame's records and the next frame's are one atomic unit: a
+	// reader holds them until a frame without it, and applies none of
+	// them if the file ends first (Log.BeginUnit).
+	frameUnitMore = 0x02
 
 	// File kinds (header byte 10).
 	KindBase  = 1 // a rewrite's base: TENSOR and MODEL records
@@ -32,8 +47,7 @@ const (
 	logKeyLabel   = "EnclaveAI log frame key v1"
 
 	// Most ciphertext bytes in one frame (L): all that its 4-byte length
-	// field says. A frame holds whole records, a transaction's all
-	// together (Log.BeginUnit), and a tensor may pass 1 GiB
+	// field says. A frame holds whole records, and a tensor may pass 1 GiB
 	// (proto-max-bulk-len): builds before this one wrote frames of up to
 	// 1 GiB + 16 and read longer ones as torn, so a tensor over 1 GiB was
 	// acknowledged, then cut off at the next start. Those files hold
@@ -74,10 +88,11 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // logHeader is a log or model file header.
 type logHeader struct {
-	raw  [logHeaderSize]byte
-	kind byte
-	aead cipher.AEAD
-	hash [32]byte
+	raw     [logHeaderSize]byte
+	kind    byte
+	version uint16
+	aead    cipher.AEAD
+	hash    [32]byte
 }
 
 func logKeyID(sealKey []byte) []byte {
@@ -101,14 +116,15 @@ func newLogHeader(sealKey []byte, kind byte) (*logHeader, error) {
 	if err := checkSealKey(sealKey); err != nil {
 		return nil, err
 	}
-	h := &logHeader{kind: kind}
+	h := &logHeader{kind: kind, version: logVersion}
 	b := h.raw[:]
 	if kind == kindModel {
 		copy(b, modelMagic)
+		h.version = modelVersion
 	} else {
 		copy(b, logMagic)
 	}
-	binary.BigEndian.PutUint16(b[8:], logVersion)
+	binary.BigEndian.PutUint16(b[8:], h.version)
 	b[10] = kind
 	binary.BigEndian.PutUint64(b[12:], uint64(time.Now().UnixMilli()))
 	copy(b[20:28], logKeyID(sealKey))
@@ -124,22 +140,22 @@ func parseLogHeader(b []byte, sealKey []byte, kind byte) (*logHeader, error) {
 	if err := checkSealKey(sealKey); err != nil {
 		return nil, err
 	}
-	want := logMagic
+	want, newest := logMagic, logVersion
 	if kind == kindModel {
-		want = modelMagic
+		want, newest = modelMagic, modelVersion
 	}
 	if len(b) < logHeaderSize {
 		return nil, fmt.Errorf("%w: %d bytes, the header is %d", ErrLogTruncated, len(b), logHeaderSize)
 	}
-	h := &logHeader{kind: kind}
+	h := &logHeader{kind: kind, version: binary.BigEndian.Uint16(b[8:])}
 	copy(h.raw[:], b)
 	switch {
 	case string(b[:8]) != want:
 		return nil, fmt.Errorf("%w: bad magic", ErrLogCorrupt)
 	case crc32.Checksum(b[:60], castagnoli) != binary.BigEndian.Uint32(b[60:]):
 		return nil, fmt.Errorf("%w: header checksum", ErrLogCorrupt)
-	case binary.BigEndian.Uint16(b[8:]) != logVersion:
-		return nil, fmt.Errorf("%w: version %d", ErrVersion, binary.BigEndian.Uint16(b[8:]))
+	case h.version < 1 || h.version > newest:
+		return nil, fmt.Errorf("%w: version %d (this build reads 1 to %d)", ErrVersion, h.version, newest)
 	case b[10] != kind || b[11] != 0:
 		return nil, fmt.Errorf("%w: kind %d flags %d, expected kind %d", ErrLogCorrupt, b[10], b[11], kind)
 	case !hmac.Equal(b[20:28], logKeyID(sealKey)):
@@ -176,6 +192,20 @@ func (h *logHeader) sealFrameInPlace(buf []byte, index uint64, flags byte) []byt
 	frame := buf[:logFrameHdr+len(ct)]
 	binary.BigEndian.PutUint32(frame[5:], frameCRC(frame))
 	return frame
+}
+
+// unitFlags reports whether an authentic frame of a base or incr file
+// carries flags its file may have, and whether they say that its unit
+// goes on in the next frame: only an incr file of version 2 or later has
+// frames flagged frameUnitMore, and no file has others.
+func (h *logHeader) unitFlags(flags byte) (more, ok bool) {
+	switch {
+	case flags == 0:
+		return false, true
+	case flags == frameUnitMore && h.kind == KindIncr && h.version >= 2:
+		return true, true
+	}
+	return false, false
 }
 
 // frameCRC is the CRC-32C of a whole frame's bytes 0..4 and ciphertext.
