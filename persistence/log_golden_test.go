@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -230,4 +232,38 @@ func testGoldenLog(t *testing.T, v uint16) {
 		t.Fatalf("replayed %d records after the append, want %d: %v", len(rec.got), len(want)+1, err)
 	}
 	l.Close()
+}
+
+// A frame's flags are authenticated, but only those its file's version
+// defines are taken: frameUnitMore in an incr file of version 1, which
+// that version's readers ignored, and an undefined flag in version 2
+// make the start refuse, as damage does.
+func TestLogFrameFlagsOfItsVersionOnly(t *testing.T) {
+	for _, c := range []struct {
+		v     uint16
+		flags byte
+	}{{1, frameUnitMore}, {2, 0x04}, {2, lastFrame}} {
+		dir := t.TempDir()
+		if err := os.CopyFS(dir, os.DirFS(goldenLogs[c.v])); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, "incr.1.log")
+		b := mustRead(t, path)
+		h, err := parseLogHeader(b, testKey, KindIncr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Frame 0 sealed again, with the flags: authentic, whole.
+		f := logFrames(t, path)[0]
+		pt, _, _, st := h.openFrame(bytes.Clone(b[f.off:]), 0)
+		if st != frameOK {
+			t.Fatal("frame 0 does not open")
+		}
+		sealed := h.sealFrame(nil, 0, c.flags, pt)
+		b = append(append(b[:f.off:f.off], sealed...), b[f.off+logFrameHdr+f.length:]...)
+		os.WriteFile(path, b, 0o600)
+		if _, _, err := replayed(t, dir, true); !errors.Is(err, ErrLogCorrupt) || !strings.Contains(err.Error(), "flags") {
+			t.Errorf("version %d, frame flags %#x: %v, want ErrLogCorrupt", c.v, c.flags, err)
+		}
+	}
 }

@@ -1415,6 +1415,58 @@ func TestLogUnitOverManyFramesIsAllOrNone(t *testing.T) {
 	}
 }
 
+// A unit never spans two incr files, and one that an incr file ends
+// inside is a write cut short, judged as a torn frame: cut off when only
+// bare headers follow (a rewrite's new incr file, listed before appends
+// switch to it), damage when a later file was written to.
+func TestLogUnfinishedUnitBeforeARewritesIncr(t *testing.T) {
+	for _, written := range []bool{false, true} {
+		dir := t.TempDir()
+		l := createdLog(t, dir)
+		commitAll(t, l, tensorOp("kept", "1"))
+		l.BeginUnit()
+		for i := range 3 {
+			l.Append(tensorOp(fmt.Sprint("u", i), strings.Repeat("v", 1<<20)))
+		}
+		l.EndUnit()
+		if err := l.Commit(l.Seq()); err != nil {
+			t.Fatal(err)
+		}
+		cut, err := l.BeginRewrite()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if written {
+			l.Append(cut)
+			commitAll(t, l, tensorOp("later", "3"))
+		} else {
+			defer cut.cut.next.f.Close()
+		}
+		l.Close()
+		path := filepath.Join(dir, "incr.1.log")
+		frames := logFrames(t, path)
+		if len(frames) != 4 || frames[2].flags != frameUnitMore {
+			t.Fatalf("frames %v, want a record, then the unit in 3", frames)
+		}
+		if err := os.Truncate(path, int64(frames[3].off)); err != nil {
+			t.Fatal(err)
+		}
+		st, info, err := replayed(t, dir, true)
+		if written {
+			if !errors.Is(err, ErrLogCorrupt) || !strings.Contains(err.Error(), "incr.2.log") {
+				t.Fatalf("a later incr file written to: %v, want ErrLogCorrupt", err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(st.keys, map[string]string{"kept": "tensor:1"}) || info.CutFile != "incr.1.log" {
+			t.Fatalf("keys %v, info %+v, %v", st.keys, info, err)
+		}
+		if got := filepath.Base(lastIncr(t, dir)); got != "incr.2.log" {
+			t.Errorf("appends go to %s, want incr.2.log (not cut, of this version)", got)
+		}
+	}
+}
+
 func mustRead(t *testing.T, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
