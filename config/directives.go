@@ -176,7 +176,7 @@ var table = []directive{
 	{name: "auto-aof-rewrite-min-size", def: "64mb", mutable: true, doc: "the smallest log auto-aof-rewrite-percentage rewrites",
 		value: memory(func(o *Options) *atomic.Int64 { return &o.AutoAOFRewriteMinSize }, 0, 1<<62)},
 	{name: "aof-load-truncated", def: "yes",
-		doc:   "yes: a torn last record (a write cut short by a crash) is cut off at start and logged; no: the start stops",
+		doc:   "yes: a torn last record, or a transaction without its end (a write cut short by a crash), is cut off at start and logged; no: the start stops",
 		value: yesno(func(o *Options) *bool { return &o.AOFLoadTruncated })},
 	{name: "loadmodel", multi: true, args: "<key> ONNX CPU </path/model.onnx> [TAG t] [BATCHSIZE n]",
 		doc: "may repeat: a model stored at start (owned by the default user)",
