@@ -32,6 +32,12 @@ func init() {
 
 // aofState is the log's state beside the persistence.Log.
 type aofState struct {
+	// mu orders a rewrite's start against CloseLog: closing is set, and a
+	// rewrite started (done made), under it.
+	mu      sync.Mutex
+	closing atomic.Bool   // CloseLog has begun: no rewrite starts, one under way stops
+	done    chan struct{} // closed when the rewrite started last has ended
+
 	rewriting      atomic.Bool
 	rewriteOK      atomic.Bool // the last rewrite's status
 	rewrites       atomic.Int64
@@ -467,16 +473,36 @@ func (bgrewriteaofCmd) Run(x *Ctx) error {
 	if x.aof() == nil {
 		return errLogOff
 	}
-	if !x.aofState.rewriting.CompareAndSwap(false, true) {
+	if !x.startRewrite() {
 		return ErrRewriteInProgress
 	}
-	go x.rewriteLog()
 	x.W.Simple("Background append only file rewriting started")
 	return nil
 }
 
+// startRewrite starts rewriteLog in the background, unless a rewrite is
+// under way or the log is being closed.
+func (s *App) startRewrite() bool {
+	st := &s.aofState
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closing.Load() || !st.rewriting.CompareAndSwap(false, true) {
+		return false
+	}
+	done := make(chan struct{})
+	st.done = done
+	go func() {
+		defer close(done)
+		s.rewriteLog()
+	}()
+	return true
+}
+
+// errRewriteStopped ends a rewrite that CloseLog stopped.
+var errRewriteStopped = errors.New("the append-only log rewrite stopped: the log is closing")
+
 // rewriteLog replaces the log by a base holding the keyspace and a fresh
-// incr file. The caller has set aofState.rewriting.
+// incr file. The caller has set aofState.rewriting (startRewrite).
 func (s *App) rewriteLog() error {
 	st := &s.aofState
 	defer st.rewriting.Store(false)
@@ -485,6 +511,10 @@ func (s *App) rewriteLog() error {
 	err := s.rewriteLogNow()
 	st.lastRewriteSec.Store(int64(time.Since(start).Seconds()))
 	st.rewriteOK.Store(err == nil)
+	if errors.Is(err, errRewriteStopped) || errors.Is(err, persistence.ErrLogClosed) {
+		s.Log.Info("append-only log rewrite abandoned at shutdown: the log stays as it was")
+		return err
+	}
 	if err != nil {
 		st.rewriteFailed(time.Now().UnixMilli())
 		s.Log.Error("append-only log rewrite failed", "err", err, "failures_in_a_row", st.failures.Load())
@@ -522,7 +552,15 @@ func (s *App) rewriteLogNow() error {
 			}
 		}
 	}
-	return l.FinishRewrite(cut, baseSource(items), live)
+	src := baseSource(items)
+	return l.FinishRewrite(cut, func(yield func(persistence.Op) error) error {
+		return src(func(op persistence.Op) error {
+			if s.aofState.closing.Load() {
+				return errRewriteStopped // what is written so far is removed
+			}
+			return yield(op)
+		})
+	}, live)
 }
 
 func retainBlob(v modelstore.Value) {
@@ -557,8 +595,8 @@ func (s *App) aofTick(nowMs int64) {
 	if l.Err() != nil {
 		if nowMs-st.lastRetry.Load() >= 1000 {
 			st.lastRetry.Store(nowMs)
-			if l.Flush() != nil && !st.autoRewriteHeld(nowMs) && st.rewriting.CompareAndSwap(false, true) {
-				go s.rewriteLog() // a broken file is only mended by a new one
+			if l.Flush() != nil && !st.autoRewriteHeld(nowMs) {
+				s.startRewrite() // a broken file is only mended by a new one
 			}
 		}
 		return
@@ -578,15 +616,27 @@ func (s *App) aofTick(nowMs int64) {
 	}
 	pct, minSize := s.Opts.AutoAOFRewritePercentage.Load(), s.Opts.AutoAOFRewriteMinSize.Load()
 	if base, size := l.BaseSize(), l.Size(); pct > 0 && size >= minSize && base > 0 && (size-base)*100/base >= pct && !st.autoRewriteHeld(nowMs) {
-		if st.rewriting.CompareAndSwap(false, true) {
+		if !st.rewriting.Load() && s.startRewrite() {
 			s.Log.Info("starting automatic rewrite of the append-only log", "size", size, "base_size", base)
-			go s.rewriteLog()
 		}
 	}
 }
 
-// CloseLog writes, fsyncs and closes the log (at shutdown).
+// CloseLog writes, fsyncs and closes the log (at shutdown). A rewrite
+// under way is stopped first and waited for, as Redis kills its rewriting
+// child: it stops at its next record, and the log stays as it was before
+// it (its old files, then the cut's incr file). Closed under it, the log
+// was read by a rewrite ending after it (a nil dereference at SHUTDOWN
+// during BGREWRITEAOF: concurrency review).
 func (s *App) CloseLog() {
+	st := &s.aofState
+	st.mu.Lock()
+	st.closing.Store(true)
+	done := st.done
+	st.mu.Unlock()
+	if done != nil {
+		<-done
+	}
 	if l := s.aof(); l != nil {
 		s.Keys.SetJournal(nil)
 		if err := l.Close(); err != nil {

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -399,4 +401,90 @@ func TestJournalRefusesWhatTheLogCannotHold(t *testing.T) {
 	if err := (journal{}).Check("k", &modelstore.Tensor{DType: modelstore.Uint8, Shape: []int64{4}, Data: make([]byte, 4)}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// holdFS is the OS's file layer, whose first write to a base file once
+// armed (a rewrite's) waits until release is closed, having closed held.
+type holdFS struct {
+	persistence.OSFS
+	armed   atomic.Bool
+	once    sync.Once
+	held    chan struct{}
+	release chan struct{}
+}
+
+type holdFile struct {
+	*os.File
+	fs *holdFS
+}
+
+func (f *holdFS) OpenFile(name string, flag int, perm os.FileMode) (persistence.File, error) {
+	file, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	if f.armed.Load() && strings.HasPrefix(filepath.Base(name), "base.") {
+		return holdFile{file, f}, nil
+	}
+	return file, nil
+}
+
+func (f holdFile) Write(p []byte) (int, error) {
+	f.fs.once.Do(func() {
+		close(f.fs.held)
+		<-f.fs.release
+	})
+	return f.File.Write(p)
+}
+
+// A shutdown during a rewrite stops the rewrite and waits for it before
+// it closes the log, which then holds what it held before the rewrite
+// (concurrency review: closed under a rewrite, the log was read by the
+// rewrite's end, a nil dereference that ended the server at SHUTDOWN
+// during BGREWRITEAOF).
+func TestCloseLogStopsTheRewrite(t *testing.T) {
+	dir := t.TempDir()
+	fs := &holdFS{held: make(chan struct{}), release: make(chan struct{})}
+	h := newLogHarness(t, dir, fs, "everysec")
+	for i := range 5 {
+		h.run(row(fmt.Sprintf("AI.TENSORSET t%d INT8 1 VALUES %d", i, i), "+OK"))
+	}
+	bases := func() (names []string) {
+		entries, _ := os.ReadDir(filepath.Join(dir, "appendonlydir"))
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), "base.") {
+				names = append(names, e.Name())
+			}
+		}
+		return names
+	}
+	before := bases()
+	fs.armed.Store(true)
+	h.run(row("BGREWRITEAOF", "+Background append only file rewriting started"))
+	<-fs.held // the rewrite is writing its base
+	closed := make(chan struct{})
+	go func() {
+		h.s.CloseLog()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+		t.Fatal("the log was closed under the rewrite")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(fs.release)
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("CloseLog did not return")
+	}
+	if h.s.aofState.rewriting.Load() {
+		t.Error("the rewrite outlived CloseLog")
+	}
+	h.run(row("BGREWRITEAOF", "-ERR Background append only file rewriting already in progress"))
+	if after := bases(); !slices.Equal(after, before) {
+		t.Errorf("base files %v after the stopped rewrite, %v before", after, before)
+	}
+	h2 := newLogHarness(t, dir, nil, "everysec")
+	h2.run(row("EXISTS t0 t1 t2 t3 t4", ":5"))
 }

@@ -458,6 +458,9 @@ var frameTarget = 1 << 20
 // EndUnit marks the last one queued as the unit's end, and no Commit
 // waits on them before then.
 func (l *Log) writeLocked() error {
+	if l.cur == nil {
+		return ErrLogClosed
+	}
 	defer l.trimBuffersLocked()
 	l.mu.Lock()
 	all := l.pending
@@ -1381,6 +1384,9 @@ type cutOp struct{ next *logFile }
 func (l *Log) BeginRewrite() (Op, error) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
+	if l.cur == nil {
+		return Op{}, ErrLogClosed
+	}
 	if l.waiting != "" {
 		return Op{}, fmt.Errorf("%w (%s)", ErrCutWaiting, l.waiting)
 	}
@@ -1452,8 +1458,8 @@ func (l *Log) switchLocked(c *cutOp) error {
 // base and the incr files from the cut's on, and removes the files no
 // longer named and the model files that neither the base nor a later
 // record refers to (live tells which model files, by LogModel.File, the
-// base refers to). On error
-// the log stays as BeginRewrite left it: the old files, then the new incr.
+// base refers to). On error the log stays as BeginRewrite left it: the
+// old files, then the new incr; after Close, the error is ErrLogClosed.
 func (l *Log) FinishRewrite(cut Op, src func(yield func(Op) error) error, live map[[32]byte]bool) error {
 	// Records before the cut must be out of the old files before those go.
 	if err := l.Commit(l.Seq()); err != nil {
@@ -1469,6 +1475,12 @@ func (l *Log) FinishRewrite(cut Op, src func(yield func(Op) error) error, live m
 	}
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
+	if l.cur == nil {
+		// Closed meanwhile (a shutdown does not wait for a rewrite that
+		// is not told to stop): the manifest stays as Close left it.
+		l.fs.Remove(filepath.Join(l.o.Dir, base))
+		return ErrLogClosed
+	}
 	i := 0
 	for i < len(l.man.incrs) && l.man.incrs[i] != cut.cut.next.name {
 		i++

@@ -1717,3 +1717,39 @@ func TestLogReplayHoldsAFrameNotTheFile(t *testing.T) {
 		}
 	}
 }
+
+// A rewrite whose log is closed under it ends with ErrLogClosed, and so do
+// a rewrite begun and a Commit made after Close, where each read the
+// closed log (a nil dereference ended the server at SHUTDOWN during
+// BGREWRITEAOF: concurrency review). The log holds what it held.
+func TestRewriteAfterCloseIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	l := createdLog(t, dir)
+	live := newLogState()
+	commitAll(t, l, tensorOp("k", "v"))
+	live.keys["k"] = "tensor:v"
+	cut, err := l.BeginRewrite()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Append(cut)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.FinishRewrite(cut, live.source(), nil); !errors.Is(err, ErrLogClosed) {
+		t.Errorf("FinishRewrite after Close: %v", err)
+	}
+	if _, err := l.BeginRewrite(); !errors.Is(err, ErrLogClosed) {
+		t.Errorf("BeginRewrite after Close: %v", err)
+	}
+	if err := l.Commit(l.Append(tensorOp("late", "x"))); !errors.Is(err, ErrLogClosed) {
+		t.Errorf("Commit after Close: %v", err)
+	}
+	st, _, err := replayed(t, dir, false)
+	if err != nil || st.keys["k"] != "tensor:v" || len(st.keys) != 1 {
+		t.Fatalf("after: %v %v", st.keys, err)
+	}
+	if names := dirNames(dir); strings.Contains(names, "base.3") {
+		t.Errorf("the rewrite's base was left: %v", names)
+	}
+}

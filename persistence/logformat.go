@@ -82,6 +82,8 @@ var (
 	// ErrCutWaiting is BeginRewrite's refusal while the cut of an earlier
 	// rewrite still waits behind records that could not be written.
 	ErrCutWaiting = errors.New("persistence: an earlier rewrite's switch to a new incr file waits for the records before it")
+	// ErrLogClosed: the log was closed (at shutdown) before the call.
+	ErrLogClosed = errors.New("persistence: the append-only log is closed")
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
