@@ -6,8 +6,10 @@
 // The operators are github.com/advancedclimatesystems/gonnx's (opset 13, on
 // gorgonia tensors) plus the few our models need that it lacks (ops.go:
 // MaxPool, ReduceMean, Sqrt, Identity). A model is checked at Compile: one
-// with an operator neither has, or another opset than 13, is refused with an
-// error that names it, so AI.MODELSTORE fails and nothing fails later.
+// with an operator neither has, another opset than 13, or an operator
+// given an input of a type it does not take (where the type is known before
+// a run), is refused with an error that names it, so AI.MODELSTORE fails
+// and nothing fails later.
 //
 // Costs, measured in docs/BENCHMARKS.md: runs are slower than ONNX
 // Runtime's (no SIMD kernels, one core), and gonnx holds the weights as Go
@@ -107,8 +109,33 @@ func (g *guarded) ValidateInputs(inputs []tensor.Tensor) ([]tensor.Tensor, error
 		if t == nil && i < g.GetMinInputs() {
 			return nil, fmt.Errorf("%s: input %d is required and missing", g.String(), i)
 		}
+		if t != nil {
+			if err := wrongType(g, g.opType, g.node, i, t.Dtype()); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return g.Operator.ValidateInputs(inputs)
+}
+
+// wrongType is the error for input i of node n, of operator op, being of
+// type dt that op does not take (its GetInputTypeConstraints), or nil.
+// Compile checks the types the model declares or that follow from them
+// (modelstore.ElemTypes); a run checks the others, with the same error,
+// before gorgonia sees them.
+func wrongType(op ops.Operator, opType string, n *gonnxproto.NodeProto, i int, dt tensor.Dtype) error {
+	allowed := op.GetInputTypeConstraints()
+	if i >= len(allowed) || slices.Contains(allowed[i], dt) {
+		return nil
+	}
+	var names []string
+	for _, t := range allowed[i] {
+		if name := typeName(t); name != t.Name() {
+			names = append(names, name)
+		}
+	}
+	return fmt.Errorf("node %q (%s): input %d (%s) is %s, which this engine's %s does not take (%s)",
+		n.GetName(), opType, i, n.GetInput()[i], typeName(dt), opType, strings.Join(names, ", "))
 }
 
 // Apply implements ops.Operator.
@@ -218,7 +245,11 @@ func (e Engine) Compile(src modelstore.ModelSource, _ modelstore.SessionOptions)
 	if err != nil {
 		return nil, refuse("cannot parse the model: %v", err)
 	}
-	if err := checkModel(mp); err != nil {
+	types, err := modelstore.ElemTypes(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkModel(mp, types); err != nil {
 		return nil, err
 	}
 	if err := decodeWeights(mp.Graph, data); err != nil {
@@ -240,8 +271,11 @@ func refuse(format string, args ...any) error {
 
 // checkModel refuses what the engine cannot run: another opset than 13,
 // operators of other domains, operators it lacks (all of them named),
-// subgraphs and functions.
-func checkModel(mp *gonnxproto.ModelProto) error {
+// subgraphs and functions, and an operator given an input of a type it
+// does not take, where types (modelstore.ElemTypes) knows the type: an
+// INT32 Gemm was taken and failed every run with gorgonia's "getFloatDense
+// only handles floats" (ONNX Runtime refuses it when it is stored).
+func checkModel(mp *gonnxproto.ModelProto, types map[string]modelstore.DType) error {
 	if mp.Graph == nil {
 		return refuse("the model has no graph")
 	}
@@ -293,6 +327,13 @@ func checkModel(mp *gonnxproto.ModelProto) error {
 		}
 		if err != nil {
 			return refuse("node %q (%s): %v", n.GetName(), n.GetOpType(), err)
+		}
+		for i, in := range n.GetInput() {
+			if dt, ok := types[in]; ok && in != "" {
+				if err := wrongType(op, n.GetOpType(), n, i, dtypes[dt]); err != nil {
+					return refuse("%v", err)
+				}
+			}
 		}
 	}
 	return nil

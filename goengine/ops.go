@@ -4,8 +4,8 @@ package goengine
 // CNN), ReduceMean, Sqrt and Identity (the transformer's norms and output);
 // and a fix of its Conv, a Softmax without goroutines, a batched MatMul
 // that does not copy what it broadcasts and multiplies integers too, a
-// Gather that copies blocks, and an LSTM whose outputs are not lost to
-// their names.
+// Gather that copies blocks, an LSTM whose outputs are not lost to
+// their names, and a Gemm that takes only the float types it runs.
 // Each follows the ONNX opset-13 definition for FLOAT and DOUBLE tensors
 // (MatMul for its integer types as well) and
 // refuses, at Init, the attributes it does not implement; Compile calls Init
@@ -27,6 +27,7 @@ import (
 var extraOps = map[string]func() (ops.Operator, error){
 	"Conv":       newConv,
 	"Gather":     newGather,
+	"Gemm":       newGemm,
 	"Identity":   func() (ops.Operator, error) { return &identity{}, nil },
 	"LSTM":       newLSTM,
 	"MatMul":     newMatMul,
@@ -365,6 +366,31 @@ func (m *matMul) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 		}
 	}
 	return []tensor.Tensor{out}, nil
+}
+
+// gemm is gonnx's Gemm taking FLOAT and DOUBLE only: gonnx lists the
+// integer types of ONNX's definition, but gorgonia multiplies floats
+// only, and an INT32 Gemm failed every run with its "getFloatDense only
+// handles floats". ONNX Runtime has no integer Gemm either ("Could not
+// find an implementation for Gemm(13)"): such a model is refused when it
+// is stored (checkModel), or at its first run where the types are known
+// only then.
+type gemm struct{ ops.Operator }
+
+func newGemm() (ops.Operator, error) {
+	op, err := opset13.GetOperator("Gemm")
+	if err != nil {
+		return nil, err
+	}
+	return &gemm{Operator: op}, nil
+}
+
+func (g *gemm) GetInputTypeConstraints() [][]tensor.Dtype {
+	return [][]tensor.Dtype{floatTypes, floatTypes, floatTypes}
+}
+
+func (g *gemm) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	return ops.ValidateInputs(g, in)
 }
 
 // intTypes are the integer types of MatMul (ONNX's, and ONNX Runtime's).

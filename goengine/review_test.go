@@ -930,3 +930,83 @@ func compileGraph(t *testing.T, g *gonnxproto.GraphProto) modelstore.EngineSessi
 	t.Cleanup(func() { s.Close() })
 	return s
 }
+
+// An operator given an input of a type it does not take is refused at
+// Compile, where the model declares the type or it follows from the
+// declarations (a Cast's output): an INT32 Gemm, which gorgonia does not
+// multiply and ONNX Runtime refuses, was taken and failed every run with
+// "getFloatDense only handles floats"; the float-only operators (Relu,
+// Softmax, Conv, ...) were taken and failed every run too. A run checks
+// the types Compile could not know, with the same error.
+func TestRefusesWrongInputTypes(t *testing.T) {
+	type node struct {
+		op    string
+		elem  gonnxproto.TensorProto_DataType
+		n     int // inputs
+		attrs []*gonnxproto.AttributeProto
+	}
+	for _, c := range []node{
+		{"Gemm", gonnxproto.TensorProto_INT32, 2, nil},
+		{"Gemm", gonnxproto.TensorProto_INT64, 3, nil},
+		{"Gemm", gonnxproto.TensorProto_UINT32, 2, nil},
+		{"Gemm", gonnxproto.TensorProto_UINT64, 2, nil},
+		{"Relu", gonnxproto.TensorProto_INT32, 1, nil},
+		{"Sigmoid", gonnxproto.TensorProto_INT64, 1, nil},
+		{"Tanh", gonnxproto.TensorProto_INT32, 1, nil},
+		{"Sqrt", gonnxproto.TensorProto_INT64, 1, nil},
+		{"Softmax", gonnxproto.TensorProto_INT32, 1, nil},
+		{"ReduceMean", gonnxproto.TensorProto_INT64, 1, nil},
+		{"MaxPool", gonnxproto.TensorProto_INT32, 1, []*gonnxproto.AttributeProto{ints("kernel_shape", 2, 2)}},
+		{"Conv", gonnxproto.TensorProto_INT32, 2, nil},
+	} {
+		names := []string{"a", "b", "c"}[:c.n]
+		var in []*gonnxproto.ValueInfoProto
+		for _, n := range names {
+			in = append(in, valueInfo(n, c.elem))
+		}
+		g := &gonnxproto.GraphProto{Name: "g", Node: []*gonnxproto.NodeProto{{Name: "n", OpType: c.op, Input: names, Output: []string{"y"}, Attribute: c.attrs}},
+			Input: in, Output: []*gonnxproto.ValueInfoProto{valueInfo("y", c.elem)}}
+		b, err := proto.Marshal(&gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: 13}}, Graph: g})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ty := gonnxproto.TensorProto_DataType_name[int32(c.elem)]
+		want := `pure-Go engine: node "n" (` + c.op + `): input 0 (a) is ` + ty + `, which this engine's ` + c.op + ` does not take (FLOAT, DOUBLE)`
+		if _, err := compile(t, b); err == nil || err.Error() != want {
+			t.Errorf("%s %s: %v, want %s", c.op, ty, err, want)
+		}
+	}
+
+	// The type follows from a Cast: the Gemm's inputs are declared nowhere.
+	g := &gonnxproto.GraphProto{Name: "g", Node: []*gonnxproto.NodeProto{
+		{Name: "cast", OpType: "Cast", Input: []string{"x"}, Output: []string{"i"}, Attribute: []*gonnxproto.AttributeProto{intAttr("to", int64(gonnxproto.TensorProto_INT64))}},
+		{Name: "gemm", OpType: "Gemm", Input: []string{"i", "i"}, Output: []string{"y"}}},
+		Input:  []*gonnxproto.ValueInfoProto{valueInfo("x", gonnxproto.TensorProto_FLOAT)},
+		Output: []*gonnxproto.ValueInfoProto{valueInfo("y", gonnxproto.TensorProto_INT64)}}
+	b, err := proto.Marshal(&gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: 13}}, Graph: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `pure-Go engine: node "gemm" (Gemm): input 0 (i) is INT64, which this engine's Gemm does not take (FLOAT, DOUBLE)`
+	if _, err := compile(t, b); err == nil || err.Error() != want {
+		t.Errorf("Gemm after a Cast: %v, want %s", err, want)
+	}
+
+	// At run time, before gorgonia.
+	op, err := getOperator("Gemm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := op.Init(g.Node[1]); err != nil {
+		t.Fatal(err)
+	}
+	i := tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]int64{1, 2, 3, 4}))
+	want = `node "gemm" (Gemm): input 0 (i) is INT64, which this engine's Gemm does not take (FLOAT, DOUBLE)`
+	if _, err := op.ValidateInputs([]tensor.Tensor{i, i}); err == nil || err.Error() != want {
+		t.Errorf("a run: %v, want %s", err, want)
+	}
+	f := tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float32{1, 2, 3, 4}))
+	if _, err := op.ValidateInputs([]tensor.Tensor{f, f}); err != nil {
+		t.Errorf("a FLOAT run: %v", err)
+	}
+}

@@ -222,3 +222,21 @@ func inModel(tp *gonnxproto.TensorProto, model []byte) ([]byte, error) {
 	}
 	return model[off : off+n], nil
 }
+
+// dtypes are the gorgonia types of the element types a model may declare.
+var dtypes = map[modelstore.DType]tensor.Dtype{
+	modelstore.Float: tensor.Float32, modelstore.Double: tensor.Float64,
+	modelstore.Int8: tensor.Int8, modelstore.Int16: tensor.Int16, modelstore.Int32: tensor.Int32, modelstore.Int64: tensor.Int64,
+	modelstore.Uint8: tensor.Uint8, modelstore.Uint16: tensor.Uint16, modelstore.Uint32: tensor.Uint32, modelstore.Uint64: tensor.Uint64,
+	modelstore.Bool: tensor.Bool, modelstore.String: tensor.String,
+}
+
+// typeName is the ONNX name of a gorgonia type (INT32), or gorgonia's.
+func typeName(dt tensor.Dtype) string {
+	for m, d := range dtypes {
+		if d == dt {
+			return m.String()
+		}
+	}
+	return dt.Name()
+}

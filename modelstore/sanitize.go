@@ -117,17 +117,7 @@ func (s *scope) lookup(name string) *gValue {
 // graph infers what it can of g's values, then checks every node and the
 // subgraphs of its attributes.
 func (a *analysis) graph(g *gGraph, parent *scope, opsets map[string]int64) error {
-	sc := &scope{vals: make(map[string]*gValue, len(g.decl)+len(g.nodes)), parent: parent, opset: opsets[""]}
-	for k, v := range g.decl {
-		sc.vals[k] = v
-	}
-	// Nodes are topologically sorted in a valid model; a second pass
-	// catches what an unsorted one defines late.
-	for pass := 0; pass < 2; pass++ {
-		for _, n := range g.nodes {
-			inferNode(n, sc)
-		}
-	}
+	sc := inferGraph(g, parent, opsets[""])
 	for _, n := range g.nodes {
 		if err := a.node(n, sc, opsets); err != nil {
 			return err
@@ -141,6 +131,44 @@ func (a *analysis) graph(g *gGraph, parent *scope, opsets map[string]int64) erro
 		}
 	}
 	return nil
+}
+
+// inferGraph is the scope of g's values: its declarations and what
+// inference finds from them.
+func inferGraph(g *gGraph, parent *scope, opset int64) *scope {
+	sc := &scope{vals: make(map[string]*gValue, len(g.decl)+len(g.nodes)), parent: parent, opset: opset}
+	for k, v := range g.decl {
+		sc.vals[k] = v
+	}
+	// Nodes are topologically sorted in a valid model; a second pass
+	// catches what an unsorted one defines late.
+	for pass := 0; pass < 2; pass++ {
+		for _, n := range g.nodes {
+			inferNode(n, sc)
+		}
+	}
+	return sc
+}
+
+// ElemTypes gives the element type of the values of model's main graph
+// that its declarations (inputs, outputs, initializers, value_info) give
+// or that the sanitizer's inference finds from them (onnxinfer.go): an
+// engine can refuse, when the model is stored, an operator it cannot run
+// on a type. A value whose type is unknown, or has no DType, is absent.
+// model must have passed CheckModelBlob.
+func ElemTypes(model []byte) (map[string]DType, error) {
+	m, err := decodeModel(model)
+	if err != nil {
+		return nil, err
+	}
+	sc := inferGraph(m.graph, nil, m.opsets[""])
+	out := make(map[string]DType, len(sc.vals))
+	for name, v := range sc.vals {
+		if dt := onnxToDType(v.elem); dt != DTypeInvalid {
+			out[name] = dt
+		}
+	}
+	return out, nil
 }
 
 // unsafeNode builds a refusal.

@@ -177,6 +177,30 @@ class GoEngineTest(unittest.TestCase):
                             self.assertEqual(got.shape, ())
                             self.assertEqual(got, np.matmul(a, b))
 
+    def test_wrong_input_type_refused(self):
+        """An operator given an input of a type it does not take is refused
+        at AI.MODELSTORE: an INT32 Gemm, which ONNX Runtime refuses too, was
+        taken and failed every run with gorgonia's "getFloatDense only
+        handles floats"; an INT64 Relu (opset 13's Relu is float-only) was
+        taken and failed every run."""
+        for op, n, ty in (("Gemm", 2, "INT32"), ("Gemm", 3, "UINT64"), ("Relu", 1, "INT64")):
+            elem = getattr(TensorProto, ty)
+            names = ["a", "b", "c"][:n]
+            model = helper.make_model(helper.make_graph(
+                [helper.make_node(op, names, ["y"], name="n")], "wrong_type",
+                [helper.make_tensor_value_info(x, elem, [2, 2]) for x in names],
+                [helper.make_tensor_value_info("y", elem, None)]),
+                ir_version=8, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+            with self.subTest(op=op, type=ty):
+                for r in (self.g, self.gi, self.o):
+                    with self.assertRaises(redis.ResponseError) as cm:
+                        r.execute_command("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", model)
+                    if r is not self.o:
+                        self.assertEqual(str(cm.exception), "pure-Go engine: node \"n\" (%s): input 0 (a) is %s, "
+                                         "which this engine's %s does not take (FLOAT, DOUBLE)" % (op, ty, op))
+                    self.assertEqual(r.exists("m"), 0)
+                    self.assertTrue(r.ping())
+
     def test_panic_contained(self):
         """A run that panics inside gonnx (RNN fed rank-1 inputs, found by
         FuzzGoEngineOps) is an error in the cgo-free build, where the engine
