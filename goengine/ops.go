@@ -5,7 +5,8 @@ package goengine
 // and a fix of its Conv, a Softmax without goroutines, a batched MatMul
 // that does not copy what it broadcasts and multiplies integers too, a
 // Gather that copies blocks, an LSTM whose outputs are not lost to
-// their names, and a Gemm that takes only the float types it runs.
+// their names, a Gemm that takes only the float types it runs, and an Abs
+// of unsigned integers.
 // Each follows the ONNX opset-13 definition for FLOAT and DOUBLE tensors
 // (MatMul for its integer types as well) and
 // refuses, at Init, the attributes it does not implement; Compile calls Init
@@ -25,6 +26,7 @@ import (
 )
 
 var extraOps = map[string]func() (ops.Operator, error){
+	"Abs":        newAbs,
 	"Conv":       newConv,
 	"Gather":     newGather,
 	"Gemm":       newGemm,
@@ -596,6 +598,28 @@ func (o *lstm) Init(n *gonnxproto.NodeProto) error {
 		named.Output = append(named.Output, []string{"Y", "Y_h", "Y_c"}[i])
 	}
 	return o.Operator.Init(named)
+}
+
+// abs is gonnx's Abs, and its input for the unsigned types gonnx lists
+// but gorgonia refuses ("Typeclass mismatch on a: Type uint8 is not a
+// member of Signed"): a UINT8 Abs, which ONNX Runtime runs, failed every
+// run.
+type abs struct{ ops.Operator }
+
+func newAbs() (ops.Operator, error) {
+	op, err := opset13.GetOperator("Abs")
+	if err != nil {
+		return nil, err
+	}
+	return &abs{Operator: op}, nil
+}
+
+func (a *abs) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	switch in[0].Dtype() {
+	case tensor.Uint8, tensor.Uint16, tensor.Uint32, tensor.Uint64:
+		return []tensor.Tensor{in[0]}, nil
+	}
+	return a.Operator.Apply(in)
 }
 
 // identity passes its input through (any type).
