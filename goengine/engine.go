@@ -218,8 +218,8 @@ func (e Engine) Compile(src modelstore.ModelSource, _ modelstore.SessionOptions)
 		return nil, err
 	}
 	// The sanitizer's rules refuse attributes no engine should trust, and
-	// it guards integer division, which would panic in Go: a model whose
-	// guard needs operators this engine lacks (Where) is refused below.
+	// it guards integer division, which would panic in Go on a zero
+	// divisor: x / 0 is x, as in ONNX Runtime's runs (Where, Equal, Cast).
 	data := src.Data
 	if safe, err := modelstore.SanitizeModel(data); err != nil {
 		return nil, err
@@ -320,7 +320,13 @@ func checkModel(mp *gonnxproto.ModelProto, types map[string]modelstore.DType) er
 			}
 		}
 	}
-	for _, n := range mp.Graph.GetNode() {
+	// The sanitizer's guard of an integer division comes before it: an
+	// INT8 Div is refused on the Div, not on the guard's Cast.
+	nodes := slices.Clone(mp.Graph.GetNode())
+	slices.SortStableFunc(nodes, func(a, b *gonnxproto.NodeProto) int {
+		return guardNode(a) - guardNode(b)
+	})
+	for _, n := range nodes {
 		op, err := getOperator(n.GetOpType())
 		if err == nil {
 			err = op.Init(n)
@@ -337,6 +343,14 @@ func checkModel(mp *gonnxproto.ModelProto, types map[string]modelstore.DType) er
 		}
 	}
 	return nil
+}
+
+// guardNode is 1 for a node the sanitizer added (modelstore.GuardPrefix).
+func guardNode(n *gonnxproto.NodeProto) int {
+	if strings.HasPrefix(n.GetName(), modelstore.GuardPrefix) {
+		return 1
+	}
+	return 0
 }
 
 // contain turns a panic of gonnx or gorgonia into *err: both index slices

@@ -2,6 +2,8 @@ package goengine
 
 // Operators gonnx v1.1.0 lacks that the benchmark models use: MaxPool (the
 // CNN), ReduceMean, Sqrt and Identity (the transformer's norms and output);
+// Where, which the sanitizer's guard of an integer Div needs, and a Cast
+// of unsigned scalars;
 // and a fix of its Conv, a Softmax without goroutines, a batched MatMul
 // that does not copy what it broadcasts and multiplies integers too, a
 // Gather that copies blocks, an LSTM whose outputs are not lost to
@@ -27,6 +29,7 @@ import (
 
 var extraOps = map[string]func() (ops.Operator, error){
 	"Abs":        newAbs,
+	"Cast":       newCast,
 	"Conv":       newConv,
 	"Gather":     newGather,
 	"Gemm":       newGemm,
@@ -37,6 +40,7 @@ var extraOps = map[string]func() (ops.Operator, error){
 	"ReduceMean": func() (ops.Operator, error) { return &reduceMean{keepDims: true}, nil },
 	"Softmax":    func() (ops.Operator, error) { return &softmax{axis: -1}, nil },
 	"Sqrt":       func() (ops.Operator, error) { return &sqrt{}, nil },
+	"Where":      func() (ops.Operator, error) { return &where{}, nil },
 }
 
 var floatTypes = []tensor.Dtype{tensor.Float32, tensor.Float64}
@@ -620,6 +624,169 @@ func (a *abs) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 		return []tensor.Tensor{in[0]}, nil
 	}
 	return a.Operator.Apply(in)
+}
+
+// cast is gonnx's Cast, which panics on a scalar of UINT8, UINT16,
+// UINT32 or UINT64 (ops.IfScalarToSlice leaves those scalars alone and
+// ConvertTensorDtype asserts a slice): the sanitizer's guard of a UINT32
+// Div by a scalar casts the divisor, and every run failed inside the
+// engine, quarantining the model. A scalar is cast as a tensor of one
+// element.
+type cast struct{ ops.Operator }
+
+func newCast() (ops.Operator, error) {
+	op, err := opset13.GetOperator("Cast")
+	if err != nil {
+		return nil, err
+	}
+	return &cast{Operator: op}, nil
+}
+
+func (c *cast) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	if !in[0].IsScalar() {
+		return c.Operator.Apply(in)
+	}
+	out, err := c.Operator.Apply([]tensor.Tensor{tensor.New(tensor.WithShape(1), tensor.WithBacking(flat(in[0])))})
+	if err != nil {
+		return nil, err
+	}
+	return []tensor.Tensor{tensor.New(tensor.FromScalar(reflect.ValueOf(flat(out[0])).Index(0).Interface()))}, nil
+}
+
+// where is Where at opset 13: X where the condition holds, else Y, the
+// three broadcast together (numpy's rules), of any type. The sanitizer
+// guards every integer Div with it (modelstore's divguard.go: a zero
+// divisor becomes 1), and a model with an integer Div was refused for
+// want of it, where ONNX Runtime runs it.
+type where struct{}
+
+func (*where) Init(*gonnxproto.NodeProto) error { return nil }
+func (o *where) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	return ops.ValidateInputs(o, in)
+}
+func (*where) GetMinInputs() int { return 3 }
+func (*where) GetMaxInputs() int { return 3 }
+func (*where) GetInputTypeConstraints() [][]tensor.Dtype {
+	return [][]tensor.Dtype{{tensor.Bool}, ops.AllTypes, ops.AllTypes}
+}
+func (*where) String() string { return "where operator" }
+
+func (o *where) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	if in[1].Dtype() != in[2].Dtype() {
+		return nil, fmt.Errorf("%s: X is %v and Y %v", o, in[1].Dtype(), in[2].Dtype())
+	}
+	shapes := make([][]int, 3)
+	rank := 0
+	for i, t := range in {
+		if !t.IsScalar() {
+			shapes[i] = t.Shape()
+		}
+		rank = max(rank, len(shapes[i]))
+	}
+	out := make([]int, rank)
+	strides := make([][]int, 3) // per input, 0 along a dimension it broadcasts
+	for i := range shapes {
+		shapes[i] = padOnes(shapes[i], rank)
+		for d, n := range shapes[i] {
+			switch {
+			case out[d] == 0 || out[d] == 1:
+				out[d] = n
+			case n != 1 && n != out[d]:
+				return nil, fmt.Errorf("%s: shapes %v, %v and %v do not broadcast", o, in[0].Shape(), in[1].Shape(), in[2].Shape())
+			}
+		}
+	}
+	for i := range shapes {
+		strides[i] = make([]int, rank)
+		step := 1
+		for d := rank - 1; d >= 0; d-- {
+			if shapes[i][d] != 1 {
+				strides[i][d] = step
+			}
+			step *= shapes[i][d]
+		}
+	}
+	cond, ok := flat(in[0]).([]bool)
+	if !ok {
+		return nil, ops.ErrInvalidInputType(0, in[0].Dtype().Name(), o)
+	}
+	n := tensor.Shape(out).TotalSize() // bounded before Apply (outputElems)
+	backing := reflect.MakeSlice(reflect.ValueOf(flat(in[1])).Type(), n, n).Interface()
+	if err := whereInto(backing, cond, flat(in[1]), flat(in[2]), out, strides); err != nil {
+		return nil, err
+	}
+	if rank == 0 {
+		return []tensor.Tensor{tensor.New(tensor.FromScalar(reflect.ValueOf(backing).Index(0).Interface()))}, nil
+	}
+	return []tensor.Tensor{tensor.New(tensor.WithShape(out...), tensor.WithBacking(backing))}, nil
+}
+
+// flat is a tensor's elements as a slice, a scalar's too (gorgonia gives
+// a scalar's Data as the value itself).
+func flat(t tensor.Tensor) any {
+	t = dense(t)
+	v := t.Data()
+	if t.IsScalar() {
+		rv := reflect.ValueOf(v)
+		return reflect.Append(reflect.MakeSlice(reflect.SliceOf(rv.Type()), 0, 1), rv).Interface()
+	}
+	return v
+}
+
+// whereInto fills out (a slice of X's type) for Where.
+func whereInto(out any, cond []bool, x, y any, shape []int, strides [][]int) error {
+	switch o := out.(type) {
+	case []float32:
+		whereOf(o, cond, x.([]float32), y.([]float32), shape, strides)
+	case []float64:
+		whereOf(o, cond, x.([]float64), y.([]float64), shape, strides)
+	case []int8:
+		whereOf(o, cond, x.([]int8), y.([]int8), shape, strides)
+	case []int16:
+		whereOf(o, cond, x.([]int16), y.([]int16), shape, strides)
+	case []int32:
+		whereOf(o, cond, x.([]int32), y.([]int32), shape, strides)
+	case []int64:
+		whereOf(o, cond, x.([]int64), y.([]int64), shape, strides)
+	case []uint8:
+		whereOf(o, cond, x.([]uint8), y.([]uint8), shape, strides)
+	case []uint16:
+		whereOf(o, cond, x.([]uint16), y.([]uint16), shape, strides)
+	case []uint32:
+		whereOf(o, cond, x.([]uint32), y.([]uint32), shape, strides)
+	case []uint64:
+		whereOf(o, cond, x.([]uint64), y.([]uint64), shape, strides)
+	case []bool:
+		whereOf(o, cond, x.([]bool), y.([]bool), shape, strides)
+	case []string:
+		whereOf(o, cond, x.([]string), y.([]string), shape, strides)
+	default:
+		return fmt.Errorf("where operator: X of type %T", out)
+	}
+	return nil
+}
+
+// whereOf walks the output odometer style, each input's offset following
+// its strides (strides[0] the condition's, 1 X's, 2 Y's).
+func whereOf[T any](out []T, cond []bool, x, y []T, shape []int, strides [][]int) {
+	idx := make([]int, len(shape))
+	var c, a, b int
+	for k := range out {
+		if cond[c] {
+			out[k] = x[a]
+		} else {
+			out[k] = y[b]
+		}
+		for d := len(shape) - 1; d >= 0; d-- {
+			idx[d]++
+			c, a, b = c+strides[0][d], a+strides[1][d], b+strides[2][d]
+			if idx[d] < shape[d] {
+				break
+			}
+			c, a, b = c-strides[0][d]*idx[d], a-strides[1][d]*idx[d], b-strides[2][d]*idx[d]
+			idx[d] = 0
+		}
+	}
 }
 
 // identity passes its input through (any type).

@@ -1010,3 +1010,128 @@ func TestRefusesWrongInputTypes(t *testing.T) {
 		t.Errorf("a FLOAT run: %v", err)
 	}
 }
+
+// An integer Div runs: the sanitizer's guard (modelstore's divguard.go)
+// needs Where, and such a model was refused at Compile ("unsupported
+// operator Where"). A zero divisor gives the dividend and the signed
+// minimum divided by -1 gives itself, as the guard makes ONNX Runtime's
+// do (ort_test.go compares them); every other quotient is Go's (and C's),
+// truncated toward zero.
+func TestIntegerDiv(t *testing.T) {
+	a := []int64{7, -7, 7, -7, 0, 5, math.MinInt32, math.MinInt32, 9, math.MinInt64}
+	b := []int64{2, 2, -2, -2, 3, 0, -1, 0, 1, -1}
+	for _, ty := range []struct {
+		elem gonnxproto.TensorProto_DataType
+		dt   modelstore.DType
+	}{
+		{gonnxproto.TensorProto_INT32, modelstore.Int32}, {gonnxproto.TensorProto_INT64, modelstore.Int64},
+		{gonnxproto.TensorProto_UINT32, modelstore.Uint32}, {gonnxproto.TensorProto_UINT64, modelstore.Uint64},
+	} {
+		s := compileGraph(t, &gonnxproto.GraphProto{Name: "g", Node: []*gonnxproto.NodeProto{{OpType: "Div", Input: []string{"a", "b"}, Output: []string{"y"}}},
+			Input: []*gonnxproto.ValueInfoProto{valueInfo("a", ty.elem), valueInfo("b", ty.elem)}, Output: []*gonnxproto.ValueInfoProto{valueInfo("y", ty.elem)}})
+		enc := func(v []int64) *modelstore.Tensor {
+			out := &modelstore.Tensor{DType: ty.dt, Shape: []int64{int64(len(v))}}
+			for _, x := range v {
+				if ty.dt.Size() == 4 {
+					out.Data = binary.LittleEndian.AppendUint32(out.Data, uint32(x))
+				} else {
+					out.Data = binary.LittleEndian.AppendUint64(out.Data, uint64(x))
+				}
+			}
+			return out
+		}
+		// One run with every element, one broadcasting a divisor of
+		// [2, 1] over [1, 10], 0 in its second row, and a scalar 0 (the
+		// guard casts an unsigned divisor, and gonnx's Cast panicked on
+		// an unsigned scalar).
+		for _, c := range [][2]*modelstore.Tensor{
+			{enc(a), enc(b)},
+			{{DType: ty.dt, Shape: []int64{1, 10}, Data: enc(a).Data}, {DType: ty.dt, Shape: []int64{2, 1}, Data: enc([]int64{3, 0}).Data}},
+			{enc(a), {DType: ty.dt, Shape: []int64{}, Data: enc([]int64{0}).Data}},
+		} {
+			out, err := s.Run(context.Background(), c[:])
+			if err != nil {
+				t.Fatalf("%s: %v", ty.dt, err)
+			}
+			divisors := b
+			switch len(c[1].Shape) {
+			case 0:
+				divisors = make([]int64, len(a))
+			case 2:
+				divisors = append(slices.Repeat([]int64{3}, 10), slices.Repeat([]int64{0}, 10)...)
+			}
+			if want := int64(len(divisors)) * int64(ty.dt.Size()); int64(len(out[0].Data)) != want {
+				t.Fatalf("%s: %d bytes, want %d", ty.dt, len(out[0].Data), want)
+			}
+			for i, d := range divisors {
+				x := a[i%len(a)]
+				var got, want int64
+				switch ty.dt {
+				case modelstore.Int32:
+					got = int64(int32(binary.LittleEndian.Uint32(out[0].Data[4*i:])))
+					want = int64(guardedDiv(int32(x), int32(d)))
+				case modelstore.Int64:
+					got = int64(binary.LittleEndian.Uint64(out[0].Data[8*i:]))
+					want = guardedDiv(x, d)
+				case modelstore.Uint32:
+					got = int64(binary.LittleEndian.Uint32(out[0].Data[4*i:]))
+					want = int64(guardedDiv(uint32(x), uint32(d)))
+				case modelstore.Uint64:
+					got = int64(binary.LittleEndian.Uint64(out[0].Data[8*i:]))
+					want = int64(guardedDiv(uint64(x), uint64(d)))
+				}
+				if got != want {
+					t.Errorf("%s %v: %d / %d = %d, want %d", ty.dt, c[1].Shape, x, d, got, want)
+				}
+			}
+		}
+	}
+}
+
+// guardedDiv is the sanitizer's integer division: a / 0 = a, and Go's
+// MIN / -1 is MIN.
+func guardedDiv[T int32 | int64 | uint32 | uint64](a, b T) T {
+	if b == 0 {
+		return a
+	}
+	return a / b
+}
+
+// Where picks X or Y by the condition, the three broadcast together, of
+// any type, a scalar too.
+func TestWhere(t *testing.T) {
+	op := &where{}
+	cond := tensor.New(tensor.WithShape(2, 1), tensor.WithBacking([]bool{true, false}))
+	x := tensor.New(tensor.WithShape(3), tensor.WithBacking([]int64{1, 2, 3}))
+	y := tensor.New(tensor.FromScalar(int64(-1)))
+	out, err := op.Apply([]tensor.Tensor{cond, x, y})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !out[0].Shape().Eq(tensor.Shape{2, 3}) || !slices.Equal(out[0].Data().([]int64), []int64{1, 2, 3, -1, -1, -1}) {
+		t.Errorf("got %v %v", out[0].Shape(), out[0].Data())
+	}
+	yf := tensor.New(tensor.WithShape(2, 1, 1), tensor.WithBacking([]float32{10, 20}))
+	xf := tensor.New(tensor.WithShape(1, 2), tensor.WithBacking([]float32{1, 2}))
+	c := tensor.New(tensor.WithShape(2), tensor.WithBacking([]bool{false, true}))
+	out, err = op.Apply([]tensor.Tensor{c, xf, yf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !out[0].Shape().Eq(tensor.Shape{2, 1, 2}) || !slices.Equal(out[0].Data().([]float32), []float32{10, 2, 20, 2}) {
+		t.Errorf("got %v %v", out[0].Shape(), out[0].Data())
+	}
+	out, err = op.Apply([]tensor.Tensor{tensor.New(tensor.FromScalar(false)), tensor.New(tensor.FromScalar(int32(1))), tensor.New(tensor.FromScalar(int32(2)))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !out[0].IsScalar() || out[0].Data() != int32(2) {
+		t.Errorf("scalars: %v %v", out[0].Shape(), out[0].Data())
+	}
+	if _, err := op.Apply([]tensor.Tensor{cond, x, tensor.New(tensor.FromScalar(int32(1)))}); err == nil {
+		t.Error("X INT64 and Y INT32 taken")
+	}
+	if _, err := op.Apply([]tensor.Tensor{tensor.New(tensor.WithShape(2), tensor.WithBacking([]bool{true, false})), x, x}); err == nil {
+		t.Error("shapes [2] and [3] taken")
+	}
+}

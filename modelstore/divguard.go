@@ -37,8 +37,9 @@ type divGuard struct {
 	n    *gNode
 }
 
-// guardPrefix starts the names of every value the rewrite adds.
-const guardPrefix = "__enclaveai_divguard_"
+// GuardPrefix starts the names of every node and value the rewrite adds:
+// an engine that refuses a node names the division rather than its guard.
+const GuardPrefix = "__enclaveai_divguard_"
 
 // guardDivision decides whether n (a Div or Mod) needs a guard.
 func (a *analysis) guardDivision(n *gNode, sc *scope) error {
@@ -180,7 +181,7 @@ func (w *divWriter) message(b []byte, base int, kind msgKind) (out []byte, chang
 // renamed, as NodeProto fields of a graph.
 func (g *divGuard) appendNodes(out []byte, k int) []byte {
 	n := g.n
-	p := fmt.Sprintf("%s%d_", guardPrefix, k)
+	p := fmt.Sprintf("%s%d_", GuardPrefix, k)
 	a, b := n.inputs[0], n.inputs[1]
 	wide := g.elem != onnxInt32 && g.elem != onnxInt64
 	t := g.elem

@@ -177,6 +177,54 @@ class GoEngineTest(unittest.TestCase):
                             self.assertEqual(got.shape, ())
                             self.assertEqual(got, np.matmul(a, b))
 
+    def test_integer_div_equals_onnxruntime(self):
+        """An INT32, INT64, UINT32 or UINT64 Div gives ONNX Runtime's
+        outputs: the sanitizer guards both engines' divisions, so x / 0 is
+        x and the signed minimum / -1 is itself, and neither server dies.
+        The pure-Go engine refused such a model at AI.MODELSTORE
+        ("unsupported operator Where", the guard's)."""
+        rng = np.random.default_rng(8)
+        types = {"INT32": np.int32, "INT64": np.int64, "UINT32": np.uint32, "UINT64": np.uint64}
+
+        def get(r, key, name):
+            rep = dict(zip(*[iter(r.execute_command("AI.TENSORGET", key, "META", "BLOB"))] * 2))
+            self.assertEqual(rep[b"dtype"], name.encode())
+            return np.frombuffer(rep[b"blob"], dtype=types[name]).reshape(rep[b"shape"])
+
+        for name, dt in types.items():
+            elem = getattr(TensorProto, name)
+            model = helper.make_model(helper.make_graph(
+                [helper.make_node("Div", ["a", "b"], ["y"])], "int_div",
+                [helper.make_tensor_value_info(n, elem, None) for n in ("a", "b")],
+                [helper.make_tensor_value_info("y", elem, None)]),
+                ir_version=8, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+            info = np.iinfo(dt)
+            special = np.array([0, 1, info.max, info.min, dt(-1) if info.min < 0 else 2], dtype=dt)
+            for sa, sb in (((4, 16), (4, 16)), ((2, 3, 5), (5,)), ((6,), (1,))):
+                with self.subTest(dtype=name, shapes=(sa, sb)):
+                    a = rng.integers(info.min, info.max, size=sa, dtype=dt, endpoint=True)
+                    b = rng.integers(info.min, info.max, size=sb, dtype=dt, endpoint=True)
+                    # A third of each operand from the special values: 0, -1, the minimum.
+                    a.flat[::3] = rng.choice(special, size=a.flat[::3].shape)
+                    b.flat[::3] = rng.choice(special, size=b.flat[::3].shape)
+                    b.flat[0] = 0
+                    if info.min < 0 and b.size > 1:  # the minimum divided by -1
+                        a.flat[1], b.flat[1] = info.min, -1
+                    outs = []
+                    for r in (self.o, self.g, self.gi):
+                        self.assertEqual(r.execute_command("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", model), b"OK")
+                        for key, v in (("a", a), ("b", b)):
+                            r.execute_command("AI.TENSORSET", key, name, *v.shape, "BLOB", v.tobytes())
+                        self.assertEqual(execute(r, "m", ["a", "b"], ["y"]), b"OK")
+                        outs.append(get(r, "y", name))
+                    zero = np.broadcast_to(b, outs[0].shape) == 0
+                    self.assertTrue(zero.any())
+                    np.testing.assert_array_equal(outs[0][zero], np.broadcast_to(a, outs[0].shape)[zero])
+                    for got in outs[1:]:
+                        np.testing.assert_array_equal(got, outs[0])
+            for r in (self.o, self.g, self.gi):
+                self.assertTrue(r.ping())
+
     def test_wrong_input_type_refused(self):
         """An operator given an input of a type it does not take is refused
         at AI.MODELSTORE: an INT32 Gemm, which ONNX Runtime refuses too, was
