@@ -475,7 +475,7 @@ func (flushCmd) Run(x *Ctx) error {
 	}
 	x.Release(removed)
 	if x.aof() == nil && x.saveRulesSet() {
-		x.saveOver()
+		x.saveOver("FLUSHALL")
 	}
 	x.W.OK()
 	return nil
