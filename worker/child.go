@@ -59,6 +59,12 @@ func serve() error {
 		if err := unix.Setrlimit(unix.RLIMIT_DATA, &unix.Rlimit{Cur: uint64(n), Max: uint64(n)}); err != nil {
 			return fmt.Errorf("setting RLIMIT_DATA: %w", err)
 		}
+		// A memfd's pages count in no RLIMIT_DATA: its size is bounded
+		// alike (a reply's outputs fit in what RLIMIT_DATA let the
+		// worker allocate).
+		if err := unix.Setrlimit(unix.RLIMIT_FSIZE, &unix.Rlimit{Cur: uint64(n), Max: uint64(n)}); err != nil {
+			return fmt.Errorf("setting RLIMIT_FSIZE: %w", err)
+		}
 	}
 	if err := modelstore.InitRuntime(os.Getenv(modelstore.RuntimeLibraryEnv)); err != nil {
 		return err

@@ -10,15 +10,15 @@ package worker
 // the process has one thread, as runc's nsenter does its setns. It runs in
 // every process of the binary and acts only in an engine worker (the
 // environment the server gives it), with the same switch as the seccomp
-// filter.
+// filter. Before it enters the domain it also raises the worker's
+// oom_score_adj to 1000 and drops every capability (below).
 //
 // A domain confines what a worker, taken over by a hostile model, can do
 // to the processes and files around it, whatever its user:
 //
 //   - ptrace and what /proc guards with it (/proc/PID/mem, /proc/PID/fd,
-//     /proc/PID/environ): only processes of its own domain. A worker of
-//     root's keeps CAP_SYS_PTRACE, which passes over PR_SET_DUMPABLE 0
-//     (shield.go), not over this; and a worker just started, still
+//     /proc/PID/environ): only processes of its own domain, whatever the
+//     other's dumpable flag (shield.go): a worker just started, still
 //     dumpable for the moment before its first line of code, is in no
 //     domain of another worker's.
 //   - Signals (ABI 6, Linux 6.12): only to processes of its own domain,
@@ -29,9 +29,10 @@ package worker
 //     the worker user's files. Reading only what a worker reads (found
 //     with strace -f of the server storing and running the test models):
 //     the system's libraries (/usr, /lib*, /etc/ld.so.cache) and ONNX
-//     Runtime's directory, for the dynamic loader; /sys, the worker's own
-//     /proc/PID, /proc/cpuinfo, /proc/meminfo and /proc/stat, for ONNX
-//     Runtime's and Go's look at the machine; /etc/localtime, /dev/null,
+//     Runtime's library file (not its directory, which may hold the
+//     server's configuration and keys), for the dynamic loader; /sys, the
+//     worker's own /proc/PID, /proc/cpuinfo, /proc/meminfo and /proc/stat,
+//     for ONNX Runtime's and Go's look at the machine; /etc/localtime, /dev/null,
 //     /dev/zero and /dev/urandom. Everything else of its user's (the seal
 //     key in the server's directory, a TLS key, the configuration with
 //     its passwords) a worker taken over could have read and sent back
@@ -97,6 +98,28 @@ static void __attribute__((constructor)) enclaveai_enter_landlock(void) {
 	if (w == NULL || strcmp(w, "1") != 0 || (s != NULL && strcmp(s, "0") == 0)) {
 		return;
 	}
+	// The kernel's OOM killer takes a worker first: memory a worker holds
+	// that counts in no process's total (a memfd's pages it does not map)
+	// made it take the server (red-team review). Raising it needs no
+	// privilege.
+	int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	if (oom >= 0) {
+		if (write(oom, "1000", 4) != 4) {
+			// Left as it was: the domain below matters more.
+		}
+		close(oom);
+	}
+	// No capability, whatever the user: a worker of root's set the clock
+	// and held the server's file opens with fanotify (red-team review).
+	// Dropped from the bounding set, none can come back.
+	for (int cap = 0; cap < 64; cap++) {
+		prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+	}
+	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+	struct { uint32_t version; int pid; } caphdr = {0x20080522, 0}; // _LINUX_CAPABILITY_VERSION_3
+	struct { uint32_t effective, permitted, inheritable; } capdata[2];
+	memset(capdata, 0, sizeof capdata);
+	syscall(SYS_capset, &caphdr, capdata);
 	// A domain needs no_new_privs (the seccomp filter sets it too).
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
 		enclaveai_landlock = -errno;
@@ -135,19 +158,11 @@ static void __attribute__((constructor)) enclaveai_enter_landlock(void) {
 	for (size_t i = 0; i < sizeof reads / sizeof reads[0]; i++) {
 		enclaveai_allow_read(fd, reads[i]);
 	}
+	// The library itself, not its directory, which may hold the server's
+	// configuration and keys beside it (red-team review).
 	const char *lib = getenv("ENCLAVEAI_ONNXRUNTIME_LIB");
-	char dir[4096];
-	if (lib != NULL && strlen(lib) < sizeof dir) {
-		strcpy(dir, lib);
-		char *slash = strrchr(dir, '/');
-		if (slash == dir) {
-			slash[1] = 0;
-		} else if (slash != NULL) {
-			*slash = 0;
-		} else {
-			strcpy(dir, ".");
-		}
-		enclaveai_allow_read(fd, dir);
+	if (lib != NULL) {
+		enclaveai_allow_read(fd, lib);
 	}
 	if (syscall(SYS_landlock_restrict_self, fd, 0UL) != 0) {
 		enclaveai_landlock = -errno;

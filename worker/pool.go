@@ -126,9 +126,9 @@ func NewPool(cfg Config) (*Pool, error) {
 	shieldServer()
 	if os.Geteuid() == 0 {
 		if landlockABI() > 0 && !cfg.NoSeccomp {
-			cfg.Log.Warn("running as root: engine workers then hold every capability; their Landlock domain keeps them out of the server's /proc files, not out of every privileged call; run the server as an unprivileged user (docs/ENGINE_ISOLATION.md)")
+			cfg.Log.Warn("running as root: engine workers drop every capability as they start, but stay uid 0, the owner of root's files; run the server as an unprivileged user (docs/ENGINE_ISOLATION.md)")
 		} else {
-			cfg.Log.Warn("running as root: engine workers then hold every capability, which lets one that a hostile model took over read and write the server's memory through /proc; run the server as an unprivileged user (docs/ENGINE_ISOLATION.md)")
+			cfg.Log.Warn("running as root: without their sandbox (a kernel without Landlock, or engine workers' seccomp off) engine workers hold every capability, which lets one that a hostile model took over read and write the server's memory through /proc; run the server as an unprivileged user (docs/ENGINE_ISOLATION.md)")
 		}
 	}
 	return &Pool{cfg: cfg, log: cfg.Log, groups: map[string][]*slot{}, deaths: map[string]int64{}}, nil

@@ -3,9 +3,15 @@ package worker
 import (
 	"math"
 	"os"
+	"path/filepath"
+	"runtime"
 	"strconv"
+	"strings"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/enclaveai/enclaveai/modelstore"
 )
 
 // A worker runs ONNX Runtime on models a client sent: code that a hostile
@@ -70,11 +76,17 @@ func landlockABI() int {
 }
 
 // probeEscapes tries, from a worker, what a worker taken over by a hostile
-// model would do to the server (its parent) and to the files of its user,
-// and says what came of each try ("ok" where it worked): the test hooks'
-// probeMarker. Each try is harmless if it works: signal 0 only checks
-// that a signal could be sent, prlimit only reads, the file is removed,
-// /etc/passwd stands for a file of its user's that it has no need of.
+// model would do to the server (its parent), to the files of its user and
+// to the machine, and says what came of each try ("ok" where it worked,
+// the error otherwise; "ok" is what the sandbox must not let through):
+// the test hooks' probeMarker. Each try is harmless if it works: signal 0
+// only checks that a signal could be sent, prlimit only reads, the file
+// is removed, /etc/passwd stands for a file of its user's that it has no
+// need of, and so does the listing of ONNX Runtime's directory, the calls that a filter must refuse before the kernel looks at
+// their arguments (clone3, io_uring_setup, chmod, setxattr) are given
+// arguments the kernel would refuse, the segment is removed, F_SETOWN
+// names the worker itself. oom and caps report the worker's
+// oom_score_adj and effective capabilities.
 func probeEscapes() string {
 	ppid := os.Getppid()
 	res := func(err error) string {
@@ -82,6 +94,22 @@ func probeEscapes() string {
 			return "ok"
 		}
 		return err.Error()
+	}
+	// refused: a call the filter refuses fails with want; another error
+	// is the kernel's answer to the arguments, so the call went through.
+	refused := func(err error, want unix.Errno) string {
+		if err == want {
+			return err.Error()
+		}
+		return "ok (" + res(err) + ")"
+	}
+	call := func(trap uintptr, a ...uintptr) error {
+		a = append(a, 0, 0, 0, 0, 0, 0)
+		_, _, e := unix.Syscall6(trap, a[0], a[1], a[2], a[3], a[4], a[5])
+		if e != 0 {
+			return e
+		}
+		return nil
 	}
 	var old unix.Rlimit
 	f, err := os.Open("/proc/" + strconv.Itoa(ppid) + "/mem")
@@ -101,14 +129,50 @@ func probeEscapes() string {
 		f.Close()
 	}
 	read := res(err)
+	// The directory of ONNX Runtime's library, which may hold the
+	// server's configuration and keys beside it.
+	_, err = os.ReadDir(filepath.Dir(os.Getenv(modelstore.RuntimeLibraryEnv)))
+	libdir := res(err)
+	shm := "ok"
+	if id, err := unix.SysvShmGet(unix.IPC_PRIVATE, 4096, unix.IPC_CREAT|0o600); err != nil {
+		shm = err.Error()
+	} else {
+		unix.SysvShmCtl(id, unix.IPC_RMID, nil)
+	}
+	var p [2]int
+	setown := "no pipe"
+	if unix.Pipe2(p[:], unix.O_CLOEXEC) == nil {
+		_, err := unix.FcntlInt(uintptr(p[0]), unix.F_SETOWN, os.Getpid())
+		setown = res(err)
+		unix.Close(p[0])
+		unix.Close(p[1])
+	}
+	missing := []byte("/enclaveai-probe-missing\x00")
+	path := uintptr(unsafe.Pointer(&missing[0]))
+	oom, _ := os.ReadFile("/proc/self/oom_score_adj")
+	caps := "?"
+	if status, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, line := range strings.Split(string(status), "\n") {
+			if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+				caps = strings.TrimSpace(v)
+			}
+		}
+	}
 	ll := "none"
 	if abi, err := landlock(); err != nil {
 		ll = err.Error()
 	} else if abi > 0 {
 		ll = "abi " + strconv.Itoa(abi)
 	}
+	defer runtime.KeepAlive(missing) // path points into it
 	return "escape probes: signal=" + res(unix.Kill(ppid, 0)) +
 		"; signal-all=" + res(unix.Kill(-1, 0)) +
 		"; prlimit=" + res(unix.Prlimit(ppid, unix.RLIMIT_NOFILE, nil, &old)) +
-		"; proc-mem=" + mem + "; create=" + create + "; read=" + read + "; landlock=" + ll
+		"; proc-mem=" + mem + "; create=" + create + "; read=" + read + "; libdir=" + libdir +
+		"; clone3=" + refused(call(unix.SYS_CLONE3, 0, 0), unix.ENOSYS) +
+		"; io_uring=" + refused(call(unix.SYS_IO_URING_SETUP, 0, 0), unix.EPERM) +
+		"; chmod=" + refused(call(unix.SYS_CHMOD, path, 0o777), unix.EPERM) +
+		"; setxattr=" + refused(call(unix.SYS_SETXATTR, path, path, 0), unix.EPERM) +
+		"; shm=" + shm + "; setown=" + setown +
+		"; oom=" + strings.TrimSpace(string(oom)) + "; caps=" + caps + "; landlock=" + ll
 }
