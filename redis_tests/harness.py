@@ -295,8 +295,9 @@ class RawConn:
 class Server:
     """One enclaveai-server process on a free port with its own temp dir."""
 
-    def __init__(self, *args, password=None, binary=None):
+    def __init__(self, *args, password=None, binary=None, start_timeout=START_TIMEOUT):
         self.binary = binary
+        self.start_timeout = start_timeout  # a start that loads gigabytes takes longer
         self.args = [str(a) for a in args]
         self.password = password
         if password is not None:
@@ -328,7 +329,7 @@ class Server:
         raise RuntimeError("could not bind a free port in 3 attempts:\n" + self.stderr())
 
     def _wait_ready(self):
-        deadline = time.monotonic() + START_TIMEOUT
+        deadline = time.monotonic() + self.start_timeout
         while True:
             rc = self.proc.poll()
             if rc is not None:
@@ -350,7 +351,7 @@ class Server:
             if time.monotonic() > deadline:
                 self.proc.kill()
                 self.proc.wait()
-                raise RuntimeError("server not ready after %.0fs; stderr:\n%s" % (START_TIMEOUT, self.stderr()))
+                raise RuntimeError("server not ready after %.0fs; stderr:\n%s" % (self.start_timeout, self.stderr()))
             time.sleep(0.01)
 
     def stderr(self):
