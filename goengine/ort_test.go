@@ -190,6 +190,32 @@ func TestOpsMatchONNXRuntime(t *testing.T) {
 	}
 }
 
+// oneNodeBoth compiles a graph of one node, op over inputs named in, all
+// of elem's type, with one output y of that type, in ONNX Runtime (in
+// process) and in the pure-Go engine; both are closed when the test ends.
+func oneNodeBoth(t *testing.T, op string, elem gonnxproto.TensorProto_DataType, in ...string) (ort, gos modelstore.EngineSession) {
+	t.Helper()
+	g := &gonnxproto.GraphProto{Name: "g", Node: []*gonnxproto.NodeProto{{OpType: op, Input: in, Output: []string{"y"}}},
+		Output: []*gonnxproto.ValueInfoProto{valueInfo("y", elem)}}
+	for _, name := range in {
+		g.Input = append(g.Input, valueInfo(name, elem))
+	}
+	model, err := proto.Marshal(&gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: 13}}, Graph: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := modelstore.ModelSource{Data: model}
+	if ort, err = (modelstore.InProcess{}).Compile(src, modelstore.SessionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ort.Close() })
+	if gos, err = (Engine{}).Compile(src, modelstore.SessionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gos.Close() })
+	return ort, gos
+}
+
 // An integer MatMul (INT32, INT64, UINT32, UINT64) gives ONNX Runtime's
 // outputs exactly, over the types' whole range (products that wrap), at
 // every rank: the pure-Go engine failed every run with gorgonia's
@@ -205,24 +231,7 @@ func TestIntegerMatMulMatchesONNXRuntime(t *testing.T) {
 		{gonnxproto.TensorProto_INT32, modelstore.Int32, 4}, {gonnxproto.TensorProto_INT64, modelstore.Int64, 8},
 		{gonnxproto.TensorProto_UINT32, modelstore.Uint32, 4}, {gonnxproto.TensorProto_UINT64, modelstore.Uint64, 8},
 	} {
-		g := &gonnxproto.GraphProto{Name: "g", Node: []*gonnxproto.NodeProto{{OpType: "MatMul", Input: []string{"a", "b"}, Output: []string{"y"}}},
-			Input:  []*gonnxproto.ValueInfoProto{valueInfo("a", ty.elem), valueInfo("b", ty.elem)},
-			Output: []*gonnxproto.ValueInfoProto{valueInfo("y", ty.elem)}}
-		model, err := proto.Marshal(&gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: 13}}, Graph: g})
-		if err != nil {
-			t.Fatal(err)
-		}
-		src := modelstore.ModelSource{Data: model}
-		ort, err := modelstore.InProcess{}.Compile(src, modelstore.SessionOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ort.Close()
-		gos, err := Engine{}.Compile(src, modelstore.SessionOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer gos.Close()
+		ort, gos := oneNodeBoth(t, "MatMul", ty.elem, "a", "b")
 		random := func(shape ...int64) *modelstore.Tensor {
 			b := make([]byte, modelstore.ShapeLen(shape)*int64(ty.size))
 			r.Read(b)
@@ -304,23 +313,7 @@ func TestIntegerAbsMatchesONNXRuntime(t *testing.T) {
 		{gonnxproto.TensorProto_UINT8, modelstore.Uint8}, {gonnxproto.TensorProto_UINT16, modelstore.Uint16},
 		{gonnxproto.TensorProto_UINT32, modelstore.Uint32}, {gonnxproto.TensorProto_UINT64, modelstore.Uint64},
 	} {
-		g := &gonnxproto.GraphProto{Name: "g", Node: []*gonnxproto.NodeProto{{OpType: "Abs", Input: []string{"x"}, Output: []string{"y"}}},
-			Input: []*gonnxproto.ValueInfoProto{valueInfo("x", ty.elem)}, Output: []*gonnxproto.ValueInfoProto{valueInfo("y", ty.elem)}}
-		model, err := proto.Marshal(&gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: 13}}, Graph: g})
-		if err != nil {
-			t.Fatal(err)
-		}
-		src := modelstore.ModelSource{Data: model}
-		ort, err := modelstore.InProcess{}.Compile(src, modelstore.SessionOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ort.Close()
-		gos, err := Engine{}.Compile(src, modelstore.SessionOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer gos.Close()
+		ort, gos := oneNodeBoth(t, "Abs", ty.elem, "x")
 		b := make([]byte, 64*ty.dt.Size())
 		r.Read(b)
 		b[len(b)-1] = 0x80 // the last element is the signed minimum
@@ -356,24 +349,7 @@ func TestIntegerDivMatchesONNXRuntime(t *testing.T) {
 		{gonnxproto.TensorProto_INT32, modelstore.Int32}, {gonnxproto.TensorProto_INT64, modelstore.Int64},
 		{gonnxproto.TensorProto_UINT32, modelstore.Uint32}, {gonnxproto.TensorProto_UINT64, modelstore.Uint64},
 	} {
-		g := &gonnxproto.GraphProto{Name: "g", Node: []*gonnxproto.NodeProto{{OpType: "Div", Input: []string{"a", "b"}, Output: []string{"y"}}},
-			Input:  []*gonnxproto.ValueInfoProto{valueInfo("a", ty.elem), valueInfo("b", ty.elem)},
-			Output: []*gonnxproto.ValueInfoProto{valueInfo("y", ty.elem)}}
-		model, err := proto.Marshal(&gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: 13}}, Graph: g})
-		if err != nil {
-			t.Fatal(err)
-		}
-		src := modelstore.ModelSource{Data: model}
-		ort, err := modelstore.InProcess{}.Compile(src, modelstore.SessionOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ort.Close()
-		gos, err := Engine{}.Compile(src, modelstore.SessionOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer gos.Close()
+		ort, gos := oneNodeBoth(t, "Div", ty.elem, "a", "b")
 		size := ty.dt.Size()
 		// Elements of random bytes, small values, 0, -1 (all ones) and
 		// the signed minimum (its top bit alone).
