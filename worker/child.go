@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -36,6 +37,17 @@ var hangMarker = []byte("enclaveai-test-hang-at-compile")
 // (probeEscapes).
 var probeMarker = []byte("enclaveai-test-probe-escapes")
 
+// exitMarker: with test hooks on, a worker asked to run a model whose
+// bytes contain it followed by a digit writes on stderr what a kill by
+// the kernel, or a failed start, would look like, and exits with that
+// digit for its status, as a worker taken over by a hostile model could
+// (its words must not decide why it died: the server reads that from the
+// kernel).
+var exitMarker = []byte("enclaveai-test-exit-at-run-")
+
+// exitLie is what a worker with exitMarker writes before it exits.
+const exitLie = "SIGKILL: killed by the kernel's OOM killer\n" + startPrefix + "loading ONNX Runtime failed\n"
+
 // IsWorker reports whether this process was started as an engine worker:
 // the server's main calls Main then, before anything else.
 func IsWorker() bool { return os.Getenv(envWorker) == "1" }
@@ -52,6 +64,7 @@ func Main() {
 
 func serve() error {
 	shieldWorker() // no other process of this user reads it (shield.go)
+	defaultCrashSignals()
 	// No core files: a crash is reported by the server, and a core would
 	// hold model weights and tensors.
 	unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{})
@@ -83,12 +96,41 @@ func serve() error {
 			return fmt.Errorf("seccomp: %w", err)
 		}
 	}
+	// Ready: what the worker writes on stderr from now on, when it may be
+	// running a hostile model's code, is for the server's log only.
+	ready := &enc{}
+	ready.head(opReady, 0)
+	if err := ch.send(ready.b); err != nil {
+		return err
+	}
 	w := &child{ch: ch, sessions: map[uint64]*modelstore.Session{}, runs: map[uint64]context.CancelFunc{},
-		early: map[uint64]struct{}{}, hooks: os.Getenv(envTestHooks) == "1", done: make(chan struct{})}
+		early: map[uint64]struct{}{}, exits: map[uint64]int{}, hooks: os.Getenv(envTestHooks) == "1", done: make(chan struct{})}
 	go w.read()
 	<-w.done // the server closed the socket or is gone
 	return nil
 }
+
+// crashSignals are the signals that end a worker when a crash raises
+// them.
+var crashSignals = []unix.Signal{unix.SIGSEGV, unix.SIGBUS, unix.SIGFPE, unix.SIGILL, unix.SIGABRT,
+	unix.SIGTRAP, unix.SIGSYS}
+
+// defaultCrashSignals gives crashSignals their default action, ending the
+// process with the signal, in place of the Go runtime's handler, which
+// turns a fault in ONNX Runtime on a Go thread (a cgo call), and abort()
+// anywhere, into a report on stderr and exit status 2. The server reads a
+// worker's cause of death from the kernel only (classify), so a crash is
+// then reported with its signal; a fault in the worker's Go code, which
+// recovers none, ends it alike.
+func defaultCrashSignals() {
+	for _, sig := range crashSignals {
+		unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&sigDefault)), 0, 8, 0, 0)
+	}
+}
+
+// sigDefault is a struct sigaction of SIG_DFL, no flags, no restorer and
+// an empty mask.
+var sigDefault [4]uint64
 
 // read reads and handles control messages until the socket fails. Runs
 // arrive on lanes (lane.go), each served by a thread of its own.
@@ -117,6 +159,9 @@ type child struct {
 	// its lane behind others of its group (lane.go) is answered
 	// context.Canceled when its turn comes, without running.
 	early map[uint64]struct{}
+	// exits holds the sessions whose runs exit the worker (exitMarker),
+	// with the status.
+	exits map[uint64]int
 }
 
 // maxEarly bounds early: a cancel that crossed its run's reply leaves an
@@ -159,6 +204,7 @@ func (w *child) handle(msg []byte, fds []int) {
 		w.mu.Lock()
 		s := w.sessions[sid]
 		delete(w.sessions, sid)
+		delete(w.exits, sid)
 		w.mu.Unlock()
 		if s != nil {
 			s.Close()
@@ -220,6 +266,9 @@ func (w *child) compile(id uint64, d *dec, fds []int) {
 	}
 	w.mu.Lock()
 	w.sessions[sid] = s
+	if i := bytes.Index(buf.Bytes(), exitMarker); w.hooks && i >= 0 && i+len(exitMarker) < buf.Len() {
+		w.exits[sid] = int(buf.Bytes()[i+len(exitMarker)] - '0')
+	}
 	w.mu.Unlock()
 	w.reply(w.ch, id, nil, func(e *enc) error {
 		putIO(e, s.Inputs())
@@ -250,10 +299,15 @@ func (w *child) run(ctx context.Context, l sender, out *[]byte, id uint64, d *de
 	defer done()
 	w.mu.Lock()
 	s := w.sessions[sid]
+	code, exit := w.exits[sid]
 	w.mu.Unlock()
 	if s == nil {
 		w.reply(l, id, modelstore.ErrSessionClosed, nil)
 		return
+	}
+	if exit {
+		os.Stderr.WriteString(exitLie)
+		os.Exit(code)
 	}
 	outs, err := s.Run(ctx, inputs)
 	if err != nil {

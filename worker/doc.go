@@ -12,11 +12,12 @@
 // for both processes); run a session on tensors that travel in the
 // message when small and in a memfd when large; cancel; close.
 //
-// The Pool supervises: a worker that dies (any signal, its RLIMIT_DATA,
-// an overrun deadline) is reaped and replaced, its calls in flight fail
-// with "engine worker died (SIGSEGV)", the models that were running on it
-// when it crashed are quarantined, and its other sessions are recreated
-// in the replacement from their shared buffers. docs/ENGINE_ISOLATION.md
+// The Pool supervises: a worker that dies (any signal, any exit, its
+// RLIMIT_DATA, an overrun deadline) is reaped and replaced, its calls in
+// flight fail with "engine worker died (SIGSEGV)", the cause as the kernel
+// gave it (never as the worker wrote it: classify), the model that was
+// running on it when it crashed is quarantined, and its other sessions
+// are recreated in the replacement from their shared buffers. docs/ENGINE_ISOLATION.md
 // gives the threat model.
 //
 // Lock order (server side; docs/LOCKS.md has every lock of the server):

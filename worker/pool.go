@@ -273,7 +273,8 @@ func (p *Pool) Info() [][2]string {
 	sort.Strings(causes)
 	f = append(f, [2]string{"engine_worker_deaths", strconv.FormatInt(total, 10)})
 	for _, c := range causes {
-		f = append(f, [2]string{"engine_worker_deaths_" + strings.ToLower(c), strconv.FormatInt(p.deaths[c], 10)})
+		name := strings.ReplaceAll(strings.ToLower(c), " ", "_") // "exit 0": engine_worker_deaths_exit_0
+		f = append(f, [2]string{"engine_worker_deaths_" + name, strconv.FormatInt(p.deaths[c], 10)})
 	}
 	p.deathsMu.Unlock()
 	return f
@@ -435,18 +436,22 @@ type proc struct {
 	pending  map[uint64]*call
 	nextID   uint64
 	killedAs string // why the server killed it ("" if it did not)
-	cause    string // set before dead is closed
-	reason   string // why it could not start, for clients (startFailure); set with cause
-	dead     chan struct{}
-	nlanes   int        // lanes made (lane.go)
-	lanes    chan *lane // the idle ones
+	// ready is set when the worker said it started (opReady), before it
+	// read any request: from then on what it writes on stderr may be a
+	// hostile model's, and never reaches a client (startFailure).
+	ready  bool
+	cause  string // set before dead is closed
+	reason string // why it could not start, for clients (startFailure); set with cause
+	dead   chan struct{}
+	nlanes int        // lanes made (lane.go)
+	lanes  chan *lane // the idle ones
 	// alone is held for reading by every group of runs sent to the worker
 	// and for writing by a session on probation (session.probation): its
 	// runs go alone, so that a crash then can be only its own.
 	alone sync.RWMutex
 
-	// What it wrote on stderr: a crash report names the signal at its
-	// start and may run long (every goroutine's stack).
+	// What it wrote on stderr, for the log only (crashLine): a crash
+	// report may run long, and a worker taken over writes what it likes.
 	stderrHead []byte // the first stderrMax bytes
 	stderrTail []byte // the last stderrMax bytes
 	stderrDone chan struct{}
@@ -528,6 +533,13 @@ func (p *proc) readLoop() {
 		}
 		d := &dec{b: msg}
 		op, id := d.u8(), d.u64()
+		if op == opReady && d.err == nil {
+			p.mu.Lock()
+			p.ready = true
+			p.mu.Unlock()
+			closeAll(fds)
+			continue
+		}
 		if op != opReply || d.err != nil {
 			closeAll(fds)
 			continue
@@ -561,9 +573,11 @@ func (p *proc) die() {
 	p.ch.close()
 	p.mu.Lock()
 	report := append(append([]byte(nil), p.stderrHead...), p.stderrTail...)
-	cause := classify(state, report, p.killedAs)
+	cause := classify(state, p.killedAs)
 	p.cause = cause
-	p.reason = startFailure(report)
+	if !p.ready {
+		p.reason = startFailure(report)
+	}
 	reason := p.reason
 	pending := p.pending
 	p.pending = nil
@@ -671,32 +685,25 @@ func deathError(stage, cause, reason string) error {
 	return &modelstore.EngineError{Msg: "model execution failed: " + what}
 }
 
-var sigRE = regexp.MustCompile(`\b(SIG[A-Z]+)\b`)
-
-// classify names why a worker ended: the signal that killed it (as its Go
-// runtime reported it, or as the kernel did), "memory" for an allocation
-// its memory limit refused, "timeout" or "shutdown" when the server
-// killed it, else "exit N".
-func classify(state *os.ProcessState, tail []byte, killedAs string) string {
+// classify names why a worker ended, from the kernel's account of it (its
+// wait status) and the server's own: "timeout" or "shutdown" when the
+// server killed it, else the signal that ended it ("SIGSEGV"), else
+// "exit N". Never from what the worker wrote: a worker taken over by a
+// hostile model writes what it likes (red-team review: "SIGKILL" on its
+// stderr and an exit passed for a kill from outside, which quarantined
+// nothing). A worker's fatal signals end it with that signal
+// (defaultCrashSignals), so a crash in ONNX Runtime is reported as one.
+func classify(state *os.ProcessState, killedAs string) string {
 	if killedAs != "" {
 		return killedAs
 	}
-	text := string(tail)
-	switch {
-	case strings.Contains(text, "out of memory"), strings.Contains(text, "bad_alloc"),
-		strings.Contains(text, "cannot allocate memory"):
-		return "memory"
+	if state == nil {
+		return "unknown"
 	}
-	if m := sigRE.FindStringSubmatch(text); m != nil {
-		return m[1]
+	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return signalName(ws.Signal())
 	}
-	if state != nil {
-		if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return signalName(ws.Signal())
-		}
-		return "exit " + strconv.Itoa(state.ExitCode())
-	}
-	return "unknown"
+	return "exit " + strconv.Itoa(state.ExitCode())
 }
 
 func signalName(s syscall.Signal) string {
@@ -710,14 +717,17 @@ func signalName(s syscall.Signal) string {
 	return "signal " + strconv.Itoa(int(s))
 }
 
-// isCrash: deaths the model in flight is to blame for (a SIGKILL comes
-// from outside: an operator, the kernel's OOM killer).
+// isCrash: deaths the models in flight are to blame for: every death the
+// server did not ask for, by any signal or any exit, status 0 included.
+// A worker taken over can exit, or send itself any signal (SIGKILL
+// included), so none of these can be told from a kill from outside (an
+// operator's, the kernel's OOM killer's, which takes a worker first).
 func isCrash(cause string) bool {
 	switch cause {
-	case "SIGKILL", "SIGTERM", "timeout", "shutdown", "unknown":
+	case "timeout", "shutdown", "unknown":
 		return false
 	}
-	return !strings.HasPrefix(cause, "exit ")
+	return true
 }
 
 // crashLine is the first line of the worker's crash report, or of its own
@@ -744,6 +754,8 @@ var dirs = regexp.MustCompile(`(^|[\s"'(=])/(?:[^\s"':/]+/)+`)
 
 // startFailure is why the worker could not start, as it said it, for the
 // client: the store that needed it failed with only "exit 1" (review).
+// It is read only from a worker that died before it was ready (opReady),
+// which had read no model yet.
 // The line names the library by its host path, which is the log's only
 // (errorText's rule): the directories are cut, leaving file names. "" when
 // the worker wrote no such line.

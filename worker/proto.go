@@ -12,6 +12,7 @@ package worker
 //	opCancel   (the id of a run in flight)
 //	opClose    sid u64
 //	opReply    status u8: 0 ok + fields, 1 error: kind u8, message str
+//	opReady    (from the worker, once, before it reads a request)
 //
 // A compile's reply carries the inputs, outputs, weights mode and ONNX
 // Runtime's version (INFO's ai_onnxruntime_version); a run's
@@ -38,6 +39,7 @@ const (
 	opClose
 	opReply
 	opLane
+	opReady
 )
 
 // inlineMax: tensor payloads up to this size travel in the message, larger

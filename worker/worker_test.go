@@ -440,6 +440,35 @@ func waitRuns(t *testing.T, s modelstore.EngineSession, runs int) int {
 	}
 }
 
+// waitSessions waits until the worker of the sessions ss (of one slot) has
+// each of them created: a replacement creates its sessions again in the
+// background (revive), and a crash during one of those compiles has it for
+// a suspect too.
+func waitSessions(t *testing.T, ss ...modelstore.EngineSession) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		p, err := ss[0].(*session).slot.proc()
+		if err != nil {
+			t.Fatal(err)
+		}
+		created := 0
+		for _, s := range ss {
+			s := s.(*session)
+			s.mu.Lock()
+			if s.on == p {
+				created++
+			}
+			s.mu.Unlock()
+		}
+		if created == len(ss) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d sessions created in the worker", created, len(ss))
+		}
+	}
+}
+
 // TestCrashInFlight: a worker that dies of SIGSEGV during a run fails
 // that run with the death error and quarantines its model; the worker's
 // other session is recreated in the replacement and runs.
@@ -481,8 +510,13 @@ func TestRestartRateLimit(t *testing.T) {
 	in := []*modelstore.Tensor{floats([]int64{1, 4}, func(int) float32 { return 1 })}
 	limited := false
 	for i := 0; i < restartBurst+3 && !limited; i++ {
-		pid := workerPID(t, lin)
-		syscall.Kill(pid, syscall.SIGKILL)
+		// Killed idle: a run in flight would be its model's crash.
+		p, err := lin.(*session).slot.proc()
+		if err != nil {
+			t.Fatal(err)
+		}
+		syscall.Kill(p.pid(), syscall.SIGKILL)
+		<-p.dead
 		deadline := time.Now().Add(5 * time.Second)
 		for time.Now().Before(deadline) {
 			_, err := lin.Run(context.Background(), in)
@@ -582,22 +616,30 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+// TestClassify: a worker's cause of death is the kernel's (its signal or
+// exit status) or the server's kill, whatever it wrote on stderr; every
+// death the server did not ask for is a crash.
 func TestClassify(t *testing.T) {
 	for _, c := range []struct {
-		text, killed, want string
+		script, killed, want string
 	}{
-		{"fatal error: unexpected signal during runtime execution\n[signal SIGSEGV: segmentation violation]", "", "SIGSEGV"},
-		{"SIGFPE: floating-point exception\nPC=0x0", "", "SIGFPE"},
-		{"terminate called after throwing an instance of 'std::bad_alloc'\nSIGABRT: abort", "", "memory"},
-		{"fatal error: runtime: out of memory", "", "memory"},
-		{"SIGSEGV", "timeout", "timeout"},
+		{"echo SIGKILL >&2; exit 0", "", "exit 0"},
+		{"echo 'fatal error: runtime: out of memory' >&2; exit 2", "", "exit 2"},
+		{"echo SIGKILL >&2; kill -SEGV $$", "", "SIGSEGV"},
+		{"kill -KILL $$", "", "SIGKILL"},
+		{"kill -SEGV $$", "timeout", "timeout"},
 	} {
-		if got := classify(nil, []byte(c.text), c.killed); got != c.want {
-			t.Errorf("classify(%q) = %q, want %q", c.text, got, c.want)
+		cmd := exec.Command("/bin/sh", "-c", c.script)
+		cmd.Run()
+		if got := classify(cmd.ProcessState, c.killed); got != c.want {
+			t.Errorf("classify(%q, %q) = %q, want %q", c.script, c.killed, got, c.want)
 		}
 	}
-	if !isCrash("SIGSEGV") || !isCrash("memory") || isCrash("SIGKILL") || isCrash("timeout") || isCrash("exit 1") {
-		t.Error("isCrash")
+	for cause, crash := range map[string]bool{"SIGSEGV": true, "SIGKILL": true, "exit 0": true, "exit 1": true,
+		"timeout": false, "shutdown": false, "unknown": false} {
+		if isCrash(cause) != crash {
+			t.Errorf("isCrash(%q) = %v", cause, !crash)
+		}
 	}
 }
 
@@ -1047,8 +1089,14 @@ func TestWorkerDeathDuringInfo(t *testing.T) {
 	watchdog := time.AfterFunc(60*time.Second, func() { panic("TestWorkerDeathDuringInfo: deadlock") })
 	defer watchdog.Stop()
 	for round := range restartBurst - 1 {
-		pid := workerPID(t, lin)
+		// Killed idle: a run in flight would be its model's crash.
+		p, err := lin.(*session).slot.proc()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid := p.pid()
 		syscall.Kill(pid, syscall.SIGKILL)
+		<-p.dead
 		deadline := time.Now().Add(20 * time.Second)
 		for {
 			_, err := lin.Run(context.Background(), in)
@@ -1162,6 +1210,67 @@ func TestCrashDuringACompileBlamesNoRun(t *testing.T) {
 	}
 	if q := slow.(modelstore.Quarantiner).Quarantined(); q != nil {
 		t.Errorf("the running model was quarantined beside a compile: %v", q)
+	}
+}
+
+// A worker that a model's run ends by an exit of its own, whatever it
+// wrote on stderr, crashed: the model is quarantined when it was the one
+// suspect, put on probation when another ran beside it, and the death is
+// counted under the status the kernel gave (red-team review: a worker
+// that wrote "SIGKILL" and exited was taken for one killed from outside,
+// and its model was never quarantined; a line of a failed start reached
+// the clients).
+func TestWorkerExitIsItsModelsCrash(t *testing.T) {
+	one := []*modelstore.Tensor{floats([]int64{1, 4}, func(int) float32 { return 1 })}
+	for _, code := range []int{0, 3} {
+		t.Run(fmt.Sprint("exit ", code), func(t *testing.T) {
+			pool := newTestPool(t, Config{TestHooks: true})
+			marker := append(slices.Clone(exitMarker), byte('0'+code))
+			model := append(readModel(t, "linear.onnx"), 0x32, byte(len(marker)))
+			exits := compileBytes(t, pool, "exits", append(model, marker...))
+			slow := compile(t, pool, "slow.onnx")
+			want := fmt.Sprintf("model execution failed: engine worker died (exit %d)", code)
+			counter := fmt.Sprintf("engine_worker_deaths_exit_%d", code)
+
+			// Beside another model's run, either may have crashed the
+			// worker: both go on probation.
+			done := make(chan error, 1)
+			go func() {
+				_, err := slow.Run(context.Background(), []*modelstore.Tensor{floats([]int64{1, 1}, func(int) float32 { return 1 })})
+				done <- err
+			}()
+			waitRuns(t, slow, 1)
+			if _, err := exits.Run(context.Background(), one); err == nil || err.Error() != want {
+				t.Fatalf("run beside another: %v, want %s", err, want)
+			}
+			if err := <-done; err == nil || err.Error() != want {
+				t.Fatalf("the run beside it: %v, want %s", err, want)
+			}
+			for i, s := range []modelstore.EngineSession{exits, slow} {
+				if q := s.(modelstore.Quarantiner).Quarantined(); q != nil {
+					t.Errorf("model %d quarantined beside another: %v", i, q)
+				}
+				if !s.(*session).probation.Load() {
+					t.Errorf("model %d not on probation", i)
+				}
+			}
+
+			// Alone, it is the one suspect: quarantined.
+			waitSessions(t, exits, slow)
+			if _, err := exits.Run(context.Background(), one); err == nil || err.Error() != want {
+				t.Fatalf("run alone: %v, want %s", err, want)
+			}
+			q := exits.(modelstore.Quarantiner).Quarantined()
+			if q == nil || q.Error() != fmt.Sprintf("model execution failed: the model is quarantined: it crashed an engine worker (exit %d); store it again to retry", code) {
+				t.Fatalf("not quarantined: %v", q)
+			}
+			if got := infoField(pool, counter); got != "2" {
+				t.Errorf("%s = %q, want 2: %v", counter, got, pool.Info())
+			}
+			if got := infoField(pool, "engine_worker_deaths"); got != "2" {
+				t.Errorf("engine_worker_deaths = %q, want 2", got)
+			}
+		})
 	}
 }
 
