@@ -228,9 +228,34 @@ func (s *App) saveOver(by string) error {
 // to end, then saved everything again: SHUTDOWN right after a BGSAVE of
 // 48 tensors of 4 MiB took 0.42 s to exit, now 0.23 s; of 48 of 16 MiB,
 // 1.6 s, now 0.8 s.
+//
+// Writes stop before the snapshot's instant and stay stopped until the
+// process exits (errShuttingDown), as no other command runs beside
+// Redis's SHUTDOWN: a write acknowledged during or after the copy was
+// lost (durability review: 1,585 of 4,332 writes acknowledged during a
+// SHUTDOWN were missing after the restart). A save that fails leaves the
+// server serving, writes again included.
 func (s *App) FinalSave() error {
-	return s.saveOver("the final save (SHUTDOWN, SIGTERM)")
+	s.stopWrites(true)
+	err := s.saveOver("the final save (SHUTDOWN, SIGTERM)")
+	if err != nil {
+		s.stopWrites(false)
+	}
+	return err
 }
+
+// stopWrites sets whether writes are refused, under the transaction
+// lock's write side: the writes under way (which hold its read side) end
+// first, and every write after it sees the flag (Ctx.Update, App.run,
+// EXEC).
+func (s *App) stopWrites(stop bool) {
+	s.tx.Lock()
+	s.stopping.Store(stop)
+	s.tx.Unlock()
+}
+
+// errShuttingDown refuses a write once the final save has its instant.
+var errShuttingDown = Reply("ERR the server is shutting down: the write was not applied")
 
 // snapshot is a save claimed and its instant taken: the keyspace's items
 // retained and the change count they include. write streams it and gives

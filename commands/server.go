@@ -29,6 +29,10 @@ const (
 // The network front end (package server, whose Server owns the sockets)
 // calls Dispatch for each command.
 type App struct {
+	// stopping refuses writes from the final save on (FinalSave); set
+	// and read under the transaction lock.
+	stopping atomic.Bool
+
 	Opts   *config.Options
 	Keys   *modelstore.Keyspace
 	Models *modelstore.Registry // model blobs and sessions, shared by keys
@@ -581,6 +585,9 @@ func (x *Ctx) Update(f func() error) error {
 	if err := x.fenced(); err != nil {
 		return err
 	}
+	if x.stopping.Load() {
+		return errShuttingDown
+	}
 	// A client killed while its command compiled or ran (CLIENT KILL)
 	// leaves the keyspace as Kill found it.
 	x.C.killMu.Lock()
@@ -1046,7 +1053,11 @@ func (s *App) run(x *Ctx, spec *Spec, r Runner) error {
 		s.tx.RLock(x.C)
 		x.locked = true
 		if err = x.fenced(); err == nil {
-			err = r.Run(x)
+			if spec.Has(Write) && s.stopping.Load() {
+				err = errShuttingDown
+			} else {
+				err = r.Run(x)
+			}
 		}
 		s.tx.RUnlock(x.C)
 	}

@@ -184,6 +184,9 @@ func (execCmd) Run(x *Ctx) error {
 	if !changed && x.Cluster != nil && !c.internal {
 		moved = x.routeQueued(c)
 	}
+	if x.stopping.Load() {
+		moved = errShuttingDown // nothing runs: the final save has its instant
+	}
 	q := x.endMulti(c)
 	defer q.release()
 	if changed || moved != nil {

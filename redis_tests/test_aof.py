@@ -317,6 +317,56 @@ class TransactionTest(unittest.TestCase):
             self.skipTest("EXEC answered before the incr file grew by %d records in every trial" % kill_at)
 
 
+class ShutdownTest(unittest.TestCase):
+
+    def test_shutdown_during_a_big_exec_leaves_a_log_that_starts(self):
+        """SHUTDOWN NOSAVE while a MULTI/EXEC of 40 tensors of 1 MiB is
+        being written to the log: the process exits only once its log is
+        written, fsynced and closed, and the next start, with
+        aof-load-truncated no, loads the transaction whole or not at all.
+        The process exited as soon as the stop began, in the middle of the
+        log's write, and the next start refused the unit it had torn
+        (durability review)."""
+        size, n = 1 << 20, 40
+        blob = bytes(range(256)) * (size // 256)
+        d = DataDir(self, "--aof-load-truncated", "no", "--auto-aof-rewrite-percentage", "0")
+        shut_early = 0
+        for trial in range(3):
+            r = d.start()
+            start = sum(os.path.getsize(f) for f in d.incrs())
+            p = r.pipeline(transaction=True)
+            for i in range(n):
+                p.execute_command("AI.TENSORSET", "x%d:t%d" % (trial, i), "UINT8", size, "BLOB", blob)
+            answered = []
+
+            def exec_():
+                try:
+                    answered.append(p.execute())
+                except redis.RedisError:
+                    pass
+            t = threading.Thread(target=exec_)
+            t.start()
+            deadline = time.monotonic() + 30
+            while t.is_alive() and time.monotonic() < deadline:
+                if sum(os.path.getsize(f) for f in d.incrs()) - start >= 2 * size and not answered:
+                    shut_early += 1
+                    break
+                time.sleep(0.0005)
+            with RawConn(d.port, timeout=30) as c:
+                c.send(RawConn.encode("SHUTDOWN", "NOSAVE"))
+                c.read_until_closed(timeout=30)
+            self.assertEqual(d.proc.wait(30), 0, d.log())
+            d.proc = None
+            t.join()
+            r = d.start()
+            for k in range(trial + 1):
+                have = sum(r.exists("x%d:t%d" % (k, i)) for i in range(n))
+                self.assertIn(have, (0, n), "trial %d: %d of %d keys of transaction %d" % (trial, have, n, k))
+            d.kill9()
+        if shut_early == 0:
+            self.skipTest("EXEC answered before the incr file grew by 2 records in every trial")
+
+
 class WaitAOFTest(unittest.TestCase):
     def test_waitaof_answers_once_the_write_is_fsynced(self):
         """WAITAOF 1 0 0 (Redis 7.2) returns [1, 0] once the background

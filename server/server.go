@@ -51,8 +51,10 @@ type Server struct {
 	tlsLn    net.Listener // nil without tls-port
 	metrics  *http.Server // nil without metrics-port
 	wg       sync.WaitGroup
-	done     chan struct{}
+	done     chan struct{} // closed when Stop begins
+	stopped  chan struct{} // closed when Stop has ended (Done)
 	stopOnce sync.Once
+	endOnce  sync.Once
 	// closeEngine stops the engine workers; nil when there are none.
 	closeEngine func()
 	// unlockDir gives back the lock on the data directory (Start).
@@ -61,7 +63,7 @@ type Server struct {
 
 // New creates a server over a fresh command layer.
 func New(opts *config.Options, log *slog.Logger) *Server {
-	s := &Server{opts: opts, log: log, done: make(chan struct{})}
+	s := &Server{opts: opts, log: log, done: make(chan struct{}), stopped: make(chan struct{})}
 	s.Cmds = commands.NewApp(opts, log)
 	return s
 }
@@ -80,8 +82,13 @@ func (s *Server) Listen() error {
 // Addr is the bound address.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
-// Done is closed when the server stops.
-func (s *Server) Done() <-chan struct{} { return s.done }
+// Done is closed once the server has stopped: its connections ended, its
+// log written, fsynced and closed (a rewrite under way stopped first), its
+// engine stopped. The process must not exit before: SHUTDOWN stops the
+// server from another goroutine, and a main that returned when the stop
+// began exited in the middle of the log's last write, and a clean
+// SHUTDOWN left a log that the next start refused (durability review).
+func (s *Server) Done() <-chan struct{} { return s.stopped }
 
 // Serve accepts connections on every listener until Stop.
 func (s *Server) Serve() error {
@@ -170,6 +177,7 @@ func (s *Server) Stop() {
 	if s.closeEngine != nil {
 		s.closeEngine()
 	}
+	s.endOnce.Do(func() { close(s.stopped) })
 }
 
 func (s *Server) tick() {
