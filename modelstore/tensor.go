@@ -3,6 +3,7 @@ package modelstore
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -163,6 +164,21 @@ func NewTensorFromBlob(dt DType, shape []int64, blob []byte) (*Tensor, error) {
 		return nil, err
 	}
 	return newTensor(dt, shape, blob), nil
+}
+
+// CheckTensor reports whether t is a tensor the server can hold: a known
+// type, no negative dimension, and data of the length they give (STRING:
+// that many NUL-terminated elements; BOOL: 0 or 1), as AI.TENSORSET and
+// the log's replay require. What an engine worker returns is checked so:
+// a worker taken over by a hostile model returned a FLOAT output of
+// 100,000,000 elements with 4 bytes of data, which was stored and logged,
+// and AI.TENSORGET VALUES of it ended the server, whose next start then
+// refused the log (red-team review).
+func CheckTensor(t *Tensor) error {
+	if t.DType < Float || t.DType > Uint64 {
+		return fmt.Errorf("%w: %d", ErrUnsupportedDType, t.DType)
+	}
+	return checkBlob(t.DType, t.Shape, t.Data)
 }
 
 // checkBlob reports whether blob holds a tensor of dt and shape.

@@ -327,3 +327,25 @@ func FuzzFormatDouble(f *testing.F) {
 		}
 	})
 }
+
+// CheckTensor takes what AI.TENSORSET takes and refuses the rest, an
+// unknown type first (its element size is 0).
+func TestCheckTensor(t *testing.T) {
+	for _, c := range []struct {
+		t    Tensor
+		want error
+	}{
+		{Tensor{DType: Float, Shape: []int64{2}, Data: make([]byte, 8)}, nil},
+		{Tensor{DType: Float, Shape: []int64{100_000_000}, Data: make([]byte, 4)}, ErrDataLength},
+		{Tensor{DType: Float, Shape: []int64{-1}, Data: nil}, ErrDataLength},
+		{Tensor{DType: String, Shape: []int64{2}, Data: []byte("a\x00b\x00")}, nil},
+		{Tensor{DType: String, Shape: []int64{3}, Data: []byte("a\x00b\x00")}, ErrStringElements},
+		{Tensor{DType: Bool, Shape: []int64{1}, Data: []byte{2}}, ErrBoolValue},
+		{Tensor{DType: DTypeInvalid, Shape: []int64{1}, Data: []byte{0}}, ErrUnsupportedDType},
+		{Tensor{DType: Uint64 + 1, Shape: []int64{1}, Data: []byte{0}}, ErrUnsupportedDType},
+	} {
+		if err := CheckTensor(&c.t); !errors.Is(err, c.want) || (c.want == nil) != (err == nil) {
+			t.Errorf("%s %v %d bytes: %v, want %v", c.t.DType, c.t.Shape, len(c.t.Data), err, c.want)
+		}
+	}
+}

@@ -45,6 +45,12 @@ var probeMarker = []byte("enclaveai-test-probe-escapes")
 // kernel).
 var exitMarker = []byte("enclaveai-test-exit-at-run-")
 
+// forgeMarker: with test hooks on, a worker asked to run a model whose
+// bytes contain it replies with its first output's shape made 100,000,000
+// elements, its data left as it is, as a worker taken over by a hostile
+// model could (the server checks what it stores: modelstore.CheckTensor).
+var forgeMarker = []byte("enclaveai-test-forge-output")
+
 // exitLie is what a worker with exitMarker writes before it exits.
 const exitLie = "SIGKILL: killed by the kernel's OOM killer\n" + startPrefix + "loading ONNX Runtime failed\n"
 
@@ -104,7 +110,7 @@ func serve() error {
 		return err
 	}
 	w := &child{ch: ch, sessions: map[uint64]*modelstore.Session{}, runs: map[uint64]context.CancelFunc{},
-		early: map[uint64]struct{}{}, exits: map[uint64]int{}, hooks: os.Getenv(envTestHooks) == "1", done: make(chan struct{})}
+		early: map[uint64]struct{}{}, exits: map[uint64]int{}, forged: map[uint64]bool{}, hooks: os.Getenv(envTestHooks) == "1", done: make(chan struct{})}
 	go w.read()
 	<-w.done // the server closed the socket or is gone
 	return nil
@@ -162,6 +168,9 @@ type child struct {
 	// exits holds the sessions whose runs exit the worker (exitMarker),
 	// with the status.
 	exits map[uint64]int
+	// forged holds the sessions whose runs' replies are forged
+	// (forgeMarker).
+	forged map[uint64]bool
 }
 
 // maxEarly bounds early: a cancel that crossed its run's reply leaves an
@@ -205,6 +214,7 @@ func (w *child) handle(msg []byte, fds []int) {
 		s := w.sessions[sid]
 		delete(w.sessions, sid)
 		delete(w.exits, sid)
+		delete(w.forged, sid)
 		w.mu.Unlock()
 		if s != nil {
 			s.Close()
@@ -269,6 +279,9 @@ func (w *child) compile(id uint64, d *dec, fds []int) {
 	if i := bytes.Index(buf.Bytes(), exitMarker); w.hooks && i >= 0 && i+len(exitMarker) < buf.Len() {
 		w.exits[sid] = int(buf.Bytes()[i+len(exitMarker)] - '0')
 	}
+	if w.hooks && bytes.Contains(buf.Bytes(), forgeMarker) {
+		w.forged[sid] = true
+	}
 	w.mu.Unlock()
 	w.reply(w.ch, id, nil, func(e *enc) error {
 		putIO(e, s.Inputs())
@@ -300,6 +313,7 @@ func (w *child) run(ctx context.Context, l sender, out *[]byte, id uint64, d *de
 	w.mu.Lock()
 	s := w.sessions[sid]
 	code, exit := w.exits[sid]
+	forge := w.forged[sid]
 	w.mu.Unlock()
 	if s == nil {
 		w.reply(l, id, modelstore.ErrSessionClosed, nil)
@@ -313,6 +327,9 @@ func (w *child) run(ctx context.Context, l sender, out *[]byte, id uint64, d *de
 	if err != nil {
 		w.reply(l, id, err, nil)
 		return
+	}
+	if forge && len(outs) > 0 {
+		outs[0].Shape = []int64{100_000_000}
 	}
 	w.replyTensors(l, out, id, outs)
 }

@@ -97,6 +97,20 @@ type Pool struct {
 	version atomic.Pointer[string]
 }
 
+// plainVersion reports whether v looks like a version: at most 32 letters,
+// digits, dots, dashes and pluses.
+func plainVersion(v string) bool {
+	if v == "" || len(v) > 32 {
+		return false
+	}
+	for _, c := range v {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '.' || c == '-' || c == '+') {
+			return false
+		}
+	}
+	return true
+}
+
 // RuntimeVersion is the workers' ONNX Runtime version, or "" before one
 // has compiled a model (RedisAI, too, names a backend once it is loaded).
 func (p *Pool) RuntimeVersion() string {
@@ -124,12 +138,16 @@ func NewPool(cfg Config) (*Pool, error) {
 		cfg.Log = slog.Default()
 	}
 	shieldServer()
-	if os.Geteuid() == 0 {
-		if landlockABI() > 0 && !cfg.NoSeccomp {
-			cfg.Log.Warn("running as root: engine workers drop every capability as they start, but stay uid 0, the owner of root's files; run the server as an unprivileged user (docs/ENGINE_ISOLATION.md)")
-		} else {
-			cfg.Log.Warn("running as root: without their sandbox (a kernel without Landlock, or engine workers' seccomp off) engine workers hold every capability, which lets one that a hostile model took over read and write the server's memory through /proc; run the server as an unprivileged user (docs/ENGINE_ISOLATION.md)")
+	root := os.Geteuid() == 0
+	switch {
+	case cfg.NoSeccomp:
+		if root {
+			cfg.Log.Warn("running as root with the engine workers' sandbox off: they hold every capability, which lets one that a hostile model took over read and write the server's memory through /proc (docs/ENGINE_ISOLATION.md)")
 		}
+	case landlockABI() == 0:
+		cfg.Log.Warn("this kernel has no Landlock: an engine worker that a hostile model took over can read every file of the server's user (the seal key, a TLS key, the configuration) and write them (docs/ENGINE_ISOLATION.md)")
+	case root:
+		cfg.Log.Warn("running as root: engine workers drop every capability as they start, but stay uid 0, the owner of root's files; run the server as an unprivileged user (docs/ENGINE_ISOLATION.md)")
 	}
 	return &Pool{cfg: cfg, log: cfg.Log, groups: map[string][]*slot{}, deaths: map[string]int64{}}, nil
 }
@@ -885,6 +903,12 @@ func (s *session) compileOn(p *proc) error {
 	if d.err != nil {
 		return d.err
 	}
+	if !plainVersion(version) {
+		// INFO prints it as is: a worker taken over by a hostile model
+		// wrote lines of its own into every client's INFO (red-team
+		// review).
+		version = "unknown"
+	}
 	s.slot.pool.version.CompareAndSwap(nil, &version)
 	if s.on == nil && s.inputs == nil { // the first compile describes it
 		s.inputs, s.outputs, s.weights, s.shared = ins, outs, mode, shared
@@ -1139,6 +1163,15 @@ func (s *session) outputsOf(msg []byte, fds []int, max int64) ([]*modelstore.Ten
 	done()
 	if len(outs) != len(s.outputs) {
 		return nil, fmt.Errorf("engine worker returned %d outputs for %d", len(outs), len(s.outputs))
+	}
+	for _, t := range outs {
+		if t == nil {
+			continue
+		}
+		if err := modelstore.CheckTensor(t); err != nil {
+			return nil, fmt.Errorf("%w: engine worker returned a malformed output (%s %v, %d bytes)",
+				err, t.DType, t.Shape, len(t.Data))
+		}
 	}
 	return outs, nil
 }

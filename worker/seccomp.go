@@ -36,9 +36,11 @@ import (
 //     (migrate_pages, move_pages): only itself, by its pid or 0. A worker
 //     taken over could otherwise kill the server with one kill(2).
 //     Landlock's signal scope (landlock.go) does the same for signals
-//     where the kernel has it; fcntl's F_SETOWN, F_SETOWN_EX and F_SETSIG
-//     (a signal sent to the server when a descriptor becomes ready) are
-//     refused for the kernels without it;
+//     where the kernel has it; for the kernels without it, the filter
+//     refuses fcntl's F_SETOWN, F_SETOWN_EX and F_SETSIG and ioctl's
+//     FIOSETOWN, SIOCSPGRP and FIOASYNC (a SIGIO sent to any process of
+//     the user when a descriptor becomes ready), and pidfd_send_signal
+//     (through a descriptor of /proc/PID, which Landlock closes);
 //   - what Landlock does not cover (red-team review, each shown to work
 //     from a stand-in for an exploited ONNX Runtime): io_uring, whose
 //     operations are not system calls and made sockets (UDP out of the
@@ -71,10 +73,12 @@ func installSeccomp() error {
 		fSetOwn     = 8       // F_SETOWN
 		fSetSig     = 10      // F_SETSIG
 		fSetOwnEx   = 15      // F_SETOWN_EX
+		fioSetOwn   = 0x8901  // FIOSETOWN
+		fioAsync    = 0x5452  // FIOASYNC
 	)
-	// cmd matches an fcntl of the given command.
-	cmd := func(c uint64) seccomp.NameWithConditions {
-		return seccomp.NameWithConditions{Name: "fcntl",
+	// cmd matches an fcntl or ioctl of the given command.
+	cmd := func(call string, c uint64) seccomp.NameWithConditions {
+		return seccomp.NameWithConditions{Name: call,
 			Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.Equal, Value: c}}}
 	}
 	pid := uint64(os.Getpid())
@@ -108,9 +112,11 @@ func installSeccomp() error {
 						"utime", "utimes", "futimesat", "utimensat",
 						"setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
 						"shmget", "shmat", "msgget", "semget", "setsid", "setpgid",
-						"clock_adjtime", "adjtimex", "sethostname", "setdomainname", "syslog", "fanotify_init"},
+						"clock_adjtime", "adjtimex", "sethostname", "setdomainname", "syslog", "fanotify_init",
+						"pidfd_send_signal"},
 					NamesWithCondtions: []seccomp.NameWithConditions{
-						cmd(fSetOwn), cmd(fSetSig), cmd(fSetOwnEx),
+						cmd("fcntl", fSetOwn), cmd("fcntl", fSetSig), cmd("fcntl", fSetOwnEx),
+						cmd("ioctl", fioSetOwn), cmd("ioctl", unix.SIOCSPGRP), cmd("ioctl", fioAsync),
 						notSelf("kill", 0, false), notSelf("tgkill", 0, false),
 						notSelf("rt_sigqueueinfo", 0, false), notSelf("rt_tgsigqueueinfo", 0, false),
 						notSelf("pidfd_open", 0, false),

@@ -140,10 +140,12 @@ func probeEscapes() string {
 		unix.SysvShmCtl(id, unix.IPC_RMID, nil)
 	}
 	var p [2]int
-	setown := "no pipe"
+	setown, fiosetown := "no pipe", "no pipe"
 	if unix.Pipe2(p[:], unix.O_CLOEXEC) == nil {
 		_, err := unix.FcntlInt(uintptr(p[0]), unix.F_SETOWN, os.Getpid())
 		setown = res(err)
+		pid := int32(os.Getpid())
+		fiosetown = refused(call(unix.SYS_IOCTL, uintptr(p[0]), 0x8901, uintptr(unsafe.Pointer(&pid))), unix.EPERM) // FIOSETOWN
 		unix.Close(p[0])
 		unix.Close(p[1])
 	}
@@ -173,6 +175,7 @@ func probeEscapes() string {
 		"; io_uring=" + refused(call(unix.SYS_IO_URING_SETUP, 0, 0), unix.EPERM) +
 		"; chmod=" + refused(call(unix.SYS_CHMOD, path, 0o777), unix.EPERM) +
 		"; setxattr=" + refused(call(unix.SYS_SETXATTR, path, path, 0), unix.EPERM) +
-		"; shm=" + shm + "; setown=" + setown +
+		"; pidfd_send_signal=" + refused(call(unix.SYS_PIDFD_SEND_SIGNAL, ^uintptr(0), 0, 0, 0), unix.EPERM) +
+		"; shm=" + shm + "; setown=" + setown + "; fiosetown=" + fiosetown +
 		"; oom=" + strings.TrimSpace(string(oom)) + "; caps=" + caps + "; landlock=" + ll
 }

@@ -1302,7 +1302,8 @@ func TestWorkerCannotReachTheServer(t *testing.T) {
 		k, v, _ := strings.Cut(kv, "=")
 		got[k] = v
 	}
-	refused := []string{"signal", "signal-all", "prlimit", "clone3", "io_uring", "chmod", "setxattr", "shm", "setown"}
+	refused := []string{"signal", "signal-all", "prlimit", "clone3", "io_uring", "chmod", "setxattr", "shm", "setown",
+		"fiosetown", "pidfd_send_signal"}
 	switch ll := got["landlock"]; {
 	case strings.HasPrefix(ll, "abi "):
 		// Without Landlock, root (this test's usual user) opens both.
@@ -1326,5 +1327,40 @@ func TestWorkerCannotReachTheServer(t *testing.T) {
 	if _, err := compile(t, pool, "linear.onnx").Run(context.Background(),
 		[]*modelstore.Tensor{floats([]int64{1, 4}, func(int) float32 { return 1 })}); err != nil {
 		t.Errorf("a run after the probes: %v", err)
+	}
+}
+
+// A run's reply whose outputs are not tensors the server can hold (a
+// shape of 100,000,000 FLOATs over 4 bytes of data, from a worker taken
+// over by a hostile model) fails the run, and nothing is stored: it was
+// stored and logged, and AI.TENSORGET VALUES of it ended the server,
+// whose next start refused the log (red-team review).
+func TestForgedOutputIsRefused(t *testing.T) {
+	pool := newTestPool(t, Config{TestHooks: true})
+	m := append(readModel(t, "linear.onnx"), 0x32, byte(len(forgeMarker)))
+	m = append(m, forgeMarker...)
+	s := compileBytes(t, pool, "forged", m)
+	_, err := s.Run(context.Background(), []*modelstore.Tensor{floats([]int64{1, 4}, func(int) float32 { return 1 })})
+	if !errors.Is(err, modelstore.ErrDataLength) || !strings.Contains(err.Error(), "malformed output") {
+		t.Fatalf("a forged output: %v", err)
+	}
+	good := compile(t, pool, "linear.onnx")
+	outs, err := good.Run(context.Background(), []*modelstore.Tensor{floats([]int64{1, 4}, func(int) float32 { return 1 })})
+	if err != nil || modelstore.CheckTensor(outs[0]) != nil {
+		t.Fatalf("a run after it: %v", err)
+	}
+}
+
+// The version a worker reports goes into INFO only if it looks like one:
+// a worker taken over by a hostile model wrote lines of its own into
+// every client's INFO (red-team review).
+func TestPlainVersion(t *testing.T) {
+	for v, want := range map[string]bool{
+		"1.24.1": true, "1.24.1+cpu": true, "1.25.0-dev": true,
+		"": false, "1.24.1\r\nrole:slave": false, "1.24 1": false, strings.Repeat("1", 33): false,
+	} {
+		if plainVersion(v) != want {
+			t.Errorf("plainVersion(%q) = %v", v, !want)
+		}
 	}
 }
