@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/enclaveai/enclaveai/modelstore"
@@ -786,6 +787,12 @@ func (s *App) replayLog(l *persistence.Log, dir string) (*persistence.Log, error
 	}
 	if err != nil {
 		s.Release(itemValues(items))
+		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+			// The log is sound: a start that cuts a torn tail opens a new
+			// incr file, which a full disk refuses. Moved aside, a sound
+			// log was lost (durability review: the hint said to).
+			return nil, fmt.Errorf("append-only log %s cannot be started: %w (the log is intact: free space on its disk and start again; --load-bad-snapshot does not apply)", dir, err)
+		}
 		if !s.Opts.LoadBadSnapshot {
 			if compiled {
 				// The log is sound: what failed is a model's compile,

@@ -488,3 +488,47 @@ func TestCloseLogStopsTheRewrite(t *testing.T) {
 	h2 := newLogHarness(t, dir, nil, "everysec")
 	h2.run(row("EXISTS t0 t1 t2 t3 t4", ":5"))
 }
+
+// A start on a full disk that must cut a torn tail (and so open a new
+// incr file) is refused with the log left where it is, even with
+// load-bad-snapshot: its hint said to move the log aside, which lost a
+// sound log (durability review).
+func TestStartOnAFullDiskKeepsTheLog(t *testing.T) {
+	dir := t.TempDir()
+	h := newLogHarness(t, dir, nil, "always")
+	h.run(row("AI.TENSORSET a INT8 1 VALUES 1", "+OK"))
+	h.s.CloseLog()
+	matches, _ := filepath.Glob(filepath.Join(dir, "appendonlydir", "incr.*.log"))
+	if len(matches) == 0 {
+		t.Fatal("no incr file")
+	}
+	slices.Sort(matches)
+	f, err := os.OpenFile(matches[len(matches)-1], os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte{0, 0, 0}) // a frame's header cut short: a torn tail
+	f.Close()
+
+	fs := &failFS{}
+	fs.fail(syscall.ENOSPC, nil)
+	opts := config.Default()
+	opts.Dir = dir
+	opts.Save.Store(new(string))
+	always := "always"
+	opts.AppendFsync.Store(&always)
+	opts.LoadBadSnapshot = true
+	opts.AOFLoadTruncated = true
+	h2 := newHarnessOpts(t, opts)
+	h2.s.Snapshot.SealKey = aofTestKey
+	h2.s.LogFS = fs
+	err = h2.s.LoadData()
+	if err == nil || !strings.Contains(err.Error(), "free space") {
+		t.Fatalf("start on a full disk: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "appendonlydir")); err != nil {
+		t.Fatalf("the log was moved: %v", err)
+	}
+	h3 := newLogHarness(t, dir, nil, "always")
+	h3.run(row("AI.TENSORGET a VALUES", "[:1]"))
+}
