@@ -498,17 +498,7 @@ func TestStartOnAFullDiskKeepsTheLog(t *testing.T) {
 	h := newLogHarness(t, dir, nil, "always")
 	h.run(row("AI.TENSORSET a INT8 1 VALUES 1", "+OK"))
 	h.s.CloseLog()
-	matches, _ := filepath.Glob(filepath.Join(dir, "appendonlydir", "incr.*.log"))
-	if len(matches) == 0 {
-		t.Fatal("no incr file")
-	}
-	slices.Sort(matches)
-	f, err := os.OpenFile(matches[len(matches)-1], os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Write([]byte{0, 0, 0}) // a frame's header cut short: a torn tail
-	f.Close()
+	tearLastIncr(t, dir)
 
 	fs := &failFS{}
 	fs.fail(syscall.ENOSPC, nil)
@@ -522,7 +512,7 @@ func TestStartOnAFullDiskKeepsTheLog(t *testing.T) {
 	h2 := newHarnessOpts(t, opts)
 	h2.s.Snapshot.SealKey = aofTestKey
 	h2.s.LogFS = fs
-	err = h2.s.LoadData()
+	err := h2.s.LoadData()
 	if err == nil || !strings.Contains(err.Error(), "free space") {
 		t.Fatalf("start on a full disk: %v", err)
 	}
@@ -531,4 +521,53 @@ func TestStartOnAFullDiskKeepsTheLog(t *testing.T) {
 	}
 	h3 := newLogHarness(t, dir, nil, "always")
 	h3.run(row("AI.TENSORGET a VALUES", "[:1]"))
+}
+
+// tearLastIncr appends the start of a frame's header to the log's last
+// incr file: what a crash in the middle of a write leaves.
+func tearLastIncr(t *testing.T, dir string) {
+	t.Helper()
+	matches, _ := filepath.Glob(filepath.Join(dir, "appendonlydir", "incr.*.log"))
+	if len(matches) == 0 {
+		t.Fatal("no incr file")
+	}
+	last := matches[0]
+	for _, m := range matches {
+		var a, b int
+		fmt.Sscanf(filepath.Base(m), "incr.%d.log", &a)
+		fmt.Sscanf(filepath.Base(last), "incr.%d.log", &b)
+		if a > b {
+			last = m
+		}
+	}
+	f, err := os.OpenFile(last, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte{0, 0, 0})
+	f.Close()
+}
+
+// Each start that cuts a torn tail adds an incr file; past maxIncrFiles
+// a rewrite folds them into a base (durability review: 40 crashes left 41
+// incr files, and below auto-aof-rewrite-min-size nothing rewrote them).
+func TestIncrFilesAreFoldedByARewrite(t *testing.T) {
+	dir := t.TempDir()
+	var h *harness
+	for i := range maxIncrFiles + 1 {
+		h = newLogHarness(t, dir, nil, "always")
+		h.run(row(fmt.Sprintf("AI.TENSORSET k%d INT8 1 VALUES %d", i, i), "+OK"))
+		h.s.CloseLog()
+		tearLastIncr(t, dir)
+	}
+	h = newLogHarness(t, dir, nil, "always")
+	if n := h.s.aof().IncrFiles(); n <= maxIncrFiles {
+		t.Fatalf("%d incr files after %d cut tails", n, maxIncrFiles+1)
+	}
+	waitFor(t, h, "a rewrite to fold the incr files", func() bool {
+		return h.s.aof().IncrFiles() == 1 && !h.s.aofState.rewriting.Load()
+	})
+	h.s.CloseLog()
+	h2 := newLogHarness(t, dir, nil, "always")
+	h2.run(row("EXISTS k0 k8", ":2"))
 }

@@ -276,6 +276,13 @@ func (l *Log) BaseSize() int64 {
 	return l.baseSize
 }
 
+// IncrFiles is the number of incr files the manifest names.
+func (l *Log) IncrFiles() int {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	return len(l.man.incrs)
+}
+
 // Append queues op and returns its sequence number. Call it under the lock
 // that orders the changes op records, and Commit the number before
 // acknowledging the change.
