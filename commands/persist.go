@@ -235,7 +235,15 @@ func (s *App) saveOver(by string) error {
 // lost (durability review: 1,585 of 4,332 writes acknowledged during a
 // SHUTDOWN were missing after the restart). A save that fails leaves the
 // server serving, writes again included.
+//
+// While the data is still loading there is no final save, as in Redis: the
+// keyspace, not yet filled, was saved over the snapshot being loaded, and
+// a SHUTDOWN sent during a start lost every key (diff review).
 func (s *App) FinalSave() error {
+	if s.loading.Load() {
+		s.Log.Warn("the final save is skipped: the data is still loading, and what is on disk stays as it is")
+		return nil
+	}
 	s.stopWrites(true)
 	err := s.saveOver("the final save (SHUTDOWN, SIGTERM)")
 	if err != nil {

@@ -1,6 +1,8 @@
 package commands
 
 import (
+	"bytes"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -214,4 +216,25 @@ func TestFinalSaveStopsWrites(t *testing.T) {
 		t.Fatal("a save without a seal key succeeded")
 	}
 	h2.run(row("AI.TENSORSET b INT8 1 VALUES 2", "+OK"))
+}
+
+// No final save while the data is loading, as in Redis: the keyspace, not
+// yet filled, was saved over the snapshot being loaded, and a SHUTDOWN
+// sent during a start lost every key (diff review).
+func TestFinalSaveWhileLoadingKeepsTheFile(t *testing.T) {
+	dir := t.TempDir()
+	h := snapshotHarness(t, dir)
+	h.run(row("AI.TENSORSET a INT8 1 VALUES 1", "+OK"), row("SAVE", "+OK"))
+	path := filepath.Join(dir, h.s.Opts.DBFilename)
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.s.SetLoading(true)
+	if err := h.s.FinalSave(); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(after, before) {
+		t.Error("the final save wrote the snapshot while the data was loading")
+	}
 }

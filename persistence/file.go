@@ -1,8 +1,10 @@
 package persistence
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -111,7 +113,10 @@ func RemoveTemporaryFiles(dir, name string) error {
 	}
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), tempPrefix(name)) {
-			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+			// Gone meanwhile is gone: a save that a newer one superseded
+			// removes its own file as it stops (diff review: the newer
+			// save failed on ENOENT, and writes got MISCONF).
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("persistence: removing stale temporary file: %w", err)
 			}
 		}

@@ -2,10 +2,12 @@ package persistence
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 const snapName = "dump.aidb"
@@ -273,4 +275,39 @@ func TestProgress(t *testing.T) {
 			t.Fatalf("progress went backwards: %v", p.done)
 		}
 	}
+}
+
+// A temporary file that goes while RemoveTemporaryFiles removes the stale
+// ones is no error: a superseded save removes its own as it stops, and the
+// newer save failed on ENOENT (diff review: writes then got MISCONF).
+func TestRemoveTemporaryFilesTakesOnesGoneMeanwhile(t *testing.T) {
+	dir := t.TempDir()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for i := range 64 {
+				os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s%d", tempPrefix(snapName), i)), nil, 0o600)
+			}
+			for i := range 64 {
+				os.Remove(filepath.Join(dir, fmt.Sprintf("%s%d", tempPrefix(snapName), i)))
+			}
+		}
+	}()
+	deadline := time.Now().Add(300 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if err := RemoveTemporaryFiles(dir, snapName); err != nil {
+			close(stop)
+			<-done
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	<-done
 }
