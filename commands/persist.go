@@ -244,21 +244,21 @@ func (s *App) FinalSave() error {
 		s.Log.Warn("the final save is skipped: the data is still loading, and what is on disk stays as it is")
 		return nil
 	}
-	s.stopWrites(true)
+	s.stopWrites(1)
 	err := s.saveOver("the final save (SHUTDOWN, SIGTERM)")
 	if err != nil {
-		s.stopWrites(false)
+		s.stopWrites(-1)
 	}
 	return err
 }
 
-// stopWrites sets whether writes are refused, under the transaction
-// lock's write side: the writes under way (which hold its read side) end
-// first, and every write after it sees the flag (Ctx.Update, App.run,
-// EXEC).
-func (s *App) stopWrites(stop bool) {
+// stopWrites adds by to the final saves that refuse writes, under the
+// transaction lock's write side: the writes under way (which hold its
+// read side) end first, and every write after it sees the count
+// (Ctx.Update, App.run, EXEC).
+func (s *App) stopWrites(by int32) {
 	s.tx.Lock()
-	s.stopping.Store(stop)
+	s.stopping.Add(by)
 	s.tx.Unlock()
 }
 

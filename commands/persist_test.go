@@ -209,6 +209,10 @@ func TestFinalSaveStopsWrites(t *testing.T) {
 		row("EXEC", refused),
 		row("AI.TENSORGET a VALUES", "[:1]"),
 		row("EXISTS b c", ":0"),
+		// A transaction of reads alone runs, as a read alone does.
+		row("MULTI", "+OK"),
+		row("EXISTS a", "+QUEUED"),
+		row("EXEC", "[:1]"),
 	)
 	h2 := snapshotHarness(t, t.TempDir())
 	h2.s.Snapshot.SealKey = nil

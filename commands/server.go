@@ -29,9 +29,12 @@ const (
 // The network front end (package server, whose Server owns the sockets)
 // calls Dispatch for each command.
 type App struct {
-	// stopping refuses writes from the final save on (FinalSave); set
-	// and read under the transaction lock.
-	stopping atomic.Bool
+	// stopping counts the final saves under way or done (FinalSave),
+	// which refuse writes while it is above 0: a SHUTDOWN's that fails
+	// must not let writes go on under a SIGTERM's that runs beside it.
+	// Changed under the transaction lock's write side, read under its
+	// read side.
+	stopping atomic.Int32
 
 	Opts   *config.Options
 	Keys   *modelstore.Keyspace
@@ -585,7 +588,7 @@ func (x *Ctx) Update(f func() error) error {
 	if err := x.fenced(); err != nil {
 		return err
 	}
-	if x.stopping.Load() {
+	if x.stopping.Load() > 0 {
 		return errShuttingDown
 	}
 	// A client killed while its command compiled or ran (CLIENT KILL)
@@ -1053,7 +1056,7 @@ func (s *App) run(x *Ctx, spec *Spec, r Runner) error {
 		s.tx.RLock(x.C)
 		x.locked = true
 		if err = x.fenced(); err == nil {
-			if spec.Has(Write) && s.stopping.Load() {
+			if spec.Has(Write) && s.stopping.Load() > 0 {
 				err = errShuttingDown
 			} else {
 				err = r.Run(x)

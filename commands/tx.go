@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"slices"
 	"time"
 
 	"github.com/enclaveai/enclaveai/cluster"
@@ -184,7 +185,7 @@ func (execCmd) Run(x *Ctx) error {
 	if !changed && x.Cluster != nil && !c.internal {
 		moved = x.routeQueued(c)
 	}
-	if x.stopping.Load() {
+	if x.stopping.Load() > 0 && slices.ContainsFunc(c.multi, func(q queued) bool { return q.spec.Has(Write) }) {
 		moved = errShuttingDown // nothing runs: the final save has its instant
 	}
 	q := x.endMulti(c)
