@@ -261,6 +261,26 @@ class SurvivesTest(unittest.TestCase):
         d.kill9()
 
 
+def big_exec(d, r, trial, n, blob):
+    """Sends a MULTI/EXEC of n AI.TENSORSETs of blob (keys x<trial>:t<i>)
+    from a thread; returns the incr files' size before it, the thread, and
+    the list that gets EXEC's reply if one comes."""
+    start = sum(os.path.getsize(f) for f in d.incrs())
+    p = r.pipeline(transaction=True)
+    for i in range(n):
+        p.execute_command("AI.TENSORSET", "x%d:t%d" % (trial, i), "UINT8", len(blob), "BLOB", blob)
+    answered = []
+
+    def exec_():
+        try:
+            answered.append(p.execute())
+        except redis.RedisError:
+            pass
+    t = threading.Thread(target=exec_)
+    t.start()
+    return start, t, answered
+
+
 class TransactionTest(unittest.TestCase):
 
     def test_exec_cut_short_by_kill9_comes_back_whole_or_not_at_all(self):
@@ -286,19 +306,7 @@ class TransactionTest(unittest.TestCase):
         killed_early = 0
         for trial in range(3):
             r = d.start()
-            start = sum(os.path.getsize(f) for f in d.incrs())
-            p = r.pipeline(transaction=True)
-            for i in range(n):
-                p.execute_command("AI.TENSORSET", "x%d:t%d" % (trial, i), "UINT8", size, "BLOB", blob)
-            answered = []
-
-            def exec_():
-                try:
-                    answered.append(p.execute())
-                except redis.ConnectionError:
-                    pass
-            t = threading.Thread(target=exec_)
-            t.start()
+            start, t, answered = big_exec(d, r, trial, n, blob)
             while t.is_alive():
                 if sum(os.path.getsize(f) for f in d.incrs()) - start >= kill_at * size and not answered:
                     killed_early += 1
@@ -333,19 +341,7 @@ class ShutdownTest(unittest.TestCase):
         shut_early = 0
         for trial in range(3):
             r = d.start()
-            start = sum(os.path.getsize(f) for f in d.incrs())
-            p = r.pipeline(transaction=True)
-            for i in range(n):
-                p.execute_command("AI.TENSORSET", "x%d:t%d" % (trial, i), "UINT8", size, "BLOB", blob)
-            answered = []
-
-            def exec_():
-                try:
-                    answered.append(p.execute())
-                except redis.RedisError:
-                    pass
-            t = threading.Thread(target=exec_)
-            t.start()
+            start, t, answered = big_exec(d, r, trial, n, blob)
             deadline = time.monotonic() + 30
             while t.is_alive() and time.monotonic() < deadline:
                 if sum(os.path.getsize(f) for f in d.incrs()) - start >= 2 * size and not answered:
