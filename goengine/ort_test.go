@@ -5,6 +5,7 @@ package goengine
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math"
 	"math/rand"
 	"os"
@@ -190,6 +191,24 @@ func TestOpsMatchONNXRuntime(t *testing.T) {
 	}
 }
 
+// sameAsORT runs in on ort and gos and fails the test unless their first
+// outputs are the same bytes of the same type and shape (what names the
+// case).
+func sameAsORT(t *testing.T, ort, gos modelstore.EngineSession, what string, in ...*modelstore.Tensor) {
+	t.Helper()
+	want, err := ort.Run(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := gos.Run(context.Background(), in)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if got[0].DType != want[0].DType || !equalShape(got[0].Shape, want[0].Shape) || !bytes.Equal(got[0].Data, want[0].Data) {
+		t.Errorf("%s: %s %v %x, ORT %s %v %x", what, got[0].DType, got[0].Shape, got[0].Data, want[0].DType, want[0].Shape, want[0].Data)
+	}
+}
+
 // oneNodeBoth compiles a graph of one node, op over inputs named in, all
 // of elem's type, with one output y of that type, in ONNX Runtime (in
 // process) and in the pure-Go engine; both are closed when the test ends.
@@ -241,18 +260,7 @@ func TestIntegerMatMulMatchesONNXRuntime(t *testing.T) {
 			{{3, 4}, {4, 5}}, {{2, 3, 4}, {4, 5}}, {{3, 1, 2, 4}, {5, 4, 2}}, {{1, 3, 4}, {6, 4, 2}},
 			{{4}, {2, 4, 3}}, {{2, 3, 4}, {4}}, {{64, 64}, {64, 64}},
 		} {
-			in := []*modelstore.Tensor{random(c[0]...), random(c[1]...)}
-			want, err := ort.Run(context.Background(), in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := gos.Run(context.Background(), in)
-			if err != nil {
-				t.Fatalf("%s %v: %v", ty.dt, c, err)
-			}
-			if got[0].DType != want[0].DType || !equalShape(got[0].Shape, want[0].Shape) || !bytes.Equal(got[0].Data, want[0].Data) {
-				t.Errorf("%s %v: %s %v, ORT %s %v", ty.dt, c, got[0].DType, got[0].Shape, want[0].DType, want[0].Shape)
-			}
+			sameAsORT(t, ort, gos, fmt.Sprint(ty.dt, c), random(c[0]...), random(c[1]...))
 		}
 	}
 }
@@ -320,18 +328,7 @@ func TestIntegerAbsMatchesONNXRuntime(t *testing.T) {
 		for i := len(b) - ty.dt.Size(); i < len(b)-1; i++ {
 			b[i] = 0
 		}
-		in := []*modelstore.Tensor{{DType: ty.dt, Shape: []int64{4, 16}, Data: b}}
-		want, err := ort.Run(context.Background(), in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := gos.Run(context.Background(), in)
-		if err != nil {
-			t.Fatalf("%s: %v", ty.dt, err)
-		}
-		if got[0].DType != want[0].DType || !equalShape(got[0].Shape, want[0].Shape) || !bytes.Equal(got[0].Data, want[0].Data) {
-			t.Errorf("%s: %s %v %x, ORT %s %v %x", ty.dt, got[0].DType, got[0].Shape, got[0].Data, want[0].DType, want[0].Shape, want[0].Data)
-		}
+		sameAsORT(t, ort, gos, ty.dt.String(), &modelstore.Tensor{DType: ty.dt, Shape: []int64{4, 16}, Data: b})
 	}
 }
 
@@ -376,18 +373,7 @@ func TestIntegerDivMatchesONNXRuntime(t *testing.T) {
 			return &modelstore.Tensor{DType: ty.dt, Shape: shape, Data: b}
 		}
 		for _, c := range [][2][]int64{{{64}, {64}}, {{8, 16}, {16}}, {{4, 1, 8}, {1, 3, 1}}, {{5}, {}}} {
-			in := []*modelstore.Tensor{random(c[0]...), random(c[1]...)}
-			want, err := ort.Run(context.Background(), in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := gos.Run(context.Background(), in)
-			if err != nil {
-				t.Fatalf("%s %v: %v", ty.dt, c, err)
-			}
-			if got[0].DType != want[0].DType || !equalShape(got[0].Shape, want[0].Shape) || !bytes.Equal(got[0].Data, want[0].Data) {
-				t.Errorf("%s %v: %s %v %x, ORT %s %v %x", ty.dt, c, got[0].DType, got[0].Shape, got[0].Data, want[0].DType, want[0].Shape, want[0].Data)
-			}
+			sameAsORT(t, ort, gos, fmt.Sprint(ty.dt, c), random(c[0]...), random(c[1]...))
 		}
 	}
 }
