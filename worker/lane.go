@@ -291,9 +291,10 @@ func (p *proc) runs(runs []laneRun, sess *session, done func(i int, msg []byte, 
 			modelstore.Watch(&c.w, r.ctx, c)
 		}
 	}
-	i, ok := 0, true
+	i, ok, why := 0, true, ""
 	for _, r := range runs {
-		if ok = l.send(r.msg, r.fds...) == nil; !ok {
+		if err := l.send(r.msg, r.fds...); err != nil {
+			ok, why = false, sendFailure(err)
 			break
 		}
 	}
@@ -324,7 +325,7 @@ func (p *proc) runs(runs []laneRun, sess *session, done func(i int, msg []byte, 
 	}
 	// The lane failed: the worker is gone, or will be.
 	l.close()
-	p.kill("")
+	p.kill(why)
 	for ; i < len(runs); i++ {
 		r := <-calls[i].reply
 		calls[i].end()

@@ -742,10 +742,26 @@ func signalName(s syscall.Signal) string {
 // operator's, the kernel's OOM killer's, which takes a worker first).
 func isCrash(cause string) bool {
 	switch cause {
-	case "timeout", "shutdown", "unknown":
+	case "timeout", "shutdown", "unknown", causeSend:
 		return false
 	}
 	return true
+}
+
+// causeSend is the cause of a worker killed because the server could not
+// send it a request for a reason of the server's side.
+const causeSend = "send failed"
+
+// sendFailure is the kill reason after a request could not be sent: none
+// where the worker closed its end or is gone (its own doing: its wait
+// status says what it was), causeSend where the server could not send
+// (out of memory, too many descriptors in flight, ...): killed with no
+// reason, that worker's SIGKILL was the model's crash (diff review).
+func sendFailure(err error) string {
+	if errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ENOTCONN) {
+		return ""
+	}
+	return causeSend
 }
 
 // crashLine is the first line of the worker's crash report, or of its own
@@ -802,7 +818,7 @@ func (p *proc) call(ctx context.Context, msg []byte, fds []int, sess *session, s
 	// The id goes in the header's bytes 1..8, written by the caller as 0.
 	putID(msg, id)
 	if err := p.ch.send(msg, fds...); err != nil {
-		p.kill("")
+		p.kill(sendFailure(err))
 		r := <-c.reply // the reader sees the socket fail
 		return r.msg, r.fds, r.err
 	}

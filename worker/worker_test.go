@@ -1364,3 +1364,21 @@ func TestPlainVersion(t *testing.T) {
 		}
 	}
 }
+
+// A worker killed because the server could not send it a request (its
+// own failure: out of memory, too many descriptors in flight) blames no
+// model; one whose socket its worker closed, or that is gone, is left to
+// its wait status (diff review: every failed send was a SIGKILL crash).
+func TestSendFailureBlamesNoModel(t *testing.T) {
+	for err, want := range map[error]string{
+		syscall.EPIPE: "", syscall.ECONNRESET: "", syscall.ENOTCONN: "",
+		syscall.ENOMEM: causeSend, syscall.ETOOMANYREFS: causeSend, syscall.ENOBUFS: causeSend,
+	} {
+		if got := sendFailure(err); got != want {
+			t.Errorf("%v: %q, want %q", err, got, want)
+		}
+	}
+	if isCrash(classify(nil, causeSend)) {
+		t.Error("a worker the server could not send to is a model's crash")
+	}
+}
