@@ -122,20 +122,38 @@ func compile(t *testing.T, e modelstore.Engine, name string) modelstore.EngineSe
 // compileBytes is compile of a model's bytes.
 func compileBytes(t *testing.T, e modelstore.Engine, name string, model []byte) modelstore.EngineSession {
 	t.Helper()
+	s, err := tryCompile(t, e, name, model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// tryCompile is compileBytes that returns its error; it may be called
+// from any goroutine.
+func tryCompile(t *testing.T, e modelstore.Engine, name string, model []byte) (modelstore.EngineSession, error) {
 	modelstore.ShareBuffers(true)
 	defer modelstore.ShareBuffers(false)
 	buf, err := modelstore.CopyToBuffer(model)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	defer buf.Unref()
 	s, err := e.Compile(modelstore.ModelSource{Data: buf.Bytes(), Buf: buf, Origin: modelstore.Origin{Key: name}},
 		modelstore.SessionOptions{Optimize: true})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	t.Cleanup(func() { s.Close() })
-	return s
+	return s, nil
+}
+
+// marked is linear.onnx with marker in its doc_string (field 6): what
+// the workers' test hooks look for (child.go).
+func marked(t *testing.T, marker []byte) []byte {
+	t.Helper()
+	m := append(readModel(t, "linear.onnx"), 0x32, byte(len(marker)))
+	return append(m, marker...)
 }
 
 func floats(shape []int64, f func(i int) float32) *modelstore.Tensor {
@@ -1187,18 +1205,9 @@ func TestCrashDuringACompileBlamesNoRun(t *testing.T) {
 		done <- err
 	}()
 	// A model whose session creation the test hook holds up (child.go).
-	hang := append(readModel(t, "linear.onnx"), 0x32, byte(len(hangMarker)))
-	hang = append(hang, hangMarker...)
+	hang := marked(t, hangMarker)
 	go func() {
-		modelstore.ShareBuffers(true)
-		buf, err := modelstore.CopyToBuffer(hang)
-		if err != nil {
-			done <- err
-			return
-		}
-		defer buf.Unref()
-		_, err = pool.Compile(modelstore.ModelSource{Data: buf.Bytes(), Buf: buf, Origin: modelstore.Origin{Key: "hang"}},
-			modelstore.SessionOptions{})
+		_, err := tryCompile(t, pool, "hang", hang)
 		done <- err
 	}()
 	time.Sleep(500 * time.Millisecond)
@@ -1226,8 +1235,7 @@ func TestWorkerExitIsItsModelsCrash(t *testing.T) {
 		t.Run(fmt.Sprint("exit ", code), func(t *testing.T) {
 			pool := newTestPool(t, Config{TestHooks: true})
 			marker := append(slices.Clone(exitMarker), byte('0'+code))
-			model := append(readModel(t, "linear.onnx"), 0x32, byte(len(marker)))
-			exits := compileBytes(t, pool, "exits", append(model, marker...))
+			exits := compileBytes(t, pool, "exits", marked(t, marker))
 			slow := compile(t, pool, "slow.onnx")
 			want := fmt.Sprintf("model execution failed: engine worker died (exit %d)", code)
 			counter := fmt.Sprintf("engine_worker_deaths_exit_%d", code)
@@ -1282,17 +1290,7 @@ func TestWorkerExitIsItsModelsCrash(t *testing.T) {
 // to 0 would have ended it at its next log write.
 func TestWorkerCannotReachTheServer(t *testing.T) {
 	pool := newTestPool(t, Config{TestHooks: true})
-	m := append(readModel(t, "linear.onnx"), 0x32, byte(len(probeMarker)))
-	m = append(m, probeMarker...)
-	modelstore.ShareBuffers(true)
-	defer modelstore.ShareBuffers(false)
-	buf, err := modelstore.CopyToBuffer(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer buf.Unref()
-	_, err = pool.Compile(modelstore.ModelSource{Data: buf.Bytes(), Buf: buf, Origin: modelstore.Origin{Key: "probe"}},
-		modelstore.SessionOptions{})
+	_, err := tryCompile(t, pool, "probe", marked(t, probeMarker))
 	if err == nil || !strings.Contains(err.Error(), "escape probes: ") {
 		t.Fatalf("the probes did not run: %v", err)
 	}
@@ -1337,9 +1335,7 @@ func TestWorkerCannotReachTheServer(t *testing.T) {
 // whose next start refused the log (red-team review).
 func TestForgedOutputIsRefused(t *testing.T) {
 	pool := newTestPool(t, Config{TestHooks: true})
-	m := append(readModel(t, "linear.onnx"), 0x32, byte(len(forgeMarker)))
-	m = append(m, forgeMarker...)
-	s := compileBytes(t, pool, "forged", m)
+	s := compileBytes(t, pool, "forged", marked(t, forgeMarker))
 	_, err := s.Run(context.Background(), []*modelstore.Tensor{floats([]int64{1, 4}, func(int) float32 { return 1 })})
 	if !errors.Is(err, modelstore.ErrDataLength) || !strings.Contains(err.Error(), "malformed output") {
 		t.Fatalf("a forged output: %v", err)
