@@ -191,6 +191,15 @@ func TestOpsMatchONNXRuntime(t *testing.T) {
 	}
 }
 
+// wideInts are the integer types MatMul and Div take in both engines.
+var wideInts = []struct {
+	elem gonnxproto.TensorProto_DataType
+	dt   modelstore.DType
+}{
+	{gonnxproto.TensorProto_INT32, modelstore.Int32}, {gonnxproto.TensorProto_INT64, modelstore.Int64},
+	{gonnxproto.TensorProto_UINT32, modelstore.Uint32}, {gonnxproto.TensorProto_UINT64, modelstore.Uint64},
+}
+
 // sameAsORT runs in on ort and gos and fails the test unless their first
 // outputs are the same bytes of the same type and shape (what names the
 // case).
@@ -242,17 +251,10 @@ func oneNodeBoth(t *testing.T, op string, elem gonnxproto.TensorProto_DataType, 
 func TestIntegerMatMulMatchesONNXRuntime(t *testing.T) {
 	requireORT(t)
 	r := rand.New(rand.NewSource(4))
-	for _, ty := range []struct {
-		elem gonnxproto.TensorProto_DataType
-		dt   modelstore.DType
-		size int
-	}{
-		{gonnxproto.TensorProto_INT32, modelstore.Int32, 4}, {gonnxproto.TensorProto_INT64, modelstore.Int64, 8},
-		{gonnxproto.TensorProto_UINT32, modelstore.Uint32, 4}, {gonnxproto.TensorProto_UINT64, modelstore.Uint64, 8},
-	} {
+	for _, ty := range wideInts {
 		ort, gos := oneNodeBoth(t, "MatMul", ty.elem, "a", "b")
 		random := func(shape ...int64) *modelstore.Tensor {
-			b := make([]byte, modelstore.ShapeLen(shape)*int64(ty.size))
+			b := make([]byte, modelstore.ShapeLen(shape)*int64(ty.dt.Size()))
 			r.Read(b)
 			return &modelstore.Tensor{DType: ty.dt, Shape: shape, Data: b}
 		}
@@ -339,13 +341,7 @@ func TestIntegerAbsMatchesONNXRuntime(t *testing.T) {
 func TestIntegerDivMatchesONNXRuntime(t *testing.T) {
 	requireORT(t)
 	r := rand.New(rand.NewSource(6))
-	for _, ty := range []struct {
-		elem gonnxproto.TensorProto_DataType
-		dt   modelstore.DType
-	}{
-		{gonnxproto.TensorProto_INT32, modelstore.Int32}, {gonnxproto.TensorProto_INT64, modelstore.Int64},
-		{gonnxproto.TensorProto_UINT32, modelstore.Uint32}, {gonnxproto.TensorProto_UINT64, modelstore.Uint64},
-	} {
+	for _, ty := range wideInts {
 		ort, gos := oneNodeBoth(t, "Div", ty.elem, "a", "b")
 		size := ty.dt.Size()
 		// Elements of random bytes, small values, 0, -1 (all ones) and

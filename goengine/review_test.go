@@ -14,6 +14,7 @@ import (
 	"time"
 
 	gonnxproto "github.com/advancedclimatesystems/gonnx/onnx"
+	"github.com/advancedclimatesystems/gonnx/ops"
 	"github.com/advancedclimatesystems/gonnx/ops/opset13"
 	"google.golang.org/protobuf/proto"
 	"gorgonia.org/tensor"
@@ -330,19 +331,26 @@ func TestMatMulBroadcastWithoutCopy(t *testing.T) {
 	}
 }
 
-// Where gonnx's MatMul works, ours gives what it gives, FLOAT and DOUBLE
-// (gorgonia multiplies no integers: TestMatMulIntegers), broadcasting either operand's batch dimensions; it also
-// takes matrices of one row and column, which gonnx slices to vectors and
-// refuses.
-func TestMatMulMatchesGonnx(t *testing.T) {
+// matMuls is gonnx's MatMul and ours.
+func matMuls(t *testing.T) (gonnxOp, ours ops.Operator) {
+	t.Helper()
 	gonnxOp, err := opset13.GetOperator("MatMul")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ours, err := newMatMul()
-	if err != nil {
+	if ours, err = newMatMul(); err != nil {
 		t.Fatal(err)
 	}
+	return gonnxOp, ours
+}
+
+// Where gonnx's MatMul works, ours gives what it gives, FLOAT and DOUBLE
+// (gorgonia multiplies no integers: TestMatMulIntegers), broadcasting
+// either operand's batch dimensions; it also
+// takes matrices of one row and column, which gonnx slices to vectors and
+// refuses.
+func TestMatMulMatchesGonnx(t *testing.T) {
+	gonnxOp, ours := matMuls(t)
 	filled := func(dt tensor.Dtype, shape ...int) *tensor.Dense {
 		x := tensor.New(tensor.WithShape(shape...), tensor.Of(dt))
 		for i := range x.Shape().TotalSize() {
@@ -399,14 +407,7 @@ func TestMatMulMatchesGonnx(t *testing.T) {
 // values, at every rank: vectors, batches, broadcasting; and wraps around
 // on overflow, as ONNX Runtime's does (ort_test.go compares them).
 func TestMatMulIntegers(t *testing.T) {
-	gonnxOp, err := opset13.GetOperator("MatMul")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ours, err := newMatMul()
-	if err != nil {
-		t.Fatal(err)
-	}
+	gonnxOp, ours := matMuls(t)
 	filled := func(dt tensor.Dtype, seed int, shape ...int) *tensor.Dense {
 		x := tensor.New(tensor.WithShape(shape...), tensor.Of(dt))
 		for i := range x.Shape().TotalSize() {
