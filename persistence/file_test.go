@@ -158,14 +158,10 @@ type failingSource struct{ memSource }
 
 func (failingSource) Models(func(ModelRecord, []byte) error) error { return errSink }
 
-func TestSaveFileSourceError(t *testing.T) {
-	dir := t.TempDir()
-	if err := SaveFile(dir, snapName, testKey, goldenSource()); err != nil {
-		t.Fatal(err)
-	}
-	if err := SaveFile(dir, snapName, testKey, &failingSource{*everything()}); !errors.Is(err, errSink) {
-		t.Fatalf("got %v, want the source's error", err)
-	}
+// stillGolden checks that a save that failed left dir's snapshot as
+// goldenSource saved it, and no temporary file.
+func stillGolden(t *testing.T, dir string) {
+	t.Helper()
 	if tmps := leftovers(t, dir); len(tmps) > 0 {
 		t.Errorf("temporary files left: %v", tmps)
 	}
@@ -174,6 +170,17 @@ func TestSaveFileSourceError(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkSame(t, goldenSource(), sink)
+}
+
+func TestSaveFileSourceError(t *testing.T) {
+	dir := t.TempDir()
+	if err := SaveFile(dir, snapName, testKey, goldenSource()); err != nil {
+		t.Fatal(err)
+	}
+	if err := SaveFile(dir, snapName, testKey, &failingSource{*everything()}); !errors.Is(err, errSink) {
+		t.Fatalf("got %v, want the source's error", err)
+	}
+	stillGolden(t, dir)
 }
 
 // replacingSource is a Source whose Replacer refuses the rename, or runs
@@ -202,19 +209,13 @@ func TestSaveFileReplacer(t *testing.T) {
 	if err := SaveFile(dir, snapName, testKey, &replacingSource{*everything(), true}); !errors.Is(err, errRefused) {
 		t.Fatalf("got %v, want the Replacer's error", err)
 	}
-	if tmps := leftovers(t, dir); len(tmps) > 0 {
-		t.Errorf("temporary files left: %v", tmps)
-	}
-	sink, err := load(t, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkSame(t, goldenSource(), sink)
+	stillGolden(t, dir)
 	next := everything()
 	if err := SaveFile(dir, snapName, testKey, &replacingSource{*next, false}); err != nil {
 		t.Fatal(err)
 	}
-	if sink, err = load(t, dir); err != nil {
+	sink, err := load(t, dir)
+	if err != nil {
 		t.Fatal(err)
 	}
 	checkSame(t, next, sink)

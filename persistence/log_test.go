@@ -344,6 +344,24 @@ func TestLogLargeTornTailIsCutQuickly(t *testing.T) {
 	t.Logf("replayed a %d-byte torn tail in %v", torn, took)
 }
 
+// rewriteBegunThenClosed begins a rewrite of l and closes l before it
+// ends, as a crash would leave it: the rewrite's new incr file holds a
+// record after the cut if written, or only its header.
+func rewriteBegunThenClosed(t *testing.T, l *Log, written bool) {
+	t.Helper()
+	cut, err := l.BeginRewrite()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if written {
+		l.Append(cut)
+		commitAll(t, l, tensorOp("later", "3"))
+	} else {
+		defer cut.cut.next.f.Close()
+	}
+	l.Close()
+}
+
 // tornBeforeRewrite makes a log whose manifest lists incr.1.log, with a
 // torn last frame, then incr.2.log, a rewrite's new incr file (BeginRewrite
 // lists it before appends switch to it): with only its header, as a kill -9
@@ -356,17 +374,7 @@ func tornBeforeRewrite(t *testing.T, dir string, written bool) int64 {
 	commitAll(t, l, tensorOp("kept", "1"))
 	st, _ := os.Stat(filepath.Join(dir, "incr.1.log"))
 	commitAll(t, l, tensorOp("torn", "2"))
-	cut, err := l.BeginRewrite()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if written {
-		l.Append(cut)
-		commitAll(t, l, tensorOp("later", "3"))
-	} else {
-		defer cut.cut.next.f.Close()
-	}
-	l.Close()
+	rewriteBegunThenClosed(t, l, written)
 	path := filepath.Join(dir, "incr.1.log")
 	b, _ := os.ReadFile(path)
 	os.WriteFile(path, b[:len(b)-7], 0o600)
@@ -1432,17 +1440,7 @@ func TestLogUnfinishedUnitBeforeARewritesIncr(t *testing.T) {
 		if err := l.Commit(l.Seq()); err != nil {
 			t.Fatal(err)
 		}
-		cut, err := l.BeginRewrite()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if written {
-			l.Append(cut)
-			commitAll(t, l, tensorOp("later", "3"))
-		} else {
-			defer cut.cut.next.f.Close()
-		}
-		l.Close()
+		rewriteBegunThenClosed(t, l, written)
 		path := filepath.Join(dir, "incr.1.log")
 		frames := logFrames(t, path)
 		if len(frames) != 4 || frames[2].flags != frameUnitMore {
