@@ -399,7 +399,9 @@ func TestRunQueueGroupsRuns(t *testing.T) {
 	// Long runs are not grouped: each keeps a queue worker of its own.
 	rec.groups = nil
 	lin.Stats.Duration.Add(int64(time.Hour / time.Microsecond))
-	go func() { busy <- slowRun(q, slow, 100*time.Millisecond) }()
+	// Busy long enough for 3 requests to queue behind it on a loaded
+	// machine: 100 ms was not, under make test's race target (13:40 UTC).
+	go func() { busy <- slowRun(q, slow, time.Second) }()
 	waitFor(t, "the worker is busy", func() bool { return q.Busy() == 1 })
 	for i := range 3 {
 		wg.Add(1)
