@@ -2208,7 +2208,13 @@ class TestMemoryOverhead(unittest.TestCase):
             while len(got) < len(reply):
                 got += c.sock.recv(1 << 20)
             self.assertEqual(got, reply)
-        return clients, (srv.rss() - before) / n
+        # The heap's collector may not have run since the burst: the least
+        # RSS over a second is what the clients hold.
+        after = srv.rss()
+        for _ in range(10):
+            time.sleep(0.1)
+            after = min(after, srv.rss())
+        return clients, (after - before) / n
 
     def test_idle_clients_hold_no_input_buffer(self):
         """A client whose commands are all parsed holds no input buffer
@@ -2225,8 +2231,9 @@ class TestMemoryOverhead(unittest.TestCase):
         self.assertGreater(len(exists * 40), 64 << 10)
         clients, grown = self.burst_and_idle(srv, n, exists * 40, b":0\r\n" * 40)
         # With a 64 KiB buffer kept each (a bufio.Reader per connection, the
-        # build of e7c2c31): 68 KB a client.
-        self.assertLess(grown, 32 << 10, "RSS grew by %d bytes a client" % grown)
+        # build of e7c2c31): 68 KB a client. Without, 15-35 KB on a loaded
+        # machine (make test's), hence a bound between the two.
+        self.assertLess(grown, 48 << 10, "RSS grew by %d bytes a client" % grown)
         ids = [c.cmd("CLIENT", "ID") for c in clients[:50]]
         partial, partial_id = clients[0], ids[0]
         # Up to the middle of a bulk header: what the buffer keeps then
@@ -2310,7 +2317,7 @@ class TestMemoryOverhead(unittest.TestCase):
         _, grown = self.burst_and_idle(srv, n, get * 20, reply * 20)
         # With the reply buffer kept by each idle connection (the build of
         # fe2ecd8): 72 KB a client.
-        self.assertLess(grown, 32 << 10, "RSS grew by %d bytes a client" % grown)
+        self.assertLess(grown, 48 << 10, "RSS grew by %d bytes a client" % grown)
 
 
 class TestMaxClients(unittest.TestCase):
