@@ -405,6 +405,33 @@ class HangTest(unittest.TestCase):
         self.assertEqual(r.exists("hang", "lin", "t"), 2)
 
 
+class SpinTest(unittest.TestCase):
+    def test_a_worker_spinning_outside_runs_is_killed(self):
+        """A worker taken over by a hostile model can start threads that
+        spin after its run has been answered, which no run's deadline
+        bounds: they slowed every client for good (red-team review). The
+        worker's test hook (ENCLAVEAI_ENGINE_TEST_HOOKS=1) starts two at
+        the first run of a model carrying its marker; the server's watchdog
+        kills a worker that uses CPU with no call in flight, blames no
+        model, and the next runs work on its replacement."""
+        marker = b"enclaveai-test-spin-after-run"
+        srv = start_with_env("ENCLAVEAI_ENGINE_TEST_HOOKS", "1")
+        self.addCleanup(srv.stop)
+        r = srv.client()
+        r.execute_command("AI.MODELSTORE", "spin", "ONNX", "CPU", "BLOB",
+                          model("linear.onnx") + b"\x32" + bytes([len(marker)]) + marker)
+        r.execute_command("AI.TENSORSET", "x", "FLOAT", 1, 4, "VALUES", 1, 2, 3, 4)
+        [before] = children(srv.proc.pid)
+        self.assertEqual(r.execute_command("AI.MODELEXECUTE", "spin", "INPUTS", 1, "x", "OUTPUTS", 1, "y"), b"OK")
+        poll(lambda: r.info("engine").get("engine_worker_deaths_spin") == 1, timeout=10,
+             what="the spinning worker's death")
+        self.assertNotIn(before, children(srv.proc.pid))
+        self.assertIn("engine worker killed: it used CPU with no call in flight", srv.stderr())
+        # Not quarantined: the same model runs on the replacement.
+        self.assertEqual(r.execute_command("AI.MODELEXECUTE", "spin", "INPUTS", 1, "x", "OUTPUTS", 1, "y"), b"OK")
+        self.assertEqual(r.info("engine")["engine_worker_deaths"], 1)
+
+
 class KilledClientTest(unittest.TestCase):
     def test_a_killed_clients_store_does_not_land_later(self):
         """A store whose client CLIENT KILL closes while the model compiles

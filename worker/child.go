@@ -51,6 +51,13 @@ var exitMarker = []byte("enclaveai-test-exit-at-run-")
 // model could (the server checks what it stores: modelstore.CheckTensor).
 var forgeMarker = []byte("enclaveai-test-forge-output")
 
+// spinMarker: with test hooks on, a worker asked to run a model whose
+// bytes contain it starts, at its first run, two goroutines that spin for
+// good once the run is answered, as the threads that a worker taken over
+// by a hostile model can start outside any run (the server's CPU
+// watchdog, Pool.watchCPU, kills it).
+var spinMarker = []byte("enclaveai-test-spin-after-run")
+
 // exitLie is what a worker with exitMarker writes before it exits.
 const exitLie = "SIGKILL: killed by the kernel's OOM killer\n" + startPrefix + "loading ONNX Runtime failed\n"
 
@@ -110,7 +117,7 @@ func serve() error {
 		return err
 	}
 	w := &child{ch: ch, sessions: map[uint64]*modelstore.Session{}, runs: map[uint64]context.CancelFunc{},
-		early: map[uint64]struct{}{}, exits: map[uint64]int{}, forged: map[uint64]bool{}, hooks: os.Getenv(envTestHooks) == "1", done: make(chan struct{})}
+		early: map[uint64]struct{}{}, exits: map[uint64]int{}, forged: map[uint64]bool{}, spins: map[uint64]bool{}, hooks: os.Getenv(envTestHooks) == "1", done: make(chan struct{})}
 	go w.read()
 	<-w.done // the server closed the socket or is gone
 	return nil
@@ -171,6 +178,9 @@ type child struct {
 	// forged holds the sessions whose runs' replies are forged
 	// (forgeMarker).
 	forged map[uint64]bool
+	// spins holds the sessions whose first run starts spinning
+	// goroutines (spinMarker), false once it has.
+	spins map[uint64]bool
 }
 
 // maxEarly bounds early: a cancel that crossed its run's reply leaves an
@@ -220,6 +230,7 @@ func (w *child) handle(msg []byte, fds []int) {
 			s.Close()
 		}
 		closeAll(fds)
+		w.reply(w.ch, id, nil, nil) // the server counts it in flight till now
 	default:
 		closeAll(fds)
 	}
@@ -282,6 +293,9 @@ func (w *child) compile(id uint64, d *dec, fds []int) {
 	if w.hooks && bytes.Contains(buf.Bytes(), forgeMarker) {
 		w.forged[sid] = true
 	}
+	if w.hooks && bytes.Contains(buf.Bytes(), spinMarker) {
+		w.spins[sid] = true
+	}
 	w.mu.Unlock()
 	w.reply(w.ch, id, nil, func(e *enc) error {
 		putIO(e, s.Inputs())
@@ -314,6 +328,10 @@ func (w *child) run(ctx context.Context, l sender, out *[]byte, id uint64, d *de
 	s := w.sessions[sid]
 	code, exit := w.exits[sid]
 	forge := w.forged[sid]
+	spin := w.spins[sid]
+	if spin {
+		w.spins[sid] = false
+	}
 	w.mu.Unlock()
 	if s == nil {
 		w.reply(l, id, modelstore.ErrSessionClosed, nil)
@@ -332,6 +350,15 @@ func (w *child) run(ctx context.Context, l sender, out *[]byte, id uint64, d *de
 		outs[0].Shape = []int64{100_000_000}
 	}
 	w.replyTensors(l, out, id, outs)
+	if spin {
+		for range 2 {
+			go func() {
+				//lint:ignore SA5002 it spins on purpose (spinMarker)
+				for {
+				}
+			}()
+		}
+	}
 }
 
 // replyTensors answers run id with its outputs, or with the error of

@@ -273,7 +273,7 @@ func (p *proc) runs(runs []laneRun, sess *session, done func(i int, msg []byte, 
 		p.nextID++
 		c := &laneCall{call: call{sess: sess, stage: "run", reply: make(chan reply, 1), on: l, seq: p.nextID}, p: p, id: p.nextID}
 		calls[i] = c
-		p.pending[c.id] = &c.call // so that the worker's death answers and blames it
+		p.addPendingLocked(c.id, &c.call) // so that the worker's death answers and blames it
 	}
 	p.mu.Unlock()
 	// A run alone asks the worker's thread to poll for the next request
@@ -308,7 +308,7 @@ func (p *proc) runs(runs []laneRun, sess *session, done func(i int, msg []byte, 
 			break
 		}
 		p.mu.Lock()
-		delete(p.pending, calls[i].id)
+		p.donePendingLocked(calls[i].id)
 		p.mu.Unlock()
 		calls[i].end()
 		d := &dec{b: rmsg}

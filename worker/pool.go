@@ -2,6 +2,7 @@ package worker
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -441,6 +442,7 @@ func (sl *slot) start() (*proc, error) {
 		lanes: make(chan *lane, maxLanes), stderrDone: make(chan struct{})}
 	go p.readStderr(errR)
 	go p.readLoop()
+	go p.watchCPU()
 	return p, nil
 }
 
@@ -457,12 +459,16 @@ type proc struct {
 	// ready is set when the worker said it started (opReady), before it
 	// read any request: from then on what it writes on stderr may be a
 	// hostile model's, and never reaches a client (startFailure).
-	ready  bool
-	cause  string // set before dead is closed
-	reason string // why it could not start, for clients (startFailure); set with cause
-	dead   chan struct{}
-	nlanes int        // lanes made (lane.go)
-	lanes  chan *lane // the idle ones
+	ready bool
+	// idleFrom is when the worker last had no call in flight: zero while
+	// one is, and before it is ready (it loads ONNX Runtime then). What
+	// CPU it uses from then on is no call's (watchCPU).
+	idleFrom time.Time
+	cause    string // set before dead is closed
+	reason   string // why it could not start, for clients (startFailure); set with cause
+	dead     chan struct{}
+	nlanes   int        // lanes made (lane.go)
+	lanes    chan *lane // the idle ones
 	// alone is held for reading by every group of runs sent to the worker
 	// and for writing by a session on probation (session.probation): its
 	// runs go alone, so that a crash then can be only its own.
@@ -502,6 +508,101 @@ func (p *proc) isDead() bool {
 	default:
 		return false
 	}
+}
+
+// addPendingLocked records call c, of id, as in flight; p.mu is held.
+func (p *proc) addPendingLocked(id uint64, c *call) {
+	p.pending[id] = c
+	p.idleFrom = time.Time{}
+}
+
+// donePendingLocked records that call id (if still pending) is answered or
+// given up; p.mu is held.
+func (p *proc) donePendingLocked(id uint64) {
+	delete(p.pending, id)
+	if len(p.pending) == 0 && p.ready && p.idleFrom.IsZero() {
+		p.idleFrom = time.Now()
+	}
+}
+
+// idleSince reports whether the worker has had no call in flight since t.
+func (p *proc) idleSince(t time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.idleFrom.IsZero() && !p.idleFrom.After(t)
+}
+
+// The CPU watchdog (watchCPU): a worker that had no call in flight for a
+// whole window of spinWindow and used more than spinShare of a CPU in it
+// is killed (cause "spin"). A worker taken over by a hostile model can
+// start threads that spin outside any run, which no run's deadline
+// bounds; a thousand of them took another tenant's PING from 11 ms to
+// 1.1 s on 2 cores (red-team review). An idle worker uses next to nothing:
+// its Go runtime's housekeeping, about 10 ms a minute.
+const (
+	spinWindow = 500 * time.Millisecond
+	spinShare  = 0.25
+	causeSpin  = "spin"
+)
+
+// watchCPU samples the worker's CPU time every spinWindow until it dies,
+// and kills it when it spins while idle (spinWindow). A worker whose
+// calls are in flight is not judged: its runs' deadlines bound them.
+func (p *proc) watchCPU() {
+	t := time.NewTicker(spinWindow)
+	defer t.Stop()
+	last, lastAt := time.Duration(-1), time.Time{}
+	for {
+		select {
+		case <-p.dead:
+			return
+		case <-t.C:
+		}
+		used, err := processCPU(p.pid())
+		now := time.Now()
+		if err != nil {
+			last = -1
+			continue
+		}
+		if last >= 0 && p.idleSince(lastAt) && float64(used-last) > spinShare*float64(now.Sub(lastAt)) {
+			p.slot.pool.log.Warn("engine worker killed: it used CPU with no call in flight",
+				"group", p.slot.group, "worker", p.slot.idx, "pid", p.pid(),
+				"cpu", (used - last).String(), "in", now.Sub(lastAt).Round(time.Millisecond).String())
+			p.kill(causeSpin)
+			return
+		}
+		last, lastAt = used, now
+	}
+}
+
+// processCPU is the CPU time (user and system) process pid has used, all
+// its threads together, from /proc/PID/stat: the kernel's count, which a
+// worker cannot alter (its name, which it can, is skipped by the last
+// parenthesis).
+func processCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, errors.New("malformed /proc stat")
+	}
+	// After the name: state (field 3) ... utime (14), stime (15).
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, errors.New("malformed /proc stat")
+	}
+	var ticks int64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, err
+		}
+		ticks += n
+	}
+	// /proc counts in USER_HZ, 100 a second on every Linux ABI.
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
 }
 
 // kill kills the process (once), recording why.
@@ -554,6 +655,9 @@ func (p *proc) readLoop() {
 		if op == opReady && d.err == nil {
 			p.mu.Lock()
 			p.ready = true
+			if len(p.pending) == 0 {
+				p.idleFrom = time.Now()
+			}
 			p.mu.Unlock()
 			closeAll(fds)
 			continue
@@ -564,7 +668,7 @@ func (p *proc) readLoop() {
 		}
 		p.mu.Lock()
 		c := p.pending[id]
-		delete(p.pending, id)
+		p.donePendingLocked(id)
 		p.mu.Unlock()
 		if c == nil {
 			closeAll(fds) // a run given up on
@@ -690,6 +794,8 @@ func deathError(stage, cause, reason string) error {
 		what = "engine worker killed: a run or session creation overran its deadline"
 	case "shutdown":
 		what = "engine worker stopped: the server is shutting down"
+	case causeSpin:
+		what = "engine worker killed: it used CPU with no run in flight"
 	}
 	switch {
 	case reason != "":
@@ -742,7 +848,7 @@ func signalName(s syscall.Signal) string {
 // operator's, the kernel's OOM killer's, which takes a worker first).
 func isCrash(cause string) bool {
 	switch cause {
-	case "timeout", "shutdown", "unknown", causeSend:
+	case "timeout", "shutdown", "unknown", causeSend, causeSpin:
 		return false
 	}
 	return true
@@ -813,7 +919,7 @@ func (p *proc) call(ctx context.Context, msg []byte, fds []int, sess *session, s
 	}
 	p.nextID++
 	id := p.nextID
-	p.pending[id] = c
+	p.addPendingLocked(id, c)
 	p.mu.Unlock()
 	// The id goes in the header's bytes 1..8, written by the caller as 0.
 	putID(msg, id)
@@ -830,6 +936,30 @@ func (p *proc) call(ctx context.Context, msg []byte, fds []int, sess *session, s
 	p.kill("timeout")
 	r := <-c.reply
 	return r.msg, r.fds, r.err
+}
+
+// closeSession asks the worker to close session sid, without waiting.
+// The close is a call in flight until the worker answers it: freeing a
+// large model's memory takes the worker CPU that is no spin (watchCPU).
+func (p *proc) closeSession(sid uint64) {
+	c := &call{stage: "close", reply: make(chan reply, 1)} // answered to no one
+	p.mu.Lock()
+	if p.pending == nil {
+		p.mu.Unlock()
+		return
+	}
+	p.nextID++
+	id := p.nextID
+	p.addPendingLocked(id, c)
+	p.mu.Unlock()
+	e := &enc{}
+	e.head(opClose, id)
+	e.u64(sid)
+	if p.ch.send(e.b) != nil {
+		p.mu.Lock()
+		p.donePendingLocked(id)
+		p.mu.Unlock()
+	}
 }
 
 func putID(msg []byte, id uint64) {
@@ -1020,10 +1150,7 @@ func (s *session) Close() error {
 	s.mu.Unlock()
 	s.slot.remove(s)
 	if on != nil && !on.isDead() {
-		e := &enc{}
-		e.head(opClose, 0)
-		e.u64(s.sid)
-		on.ch.send(e.b)
+		on.closeSession(s.sid)
 	}
 	s.buf.Unref()
 	return nil

@@ -14,7 +14,8 @@ package worker
 //	opReply    status u8: 0 ok + fields, 1 error: kind u8, message str
 //	opReady    (from the worker, once, before it reads a request)
 //
-// A compile's reply carries the inputs, outputs, weights mode and ONNX
+// A close is answered (an empty reply) once the session is freed. A
+// compile's reply carries the inputs, outputs, weights mode and ONNX
 // Runtime's version (INFO's ai_onnxruntime_version); a run's
 // its outputs. Tensors are dtype u8, present u8, rank u32, dims i64...,
 // offset u64 and length u64 of their bytes in the payload; the payload is

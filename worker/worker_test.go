@@ -1378,3 +1378,55 @@ func TestSendFailureBlamesNoModel(t *testing.T) {
 		t.Error("a worker the server could not send to is a model's crash")
 	}
 }
+
+// A worker that spins while no call is in flight is killed and replaced
+// (watchCPU): a model whose first run leaves two goroutines spinning (the
+// test hook) costs its worker within a few windows, the death is counted
+// as "spin", blames no model, and the next run works on a new worker. A
+// worker left idle after its runs is not killed. Before the watchdog the
+// spinning worker lived on.
+func TestWorkerSpinningOutsideRunsIsKilled(t *testing.T) {
+	pool := newTestPool(t, Config{TestHooks: true})
+	one := []*modelstore.Tensor{floats([]int64{1, 4}, func(int) float32 { return 1 })}
+	calm := compile(t, pool, "linear.onnx")
+	for range 20 {
+		if _, err := calm.Run(context.Background(), one); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pid := workerPID(t, calm)
+	time.Sleep(4 * spinWindow)
+	if got := workerPID(t, calm); got != pid {
+		t.Fatalf("an idle worker was replaced (pid %d, then %d)", pid, got)
+	}
+
+	spins := compileBytes(t, pool, "spins", marked(t, spinMarker))
+	if _, err := spins.Run(context.Background(), one); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * spinWindow)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker spinning outside any run still lives after %s", 20*spinWindow)
+		}
+		time.Sleep(spinWindow / 5)
+	}
+	info := map[string]string{}
+	for _, kv := range pool.Info() {
+		info[kv[0]] = kv[1]
+	}
+	if info["engine_worker_deaths_spin"] != "1" {
+		t.Errorf("deaths: %v", info)
+	}
+	for _, s := range []modelstore.EngineSession{calm, spins} {
+		if q := s.(modelstore.Quarantiner).Quarantined(); q != nil {
+			t.Errorf("a model was quarantined for the spin: %v", q)
+		}
+	}
+	if _, err := calm.Run(context.Background(), one); err != nil {
+		t.Fatalf("the run after the spin: %v", err)
+	}
+	if got := workerPID(t, calm); got == pid {
+		t.Fatal("the worker was not replaced")
+	}
+}
