@@ -30,8 +30,11 @@ package worker
 //     with strace -f of the server storing and running the test models):
 //     the system's libraries (/usr, /lib*, /etc/ld.so.cache) and ONNX
 //     Runtime's library file (not its directory, which may hold the
-//     server's configuration and keys), for the dynamic loader; /sys, the
-//     worker's own /proc/PID, /proc/cpuinfo, /proc/meminfo and /proc/stat,
+//     server's configuration and keys), for the dynamic loader; /sys, a
+//     few files of the worker's own /proc/PID (maps, which glibc reads for
+//     the main thread's stack, cgroup and mountinfo, which Go reads for
+//     its CPU limit, status and the like; not net/, which lists the
+//     namespace's sockets), /proc/cpuinfo, /proc/meminfo and /proc/stat,
 //     for ONNX Runtime's and Go's look at the machine; /etc/localtime, /dev/null,
 //     /dev/zero and /dev/urandom. Everything else of its user's (the seal
 //     key in the server's directory, a TLS key, the configuration with
@@ -153,8 +156,14 @@ static void __attribute__((constructor)) enclaveai_enter_landlock(void) {
 	}
 	// Reading where a worker reads; nothing else is granted anywhere.
 	static const char *reads[] = {"/usr", "/lib", "/lib64", "/lib32", "/libx32", "/etc/ld.so.cache",
-		"/etc/localtime", "/sys", "/proc/self", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat",
-		"/dev/null", "/dev/zero", "/dev/urandom"};
+		"/etc/localtime", "/sys", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat",
+		"/dev/null", "/dev/zero", "/dev/urandom",
+		// Files of its own /proc/PID, not the directory: its net/ lists
+		// every socket of the network namespace, the server's clients'
+		// addresses among them (red-team review), as its task/TID/net does.
+		"/proc/self/maps", "/proc/self/cgroup", "/proc/self/mountinfo", "/proc/self/status",
+		"/proc/self/stat", "/proc/self/statm", "/proc/self/limits", "/proc/self/auxv",
+		"/proc/self/cmdline", "/proc/self/comm", "/proc/self/oom_score_adj"};
 	for (size_t i = 0; i < sizeof reads / sizeof reads[0]; i++) {
 		enclaveai_allow_read(fd, reads[i]);
 	}

@@ -151,6 +151,12 @@ func probeEscapes() string {
 	}
 	missing := []byte("/enclaveai-probe-missing\x00")
 	path := uintptr(unsafe.Pointer(&missing[0]))
+	// The network namespace's sockets (the server's clients' addresses),
+	// through the worker's own /proc/PID and its parent's.
+	_, err = os.ReadFile("/proc/self/net/tcp")
+	procNet := res(err)
+	_, err = os.ReadFile("/proc/" + strconv.Itoa(ppid) + "/net/tcp")
+	parentNet := res(err)
 	oom, _ := os.ReadFile("/proc/self/oom_score_adj")
 	caps := "?"
 	if status, err := os.ReadFile("/proc/self/status"); err == nil {
@@ -171,6 +177,7 @@ func probeEscapes() string {
 		"; signal-all=" + res(unix.Kill(-1, 0)) +
 		"; prlimit=" + res(unix.Prlimit(ppid, unix.RLIMIT_NOFILE, nil, &old)) +
 		"; proc-mem=" + mem + "; create=" + create + "; read=" + read + "; libdir=" + libdir +
+		"; proc-net=" + procNet + "; parent-net=" + parentNet +
 		"; clone3=" + refused(call(unix.SYS_CLONE3, 0, 0), unix.ENOSYS) +
 		"; io_uring=" + refused(call(unix.SYS_IO_URING_SETUP, 0, 0), unix.EPERM) +
 		"; chmod=" + refused(call(unix.SYS_CHMOD, path, 0o777), unix.EPERM) +

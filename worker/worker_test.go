@@ -1285,7 +1285,8 @@ func TestWorkerExitIsItsModelsCrash(t *testing.T) {
 // A worker taken over by a hostile model (the test hooks' probes, run
 // where a model's code would run) cannot signal the server, read or change
 // its limits, open its memory, create a file or read one it has no need
-// of (the server's seal key, a TLS key): one kill(2) of its
+// of (the server's seal key, a TLS key), or list the sockets of the
+// network namespace (the server's clients): one kill(2) of its
 // parent's pid ended the server, and a prlimit64 setting its RLIMIT_FSIZE
 // to 0 would have ended it at its next log write.
 func TestWorkerCannotReachTheServer(t *testing.T) {
@@ -1305,7 +1306,7 @@ func TestWorkerCannotReachTheServer(t *testing.T) {
 	switch ll := got["landlock"]; {
 	case strings.HasPrefix(ll, "abi "):
 		// Without Landlock, root (this test's usual user) opens both.
-		refused = append(refused, "proc-mem", "create", "read", "libdir")
+		refused = append(refused, "proc-mem", "create", "read", "libdir", "proc-net", "parent-net")
 	case ll == syscall.ENOSYS.Error() || ll == syscall.EOPNOTSUPP.Error():
 		t.Logf("this kernel has no Landlock (%s): /proc and files not checked", ll)
 	default:
