@@ -3,14 +3,16 @@ package goengine
 // Operators gonnx v1.1.0 lacks that the benchmark models use: MaxPool (the
 // CNN), ReduceMean, Sqrt and Identity (the transformer's norms and output);
 // Where, which the sanitizer's guard of an integer Div needs, and a Cast
-// of unsigned scalars;
+// of unsigned scalars; Neg, and MaxPool's and ReduceMean's integer
+// types, as ONNX Runtime's CPU provider has them;
 // and a fix of its Conv, a Softmax without goroutines, a batched MatMul
 // that does not copy what it broadcasts and multiplies integers too, a
 // Gather that copies blocks, an LSTM whose outputs are not lost to
 // their names, a Gemm that takes only the float types it runs, and an Abs
 // of unsigned integers.
 // Each follows the ONNX opset-13 definition for FLOAT and DOUBLE tensors
-// (MatMul for its integer types as well) and
+// (MatMul, Neg, MaxPool and ReduceMean for their integer types as well,
+// giving ONNX Runtime's results) and
 // refuses, at Init, the attributes it does not implement; Compile calls Init
 // on every node, so a model that uses them fails at AI.MODELSTORE, not at
 // its first run.
@@ -37,6 +39,7 @@ var extraOps = map[string]func() (ops.Operator, error){
 	"LSTM":       newLSTM,
 	"MatMul":     newMatMul,
 	"MaxPool":    func() (ops.Operator, error) { return &maxPool{}, nil },
+	"Neg":        func() (ops.Operator, error) { return &neg{}, nil },
 	"ReduceMean": func() (ops.Operator, error) { return &reduceMean{keepDims: true}, nil },
 	"Softmax":    func() (ops.Operator, error) { return &softmax{axis: -1}, nil },
 	"Sqrt":       func() (ops.Operator, error) { return &sqrt{}, nil },
@@ -806,6 +809,67 @@ func (*identity) GetInputTypeConstraints() [][]tensor.Dtype {
 }
 func (*identity) String() string { return "identity operator" }
 
+// neg is Neg at opset 13, which gonnx lacks, for the types ONNX
+// Runtime's CPU provider registers it for (negTypes): the signed minimum
+// stays itself, wrapping around as ONNX Runtime's does.
+type neg struct{}
+
+// negTypes are Neg's types in ONNX Runtime 1.24's CPU provider.
+var negTypes = []tensor.Dtype{tensor.Float32, tensor.Float64, tensor.Int8, tensor.Int16, tensor.Int32, tensor.Int64}
+
+func (o *neg) Init(n *gonnxproto.NodeProto) error {
+	if a := n.GetAttribute(); len(a) > 0 {
+		return ops.ErrUnsupportedAttribute(a[0].GetName(), o)
+	}
+	return nil
+}
+func (o *neg) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	return ops.ValidateInputs(o, in)
+}
+func (*neg) GetMinInputs() int                         { return 1 }
+func (*neg) GetMaxInputs() int                         { return 1 }
+func (*neg) GetInputTypeConstraints() [][]tensor.Dtype { return [][]tensor.Dtype{negTypes} }
+func (*neg) String() string                            { return "neg operator" }
+
+func (o *neg) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	x := dense(in[0])
+	var backing any
+	switch v := flat(x).(type) {
+	case []float32:
+		backing = negated(v)
+	case []float64:
+		backing = negated(v)
+	case []int8:
+		backing = negated(v)
+	case []int16:
+		backing = negated(v)
+	case []int32:
+		backing = negated(v)
+	case []int64:
+		backing = negated(v)
+	default:
+		return nil, ops.ErrInvalidInputType(0, x.Dtype().Name(), o)
+	}
+	return []tensor.Tensor{shaped(x, backing)}, nil
+}
+
+// negated is -v, element by element, in a new slice.
+func negated[T float32 | float64 | int8 | int16 | int32 | int64](v []T) []T {
+	out := make([]T, len(v))
+	for i, x := range v {
+		out[i] = -x
+	}
+	return out
+}
+
+// shaped is a tensor of x's shape (a scalar when x is one) over backing.
+func shaped(x tensor.Tensor, backing any) tensor.Tensor {
+	if x.IsScalar() {
+		return tensor.New(tensor.FromScalar(reflect.ValueOf(backing).Index(0).Interface()))
+	}
+	return tensor.New(tensor.WithShape(x.Shape().Clone()...), tensor.WithBacking(backing))
+}
+
 // sqrt is the element-wise square root.
 type sqrt struct{ unary }
 
@@ -821,7 +885,10 @@ func (o *sqrt) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	return ops.ValidateInputs(o, in)
 }
 
-// reduceMean averages over the axes attribute (every axis when absent).
+// reduceMean averages over the axes attribute (every axis when absent):
+// FLOAT and DOUBLE, and INT32 and INT64 as ONNX Runtime's CPU provider
+// does them (intMeanOver), which a model of an integer ReduceMean was
+// refused for.
 type reduceMean struct {
 	unary
 	axes     []int
@@ -843,6 +910,11 @@ func (o *reduceMean) Init(n *gonnxproto.NodeProto) error {
 		}
 	}
 	return nil
+}
+
+// GetInputTypeConstraints implements ops.Operator.
+func (o *reduceMean) GetInputTypeConstraints() [][]tensor.Dtype {
+	return [][]tensor.Dtype{{tensor.Float32, tensor.Float64, tensor.Int32, tensor.Int64}}
 }
 
 func (o *reduceMean) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
@@ -875,15 +947,25 @@ func (o *reduceMean) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 			outShape = append(outShape, d)
 		}
 	}
-	var out tensor.Tensor
+	// The guard refuses empty tensors before any operator runs; a count
+	// of 0 here, or past INT32's range, would divide an integer by 0.
+	if count < 1 || x.Dtype() == tensor.Int32 && count > math.MaxInt32 {
+		return nil, ops.ErrInvalidInput(fmt.Sprintf("a mean over %d elements", count), o)
+	}
+	var backing any
 	switch v := x.Data().(type) {
 	case []float32:
-		out = tensor.New(tensor.WithShape(outShape...), tensor.WithBacking(meanOver(v, shape, outShape, count)))
+		backing = meanOver(v, shape, outShape, count)
 	case []float64:
-		out = tensor.New(tensor.WithShape(outShape...), tensor.WithBacking(meanOver(v, shape, outShape, count)))
+		backing = meanOver(v, shape, outShape, count)
+	case []int32:
+		backing = intMeanOver(v, shape, outShape, count)
+	case []int64:
+		backing = intMeanOver(v, shape, outShape, count)
 	default:
 		return nil, ops.ErrInvalidInputType(0, x.Dtype().Name(), o)
 	}
+	out := tensor.New(tensor.WithShape(outShape...), tensor.WithBacking(backing))
 	if !o.keepDims {
 		var kept []int
 		for i, d := range outShape {
@@ -901,9 +983,31 @@ func (o *reduceMean) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	return []tensor.Tensor{out}, nil
 }
 
-// meanOver sums x (of shape) into an array of outShape, where each reduced
-// axis has size 1, and divides by count, accumulating in float64.
+// meanOver is the mean of x (of shape) over the axes that have size 1 in
+// outShape, count elements each, summed in float64.
 func meanOver[T float32 | float64](x []T, shape, outShape []int, count int) []T {
+	sum := sumOver[T, float64](x, shape, outShape)
+	out := make([]T, len(sum))
+	for i, v := range sum {
+		out[i] = T(v / float64(count))
+	}
+	return out
+}
+
+// intMeanOver is meanOver for integers as ONNX Runtime computes it: the
+// sum in the input's type, wrapping around on overflow, divided by count
+// and truncated toward zero.
+func intMeanOver[T int32 | int64](x []T, shape, outShape []int, count int) []T {
+	sum := sumOver[T, T](x, shape, outShape)
+	for i := range sum {
+		sum[i] /= T(count)
+	}
+	return sum
+}
+
+// sumOver sums x (of shape) into an array of outShape, where each reduced
+// axis has size 1, accumulating in A.
+func sumOver[T int32 | int64 | float32 | float64, A int32 | int64 | float64](x []T, shape, outShape []int) []A {
 	rank := len(shape)
 	outStrides := make([]int, rank) // 0 on reduced axes
 	s := 1
@@ -913,11 +1017,11 @@ func meanOver[T float32 | float64](x []T, shape, outShape []int, count int) []T 
 		}
 		s *= outShape[i]
 	}
-	sum := make([]float64, s)
+	sum := make([]A, s)
 	idx := make([]int, rank)
 	o := 0
 	for _, v := range x {
-		sum[o] += float64(v)
+		sum[o] += A(v)
 		for i := rank - 1; i >= 0; i-- { // next index, odometer style
 			idx[i]++
 			o += outStrides[i]
@@ -928,11 +1032,7 @@ func meanOver[T float32 | float64](x []T, shape, outShape []int, count int) []T 
 			idx[i] = 0
 		}
 	}
-	out := make([]T, s)
-	for i, v := range sum {
-		out[i] = T(v / float64(count))
-	}
-	return out
+	return sum
 }
 
 // softmax is Softmax at opset 13 over FLOAT and DOUBLE tensors: exp(x -
@@ -1007,7 +1107,10 @@ func softmaxOver[T float32 | float64](x []T, outer, n, inner int) []T {
 
 // maxPool is 2-D max pooling over NCHW input: kernel_shape, strides, pads,
 // dilations and ceil_mode; auto_pad NOTSET (or VALID) and storage_order 0;
-// one output (the Indices output is refused).
+// one output (the Indices output is refused). FLOAT and DOUBLE, and INT8
+// and UINT8 as ONNX Runtime has them since opset 12, which a model of an
+// INT8 MaxPool was refused for: a window's padding counts as the type's
+// least value (-inf, -128, 0), as ONNX Runtime's.
 type maxPool struct {
 	unary
 	kernel, strides, pads, dilations []int
@@ -1080,6 +1183,11 @@ func (o *maxPool) outputElems(in []tensor.Tensor) int64 {
 	return spatialElems(in[0].Shape(), int64(in[0].Shape()[1]), o.pads, o.strides)
 }
 
+// GetInputTypeConstraints implements ops.Operator.
+func (o *maxPool) GetInputTypeConstraints() [][]tensor.Dtype {
+	return [][]tensor.Dtype{{tensor.Float32, tensor.Float64, tensor.Int8, tensor.Uint8}}
+}
+
 func (o *maxPool) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	return ops.ValidateInputs(o, in)
 }
@@ -1134,19 +1242,25 @@ func (o *maxPool) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out tensor.Tensor
+	var backing any
 	switch v := x.Data().(type) {
 	case []float32:
-		out = tensor.New(tensor.WithShape(s[0], s[1], outH, outW), tensor.WithBacking(pool2D(v, s, outH, outW, o)))
+		backing = pool2D(v, s, outH, outW, o, float32(math.Inf(-1)))
 	case []float64:
-		out = tensor.New(tensor.WithShape(s[0], s[1], outH, outW), tensor.WithBacking(pool2D(v, s, outH, outW, o)))
+		backing = pool2D(v, s, outH, outW, o, math.Inf(-1))
+	case []int8:
+		backing = pool2D(v, s, outH, outW, o, math.MinInt8)
+	case []uint8:
+		backing = pool2D(v, s, outH, outW, o, 0)
 	default:
 		return nil, ops.ErrInvalidInputType(0, x.Dtype().Name(), o)
 	}
-	return []tensor.Tensor{out}, nil
+	return []tensor.Tensor{tensor.New(tensor.WithShape(s[0], s[1], outH, outW), tensor.WithBacking(backing))}, nil
 }
 
-func pool2D[T float32 | float64](x []T, s tensor.Shape, outH, outW int, o *maxPool) []T {
+// pool2D is the max of each window of x, least when none of its taps is
+// inside x.
+func pool2D[T float32 | float64 | int8 | uint8](x []T, s tensor.Shape, outH, outW int, o *maxPool, least T) []T {
 	h, w := s[2], s[3]
 	out := make([]T, s[0]*s[1]*outH*outW)
 	k := 0
@@ -1158,7 +1272,7 @@ func pool2D[T float32 | float64](x []T, s tensor.Shape, outH, outW int, o *maxPo
 			for ox := range outW {
 				x0 := ox*o.strides[1] - o.pads[1]
 				kxLo, kxHi := taps(x0, w, o.kernel[1], o.dilations[1])
-				m := T(math.Inf(-1))
+				m := least
 				for ky := kyLo; ky < kyHi; ky++ {
 					row := src[(y0+ky*o.dilations[0])*w:]
 					for kx := kxLo; kx < kxHi; kx++ {

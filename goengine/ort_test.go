@@ -223,10 +223,21 @@ func sameAsORT(t *testing.T, ort, gos modelstore.EngineSession, what string, in 
 // process) and in the pure-Go engine; both are closed when the test ends.
 func oneNodeBoth(t *testing.T, op string, elem gonnxproto.TensorProto_DataType, in ...string) (ort, gos modelstore.EngineSession) {
 	t.Helper()
-	g := &gonnxproto.GraphProto{Name: "g", Node: []*gonnxproto.NodeProto{{OpType: op, Input: in, Output: []string{"y"}}},
-		Output: []*gonnxproto.ValueInfoProto{valueInfo("y", elem)}}
-	for _, name := range in {
-		g.Input = append(g.Input, valueInfo(name, elem))
+	elems := make([]gonnxproto.TensorProto_DataType, len(in))
+	for i := range elems {
+		elems[i] = elem
+	}
+	return typedNodeBoth(t, op, nil, in, elems)
+}
+
+// typedNodeBoth is oneNodeBoth with attributes, and input i of type
+// elems[i]; the output is of elems[0]'s type.
+func typedNodeBoth(t *testing.T, op string, attrs []*gonnxproto.AttributeProto, in []string, elems []gonnxproto.TensorProto_DataType) (ort, gos modelstore.EngineSession) {
+	t.Helper()
+	g := &gonnxproto.GraphProto{Name: "g", Node: []*gonnxproto.NodeProto{{OpType: op, Input: in, Output: []string{"y"}, Attribute: attrs}},
+		Output: []*gonnxproto.ValueInfoProto{valueInfo("y", elems[0])}}
+	for i, name := range in {
+		g.Input = append(g.Input, valueInfo(name, elems[i]))
 	}
 	model, err := proto.Marshal(&gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: 13}}, Graph: g})
 	if err != nil {
@@ -370,6 +381,106 @@ func TestIntegerDivMatchesONNXRuntime(t *testing.T) {
 		}
 		for _, c := range [][2][]int64{{{64}, {64}}, {{8, 16}, {16}}, {{4, 1, 8}, {1, 3, 1}}, {{5}, {}}} {
 			sameAsORT(t, ort, gos, fmt.Sprint(ty.dt, c), random(c[0]...), random(c[1]...))
+		}
+	}
+}
+
+// randomOf is a tensor of dt of random bytes: every value of the type's
+// range, negative and past any sum's range too.
+func randomOf(r *rand.Rand, dt modelstore.DType, shape ...int64) *modelstore.Tensor {
+	b := make([]byte, modelstore.ShapeLen(shape)*int64(dt.Size()))
+	r.Read(b)
+	return &modelstore.Tensor{DType: dt, Shape: shape, Data: b}
+}
+
+// small is a tensor of dt of values in [-9, 9] ([0, 9] for unsigned dt),
+// whose sums do not wrap.
+func small(r *rand.Rand, dt modelstore.DType, shape ...int64) *modelstore.Tensor {
+	t := randomOf(r, dt, shape...)
+	size := dt.Size()
+	for i := 0; i < len(t.Data); i += size {
+		v := int64(r.Intn(19) - 9)
+		if dt == modelstore.Uint8 {
+			v = int64(r.Intn(10))
+		}
+		for k := range size {
+			t.Data[i+k] = byte(v >> (8 * k))
+		}
+	}
+	return t
+}
+
+// Neg of each type ONNX Runtime's CPU provider has it for gives its
+// outputs, the signed minimum included (it stays itself): the pure-Go
+// engine refused every model with a Neg ("unsupported
+// operator Neg").
+func TestNegMatchesONNXRuntime(t *testing.T) {
+	requireORT(t)
+	r := rand.New(rand.NewSource(7))
+	for _, ty := range []struct {
+		elem gonnxproto.TensorProto_DataType
+		dt   modelstore.DType
+	}{
+		{gonnxproto.TensorProto_FLOAT, modelstore.Float}, {gonnxproto.TensorProto_DOUBLE, modelstore.Double},
+		{gonnxproto.TensorProto_INT8, modelstore.Int8}, {gonnxproto.TensorProto_INT16, modelstore.Int16},
+		{gonnxproto.TensorProto_INT32, modelstore.Int32}, {gonnxproto.TensorProto_INT64, modelstore.Int64},
+	} {
+		ort, gos := oneNodeBoth(t, "Neg", ty.elem, "x")
+		x := randomOf(r, ty.dt, 4, 16)
+		b := x.Data[len(x.Data)-ty.dt.Size():] // the last element is the signed minimum
+		clear(b)
+		b[len(b)-1] = 0x80
+		sameAsORT(t, ort, gos, ty.dt.String(), x)
+	}
+}
+
+// An INT32 or INT64 ReduceMean gives ONNX Runtime's outputs exactly: the
+// sum in the input's type, wrapping around (random values over the
+// whole range), divided and truncated toward zero (small values, negative
+// means), over each set of axes that takes another of its kernels' paths.
+// The pure-Go engine refused the model (its ReduceMean took FLOAT and
+// DOUBLE only).
+func TestIntegerReduceMeanMatchesONNXRuntime(t *testing.T) {
+	requireORT(t)
+	r := rand.New(rand.NewSource(8))
+	for _, ty := range wideInts[:2] {
+		for _, attrs := range [][]*gonnxproto.AttributeProto{
+			nil,
+			{ints("axes", 1, -1), intAttr("keepdims", 0)},
+			{ints("axes", 0)},
+			{ints("axes", 2)},
+			{ints("axes", 1)},
+			{ints("axes", 0, 2), intAttr("keepdims", 0)},
+		} {
+			ort, gos := typedNodeBoth(t, "ReduceMean", attrs, []string{"x"}, []gonnxproto.TensorProto_DataType{ty.elem})
+			what := fmt.Sprint(ty.dt, attrs)
+			sameAsORT(t, ort, gos, what, randomOf(r, ty.dt, 3, 5, 7))
+			sameAsORT(t, ort, gos, what+" small", small(r, ty.dt, 3, 5, 7))
+		}
+	}
+}
+
+// An INT8 or UINT8 MaxPool gives ONNX Runtime's outputs, with the
+// attributes TestOpsMatchONNXRuntime runs FLOAT with, windows that reach
+// into the padding among them: the pure-Go engine refused the model (its
+// MaxPool took FLOAT and DOUBLE only).
+func TestInt8MaxPoolMatchesONNXRuntime(t *testing.T) {
+	requireORT(t)
+	r := rand.New(rand.NewSource(9))
+	for _, ty := range []struct {
+		elem gonnxproto.TensorProto_DataType
+		dt   modelstore.DType
+	}{{gonnxproto.TensorProto_INT8, modelstore.Int8}, {gonnxproto.TensorProto_UINT8, modelstore.Uint8}} {
+		for _, attrs := range [][]*gonnxproto.AttributeProto{
+			{ints("kernel_shape", 3, 2), ints("strides", 2, 2), ints("pads", 1, 0, 1, 1), intAttr("ceil_mode", 1)},
+			{ints("kernel_shape", 2, 2), ints("dilations", 2, 1)},
+			{ints("kernel_shape", 5, 4), ints("strides", 3, 5), ints("pads", 4, 3, 4, 3), ints("dilations", 2, 1)},
+			{ints("kernel_shape", 1, 1)},
+		} {
+			ort, gos := typedNodeBoth(t, "MaxPool", attrs, []string{"x"}, []gonnxproto.TensorProto_DataType{ty.elem})
+			what := fmt.Sprint(ty.dt, attrs)
+			sameAsORT(t, ort, gos, what, randomOf(r, ty.dt, 2, 4, 11, 9))
+			sameAsORT(t, ort, gos, what+" small", small(r, ty.dt, 2, 4, 11, 9))
 		}
 	}
 }

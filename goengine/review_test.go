@@ -956,8 +956,9 @@ func TestRefusesWrongInputTypes(t *testing.T) {
 		{"Tanh", gonnxproto.TensorProto_INT32, 1, nil},
 		{"Sqrt", gonnxproto.TensorProto_INT64, 1, nil},
 		{"Softmax", gonnxproto.TensorProto_INT32, 1, nil},
-		{"ReduceMean", gonnxproto.TensorProto_INT64, 1, nil},
+		{"ReduceMean", gonnxproto.TensorProto_UINT8, 1, nil},
 		{"MaxPool", gonnxproto.TensorProto_INT32, 1, []*gonnxproto.AttributeProto{ints("kernel_shape", 2, 2)}},
+		{"Neg", gonnxproto.TensorProto_UINT8, 1, nil},
 		{"Conv", gonnxproto.TensorProto_INT32, 2, nil},
 	} {
 		names := []string{"a", "b", "c"}[:c.n]
@@ -972,7 +973,13 @@ func TestRefusesWrongInputTypes(t *testing.T) {
 			t.Fatal(err)
 		}
 		ty := gonnxproto.TensorProto_DataType_name[int32(c.elem)]
-		want := `pure-Go engine: node "n" (` + c.op + `): input 0 (a) is ` + ty + `, which this engine's ` + c.op + ` does not take (FLOAT, DOUBLE)`
+		// The types ONNX Runtime's CPU provider has each for.
+		types := map[string]string{"ReduceMean": "FLOAT, DOUBLE, INT32, INT64", "MaxPool": "FLOAT, DOUBLE, INT8, UINT8",
+			"Neg": "FLOAT, DOUBLE, INT8, INT16, INT32, INT64"}[c.op]
+		if types == "" {
+			types = "FLOAT, DOUBLE"
+		}
+		want := `pure-Go engine: node "n" (` + c.op + `): input 0 (a) is ` + ty + `, which this engine's ` + c.op + ` does not take (` + types + `)`
 		if _, err := compile(t, b); err == nil || err.Error() != want {
 			t.Errorf("%s %s: %v, want %s", c.op, ty, err, want)
 		}
@@ -1134,5 +1141,79 @@ func TestWhere(t *testing.T) {
 	}
 	if _, err := op.Apply([]tensor.Tensor{tensor.New(tensor.WithShape(2), tensor.WithBacking([]bool{true, false})), x, x}); err == nil {
 		t.Error("shapes [2] and [3] taken")
+	}
+}
+
+// runOne compiles a one-node graph of op over inputs a, b, ... of elems'
+// types, output y of elems[0]'s, and runs it on in.
+func runOne(t *testing.T, op string, attrs []*gonnxproto.AttributeProto, elems []gonnxproto.TensorProto_DataType, in ...*modelstore.Tensor) (*modelstore.Tensor, error) {
+	t.Helper()
+	names := []string{"a", "b"}[:len(elems)]
+	g := &gonnxproto.GraphProto{Name: "g", Node: []*gonnxproto.NodeProto{{OpType: op, Input: names, Output: []string{"y"}, Attribute: attrs}},
+		Output: []*gonnxproto.ValueInfoProto{valueInfo("y", elems[0])}}
+	for i, n := range names {
+		g.Input = append(g.Input, valueInfo(n, elems[i]))
+	}
+	out, err := compileGraph(t, g).Run(context.Background(), in)
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
+}
+
+// le is v as a tensor of shape of little-endian elements of dt.
+func le(dt modelstore.DType, shape []int64, v ...int64) *modelstore.Tensor {
+	out := &modelstore.Tensor{DType: dt, Shape: shape}
+	for _, x := range v {
+		out.Data = binary.LittleEndian.AppendUint64(out.Data, uint64(x))[:len(out.Data)+dt.Size()]
+	}
+	return out
+}
+
+// Neg, an integer ReduceMean and an INT8 or UINT8 MaxPool run in the
+// pure-Go engine (ort_test.go compares them with ONNX Runtime), where
+// models of them were refused: the signed minimum negates to itself, a
+// scalar too; an integer mean wraps its sum around and truncates toward
+// zero; a window's padding is the type's least value. An empty axis is
+// refused, not a division by zero.
+func TestNegIntegerMeanInt8Pool(t *testing.T) {
+	I8, I32, U8 := gonnxproto.TensorProto_INT8, gonnxproto.TensorProto_INT32, gonnxproto.TensorProto_UINT8
+	for _, c := range []struct {
+		op    string
+		attrs []*gonnxproto.AttributeProto
+		elem  gonnxproto.TensorProto_DataType
+		in    *modelstore.Tensor
+		want  *modelstore.Tensor
+	}{
+		{"Neg", nil, I8, le(modelstore.Int8, []int64{4}, -128, 127, 0, -5), le(modelstore.Int8, []int64{4}, -128, -127, 0, 5)},
+		{"Neg", nil, I8, le(modelstore.Int8, []int64{}, -128), le(modelstore.Int8, []int64{}, -128)},
+		{"Neg", nil, I32, le(modelstore.Int32, []int64{2}, math.MinInt32, 7), le(modelstore.Int32, []int64{2}, math.MinInt32, -7)},
+		{"ReduceMean", []*gonnxproto.AttributeProto{ints("axes", 1), intAttr("keepdims", 0)}, I32,
+			le(modelstore.Int32, []int64{2, 3}, math.MaxInt32, math.MaxInt32, 2, -7, 1, -1), le(modelstore.Int32, []int64{2}, 0, -2)},
+		{"ReduceMean", nil, I32, le(modelstore.Int32, []int64{2, 2}, 1, 2, 3, 5), le(modelstore.Int32, []int64{1, 1}, 2)},
+		{"MaxPool", []*gonnxproto.AttributeProto{ints("kernel_shape", 2, 2), ints("pads", 1, 1, 1, 1)}, I8,
+			le(modelstore.Int8, []int64{1, 1, 2, 2}, -128, -100, -3, -4),
+			le(modelstore.Int8, []int64{1, 1, 3, 3}, -128, -100, -100, -3, -3, -4, -3, -3, -4)},
+		{"MaxPool", []*gonnxproto.AttributeProto{ints("kernel_shape", 2, 2), ints("pads", 1, 1, 1, 1)}, U8,
+			le(modelstore.Uint8, []int64{1, 1, 2, 2}, 0, 200, 3, 4),
+			le(modelstore.Uint8, []int64{1, 1, 3, 3}, 0, 200, 200, 3, 200, 200, 3, 4, 4)},
+	} {
+		got, err := runOne(t, c.op, c.attrs, []gonnxproto.TensorProto_DataType{c.elem}, c.in)
+		if err != nil || got.DType != c.want.DType || !slices.Equal(got.Shape, c.want.Shape) || string(got.Data) != string(c.want.Data) {
+			t.Errorf("%s of %v: %v %v, want %v", c.op, c.in, got, err, c.want)
+		}
+	}
+
+	// An empty axis: refused before the operator runs, and by the
+	// operator itself.
+	empty := &modelstore.Tensor{DType: modelstore.Int64, Shape: []int64{2, 0}}
+	if _, err := runOne(t, "ReduceMean", nil, []gonnxproto.TensorProto_DataType{gonnxproto.TensorProto_INT64}, empty); err == nil ||
+		!strings.Contains(err.Error(), "does not run empty tensors") {
+		t.Errorf("an empty INT64 ReduceMean: %v", err)
+	}
+	rm := &reduceMean{keepDims: true}
+	if _, err := rm.Apply([]tensor.Tensor{tensor.New(tensor.WithShape(2, 0), tensor.Of(tensor.Int64))}); err == nil ||
+		!strings.Contains(err.Error(), "a mean over 0 elements") {
+		t.Errorf("ReduceMean's Apply over an empty axis: %v", err)
 	}
 }
