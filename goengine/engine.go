@@ -5,7 +5,7 @@
 //
 // The operators are github.com/advancedclimatesystems/gonnx's (opset 13, on
 // gorgonia tensors) plus the few our models need that it lacks (ops.go:
-// MaxPool, ReduceMean, Sqrt, Identity, Neg), each for the types ONNX
+// MaxPool, ReduceMean, Sqrt, Identity, Neg, Pow), each for the types ONNX
 // Runtime's CPU provider has it for. A model is checked at Compile: one
 // with an operator neither has, another opset than 13, or an operator
 // given an input of a type it does not take (where the type is known before

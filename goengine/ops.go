@@ -3,16 +3,16 @@ package goengine
 // Operators gonnx v1.1.0 lacks that the benchmark models use: MaxPool (the
 // CNN), ReduceMean, Sqrt and Identity (the transformer's norms and output);
 // Where, which the sanitizer's guard of an integer Div needs, and a Cast
-// of unsigned scalars; Neg, and MaxPool's and ReduceMean's integer
-// types, as ONNX Runtime's CPU provider has them;
+// of unsigned scalars; Neg and Pow (pow.go), and MaxPool's and
+// ReduceMean's integer types, as ONNX Runtime's CPU provider has them;
 // and a fix of its Conv, a Softmax without goroutines, a batched MatMul
 // that does not copy what it broadcasts and multiplies integers too, a
 // Gather that copies blocks, an LSTM whose outputs are not lost to
 // their names, a Gemm that takes only the float types it runs, and an Abs
 // of unsigned integers.
 // Each follows the ONNX opset-13 definition for FLOAT and DOUBLE tensors
-// (MatMul, Neg, MaxPool and ReduceMean for their integer types as well,
-// giving ONNX Runtime's results) and
+// (MatMul, Neg, Pow, MaxPool and ReduceMean for their integer types as
+// well, giving ONNX Runtime's results) and
 // refuses, at Init, the attributes it does not implement; Compile calls Init
 // on every node, so a model that uses them fails at AI.MODELSTORE, not at
 // its first run.
@@ -40,6 +40,7 @@ var extraOps = map[string]func() (ops.Operator, error){
 	"MatMul":     newMatMul,
 	"MaxPool":    func() (ops.Operator, error) { return &maxPool{}, nil },
 	"Neg":        func() (ops.Operator, error) { return &neg{}, nil },
+	"Pow":        func() (ops.Operator, error) { return &pow{}, nil },
 	"ReduceMean": func() (ops.Operator, error) { return &reduceMean{keepDims: true}, nil },
 	"Softmax":    func() (ops.Operator, error) { return &softmax{axis: -1}, nil },
 	"Sqrt":       func() (ops.Operator, error) { return &sqrt{}, nil },
@@ -679,35 +680,14 @@ func (o *where) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 		return nil, fmt.Errorf("%s: X is %v and Y %v", o, in[1].Dtype(), in[2].Dtype())
 	}
 	shapes := make([][]int, 3)
-	rank := 0
 	for i, t := range in {
 		if !t.IsScalar() {
 			shapes[i] = t.Shape()
 		}
-		rank = max(rank, len(shapes[i]))
 	}
-	out := make([]int, rank)
-	strides := make([][]int, 3) // per input, 0 along a dimension it broadcasts
-	for i := range shapes {
-		shapes[i] = padOnes(shapes[i], rank)
-		for d, n := range shapes[i] {
-			switch {
-			case out[d] == 0 || out[d] == 1:
-				out[d] = n
-			case n != 1 && n != out[d]:
-				return nil, fmt.Errorf("%s: shapes %v, %v and %v do not broadcast", o, in[0].Shape(), in[1].Shape(), in[2].Shape())
-			}
-		}
-	}
-	for i := range shapes {
-		strides[i] = make([]int, rank)
-		step := 1
-		for d := rank - 1; d >= 0; d-- {
-			if shapes[i][d] != 1 {
-				strides[i][d] = step
-			}
-			step *= shapes[i][d]
-		}
+	out, strides, err := broadcastShapes(shapes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o, err)
 	}
 	cond, ok := flat(in[0]).([]bool)
 	if !ok {
@@ -718,10 +698,45 @@ func (o *where) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	if err := whereInto(backing, cond, flat(in[1]), flat(in[2]), out, strides); err != nil {
 		return nil, err
 	}
-	if rank == 0 {
+	if len(out) == 0 {
 		return []tensor.Tensor{tensor.New(tensor.FromScalar(reflect.ValueOf(backing).Index(0).Interface()))}, nil
 	}
 	return []tensor.Tensor{tensor.New(tensor.WithShape(out...), tensor.WithBacking(backing))}, nil
+}
+
+// broadcastShapes is the shape that shapes (nil for a scalar) broadcast
+// to, numpy's rules, and each one's strides along it, 0 along a dimension
+// it broadcasts.
+func broadcastShapes(shapes [][]int) (out []int, strides [][]int, err error) {
+	rank := 0
+	for _, s := range shapes {
+		rank = max(rank, len(s))
+	}
+	out = make([]int, rank)
+	padded := make([][]int, len(shapes))
+	for i, s := range shapes {
+		padded[i] = padOnes(s, rank)
+		for d, n := range padded[i] {
+			switch {
+			case out[d] == 0 || out[d] == 1:
+				out[d] = n
+			case n != 1 && n != out[d]:
+				return nil, nil, fmt.Errorf("shapes %v do not broadcast", shapes)
+			}
+		}
+	}
+	strides = make([][]int, len(shapes))
+	for i, s := range padded {
+		strides[i] = make([]int, rank)
+		step := 1
+		for d := rank - 1; d >= 0; d-- {
+			if s[d] != 1 {
+				strides[i][d] = step
+			}
+			step *= s[d]
+		}
+	}
+	return out, strides, nil
 }
 
 // flat is a tensor's elements as a slice, a scalar's too (gorgonia gives
@@ -868,6 +883,144 @@ func shaped(x tensor.Tensor, backing any) tensor.Tensor {
 		return tensor.New(tensor.FromScalar(reflect.ValueOf(backing).Index(0).Interface()))
 	}
 	return tensor.New(tensor.WithShape(x.Shape().Clone()...), tensor.WithBacking(backing))
+}
+
+// pow is Pow at opset 13, which gonnx lacks: a base of INT32, INT64,
+// FLOAT or DOUBLE raised to an exponent of any of those types, the two
+// broadcast together, as ONNX Runtime's CPU provider computes it: C's pow
+// in double (cPow; powf for FLOAT ^ FLOAT, which rounds the same but in
+// the hardest cases) cast to the base's type, an integer's NaN or out of
+// range being its minimum (0 ^ -1 and 2 ^ 31 in INT32 are -2^31); and
+// x*x and x*x*x in the base's type, wrapping around, where ONNX Runtime
+// takes them instead (input1Scalar). A negative integer exponent gives 0
+// for a base other than 0, 1 or -1, as 1/x^n truncates. Each element
+// costs the same whatever the exponent (cPow has no loop over it).
+type pow struct{}
+
+// powTypes are Pow's types, base's and exponent's, in ONNX Runtime
+// 1.24's CPU provider.
+var powTypes = []tensor.Dtype{tensor.Int32, tensor.Int64, tensor.Float32, tensor.Float64}
+
+func (o *pow) Init(n *gonnxproto.NodeProto) error {
+	if a := n.GetAttribute(); len(a) > 0 {
+		return ops.ErrUnsupportedAttribute(a[0].GetName(), o)
+	}
+	return nil
+}
+func (o *pow) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	return ops.ValidateInputs(o, in)
+}
+func (*pow) GetMinInputs() int                         { return 2 }
+func (*pow) GetMaxInputs() int                         { return 2 }
+func (*pow) GetInputTypeConstraints() [][]tensor.Dtype { return [][]tensor.Dtype{powTypes, powTypes} }
+func (*pow) String() string                            { return "pow operator" }
+
+func (o *pow) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	shapes := make([][]int, 2)
+	for i, t := range in {
+		if !t.IsScalar() {
+			shapes[i] = t.Shape()
+		}
+	}
+	out, strides, err := broadcastShapes(shapes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o, err)
+	}
+	// The exponents as C's pow sees them: an INT64's rounded to a double.
+	var y []float64
+	switch v := flat(in[1]).(type) {
+	case []int32:
+		y = toFloat64s(v)
+	case []int64:
+		y = toFloat64s(v)
+	case []float32:
+		y = toFloat64s(v)
+	case []float64:
+		y = v
+	default:
+		return nil, ops.ErrInvalidInputType(1, in[1].Dtype().Name(), o)
+	}
+	fast := input1Scalar(shapes[0], shapes[1])
+	var backing any
+	switch x := flat(in[0]).(type) {
+	case []int32:
+		backing = powInto(x, y, out, strides, fast, func(x int32, y float64) int32 { return toInt32(cPow(float64(x), y)) })
+	case []int64:
+		backing = powInto(x, y, out, strides, fast, func(x int64, y float64) int64 { return toInt64(cPow(float64(x), y)) })
+	case []float32:
+		backing = powInto(x, y, out, strides, fast, func(x float32, y float64) float32 { return float32(cPow(float64(x), y)) })
+	case []float64:
+		backing = powInto(x, y, out, strides, fast, cPow)
+	default:
+		return nil, ops.ErrInvalidInputType(0, in[0].Dtype().Name(), o)
+	}
+	if len(out) == 0 {
+		return []tensor.Tensor{tensor.New(tensor.FromScalar(reflect.ValueOf(backing).Index(0).Interface()))}, nil
+	}
+	return []tensor.Tensor{tensor.New(tensor.WithShape(out...), tensor.WithBacking(backing))}, nil
+}
+
+// toFloat64s is v converted, element by element.
+func toFloat64s[T int32 | int64 | float32](v []T) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = float64(x)
+	}
+	return out
+}
+
+// input1Scalar is whether ONNX Runtime's broadcasting of shapes x and y
+// (nil for a scalar) takes its "input 1 is a scalar" path, where its Pow
+// computes x^2 as x*x and x^3 as x*x*x in the base's type: when the
+// innermost dimension it iterates over, the last the two have in common
+// of more than 1 element (else their first in common), is 1 in y and more
+// than 1 in x, or y is a scalar and x's last dimension more than 1.
+func input1Scalar(x, y []int) bool {
+	switch {
+	case len(x) == 0:
+		return false
+	case len(y) == 0:
+		return x[len(x)-1] > 1
+	}
+	n := min(len(x), len(y))
+	for i := 1; ; i++ {
+		a, b := x[len(x)-i], y[len(y)-i]
+		if max(a, b) > 1 || i == n {
+			return a > 1 && b <= 1
+		}
+	}
+}
+
+// powInto is Pow of x and y broadcast to shape (strides[0] x's, 1 y's):
+// f, or x*x and x*x*x where fast and y is 2 or 3.
+func powInto[T int32 | int64 | float32 | float64](x []T, y []float64, shape []int, strides [][]int, fast bool, f func(T, float64) T) []T {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	out := make([]T, n) // bounded before Apply (outputElems)
+	idx := make([]int, len(shape))
+	var a, b int
+	for k := range out {
+		switch v, e := x[a], y[b]; {
+		case fast && e == 2:
+			out[k] = v * v
+		case fast && e == 3:
+			out[k] = v * v * v
+		default:
+			out[k] = f(v, e)
+		}
+		for d := len(shape) - 1; d >= 0; d-- {
+			idx[d]++
+			a, b = a+strides[0][d], b+strides[1][d]
+			if idx[d] < shape[d] {
+				break
+			}
+			a, b = a-strides[0][d]*idx[d], b-strides[1][d]*idx[d]
+			idx[d] = 0
+		}
+	}
+	return out
 }
 
 // sqrt is the element-wise square root.

@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"math/big"
+	"math/rand"
 	"reflect"
 	"runtime"
 	"slices"
@@ -1216,4 +1218,108 @@ func TestNegIntegerMeanInt8Pool(t *testing.T) {
 		!strings.Contains(err.Error(), "a mean over 0 elements") {
 		t.Errorf("ReduceMean's Apply over an empty axis: %v", err)
 	}
+}
+
+// cPow rounds x^n correctly, n an integer, against math/big's exact
+// power (its reciprocal for n < 0, to 4096 bits), but where it is exactly
+// halfway between two doubles; ln2 is ln 2 to 106 bits.
+func TestPow(t *testing.T) {
+	const ln2Digits = "0.69314718055994530941723212145817656807550013436025525412068000949339362196969471560586332699641868754200148102057068573368552023575813055703267075163507596193072757082837143519030703862389167347112335"
+	want, _, err := big.ParseFloat(ln2Digits, 10, 300, big.ToNearestEven)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := new(big.Float).SetPrec(300).SetFloat64(ln2.hi)
+	got.Add(got, big.NewFloat(ln2.lo))
+	if d, _ := new(big.Float).Sub(got, want).Float64(); math.Abs(d) > 0x1p-106 {
+		t.Errorf("ln2 is %g off", d)
+	}
+
+	r := rand.New(rand.NewSource(12))
+	for i := range 20000 {
+		x := r.NormFloat64() * 8
+		if i%2 == 0 {
+			x = float64(r.Intn(200) - 100)
+		}
+		if x == 0 {
+			continue // special cases, C's and math.Pow's
+		}
+		n := r.Intn(61) - 30
+		exact := new(big.Float).SetPrec(4096).SetFloat64(1)
+		for range max(n, -n) {
+			exact.Mul(exact, big.NewFloat(x))
+		}
+		if n < 0 {
+			exact.Quo(new(big.Float).SetPrec(4096).SetFloat64(1), exact)
+		}
+		want, _ := exact.Float64()
+		// Exactly halfway (9^17) it may round either way, as glibc's pow.
+		if half := new(big.Float).Sub(exact, big.NewFloat(want)); half.Abs(half).Cmp(big.NewFloat(ulp(want)/2)) == 0 {
+			continue
+		}
+		if cPow(x, float64(n)) != want {
+			t.Fatalf("cPow(%v, %d) = %v, want %v", x, n, cPow(x, float64(n)), want)
+		}
+	}
+}
+
+// An integer Pow casts C's pow to the base's type as ONNX Runtime does
+// (ort_test.go compares them): a result past the type, or NaN, is its
+// minimum; a negative exponent truncates to 0 but for 1 and -1; x^2 and
+// x^3 wrap around where ONNX Runtime multiplies (the exponent broadcast
+// along x's last dimension), and pow's rounding elsewhere is glibc's,
+// not Go's (8^(1/3.) is 2, where math.Pow gives 1.9999999999999998). A
+// huge exponent costs no more than a small one, and the work is counted
+// against the run's deadline.
+func TestIntegerPow(t *testing.T) {
+	I32, I64, F64 := gonnxproto.TensorProto_INT32, gonnxproto.TensorProto_INT64, gonnxproto.TensorProto_DOUBLE
+	third := math.Float64bits(1.0 / 3)
+	for _, c := range []struct {
+		elems []gonnxproto.TensorProto_DataType
+		x, y  *modelstore.Tensor
+		want  *modelstore.Tensor
+	}{
+		{[]gonnxproto.TensorProto_DataType{I32, F64}, le(modelstore.Int32, []int64{3}, 8, 27, 1000),
+			le(modelstore.Double, []int64{1}, int64(third)), le(modelstore.Int32, []int64{3}, 2, 3, 9)},
+		{[]gonnxproto.TensorProto_DataType{I32, I32}, le(modelstore.Int32, []int64{6}, 0, 2, -1, 1, 2, 46341),
+			le(modelstore.Int32, []int64{6}, -1, -1, -3, -5, 31, 2), le(modelstore.Int32, []int64{6}, math.MinInt32, 0, -1, 1, math.MinInt32, math.MinInt32)},
+		{[]gonnxproto.TensorProto_DataType{I32, I32}, le(modelstore.Int32, []int64{3}, 46341, 65536, -3),
+			le(modelstore.Int32, []int64{}, 2), le(modelstore.Int32, []int64{3}, -2147479015, 0, 9)},
+		{[]gonnxproto.TensorProto_DataType{I32, I32}, le(modelstore.Int32, []int64{2, 1}, 46341, 1000),
+			le(modelstore.Int32, []int64{1}, 3), le(modelstore.Int32, []int64{2, 1}, math.MinInt32, 1e9)},
+		{[]gonnxproto.TensorProto_DataType{I64, I64}, le(modelstore.Int64, []int64{4}, 2, 1, -1, 3),
+			le(modelstore.Int64, []int64{4}, math.MaxInt64, math.MaxInt64, math.MaxInt64, math.MinInt64),
+			le(modelstore.Int64, []int64{4}, math.MinInt64, 1, 1, 0)},
+	} {
+		got, err := runOne(t, "Pow", nil, c.elems, c.x, c.y)
+		if err != nil || got.DType != c.want.DType || !slices.Equal(got.Shape, c.want.Shape) || string(got.Data) != string(c.want.Data) {
+			t.Errorf("%v ^ %v: %v %v, want %v", c.x, c.y, got, err, c.want)
+		}
+	}
+
+	// Its work is counted (powWork): a deadline refuses a large one.
+	x := tensor.New(tensor.WithShape(1000, 1000), tensor.Of(tensor.Int64))
+	if w, ok := opWork("Pow", &pow{}, []tensor.Tensor{x, tensor.New(tensor.FromScalar(int64(2)))}); !ok || w != 1e6*powWork {
+		t.Errorf("Pow's work: %d, %v", w, ok)
+	}
+
+	// The types ONNX Runtime has no Pow of are refused at Compile.
+	for _, elems := range [][]gonnxproto.TensorProto_DataType{{gonnxproto.TensorProto_UINT8, I32}, {I32, gonnxproto.TensorProto_UINT8}} {
+		g := &gonnxproto.GraphProto{Name: "g", Node: []*gonnxproto.NodeProto{{Name: "n", OpType: "Pow", Input: []string{"a", "b"}, Output: []string{"y"}}},
+			Input:  []*gonnxproto.ValueInfoProto{valueInfo("a", elems[0]), valueInfo("b", elems[1])},
+			Output: []*gonnxproto.ValueInfoProto{valueInfo("y", elems[0])}}
+		b, err := proto.Marshal(&gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: 13}}, Graph: g})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := compile(t, b); err == nil || !strings.Contains(err.Error(), "is UINT8, which this engine's Pow does not take (INT32, INT64, FLOAT, DOUBLE)") {
+			t.Errorf("Pow of %v: %v", elems, err)
+		}
+	}
+}
+
+// ulp is the gap between |v| and the next double away from 0.
+func ulp(v float64) float64 {
+	v = math.Abs(v)
+	return math.Nextafter(v, math.Inf(1)) - v
 }

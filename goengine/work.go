@@ -16,14 +16,15 @@ import (
 // does 1.7e12 multiply-adds, many minutes here. So before an operator
 // whose work is a product of its dimensions runs (MatMul, Gemm, Conv, RNN,
 // GRU, LSTM; MaxPool, whose window its attributes size, counting a
-// comparison as a multiply-add; MatMul's batches and the recurrent
-// operators' steps besides, batchWork and stepWork), its work is counted
-// from its inputs, and it is
-// refused when the engine could not do them in the time left before the
-// deadline even at workFactor times the rate it measured at its first
-// such check. An operator is thus never refused for want of time it
-// could have finished in, and none overruns the deadline by more than
-// about workFactor times what was left.
+// comparison as a multiply-add; Pow, whose every element takes a
+// logarithm and an exponential, powWork; MatMul's batches and the
+// recurrent operators' steps besides, batchWork and stepWork), its work is
+// counted from its inputs, and it is refused when the engine could not
+// do them in the time left before the deadline even at workFactor times
+// the rate it measured at its first such check. An operator is thus never
+// refused for want of time it could have finished in (Pow aside,
+// powWork), and none overruns the deadline by more than about workFactor
+// times what was left.
 
 // workFactor is the margin over the measured rate (caches, a faster
 // kernel than the calibration's, a quiet machine).
@@ -48,6 +49,14 @@ var stepWork = map[string]int64{"RNN": 5e4, "GRU": 2e5, "LSTM": 2.5e5}
 // (100,000 batches of 1x1 and 4x4 matrices, best of 3, in 3 runs): 1.5 to
 // 2.1 us a batch, at least 9.2e3 multiply-adds; rounded down.
 const batchWork = 8e3
+
+// powWork is what Pow costs an element, counted in multiply-adds at the
+// rate of the direct convolution: cPow's double-double logarithm and
+// exponential took 0.4 to 0.6 us an element here (200,000 of them, 3
+// runs), at least 250 multiply-adds at the best rate measured. Small
+// integer powers (exactPow) take 15 ns: a Pow of those only is counted
+// 40 times dearer than it is, and may be refused with time enough left.
+const powWork = 250
 
 // opWork is how many multiply-adds op does on these inputs, at most, and
 // false when op is not one whose work grows faster than its tensors. It
@@ -100,6 +109,9 @@ func opWork(opType string, op any, in []tensor.Tensor) (int64, bool) {
 			return p.work(in)
 		}
 		return 0, false
+	case "Pow":
+		out, ok := outputElems(opType, in)
+		return mul(out, powWork), ok
 	case "RNN", "GRU", "LSTM":
 		x := dims(0)
 		if len(x) < 2 {
@@ -117,7 +129,7 @@ func opWork(opType string, op any, in []tensor.Tensor) (int64, bool) {
 func checkWork(opType string, op any, in []tensor.Tensor, left time.Duration, r rates) error {
 	w, ok := opWork(opType, op, in)
 	rate := r.matMul
-	if opType == "Conv" || opType == "MaxPool" || opType == "MatMul" && len(in) > 0 && in[0] != nil && intTypes[in[0].Dtype()] {
+	if opType == "Conv" || opType == "MaxPool" || opType == "Pow" || opType == "MatMul" && len(in) > 0 && in[0] != nil && intTypes[in[0].Dtype()] {
 		rate = r.conv // loops of the same kind, in ops.go
 	}
 	if !ok || float64(w) <= left.Seconds()*workFactor*rate {
