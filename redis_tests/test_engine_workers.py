@@ -580,7 +580,7 @@ class ProcShieldTest(unittest.TestCase):
             got = dict(kv.split("=", 1) for kv in msg.split("; "))
             self.assertTrue(got["landlock"].startswith("abi "), msg)
             for k in ("signal", "signal-all", "prlimit", "proc-mem", "create", "read", "libdir", "proc-net", "parent-net", "clone3",
-                      "io_uring", "chmod", "setxattr", "shm", "setown", "fiosetown", "pidfd_send_signal"):
+                      "io_uring", "chmod", "setxattr", "shm", "setown", "fiosetown", "pidfd_send_signal", "affinity"):
                 self.assertFalse(got[k].startswith("ok"), "%s worked: %s" % (k, msg))
             self.assertEqual(got["oom"], "1000", msg)
             self.assertEqual(got["caps"], "0000000000000000", msg)

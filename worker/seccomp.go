@@ -32,7 +32,8 @@ import (
 //     (only its own), resource limits (prlimit64: a server whose
 //     RLIMIT_FSIZE is set to 0 dies of SIGXFSZ at its next log write),
 //     priorities and scheduling (setpriority, ioprio_set,
-//     sched_setscheduler/setparam/setattr), and moving pages
+//     sched_setscheduler/setparam/setattr, sched_setaffinity: the server's
+//     threads pinned to one CPU), and moving pages
 //     (migrate_pages, move_pages): only itself, by its pid or 0. A worker
 //     taken over could otherwise kill the server with one kill(2).
 //     Landlock's signal scope (landlock.go) does the same for signals
@@ -124,7 +125,7 @@ func installSeccomp() error {
 						whichNot("setpriority", 0), notSelf("setpriority", 1, true), // PRIO_PROCESS
 						whichNot("ioprio_set", 1), notSelf("ioprio_set", 1, true), // IOPRIO_WHO_PROCESS
 						notSelf("sched_setscheduler", 0, true), notSelf("sched_setparam", 0, true),
-						notSelf("sched_setattr", 0, true),
+						notSelf("sched_setattr", 0, true), notSelf("sched_setaffinity", 0, true),
 						notSelf("migrate_pages", 0, true), notSelf("move_pages", 0, true),
 					},
 				},

@@ -80,7 +80,8 @@ func landlockABI() int {
 // to the machine, and says what came of each try ("ok" where it worked,
 // the error otherwise; "ok" is what the sandbox must not let through):
 // the test hooks' probeMarker. Each try is harmless if it works: signal 0
-// only checks that a signal could be sent, prlimit only reads, the file
+// only checks that a signal could be sent, prlimit only reads, the
+// server's CPU affinity is set to what it is, the file
 // is removed, /etc/passwd stands for a file of its user's that it has no
 // need of, and so does the listing of ONNX Runtime's directory, the calls that a filter must refuse before the kernel looks at
 // their arguments (clone3, io_uring_setup, chmod, setxattr) are given
@@ -157,6 +158,12 @@ func probeEscapes() string {
 	procNet := res(err)
 	_, err = os.ReadFile("/proc/" + strconv.Itoa(ppid) + "/net/tcp")
 	parentNet := res(err)
+	// The server's CPUs, set to what they are.
+	affinity := "no mask"
+	var set unix.CPUSet
+	if unix.SchedGetaffinity(ppid, &set) == nil {
+		affinity = refused(unix.SchedSetaffinity(ppid, &set), unix.EPERM)
+	}
 	oom, _ := os.ReadFile("/proc/self/oom_score_adj")
 	caps := "?"
 	if status, err := os.ReadFile("/proc/self/status"); err == nil {
@@ -177,7 +184,7 @@ func probeEscapes() string {
 		"; signal-all=" + res(unix.Kill(-1, 0)) +
 		"; prlimit=" + res(unix.Prlimit(ppid, unix.RLIMIT_NOFILE, nil, &old)) +
 		"; proc-mem=" + mem + "; create=" + create + "; read=" + read + "; libdir=" + libdir +
-		"; proc-net=" + procNet + "; parent-net=" + parentNet +
+		"; proc-net=" + procNet + "; parent-net=" + parentNet + "; affinity=" + affinity +
 		"; clone3=" + refused(call(unix.SYS_CLONE3, 0, 0), unix.ENOSYS) +
 		"; io_uring=" + refused(call(unix.SYS_IO_URING_SETUP, 0, 0), unix.EPERM) +
 		"; chmod=" + refused(call(unix.SYS_CHMOD, path, 0o777), unix.EPERM) +

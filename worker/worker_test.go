@@ -1302,7 +1302,7 @@ func TestWorkerCannotReachTheServer(t *testing.T) {
 		got[k] = v
 	}
 	refused := []string{"signal", "signal-all", "prlimit", "clone3", "io_uring", "chmod", "setxattr", "shm", "setown",
-		"fiosetown", "pidfd_send_signal"}
+		"fiosetown", "pidfd_send_signal", "affinity"}
 	switch ll := got["landlock"]; {
 	case strings.HasPrefix(ll, "abi "):
 		// Without Landlock, root (this test's usual user) opens both.
