@@ -54,8 +54,8 @@ var forgeMarker = []byte("enclaveai-test-forge-output")
 // spinMarker: with test hooks on, a worker asked to run a model whose
 // bytes contain it starts, at its first run, two goroutines that spin for
 // good once the run is answered, as the threads that a worker taken over
-// by a hostile model can start outside any run (the server's CPU
-// watchdog, Pool.watchCPU, kills it).
+// by a hostile model can start outside any run, and never answers the
+// session's close (the server's CPU watchdog, proc.watchCPU, kills it).
 var spinMarker = []byte("enclaveai-test-spin-after-run")
 
 // exitLie is what a worker with exitMarker writes before it exits.
@@ -222,15 +222,19 @@ func (w *child) handle(msg []byte, fds []int) {
 		sid := d.u64()
 		w.mu.Lock()
 		s := w.sessions[sid]
+		_, swallow := w.spins[sid]
 		delete(w.sessions, sid)
 		delete(w.exits, sid)
 		delete(w.forged, sid)
+		delete(w.spins, sid)
 		w.mu.Unlock()
 		if s != nil {
 			s.Close()
 		}
 		closeAll(fds)
-		w.reply(w.ch, id, nil, nil) // the server counts it in flight till now
+		if !swallow {
+			w.reply(w.ch, id, nil, nil) // the server counts it in flight till now
+		}
 	default:
 		closeAll(fds)
 	}

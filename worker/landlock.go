@@ -163,7 +163,8 @@ static void __attribute__((constructor)) enclaveai_enter_landlock(void) {
 		// addresses among them (red-team review), as its task/TID/net does.
 		"/proc/self/maps", "/proc/self/cgroup", "/proc/self/mountinfo", "/proc/self/status",
 		"/proc/self/stat", "/proc/self/statm", "/proc/self/limits", "/proc/self/auxv",
-		"/proc/self/cmdline", "/proc/self/comm", "/proc/self/oom_score_adj"};
+		"/proc/self/cmdline", "/proc/self/comm", "/proc/self/oom_score_adj",
+		"/proc/self/environ"}; // GORACE, for the race build's runtime
 	for (size_t i = 0; i < sizeof reads / sizeof reads[0]; i++) {
 		enclaveai_allow_read(fd, reads[i]);
 	}

@@ -483,7 +483,7 @@ type proc struct {
 
 type call struct {
 	sess  *session // nil for a compile
-	stage string   // "store" or "run"
+	stage string   // "store", "run" or "close"
 	reply chan reply
 	// on is the lane a run was sent on (nil for the control channel's
 	// calls), seq its place there: a lane runs its requests one at a
@@ -491,6 +491,8 @@ type call struct {
 	// worker dies is the one it was running (die).
 	on  *lane
 	seq uint64
+	// sent is when a close was sent (closeSession; zero for other calls).
+	sent time.Time
 }
 
 type reply struct {
@@ -525,11 +527,23 @@ func (p *proc) donePendingLocked(id uint64) {
 	}
 }
 
-// idleSince reports whether the worker has had no call in flight since t.
-func (p *proc) idleSince(t time.Time) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return !p.idleFrom.IsZero() && !p.idleFrom.After(t)
+// idleSinceLocked reports whether the worker has had no call in flight
+// since t, counting a close as one only for closeGrace: a worker taken
+// over that swallows a close (never answers it) must not be exempt from
+// the watchdog for good (review). p.mu is held.
+func (p *proc) idleSinceLocked(t time.Time) bool {
+	if !p.idleFrom.IsZero() {
+		return !p.idleFrom.After(t)
+	}
+	if !p.ready || len(p.pending) == 0 {
+		return false
+	}
+	for _, c := range p.pending {
+		if c.stage != "close" || c.sent.Add(closeGrace).After(t) {
+			return false
+		}
+	}
+	return true
 }
 
 // The CPU watchdog (watchCPU): a worker that had no call in flight for a
@@ -543,6 +557,9 @@ const (
 	spinWindow = 500 * time.Millisecond
 	spinShare  = 0.25
 	causeSpin  = "spin"
+	// closeGrace is how long a session's close counts as a call in
+	// flight: freeing a 1 GB model's memory takes a worker about 0.1 s.
+	closeGrace = 5 * time.Second
 )
 
 // watchCPU samples the worker's CPU time every spinWindow until it dies,
@@ -564,15 +581,30 @@ func (p *proc) watchCPU() {
 			last = -1
 			continue
 		}
-		if last >= 0 && p.idleSince(lastAt) && float64(used-last) > spinShare*float64(now.Sub(lastAt)) {
+		if last >= 0 && float64(used-last) > spinShare*float64(now.Sub(lastAt)) && p.markSpin(lastAt) {
 			p.slot.pool.log.Warn("engine worker killed: it used CPU with no call in flight",
 				"group", p.slot.group, "worker", p.slot.idx, "pid", p.pid(),
 				"cpu", (used - last).String(), "in", now.Sub(lastAt).Round(time.Millisecond).String())
-			p.kill(causeSpin)
+			p.cmd.Process.Kill()
 			return
 		}
 		last, lastAt = used, now
 	}
+}
+
+// markSpin records, if the worker has had no call in flight since t, that
+// it is killed for spinning, and reports whether it had. Under one hold of
+// p.mu, so that a call sent meanwhile is either judged or finds the cause.
+func (p *proc) markSpin(t time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.idleSinceLocked(t) {
+		return false
+	}
+	if p.killedAs == "" {
+		p.killedAs = causeSpin
+	}
+	return true
 }
 
 // processCPU is the CPU time (user and system) process pid has used, all
@@ -939,10 +971,11 @@ func (p *proc) call(ctx context.Context, msg []byte, fds []int, sess *session, s
 }
 
 // closeSession asks the worker to close session sid, without waiting.
-// The close is a call in flight until the worker answers it: freeing a
-// large model's memory takes the worker CPU that is no spin (watchCPU).
+// The close is a call in flight until the worker answers it, for at most
+// closeGrace: freeing a large model's memory takes the worker CPU that is
+// no spin (watchCPU).
 func (p *proc) closeSession(sid uint64) {
-	c := &call{stage: "close", reply: make(chan reply, 1)} // answered to no one
+	c := &call{stage: "close", reply: make(chan reply, 1), sent: time.Now()} // answered to no one
 	p.mu.Lock()
 	if p.pending == nil {
 		p.mu.Unlock()

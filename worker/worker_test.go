@@ -1431,3 +1431,33 @@ func TestWorkerSpinningOutsideRunsIsKilled(t *testing.T) {
 		t.Fatal("the worker was not replaced")
 	}
 }
+
+// A worker that never answers a session's close is judged again once the
+// close is closeGrace old (review: a worker taken over that swallowed one
+// close was exempt from the watchdog for good, and spun on).
+func TestSwallowedCloseDoesNotExemptASpinningWorker(t *testing.T) {
+	pool := newTestPool(t, Config{TestHooks: true})
+	one := []*modelstore.Tensor{floats([]int64{1, 4}, func(int) float32 { return 1 })}
+	spins := compileBytes(t, pool, "spins", marked(t, spinMarker))
+	pid := workerPID(t, spins)
+	if _, err := spins.Run(context.Background(), one); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	spins.Close() // the test hook never answers it
+	deadline := start.Add(closeGrace + 20*spinWindow)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker spinning behind a swallowed close still lives after %s", time.Since(start))
+		}
+		time.Sleep(spinWindow / 5)
+	}
+	if took := time.Since(start); took < closeGrace {
+		t.Errorf("killed after %s, while its close was in flight", took)
+	}
+	for _, kv := range pool.Info() {
+		if kv[0] == "engine_worker_deaths_spin" && kv[1] != "1" {
+			t.Errorf("deaths by spin: %s", kv[1])
+		}
+	}
+}
