@@ -679,13 +679,7 @@ func (o *where) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	if in[1].Dtype() != in[2].Dtype() {
 		return nil, fmt.Errorf("%s: X is %v and Y %v", o, in[1].Dtype(), in[2].Dtype())
 	}
-	shapes := make([][]int, 3)
-	for i, t := range in {
-		if !t.IsScalar() {
-			shapes[i] = t.Shape()
-		}
-	}
-	out, strides, err := broadcastShapes(shapes)
+	_, out, strides, err := broadcastInputs(in)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", o, err)
 	}
@@ -702,6 +696,19 @@ func (o *where) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 		return []tensor.Tensor{tensor.New(tensor.FromScalar(reflect.ValueOf(backing).Index(0).Interface()))}, nil
 	}
 	return []tensor.Tensor{tensor.New(tensor.WithShape(out...), tensor.WithBacking(backing))}, nil
+}
+
+// broadcastInputs is broadcastShapes of the shapes of in, which it
+// returns too.
+func broadcastInputs(in []tensor.Tensor) (shapes [][]int, out []int, strides [][]int, err error) {
+	shapes = make([][]int, len(in))
+	for i, t := range in {
+		if !t.IsScalar() {
+			shapes[i] = t.Shape()
+		}
+	}
+	out, strides, err = broadcastShapes(shapes)
+	return shapes, out, strides, err
 }
 
 // broadcastShapes is the shape that shapes (nil for a scalar) broadcast
@@ -824,6 +831,15 @@ func (*identity) GetInputTypeConstraints() [][]tensor.Dtype {
 }
 func (*identity) String() string { return "identity operator" }
 
+// noAttributes is the Init of operator o, which takes no attribute: it
+// refuses node n if n has any.
+func noAttributes(n *gonnxproto.NodeProto, o ops.Operator) error {
+	if a := n.GetAttribute(); len(a) > 0 {
+		return ops.ErrUnsupportedAttribute(a[0].GetName(), o)
+	}
+	return nil
+}
+
 // neg is Neg at opset 13, which gonnx lacks, for the types ONNX
 // Runtime's CPU provider registers it for (negTypes): the signed minimum
 // stays itself, wrapping around as ONNX Runtime's does.
@@ -832,12 +848,7 @@ type neg struct{}
 // negTypes are Neg's types in ONNX Runtime 1.24's CPU provider.
 var negTypes = []tensor.Dtype{tensor.Float32, tensor.Float64, tensor.Int8, tensor.Int16, tensor.Int32, tensor.Int64}
 
-func (o *neg) Init(n *gonnxproto.NodeProto) error {
-	if a := n.GetAttribute(); len(a) > 0 {
-		return ops.ErrUnsupportedAttribute(a[0].GetName(), o)
-	}
-	return nil
-}
+func (o *neg) Init(n *gonnxproto.NodeProto) error { return noAttributes(n, o) }
 func (o *neg) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	return ops.ValidateInputs(o, in)
 }
@@ -901,12 +912,7 @@ type pow struct{}
 // 1.24's CPU provider.
 var powTypes = []tensor.Dtype{tensor.Int32, tensor.Int64, tensor.Float32, tensor.Float64}
 
-func (o *pow) Init(n *gonnxproto.NodeProto) error {
-	if a := n.GetAttribute(); len(a) > 0 {
-		return ops.ErrUnsupportedAttribute(a[0].GetName(), o)
-	}
-	return nil
-}
+func (o *pow) Init(n *gonnxproto.NodeProto) error { return noAttributes(n, o) }
 func (o *pow) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	return ops.ValidateInputs(o, in)
 }
@@ -916,13 +922,7 @@ func (*pow) GetInputTypeConstraints() [][]tensor.Dtype { return [][]tensor.Dtype
 func (*pow) String() string                            { return "pow operator" }
 
 func (o *pow) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
-	shapes := make([][]int, 2)
-	for i, t := range in {
-		if !t.IsScalar() {
-			shapes[i] = t.Shape()
-		}
-	}
-	out, strides, err := broadcastShapes(shapes)
+	shapes, out, strides, err := broadcastInputs(in)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", o, err)
 	}

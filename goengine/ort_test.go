@@ -201,19 +201,28 @@ var wideInts = []struct {
 	{gonnxproto.TensorProto_UINT32, modelstore.Uint32}, {gonnxproto.TensorProto_UINT64, modelstore.Uint64},
 }
 
-// sameAsORT runs in on ort and gos and fails the test unless their first
-// outputs are the same bytes of the same type and shape (what names the
-// case).
-func sameAsORT(t *testing.T, ort, gos modelstore.EngineSession, what string, in ...*modelstore.Tensor) {
+// runBoth runs in on ONNX Runtime's session and the pure-Go engine's,
+// failing t if either fails (what names the case), and returns their
+// outputs.
+func runBoth(t *testing.T, ort, gos modelstore.EngineSession, what string, in []*modelstore.Tensor) (want, got []*modelstore.Tensor) {
 	t.Helper()
 	want, err := ort.Run(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := gos.Run(context.Background(), in)
+	got, err = gos.Run(context.Background(), in)
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
+	return want, got
+}
+
+// sameAsORT runs in on ort and gos and fails the test unless their first
+// outputs are the same bytes of the same type and shape (what names the
+// case).
+func sameAsORT(t *testing.T, ort, gos modelstore.EngineSession, what string, in ...*modelstore.Tensor) {
+	t.Helper()
+	want, got := runBoth(t, ort, gos, what, in)
 	if got[0].DType != want[0].DType || !equalShape(got[0].Shape, want[0].Shape) || !bytes.Equal(got[0].Data, want[0].Data) {
 		t.Errorf("%s: %s %v %x, ORT %s %v %x", what, got[0].DType, got[0].Shape, got[0].Data, want[0].DType, want[0].Shape, want[0].Data)
 	}
@@ -324,25 +333,34 @@ func TestLargeWeightsReadInPlace(t *testing.T) {
 // whole range (the signed minimum stays itself): gorgonia refuses unsigned
 // types, and a UINT8 Abs failed every run.
 func TestIntegerAbsMatchesONNXRuntime(t *testing.T) {
-	requireORT(t)
-	r := rand.New(rand.NewSource(5))
-	for _, ty := range []struct {
-		elem gonnxproto.TensorProto_DataType
-		dt   modelstore.DType
-	}{
+	unaryLikeORT(t, "Abs", 5, []elemType{
 		{gonnxproto.TensorProto_INT8, modelstore.Int8}, {gonnxproto.TensorProto_INT16, modelstore.Int16},
 		{gonnxproto.TensorProto_INT32, modelstore.Int32}, {gonnxproto.TensorProto_INT64, modelstore.Int64},
 		{gonnxproto.TensorProto_UINT8, modelstore.Uint8}, {gonnxproto.TensorProto_UINT16, modelstore.Uint16},
 		{gonnxproto.TensorProto_UINT32, modelstore.Uint32}, {gonnxproto.TensorProto_UINT64, modelstore.Uint64},
-	} {
-		ort, gos := oneNodeBoth(t, "Abs", ty.elem, "x")
-		b := make([]byte, 64*ty.dt.Size())
-		r.Read(b)
-		b[len(b)-1] = 0x80 // the last element is the signed minimum
-		for i := len(b) - ty.dt.Size(); i < len(b)-1; i++ {
-			b[i] = 0
-		}
-		sameAsORT(t, ort, gos, ty.dt.String(), &modelstore.Tensor{DType: ty.dt, Shape: []int64{4, 16}, Data: b})
+	})
+}
+
+// elemType is an ONNX element type and the server's dtype of it.
+type elemType struct {
+	elem gonnxproto.TensorProto_DataType
+	dt   modelstore.DType
+}
+
+// unaryLikeORT checks that a one-node model of op gives ONNX Runtime's
+// outputs for each of types, on random [4,16] inputs whose last element
+// is the signed minimum (which negates to itself).
+func unaryLikeORT(t *testing.T, op string, seed int64, types []elemType) {
+	t.Helper()
+	requireORT(t)
+	r := rand.New(rand.NewSource(seed))
+	for _, ty := range types {
+		ort, gos := oneNodeBoth(t, op, ty.elem, "x")
+		x := randomOf(r, ty.dt, 4, 16)
+		b := x.Data[len(x.Data)-ty.dt.Size():]
+		clear(b)
+		b[len(b)-1] = 0x80
+		sameAsORT(t, ort, gos, ty.dt.String(), x)
 	}
 }
 
@@ -416,23 +434,11 @@ func small(r *rand.Rand, dt modelstore.DType, shape ...int64) *modelstore.Tensor
 // engine refused every model with a Neg ("unsupported
 // operator Neg").
 func TestNegMatchesONNXRuntime(t *testing.T) {
-	requireORT(t)
-	r := rand.New(rand.NewSource(7))
-	for _, ty := range []struct {
-		elem gonnxproto.TensorProto_DataType
-		dt   modelstore.DType
-	}{
+	unaryLikeORT(t, "Neg", 7, []elemType{
 		{gonnxproto.TensorProto_FLOAT, modelstore.Float}, {gonnxproto.TensorProto_DOUBLE, modelstore.Double},
 		{gonnxproto.TensorProto_INT8, modelstore.Int8}, {gonnxproto.TensorProto_INT16, modelstore.Int16},
 		{gonnxproto.TensorProto_INT32, modelstore.Int32}, {gonnxproto.TensorProto_INT64, modelstore.Int64},
-	} {
-		ort, gos := oneNodeBoth(t, "Neg", ty.elem, "x")
-		x := randomOf(r, ty.dt, 4, 16)
-		b := x.Data[len(x.Data)-ty.dt.Size():] // the last element is the signed minimum
-		clear(b)
-		b[len(b)-1] = 0x80
-		sameAsORT(t, ort, gos, ty.dt.String(), x)
-	}
+	})
 }
 
 // An INT32 or INT64 ReduceMean gives ONNX Runtime's outputs exactly: the
@@ -557,14 +563,7 @@ func TestPowMatchesONNXRuntime(t *testing.T) {
 			} {
 				in := []*modelstore.Tensor{powValues(r, base.dt, c[0]...), powValues(r, exp.dt, c[1]...)}
 				what := fmt.Sprint(base.dt, "^", exp.dt, c)
-				want, err := ort.Run(context.Background(), in)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := gos.Run(context.Background(), in)
-				if err != nil {
-					t.Fatalf("%s: %v", what, err)
-				}
+				want, got := runBoth(t, ort, gos, what, in)
 				if got[0].DType != want[0].DType || !equalShape(got[0].Shape, want[0].Shape) {
 					t.Fatalf("%s: %s %v, ORT %s %v", what, got[0].DType, got[0].Shape, want[0].DType, want[0].Shape)
 				}
