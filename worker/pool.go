@@ -464,8 +464,9 @@ type proc struct {
 	// one is, and before it is ready (it loads ONNX Runtime then). What
 	// CPU it uses from then on is no call's (watchCPU).
 	idleFrom time.Time
-	cause    string // set before dead is closed
-	reason   string // why it could not start, for clients (startFailure); set with cause
+	lastDone time.Time // when a call was last answered or given up
+	cause    string    // set before dead is closed
+	reason   string    // why it could not start, for clients (startFailure); set with cause
 	dead     chan struct{}
 	nlanes   int        // lanes made (lane.go)
 	lanes    chan *lane // the idle ones
@@ -522,8 +523,9 @@ func (p *proc) addPendingLocked(id uint64, c *call) {
 // given up; p.mu is held.
 func (p *proc) donePendingLocked(id uint64) {
 	delete(p.pending, id)
+	p.lastDone = time.Now()
 	if len(p.pending) == 0 && p.ready && p.idleFrom.IsZero() {
-		p.idleFrom = time.Now()
+		p.idleFrom = p.lastDone
 	}
 }
 
@@ -535,8 +537,8 @@ func (p *proc) idleSinceLocked(t time.Time) bool {
 	if !p.idleFrom.IsZero() {
 		return !p.idleFrom.After(t)
 	}
-	if !p.ready || len(p.pending) == 0 {
-		return false
+	if !p.ready || len(p.pending) == 0 || p.lastDone.After(t) {
+		return false // a call ended since t: it was in flight then
 	}
 	for _, c := range p.pending {
 		if c.stage != "close" || c.sent.Add(closeGrace).After(t) {

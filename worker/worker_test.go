@@ -1461,3 +1461,29 @@ func TestSwallowedCloseDoesNotExemptASpinningWorker(t *testing.T) {
 		}
 	}
 }
+
+// What the watchdog counts as idle since t, with a close that the worker
+// has not answered: idle once the close is closeGrace old, but not over a
+// window in which another call ended (it ran then).
+func TestIdleSinceWithAnUnansweredClose(t *testing.T) {
+	now := time.Now()
+	for _, c := range []struct {
+		sent, lastDone, since time.Duration // before now
+		want                  bool
+	}{
+		{sent: 10 * time.Second, lastDone: 8 * time.Second, since: time.Second, want: true},
+		{sent: 10 * time.Second, lastDone: 500 * time.Millisecond, since: time.Second, want: false},
+		{sent: 2 * time.Second, lastDone: 8 * time.Second, since: time.Second, want: false},
+	} {
+		p := &proc{ready: true, lastDone: now.Add(-c.lastDone),
+			pending: map[uint64]*call{1: {stage: "close", sent: now.Add(-c.sent)}}}
+		if got := p.idleSinceLocked(now.Add(-c.since)); got != c.want {
+			t.Errorf("close sent %s ago, a call done %s ago: idle since %s ago = %v", c.sent, c.lastDone, c.since, got)
+		}
+	}
+	p := &proc{ready: true, lastDone: now.Add(-8 * time.Second),
+		pending: map[uint64]*call{1: {stage: "close", sent: now.Add(-10 * time.Second)}, 2: {stage: "run"}}}
+	if p.idleSinceLocked(now.Add(-time.Second)) {
+		t.Error("a run in flight beside an old close counted as idle")
+	}
+}
