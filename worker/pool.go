@@ -334,7 +334,17 @@ func (sl *slot) proc() (*proc, error) {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	if sl.cur != nil && !sl.cur.isDead() {
-		return sl.cur, nil
+		if !sl.cur.spun() {
+			return sl.cur, nil
+		}
+		// The watchdog has killed it: a run sent to it now would fail with
+		// its death. Its end is a matter of milliseconds (die closes dead
+		// before it takes sl.mu), then it is replaced here.
+		select {
+		case <-sl.cur.dead:
+		case <-time.After(time.Second):
+			return sl.cur, nil
+		}
 	}
 	restart := sl.cur != nil
 	if restart {
@@ -464,9 +474,10 @@ type proc struct {
 	// one is, and before it is ready (it loads ONNX Runtime then). What
 	// CPU it uses from then on is no call's (watchCPU).
 	idleFrom time.Time
-	lastDone time.Time // when a call was last answered or given up
-	cause    string    // set before dead is closed
-	reason   string    // why it could not start, for clients (startFailure); set with cause
+	lastDone time.Time   // when a call was last answered or given up
+	spin     atomic.Bool // killed by the watchdog (markSpin)
+	cause    string      // set before dead is closed
+	reason   string      // why it could not start, for clients (startFailure); set with cause
 	dead     chan struct{}
 	nlanes   int        // lanes made (lane.go)
 	lanes    chan *lane // the idle ones
@@ -606,8 +617,13 @@ func (p *proc) markSpin(t time.Time) bool {
 	if p.killedAs == "" {
 		p.killedAs = causeSpin
 	}
+	p.spin.Store(true)
 	return true
 }
+
+// spun reports whether the watchdog has killed the worker (markSpin).
+// It takes no lock: slot.proc asks it under the slot's.
+func (p *proc) spun() bool { return p.spin.Load() }
 
 // processCPU is the CPU time (user and system) process pid has used, all
 // its threads together, from /proc/PID/stat: the kernel's count, which a

@@ -1487,3 +1487,29 @@ func TestIdleSinceWithAnUnansweredClose(t *testing.T) {
 		t.Error("a run in flight beside an old close counted as idle")
 	}
 }
+
+// A run that comes just after the watchdog has killed its worker goes to
+// the replacement: it failed with the spin's error, for a worker that the
+// kernel had not yet reaped (review).
+func TestRunAfterASpinKillGoesToTheReplacement(t *testing.T) {
+	pool := newTestPool(t, Config{})
+	one := []*modelstore.Tensor{floats([]int64{1, 4}, func(int) float32 { return 1 })}
+	s := compile(t, pool, "linear.onnx")
+	for range restartBurst - 1 { // kills within the restart limit
+		if _, err := s.Run(context.Background(), one); err != nil {
+			t.Fatal(err)
+		}
+		p := s.(*session).slot.cur
+		time.Sleep(10 * time.Millisecond)
+		if !p.markSpin(time.Now()) {
+			t.Fatal("an idle worker was not marked")
+		}
+		p.cmd.Process.Kill()
+		if _, err := s.Run(context.Background(), one); err != nil {
+			t.Fatalf("the run after the kill: %v", err)
+		}
+		if s.(*session).slot.cur == p {
+			t.Fatal("the run went to the killed worker")
+		}
+	}
+}
