@@ -117,7 +117,7 @@ func serve() error {
 		return err
 	}
 	w := &child{ch: ch, sessions: map[uint64]*modelstore.Session{}, runs: map[uint64]context.CancelFunc{},
-		early: map[uint64]struct{}{}, exits: map[uint64]int{}, forged: map[uint64]bool{}, spins: map[uint64]bool{}, hooks: os.Getenv(envTestHooks) == "1", done: make(chan struct{})}
+		early: map[uint64]struct{}{}, marked: map[uint64]*markers{}, hooks: os.Getenv(envTestHooks) == "1", done: make(chan struct{})}
 	go w.read()
 	<-w.done // the server closed the socket or is gone
 	return nil
@@ -172,15 +172,18 @@ type child struct {
 	// its lane behind others of its group (lane.go) is answered
 	// context.Canceled when its turn comes, without running.
 	early map[uint64]struct{}
-	// exits holds the sessions whose runs exit the worker (exitMarker),
-	// with the status.
-	exits map[uint64]int
-	// forged holds the sessions whose runs' replies are forged
-	// (forgeMarker).
-	forged map[uint64]bool
-	// spins holds the sessions whose first run starts spinning
-	// goroutines (spinMarker), false once it has.
-	spins map[uint64]bool
+	// marked holds the test hooks' markers of the sessions whose model
+	// carries any (test hooks on).
+	marked map[uint64]*markers
+}
+
+// markers is what the test hooks do with a session's runs and close.
+type markers struct {
+	exit  bool // its runs exit the worker (exitMarker), with status code
+	code  int
+	forge bool // its runs' replies are forged (forgeMarker)
+	spin  bool // its first run starts spinning goroutines, its close is never answered (spinMarker)
+	spun  bool // they are started
 }
 
 // maxEarly bounds early: a cancel that crossed its run's reply leaves an
@@ -222,17 +225,15 @@ func (w *child) handle(msg []byte, fds []int) {
 		sid := d.u64()
 		w.mu.Lock()
 		s := w.sessions[sid]
-		_, swallow := w.spins[sid]
+		m := w.marked[sid]
 		delete(w.sessions, sid)
-		delete(w.exits, sid)
-		delete(w.forged, sid)
-		delete(w.spins, sid)
+		delete(w.marked, sid)
 		w.mu.Unlock()
 		if s != nil {
 			s.Close()
 		}
 		closeAll(fds)
-		if !swallow {
+		if m == nil || !m.spin {
 			w.reply(w.ch, id, nil, nil) // the server counts it in flight till now
 		}
 	default:
@@ -291,14 +292,16 @@ func (w *child) compile(id uint64, d *dec, fds []int) {
 	}
 	w.mu.Lock()
 	w.sessions[sid] = s
-	if i := bytes.Index(buf.Bytes(), exitMarker); w.hooks && i >= 0 && i+len(exitMarker) < buf.Len() {
-		w.exits[sid] = int(buf.Bytes()[i+len(exitMarker)] - '0')
-	}
-	if w.hooks && bytes.Contains(buf.Bytes(), forgeMarker) {
-		w.forged[sid] = true
-	}
-	if w.hooks && bytes.Contains(buf.Bytes(), spinMarker) {
-		w.spins[sid] = true
+	if w.hooks {
+		b, m := buf.Bytes(), &markers{}
+		if i := bytes.Index(b, exitMarker); i >= 0 && i+len(exitMarker) < len(b) {
+			m.exit, m.code = true, int(b[i+len(exitMarker)]-'0')
+		}
+		m.forge = bytes.Contains(b, forgeMarker)
+		m.spin = bytes.Contains(b, spinMarker)
+		if *m != (markers{}) {
+			w.marked[sid] = m
+		}
 	}
 	w.mu.Unlock()
 	w.reply(w.ch, id, nil, func(e *enc) error {
@@ -330,31 +333,30 @@ func (w *child) run(ctx context.Context, l sender, out *[]byte, id uint64, d *de
 	defer done()
 	w.mu.Lock()
 	s := w.sessions[sid]
-	code, exit := w.exits[sid]
-	forge := w.forged[sid]
-	spin := w.spins[sid]
-	if spin {
-		w.spins[sid] = false
+	var m markers // a copy: the close may delete it meanwhile
+	if p := w.marked[sid]; p != nil {
+		m = *p
+		p.spun = p.spin
 	}
 	w.mu.Unlock()
 	if s == nil {
 		w.reply(l, id, modelstore.ErrSessionClosed, nil)
 		return
 	}
-	if exit {
+	if m.exit {
 		os.Stderr.WriteString(exitLie)
-		unix.Exit(code) // _exit(2), as a hostile model would: no exit hooks (the race build runs C exit handlers)
+		unix.Exit(m.code) // _exit(2), as a hostile model would: no exit hooks (the race build runs C exit handlers)
 	}
 	outs, err := s.Run(ctx, inputs)
 	if err != nil {
 		w.reply(l, id, err, nil)
 		return
 	}
-	if forge && len(outs) > 0 {
+	if m.forge && len(outs) > 0 {
 		outs[0].Shape = []int64{100_000_000}
 	}
 	w.replyTensors(l, out, id, outs)
-	if spin {
+	if m.spin && !m.spun {
 		for range 2 {
 			go func() {
 				//lint:ignore SA5002 it spins on purpose (spinMarker)
