@@ -7,7 +7,8 @@
 // gorgonia tensors) plus the few our models need that it lacks (ops.go:
 // MaxPool, ReduceMean, Sqrt, Identity, Neg, Pow), each for the types ONNX
 // Runtime's CPU provider has it for. A model is checked at Compile: one
-// with an operator neither has, another opset than 13, or an operator
+// with an operator neither has, an opset before 13 or after 17 (opsets.go),
+// a node using what its operator gained after 13, or an operator
 // given an input of a type it does not take (where the type is known before
 // a run), is refused with an error that names it, so AI.MODELSTORE fails
 // and nothing fails later.
@@ -39,9 +40,6 @@ import (
 
 	"github.com/enclaveai/enclaveai/modelstore"
 )
-
-// Opset is the only ONNX operator set version the engine runs.
-const Opset = 13
 
 // Engine is the pure-Go engine. The zero value is ready to use.
 type Engine struct {
@@ -169,6 +167,12 @@ func (g *guarded) Apply(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A node may leave out its operator's trailing optional outputs (a
+	// GRU's Y_h), where gonnx's operators make them all and gonnx then
+	// fails the run ("could not set output tensor").
+	if n := len(g.node.GetOutput()); g.node != nil && len(outs) > n {
+		outs = outs[:n]
+	}
 	for i, t := range outs {
 		if t == nil {
 			continue
@@ -256,7 +260,7 @@ func (e Engine) Compile(src modelstore.ModelSource, _ modelstore.SessionOptions)
 	if err := decodeWeights(mp.Graph, data); err != nil {
 		return nil, refuse("reading the model's initializers: %v", err)
 	}
-	m, err := gonnx.NewModel(mp)
+	m, err := gonnx.NewModel(forGonnx(mp))
 	if err != nil {
 		return nil, refuse("%v", err)
 	}
@@ -270,7 +274,9 @@ func refuse(format string, args ...any) error {
 	return &modelstore.EngineError{Msg: "pure-Go engine: " + fmt.Sprintf(format, args...)}
 }
 
-// checkModel refuses what the engine cannot run: another opset than 13,
+// checkModel refuses what the engine cannot run: an opset outside
+// MinOpset to MaxOpset, a node that uses what its operator's version at
+// the model's opset added (laterVersions),
 // operators of other domains, operators it lacks (all of them named),
 // subgraphs and functions, and an operator given an input of a type it
 // does not take, where types (modelstore.ElemTypes) knows the type: an
@@ -280,13 +286,9 @@ func checkModel(mp *gonnxproto.ModelProto, types map[string]modelstore.DType) er
 	if mp.Graph == nil {
 		return refuse("the model has no graph")
 	}
-	for _, o := range mp.GetOpsetImport() {
-		if o.GetDomain() != "" && o.GetDomain() != "ai.onnx" {
-			continue
-		}
-		if o.GetVersion() != Opset {
-			return refuse("the model imports ONNX opset %d; this engine runs opset %d only", o.GetVersion(), Opset)
-		}
+	opset, err := defaultOpset(mp)
+	if err != nil {
+		return err
 	}
 	if len(mp.GetFunctions()) > 0 {
 		return refuse("the model defines functions, which this engine does not run")
@@ -306,6 +308,9 @@ func checkModel(mp *gonnxproto.ModelProto, types map[string]modelstore.DType) er
 	if len(missing) > 0 {
 		sort.Strings(missing)
 		return refuse("unsupported operator %s (inference-engine onnxruntime runs it)", strings.Join(missing, ", "))
+	}
+	if err := laterVersions(mp.Graph, opset); err != nil {
+		return err
 	}
 	// Attributes: each operator's Init refuses what it does not implement.
 	// gonnx's Constant and ConstantOfShape read a "value" attribute's

@@ -108,7 +108,7 @@ var fuzzOps = []string{"Abs", "Acos", "Acosh", "Add", "And", "Asin", "Asinh", "A
 	"GreaterOrEqual", "GRU", "Less", "LessOrEqual", "LinearRegressor", "LSTM", "MatMul", "Mul", "Not", "Or",
 	"PRelu", "Relu", "Reshape", "RNN", "Scaler", "Shape", "Sigmoid", "Sin", "Sinh", "Slice", "Softmax", "Squeeze",
 	"Sub", "Tan", "Tanh", "Transpose", "Unsqueeze", "Xor", "Identity", "MaxPool", "ReduceMean", "Sqrt", "Where",
-	"Neg", "Pow"}
+	"Neg", "Pow", "LayerNormalization"}
 
 // fuzzAttrs are the attributes FuzzGoEngineOps may give a node, any
 // operator; each takes ints or an int from the fuzzer's bytes.
@@ -117,7 +117,8 @@ var fuzzAttrs = []struct {
 	list bool
 }{{"axis", false}, {"axes", true}, {"perm", true}, {"kernel_shape", true}, {"strides", true}, {"pads", true},
 	{"dilations", true}, {"group", false}, {"transA", false}, {"transB", false}, {"hidden_size", false},
-	{"to", false}, {"keepdims", false}, {"direction", false}, {"layout", false}, {"ceil_mode", false}}
+	{"to", false}, {"keepdims", false}, {"direction", false}, {"layout", false}, {"ceil_mode", false},
+	{"stash_type", false}, {"allowzero", false}, {"start", false}, {"end", false}}
 
 // FuzzGoEngineOps builds one-node models from the fuzzer's bytes: an
 // operator, its attributes, inputs that are initializers of any shape and

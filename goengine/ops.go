@@ -30,21 +30,22 @@ import (
 )
 
 var extraOps = map[string]func() (ops.Operator, error){
-	"Abs":        newAbs,
-	"Cast":       newCast,
-	"Conv":       newConv,
-	"Gather":     newGather,
-	"Gemm":       newGemm,
-	"Identity":   func() (ops.Operator, error) { return &identity{}, nil },
-	"LSTM":       newLSTM,
-	"MatMul":     newMatMul,
-	"MaxPool":    func() (ops.Operator, error) { return &maxPool{}, nil },
-	"Neg":        func() (ops.Operator, error) { return &neg{}, nil },
-	"Pow":        func() (ops.Operator, error) { return &pow{}, nil },
-	"ReduceMean": func() (ops.Operator, error) { return &reduceMean{keepDims: true}, nil },
-	"Softmax":    func() (ops.Operator, error) { return &softmax{axis: -1}, nil },
-	"Sqrt":       func() (ops.Operator, error) { return &sqrt{}, nil },
-	"Where":      func() (ops.Operator, error) { return &where{}, nil },
+	"Abs":                newAbs,
+	"Cast":               newCast,
+	"Conv":               newConv,
+	"Gather":             newGather,
+	"Gemm":               newGemm,
+	"Identity":           func() (ops.Operator, error) { return &identity{}, nil },
+	"LSTM":               newLSTM,
+	"LayerNormalization": func() (ops.Operator, error) { return &layerNorm{}, nil },
+	"MatMul":             newMatMul,
+	"MaxPool":            func() (ops.Operator, error) { return &maxPool{}, nil },
+	"Neg":                func() (ops.Operator, error) { return &neg{}, nil },
+	"Pow":                func() (ops.Operator, error) { return &pow{}, nil },
+	"ReduceMean":         func() (ops.Operator, error) { return &reduceMean{keepDims: true}, nil },
+	"Softmax":            func() (ops.Operator, error) { return &softmax{axis: -1}, nil },
+	"Sqrt":               func() (ops.Operator, error) { return &sqrt{}, nil },
+	"Where":              func() (ops.Operator, error) { return &where{}, nil },
 }
 
 var floatTypes = []tensor.Dtype{tensor.Float32, tensor.Float64}

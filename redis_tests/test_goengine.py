@@ -24,7 +24,7 @@ from onnx import TensorProto, helper
 
 import harness
 from harness import Server
-from test_models import execute, model_bytes, modelinfo, store, tget, tset, wait_loaded
+from test_models import execute, model_bytes, modelinfo, reference, store, tget, tset, wait_loaded
 
 NOCGO = os.environ.get("ENCLAVEAI_NOCGO_SERVER") or os.path.join(harness.REPO, "bin", "enclaveai-server-nocgo")
 
@@ -36,6 +36,9 @@ MODELS = {
     "mlp.onnx": ((784,), (1, 32)),
     "cnn.onnx": ((1, 28, 28), (1, 32)),
     "transformer.onnx": ((64, 256), (1, 4)),
+    # Opset 17: LayerNormalization nodes, and what PyTorch exports.
+    "transformer17.onnx": ((64, 256), (1, 2)),
+    "torch17.onnx": ((8, 32), (1, 5)),
 }
 
 
@@ -385,11 +388,22 @@ class GoEngineTest(unittest.TestCase):
         self.assertTrue(r.ping())
 
     def test_other_opset_refused(self):
-        m = onnx.load_from_string(model_bytes("linear.onnx"))
-        m.opset_import[0].version = 17
-        with self.assertRaises(Exception) as cm:
-            self.g.execute_command("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", m.SerializeToString())
-        self.assertEqual(str(cm.exception), "pure-Go engine: the model imports ONNX opset 17; this engine runs opset 13 only")
+        for v in (12, 18):
+            m = onnx.load_from_string(model_bytes("linear.onnx"))
+            m.opset_import[0].version = v
+            with self.assertRaises(Exception) as cm:
+                self.g.execute_command("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", m.SerializeToString())
+            self.assertEqual(str(cm.exception), "pure-Go engine: the model imports ONNX opset %d; this engine runs opsets 13 to 17" % v)
+        self.assertTrue(self.g.ping())
+
+    def test_pytorch_opset17_model_gives_torchs_outputs(self):
+        """torch.onnx.export's default opset since PyTorch 2.0 is 17; the
+        cgo-free build refused every such model ("runs opset 13 only")."""
+        x, y = reference("torch17")
+        self.assertEqual(self.g.execute_command("AI.MODELSTORE", "t", "ONNX", "CPU", "BLOB", model_bytes("torch17.onnx")), b"OK")
+        tset(self.g, "x", x)
+        self.assertEqual(execute(self.g, "t", ["x"], ["y"]), b"OK")
+        np.testing.assert_allclose(tget(self.g, "y"), y, rtol=1e-4, atol=1e-6)
 
     def test_string_model_refused(self):
         with self.assertRaises(Exception) as cm:

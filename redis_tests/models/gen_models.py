@@ -513,10 +513,13 @@ def hang_store_model():
 TF_SEQ, TF_HIDDEN, TF_HEADS, TF_FFN, TF_LAYERS = 64, 256, 4, 1024, 4
 
 
-def transformer_model():
+def transformer_model(opset=OPSET):
     """A 4-layer BERT-like encoder in plain opset-13 nodes (no PyTorch):
-    enough arithmetic per run (about 0.4 GFLOP) to need several ms."""
+    enough arithmetic per run (about 0.4 GFLOP) to need several ms. At
+    opset 17 its norms are LayerNormalization nodes, as PyTorch exports
+    them, with scales and biases of their own (the same weights else)."""
     rng = np.random.default_rng(7)
+    ln_rng = np.random.default_rng(8)
     S, H, NH, F = TF_SEQ, TF_HIDDEN, TF_HEADS, TF_FFN
     HD = H // NH
     nodes, inits = [], []
@@ -538,6 +541,10 @@ def transformer_model():
     const("eps", np.array(1e-5, np.float32))
 
     def norm(x, p):
+        if opset >= 17:
+            g = const(p + "_g", (1 + 0.1 * ln_rng.standard_normal(H)).astype(np.float32))
+            b = const(p + "_b", (0.1 * ln_rng.standard_normal(H)).astype(np.float32))
+            return node("LayerNormalization", [x, g, b], p + "_n", axis=-1, epsilon=1e-5)
         mean = node("ReduceMean", [x], p + "_mean", axes=[-1])
         d = node("Sub", [x, mean], p + "_d")
         var = node("ReduceMean", [node("Mul", [d, d], p + "_sq")], p + "_var", axes=[-1])
@@ -565,7 +572,57 @@ def transformer_model():
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", S, H])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", S, H])],
         inits)
-    return make_model(graph)
+    return make_model(graph, opset=opset)
+
+
+def torch17_model_and_reference():
+    """What PyTorch exports at opset 17 (its default from 2.0): Linear
+    layers, LayerNorm over the last one and the last two dimensions (the
+    LayerNormalization operator), a flattening reshape (Shape, Gather,
+    Concat, Reshape with allowzero) and Softmax; with torch's outputs."""
+    try:
+        import torch
+        from torch import nn
+    except ImportError:
+        return None
+    torch.manual_seed(3)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.ln = nn.Linear(32, 64), nn.LayerNorm(64)
+            self.b, self.ln2 = nn.Linear(64, 16), nn.LayerNorm([8, 16])
+            with torch.no_grad():  # not the identity the defaults are
+                for ln in (self.ln, self.ln2):
+                    ln.weight.add_(0.1 * torch.randn_like(ln.weight))
+                    ln.bias.add_(0.1 * torch.randn_like(ln.bias))
+
+        def forward(self, x):
+            h = self.ln2(self.b(torch.relu(self.ln(self.a(x)))))
+            return torch.softmax(h.reshape(h.shape[0], -1), dim=-1)
+
+    net = Net().eval()
+    x = np.random.default_rng(12).standard_normal((3, 8, 32)).astype(np.float32)
+    buf = io.BytesIO()
+    with torch.no_grad():
+        y = net(torch.from_numpy(x)).numpy().astype(np.float32)
+        torch.onnx.export(net, torch.from_numpy(x), buf, input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "N"}, "y": {0: "N"}}, opset_version=17)
+    model = onnx.load_from_string(buf.getvalue())
+    model.producer_name = "enclaveai-gen_models (pytorch %s)" % torch.__version__
+    return model, ({"x": x}, {"y": y})
+
+
+def onnx_versions():
+    """Every default-domain operator's versions up to the newest opset this
+    onnx knows, as JSON: goengine checks its table of later versions
+    (opsets.go) against it."""
+    out = {}
+    for schema in onnx.defs.get_all_schemas_with_history():
+        if schema.domain in ("", "ai.onnx"):
+            out.setdefault(schema.name, []).append(schema.since_version)
+    doc = {"max_opset": onnx.defs.onnx_opset_version(), "versions": {k: sorted(v) for k, v in sorted(out.items())}}
+    return (json.dumps(doc, indent=1) + "\n").encode()
 
 
 # --- the two output sets -----------------------------------------------------
@@ -575,6 +632,8 @@ def write_redis_models(outdir):
     save(linear_model(), outdir, "linear.onnx")
     save(mlp_model(), outdir, "mlp.onnx")
     save(transformer_model(), outdir, "transformer.onnx")
+    save(transformer_model(opset=17), outdir, "transformer17.onnx")
+    write_bytes(outdir, "onnx_versions.json", onnx_versions())
     save(add_int_model(), outdir, "add_int.onnx")
     save(string_identity_model(), outdir, "string_identity.onnx")
     save(slow_model(), outdir, "slow.onnx")
@@ -601,6 +660,10 @@ def write_redis_models(outdir):
     else:
         save(cnn[0], outdir, "cnn.onnx")
         refs["cnn"] = cnn[1]
+    t17 = torch17_model_and_reference()
+    if t17 is not None:
+        save(t17[0], outdir, "torch17.onnx")
+        refs["torch17"] = t17[1]
     save_refs(outdir, refs)
 
 

@@ -1,0 +1,132 @@
+//go:build cgo && !noort
+
+package goengine
+
+import (
+	"math"
+	"math/rand"
+	"testing"
+
+	gonnxproto "github.com/advancedclimatesystems/gonnx/onnx"
+
+	"github.com/enclaveai/enclaveai/modelstore"
+)
+
+// compileBoth compiles model in ONNX Runtime (in process) and in the
+// pure-Go engine; both are closed when the test ends.
+func compileBoth(t *testing.T, model []byte) (ort, gos modelstore.EngineSession) {
+	t.Helper()
+	src := modelstore.ModelSource{Data: model}
+	ort, err := modelstore.InProcess{}.Compile(src, modelstore.SessionOptions{Optimize: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ort.Close() })
+	if gos, err = (Engine{}).Compile(src, modelstore.SessionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gos.Close() })
+	return ort, gos
+}
+
+// closeToORT fails t unless got and want are outputs of the same shapes,
+// types and values (rtol 1e-3, atol 1e-4).
+func closeToORT(t *testing.T, what string, want, got []*modelstore.Tensor) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d outputs, ORT %d", what, len(got), len(want))
+	}
+	for i := range want {
+		if !equalShape(got[i].Shape, want[i].Shape) || got[i].DType != want[i].DType {
+			t.Fatalf("%s output %d: %s %v, ORT %s %v", what, i, got[i].DType, got[i].Shape, want[i].DType, want[i].Shape)
+		}
+		g, w := floatsOf(got[i]), floatsOf(want[i])
+		for k := range w {
+			if d := math.Abs(float64(g[k] - w[k])); d > 1e-4+1e-3*math.Abs(float64(w[k])) {
+				t.Fatalf("%s output %d[%d]: %g, ORT %g", what, i, k, g[k], w[k])
+			}
+		}
+	}
+}
+
+// Models of opsets 14 to 17 give ONNX Runtime's outputs: the benchmark
+// models declared at each of them, the transformer with its norms as
+// LayerNormalization nodes, and what PyTorch exports at opset 17 (Reshape
+// with allowzero 0, LayerNormalization over one and two dimensions).
+// The engine refused them all ("runs opset 13 only").
+func TestLaterOpsetsMatchONNXRuntime(t *testing.T) {
+	requireORT(t)
+	r := rand.New(rand.NewSource(3))
+	type run struct {
+		model string
+		opset int64 // 0: as it is
+		shape []int64
+	}
+	var runs []run
+	for v := int64(14); v <= MaxOpset; v++ {
+		runs = append(runs, run{"mlp.onnx", v, []int64{3, 784}}, run{"cnn.onnx", v, []int64{2, 1, 28, 28}})
+	}
+	runs = append(runs, run{"torch17.onnx", 0, []int64{1, 8, 32}}, run{"torch17.onnx", 0, []int64{5, 8, 32}},
+		run{"transformer17.onnx", 0, []int64{1, 64, 256}})
+	for _, c := range runs {
+		model := readTestModel(t, c.model)
+		if c.opset != 0 {
+			model = withOpset(t, model, c.opset)
+		}
+		ort, gos := compileBoth(t, model)
+		in := []*modelstore.Tensor{randomFloats(r, c.shape...)}
+		want, got := runBoth(t, ort, gos, c.model, in)
+		closeToORT(t, c.model, want, got)
+	}
+}
+
+// LayerNormalization gives ONNX Runtime's outputs, its mean and inverse
+// standard deviation too, over any axis, with and without a bias, with
+// another epsilon, and at opset 13 (ONNX Runtime's own version 1).
+func TestLayerNormalizationMatchesONNXRuntime(t *testing.T) {
+	requireORT(t)
+	r := rand.New(rand.NewSource(4))
+	x := []int64{2, 3, 4, 5}
+	for _, c := range []struct {
+		opset  int64
+		axis   int64
+		noBias bool
+		stats  bool
+		eps    float32
+	}{
+		{17, -1, false, false, 0}, {17, -1, false, true, 0}, {17, -2, true, true, 0}, {17, 1, false, true, 1e-2},
+		{17, 0, false, true, 0}, {17, 3, true, false, 0.5}, {13, -1, false, true, 0}, {15, 2, false, false, 0},
+	} {
+		attrs := []*gonnxproto.AttributeProto{intAttr("axis", c.axis)}
+		if c.eps != 0 {
+			attrs = append(attrs, &gonnxproto.AttributeProto{Name: "epsilon", Type: gonnxproto.AttributeProto_FLOAT, F: c.eps})
+		}
+		model := layerNormModel(t, c.opset, x[(c.axis+4)%4:], c.noBias, c.stats, attrs...)
+		ort, gos := compileBoth(t, model)
+		in := randomFloats(r, x...)
+		for i, f := range floatsOf(in) { // far from zero mean, as activations are
+			putFloat(in, i, 3+4*f)
+		}
+		want, got := runBoth(t, ort, gos, "LayerNormalization", []*modelstore.Tensor{in})
+		closeToORT(t, "LayerNormalization", want, got)
+	}
+}
+
+// putFloat sets element i of a FLOAT tensor.
+func putFloat(t *modelstore.Tensor, i int, v float32) {
+	b := math.Float32bits(v)
+	t.Data[4*i], t.Data[4*i+1], t.Data[4*i+2], t.Data[4*i+3] = byte(b), byte(b>>8), byte(b>>16), byte(b>>24)
+}
+
+// A GRU of opset 14 with its layout of 0 is opset 13's, and one whose node
+// leaves out the optional Y_h output runs (gonnx failed it: "could not set
+// output tensor").
+func TestGRULayoutZeroMatchesONNXRuntime(t *testing.T) {
+	requireORT(t)
+	r := rand.New(rand.NewSource(5))
+	w, rw := randomFloats(r, 1, 6, 3), randomFloats(r, 1, 6, 2)
+	model := withOpset(t, oneNode(t, "GRU", []int64{4, 1, 3}, []*modelstore.Tensor{w, rw}, intAttr("layout", 0), intAttr("hidden_size", 2)), 14)
+	ort, gos := compileBoth(t, model)
+	want, got := runBoth(t, ort, gos, "GRU", []*modelstore.Tensor{randomFloats(r, 4, 1, 3)})
+	closeToORT(t, "GRU", want, got)
+}

@@ -1,0 +1,162 @@
+package goengine
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	gonnxproto "github.com/advancedclimatesystems/gonnx/onnx"
+	"github.com/advancedclimatesystems/gonnx/ops/opset13"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/enclaveai/enclaveai/modelstore"
+)
+
+// laterRules lists, for every operator the engine has, exactly the
+// versions the ONNX schemas give it after 13 up to MaxOpset
+// (redis_tests/models/onnx_versions.json, written by gen_models.py from
+// the onnx package): an operator that changed and is missing from the
+// table would run a later version as if it were opset 13's.
+func TestLaterRulesMatchTheSchemas(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "redis_tests", "models", "onnx_versions.json"))
+	if err != nil {
+		t.Fatalf("%v (run `make models`)", err)
+	}
+	var doc struct {
+		MaxOpset int64              `json:"max_opset"`
+		Versions map[string][]int64 `json:"versions"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.MaxOpset < MaxOpset {
+		t.Fatalf("the schemas go up to opset %d, below MaxOpset %d", doc.MaxOpset, MaxOpset)
+	}
+	names := opset13.GetOpNames()
+	for name := range extraOps {
+		names = append(names, name)
+	}
+	checked := 0
+	for _, name := range names {
+		if !Supported(name) {
+			continue
+		}
+		vs, ok := doc.Versions[name]
+		if !ok {
+			t.Errorf("%s: no such operator in the default domain", name)
+			continue
+		}
+		var later []int64
+		for _, v := range vs {
+			if v > 13 && v <= MaxOpset {
+				later = append(later, v)
+			}
+		}
+		if got := laterRules[name].since; !slices.Equal(got, later) {
+			t.Errorf("%s: laterRules has versions %v, the schemas %v", name, got, later)
+		}
+		checked++
+	}
+	for name := range laterRules {
+		if !Supported(name) {
+			t.Errorf("laterRules lists %s, which the engine does not have", name)
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("checked %d operators", checked)
+	}
+}
+
+// withOpset is model with its default-domain opset import set to v.
+func withOpset(t *testing.T, model []byte, v int64) []byte {
+	t.Helper()
+	mp := &gonnxproto.ModelProto{}
+	if err := proto.Unmarshal(model, mp); err != nil {
+		t.Fatal(err)
+	}
+	mp.OpsetImport = []*gonnxproto.OperatorSetIdProto{{Version: v}}
+	b, err := proto.Marshal(mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// layerNormModel is one LayerNormalization node at opset: x FLOAT, scale
+// (and bias unless noBias) initializers of normShape, outputs y, and mean
+// and invstd when stats.
+func layerNormModel(t *testing.T, opset int64, normShape []int64, noBias, stats bool, attrs ...*gonnxproto.AttributeProto) []byte {
+	t.Helper()
+	n := int64(1)
+	for _, d := range normShape {
+		n *= d
+	}
+	init := func(name string) *gonnxproto.TensorProto {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = 0.5 + 0.1*float32(i%7) + float32(len(name))/10
+		}
+		return &gonnxproto.TensorProto{Name: name, Dims: normShape, DataType: int32(gonnxproto.TensorProto_FLOAT), FloatData: v}
+	}
+	inputs, inits := []string{"x", "scale"}, []*gonnxproto.TensorProto{init("scale")}
+	if !noBias {
+		inputs, inits = append(inputs, "bias"), append(inits, init("bias"))
+	}
+	outputs := []string{"y"}
+	if stats {
+		outputs = append(outputs, "mean", "invstd")
+	}
+	g := &gonnxproto.GraphProto{Name: "ln", Initializer: inits,
+		Node:  []*gonnxproto.NodeProto{{OpType: "LayerNormalization", Input: inputs, Output: outputs, Attribute: attrs}},
+		Input: []*gonnxproto.ValueInfoProto{valueInfo("x", gonnxproto.TensorProto_FLOAT)}}
+	for _, o := range outputs {
+		g.Output = append(g.Output, valueInfo(o, gonnxproto.TensorProto_FLOAT))
+	}
+	b, err := proto.Marshal(&gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: opset}}, Graph: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// reshapeModel is x FLOAT [2, 3] reshaped to [3, 2] at opset, with attrs.
+func reshapeModel(t *testing.T, opset int64, attrs ...*gonnxproto.AttributeProto) []byte {
+	t.Helper()
+	shape := &gonnxproto.TensorProto{Name: "shape", Dims: []int64{2}, DataType: int32(gonnxproto.TensorProto_INT64), Int64Data: []int64{3, 2}}
+	g := &gonnxproto.GraphProto{Name: "reshape", Initializer: []*gonnxproto.TensorProto{shape},
+		Node:   []*gonnxproto.NodeProto{{OpType: "Reshape", Input: []string{"x", "shape"}, Output: []string{"y"}, Attribute: attrs}},
+		Input:  []*gonnxproto.ValueInfoProto{valueInfo("x", gonnxproto.TensorProto_FLOAT)},
+		Output: []*gonnxproto.ValueInfoProto{valueInfo("y", gonnxproto.TensorProto_FLOAT)}}
+	b, err := proto.Marshal(&gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: opset}}, Graph: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// What a later opset's operators mean and this engine does not run is
+// refused at Compile, naming it; opsets before 13 and after 17 are
+// refused.
+func TestLaterVersionsRefused(t *testing.T) {
+	for _, c := range []struct {
+		what  string
+		model []byte
+		want  string // "" runs
+	}{
+		{"opset 12", withOpset(t, readTestModel(t, "mlp.onnx"), 12), "imports ONNX opset 12; this engine runs opsets 13 to 17"},
+		{"opset 18", withOpset(t, readTestModel(t, "mlp.onnx"), 18), "imports ONNX opset 18; this engine runs opsets 13 to 17"},
+		{"Reshape allowzero", reshapeModel(t, 14, intAttr("allowzero", 1)), "uses allowzero 1 (opset 14)"},
+		{"Reshape allowzero at 13", reshapeModel(t, 13, intAttr("allowzero", 1)), "uses allowzero 1 (opset 14)"},
+		{"Shape start", withOpset(t, oneNode(t, "Shape", []int64{2, 3}, nil, intAttr("start", 1)), 15), "uses attribute start (opset 15)"},
+		{"GRU layout 1", withOpset(t, oneNode(t, "GRU", []int64{1, 2, 3}, nil, intAttr("layout", 1), intAttr("hidden_size", 2)), 14), "uses layout 1 (opset 14)"},
+		{"LayerNormalization stash_type", layerNormModel(t, 17, []int64{3}, true, false, intAttr("stash_type", 11)), "stash_type"},
+	} {
+		_, err := Engine{}.Compile(modelstore.ModelSource{Data: c.model}, modelstore.SessionOptions{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.what, err, c.want)
+		}
+	}
+}
