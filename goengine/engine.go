@@ -7,8 +7,9 @@
 // gorgonia tensors) plus the few our models need that it lacks (ops.go:
 // MaxPool, ReduceMean, Sqrt, Identity, Neg, Pow), each for the types ONNX
 // Runtime's CPU provider has it for. A model is checked at Compile: one
-// with an operator neither has, an opset before 13 or after 17 (opsets.go),
-// a node using what its operator gained after 13, or an operator
+// with an operator neither has, an opset before 11 or after 17 (opsets.go),
+// a node using what its operator's version differs in from opset 13's
+// (older nodes are rewritten where they can be), or an operator
 // given an input of a type it does not take (where the type is known before
 // a run), is refused with an error that names it, so AI.MODELSTORE fails
 // and nothing fails later.
@@ -276,7 +277,8 @@ func refuse(format string, args ...any) error {
 
 // checkModel refuses what the engine cannot run: an opset outside
 // MinOpset to MaxOpset, a node that uses what its operator's version at
-// the model's opset added (laterVersions),
+// the model's opset has and opset 13's has not (adaptNodes, which also
+// rewrites the nodes of older opsets into opset 13's terms),
 // operators of other domains, operators it lacks (all of them named),
 // subgraphs and functions, and an operator given an input of a type it
 // does not take, where types (modelstore.ElemTypes) knows the type: an
@@ -309,7 +311,7 @@ func checkModel(mp *gonnxproto.ModelProto, types map[string]modelstore.DType) er
 		sort.Strings(missing)
 		return refuse("unsupported operator %s (inference-engine onnxruntime runs it)", strings.Join(missing, ", "))
 	}
-	if err := laterVersions(mp.Graph, opset); err != nil {
+	if err := adaptNodes(mp.Graph, opset); err != nil {
 		return err
 	}
 	// Attributes: each operator's Init refuses what it does not implement.

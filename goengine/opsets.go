@@ -1,99 +1,242 @@
 package goengine
 
-import gonnxproto "github.com/advancedclimatesystems/gonnx/onnx"
+import (
+	"fmt"
+	"slices"
+
+	gonnxproto "github.com/advancedclimatesystems/gonnx/onnx"
+)
 
 // The engine's operators are opset 13's (gonnx's, and ours in ops.go). A
-// model that imports a later opset of the default domain names, for each
-// node, the operator's latest version at or below that opset, which is
-// what ONNX Runtime runs; up to MaxOpset, every operator the engine has
-// either kept its opset-13 definition or gained versions whose changes
-// are types (checked against each operator's own list, as at opset 13) or
-// one attribute or input that laterRules checks on the node. PyTorch
-// exports at opset 14 to 17 (17 by default since 2.0), so the enclave
-// build refused its models though nothing it runs differs there.
+// model names, for each node, the operator's latest version at or below
+// the opset it imports, which is what ONNX Runtime runs. From MinOpset to
+// MaxOpset, each operator the engine has either is the same at every
+// opset, or has versions there (changes) whose differences are types
+// (checked against each operator's own list, as at opset 13), or that
+// adaptNodes makes good: it refuses a node that uses what a version after
+// 13 added, and rewrites one of a model older than a version up to 13 into
+// opset 13's terms (Softmax's 2-D coercion, Squeeze's and Unsqueeze's axes
+// as an attribute). PyTorch exports at opset 17 by default since 2.0, and
+// many published models are of opset 11 or 12; the enclave build refused
+// them all ("runs opset 13 only").
 //
-// The versions were read from the ONNX operator schemas (onnx 1.12,
-// onnx.defs.get_schema over the engine's operators and opsets 14 to 17);
-// TestLaterRulesCoverTheSchemas checks the table against ONNX Runtime.
+// The versions are the ONNX operator schemas' (onnx 1.12, up to opset 17);
+// TestChangesMatchTheSchemas checks the table against them
+// (redis_tests/models/onnx_versions.json, written by gen_models.py).
 const (
 	// MinOpset is the oldest default-domain opset the engine runs:
-	// before 13 some operators differ (Softmax's axis, Squeeze's and
-	// Unsqueeze's axes as an attribute, Split's sizes).
-	MinOpset = 13
+	// before 11 more operators differ (Slice's starts and ends as
+	// attributes, the axes that could not be negative).
+	MinOpset = 11
 	// MaxOpset is the newest: at 18 the Reduce operators take their axes
 	// as an input, and Split and Pad change.
 	MaxOpset = 17
 )
 
-// laterRule is one operator's versions after 13 up to MaxOpset, and what a
-// node of the operator must not use when the model's opset reaches them:
-// check returns why the engine cannot run the node, or "" when it can.
-// (Only the first version matters to the checks; the others are listed
-// as the schemas have them.)
-type laterRule struct {
-	since []int64 // the versions, ascending
-	check func(n *gonnxproto.NodeProto) string
-	// layout: a recurrent operator, whose layout of 0 is dropped.
-	layout bool
+// change is a version of an operator after MinOpset up to MaxOpset: at is
+// the version, and apply (nil: the version changed types only) adapts a
+// node to the engine's operator. For a version after 13 it runs on every
+// node of the operator, reached telling whether the model's opset has the
+// version: it refuses what the version added (unknown attributes before
+// it, which ONNX Runtime refuses too, where gonnx's Reshape and Shape
+// would ignore them). For a version up to 13 it runs on the nodes of a
+// model whose opset is older than at, and rewrites or refuses them.
+type change struct {
+	at    int64
+	apply func(e *edit, n *gonnxproto.NodeProto, reached bool) error
 }
 
-// typesAt is the rule of versions whose changes are types: the operator's
-// type list refuses those the engine lacks (wrongType), as at opset 13.
-func typesAt(since ...int64) laterRule {
-	return laterRule{since: since, check: func(*gonnxproto.NodeProto) string { return "" }}
-}
-
-// laterRules holds every operator the engine has that has a version after
-// 13 up to MaxOpset. An operator missing here kept its opset-13 version.
-var laterRules = map[string]laterRule{
-	// 14: UINT8, INT8, UINT16, INT16, BFLOAT16.
-	"Add": typesAt(14),
-	"Sub": typesAt(14),
-	"Mul": typesAt(14),
-	"Div": typesAt(14),
-	// 14: the integer types and BFLOAT16.
-	"Relu": typesAt(14),
-	// 14 and 16: optional and sequence values, which no model here has.
-	"Identity": typesAt(14, 16),
-	// 15 and 16: BFLOAT16.
-	"Pow":            typesAt(15),
-	"PRelu":          typesAt(16),
-	"Where":          typesAt(16),
-	"GreaterOrEqual": typesAt(16),
-	"LessOrEqual":    typesAt(16),
-	// 14: allowzero, where a 0 in the shape means a dimension of 0
-	// rather than the input's own.
-	"Reshape": {since: []int64{14}, check: func(n *gonnxproto.NodeProto) string {
+// changes holds every operator the engine has that has a version after
+// MinOpset up to MaxOpset; one missing here is the same at all of them.
+var changes = map[string][]change{
+	// 13: BFLOAT16 and the like; 14: UINT8, INT8, UINT16, INT16.
+	"Add": {{13, nil}, {14, nil}},
+	"Sub": {{13, nil}, {14, nil}},
+	"Mul": {{13, nil}, {14, nil}},
+	"Div": {{13, nil}, {14, nil}},
+	// 13: BFLOAT16; 14: the integer types.
+	"Relu": {{13, nil}, {14, nil}},
+	// 13: BFLOAT16; 14 and 16: optional and sequence values, which no
+	// model here has.
+	"Identity": {{13, nil}, {14, nil}, {16, nil}},
+	// 12: an exponent of another type than the base's; 13, 15: BFLOAT16.
+	"Pow": {{12, nil}, {13, nil}, {15, nil}},
+	// 16: BFLOAT16.
+	"PRelu": {{16, nil}},
+	"Where": {{16, nil}},
+	// New at 12; 16: BFLOAT16.
+	"GreaterOrEqual": {{12, absentBefore}, {16, nil}},
+	"LessOrEqual":    {{12, absentBefore}, {16, nil}},
+	// 12: INT8 and UINT8.
+	"MaxPool": {{12, nil}},
+	// 12: value_float, value_ints and the like; 13: BFLOAT16.
+	"Constant": {{12, nil}, {13, nil}},
+	// 13: BFLOAT16 (and, for Cast, its casts); the operators are the same.
+	"Abs": {{13, nil}}, "Cast": {{13, nil}}, "Concat": {{13, nil}}, "Equal": {{13, nil}},
+	"Flatten": {{13, nil}}, "Gather": {{13, nil}}, "Gemm": {{13, nil}}, "Greater": {{13, nil}},
+	"Less": {{13, nil}}, "MatMul": {{13, nil}}, "Neg": {{13, nil}}, "ReduceMean": {{13, nil}},
+	"Sigmoid": {{13, nil}}, "Slice": {{13, nil}}, "Sqrt": {{13, nil}}, "Tanh": {{13, nil}},
+	"Transpose": {{13, nil}},
+	// 13: Softmax over one axis; before, over all the dimensions from
+	// axis on (by default 1), as a 2-D matrix.
+	"Softmax": {{13, coercedSoftmax}},
+	// 13: the axes are an input; before, an attribute.
+	"Squeeze":   {{13, axesToInput}},
+	"Unsqueeze": {{13, axesToInput}},
+	// 13: BFLOAT16; 14: allowzero, where a 0 in the shape means a
+	// dimension of 0 rather than the input's own.
+	"Reshape": {{13, nil}, {14, func(e *edit, n *gonnxproto.NodeProto, _ bool) error {
 		if attrInt(n, "allowzero", 0) != 0 {
-			return "allowzero 1 (opset 14)"
+			return e.cannot(n, "allowzero 1 (opset 14)")
 		}
-		return ""
-	}},
-	// 15: start and end, a slice of the shape.
-	"Shape": {since: []int64{15}, check: func(n *gonnxproto.NodeProto) string {
+		return nil
+	}}},
+	// 13: BFLOAT16; 15: start and end, a slice of the shape.
+	"Shape": {{13, nil}, {15, func(e *edit, n *gonnxproto.NodeProto, _ bool) error {
 		for _, a := range n.GetAttribute() {
 			if a.GetName() == "start" || a.GetName() == "end" {
-				return "attribute " + a.GetName() + " (opset 15)"
+				return e.cannot(n, "attribute "+a.GetName()+" (opset 15)")
 			}
 		}
-		return ""
-	}},
-	// 14: layout, batch first when 1. A layout of 0 is opset 13's, and
-	// is dropped (laterVersions) since the operators refuse attributes
-	// they do not know.
-	"RNN":  {since: []int64{14}, check: layoutZero, layout: true},
-	"GRU":  {since: []int64{14}, check: layoutZero, layout: true},
-	"LSTM": {since: []int64{14}, check: layoutZero, layout: true},
-	// 17: new in the default domain (ONNX Runtime also has it there from
-	// version 1, as a contrib operator of its own, so it runs at 13 too).
-	"LayerNormalization": typesAt(17),
+		return nil
+	}}},
+	// 14: layout, batch first when 1.
+	"RNN":  {{14, layoutZero}},
+	"GRU":  {{14, layoutZero}},
+	"LSTM": {{14, layoutZero}},
+	// New in the default domain at 17; ONNX Runtime has it there from
+	// version 1 too, as a contrib operator of its own, so it runs at any
+	// opset.
+	"LayerNormalization": {{17, nil}},
 }
 
-func layoutZero(n *gonnxproto.NodeProto) string {
+// layoutZero refuses a layout of 1 and drops one of 0 (opset 13's
+// meaning, which the recurrent operators' Init refuses by name) where the
+// model's opset has the attribute.
+func layoutZero(e *edit, n *gonnxproto.NodeProto, reached bool) error {
 	if attrInt(n, "layout", 0) != 0 {
-		return "layout 1 (opset 14)"
+		return e.cannot(n, "layout 1 (opset 14)")
 	}
-	return ""
+	if reached {
+		n.Attribute = dropAttr(n.GetAttribute(), "layout")
+	}
+	return nil
+}
+
+// absentBefore refuses an operator in a model older than its first
+// version, as ONNX Runtime does.
+func absentBefore(_ *edit, n *gonnxproto.NodeProto, _ bool) error {
+	return refuse("node %q (%s): no such operator in the model's opset", n.GetName(), n.GetOpType())
+}
+
+// coercedSoftmax is Softmax before opset 13: the input as a 2-D matrix,
+// the dimensions before axis its rows, softmax along each row, then the
+// input's shape again; written as Shape, Flatten, opset 13's Softmax over
+// the last axis, and Reshape. (Of a 1-D input at the default axis 1,
+// which ONNX Runtime refuses at its run, it makes ones.)
+func coercedSoftmax(e *edit, n *gonnxproto.NodeProto, _ bool) error {
+	if len(n.GetInput()) != 1 || len(n.GetOutput()) != 1 {
+		return nil // the operator refuses it
+	}
+	x, y := n.GetInput()[0], n.GetOutput()[0]
+	shape, flat, soft := e.fresh(y+"/shape"), e.fresh(y+"/flat"), e.fresh(y+"/softmax")
+	axis := &gonnxproto.AttributeProto{Name: "axis", Type: gonnxproto.AttributeProto_INT, I: attrInt(n, "axis", 1)}
+	last := &gonnxproto.AttributeProto{Name: "axis", Type: gonnxproto.AttributeProto_INT, I: -1}
+	e.emit(
+		&gonnxproto.NodeProto{Name: n.GetName() + "/shape", OpType: "Shape", Input: []string{x}, Output: []string{shape}},
+		&gonnxproto.NodeProto{Name: n.GetName() + "/flatten", OpType: "Flatten", Input: []string{x}, Output: []string{flat}, Attribute: []*gonnxproto.AttributeProto{axis}},
+		&gonnxproto.NodeProto{Name: n.GetName(), OpType: "Softmax", Input: []string{flat}, Output: []string{soft}, Attribute: []*gonnxproto.AttributeProto{last}},
+		&gonnxproto.NodeProto{Name: n.GetName() + "/reshape", OpType: "Reshape", Input: []string{soft, shape}, Output: []string{y}},
+	)
+	return nil
+}
+
+// axesToInput moves Squeeze's or Unsqueeze's axes attribute (before opset
+// 13) into an initializer given as their second input (opset 13's). A
+// Squeeze without axes removes every dimension of 1 at both.
+func axesToInput(e *edit, n *gonnxproto.NodeProto, _ bool) error {
+	var axes []int64
+	found := false
+	for _, a := range n.GetAttribute() {
+		if a.GetName() == "axes" {
+			axes, found = a.GetInts(), true
+		}
+	}
+	switch {
+	case len(n.GetInput()) != 1 || len(n.GetOutput()) != 1:
+		return e.cannot(n, "other inputs than the data before opset 13")
+	case !found && n.GetOpType() == "Unsqueeze":
+		return e.cannot(n, "no axes")
+	case !found || len(axes) == 0:
+		return nil
+	}
+	name := e.fresh(n.GetOutput()[0] + "/axes")
+	e.g.Initializer = append(e.g.Initializer, &gonnxproto.TensorProto{Name: name, Dims: []int64{int64(len(axes))},
+		DataType: int32(gonnxproto.TensorProto_INT64), Int64Data: slices.Clone(axes)})
+	n.Input = append(n.Input, name)
+	n.Attribute = dropAttr(n.GetAttribute(), "axes")
+	return nil
+}
+
+// edit is a graph being adapted to opset 13's operators.
+type edit struct {
+	g     *gonnxproto.GraphProto
+	names map[string]bool         // every value name of the graph
+	repl  []*gonnxproto.NodeProto // what stands for the node at hand (nil: itself)
+}
+
+// fresh is a value name not yet in the graph, base if it is free.
+func (e *edit) fresh(base string) string {
+	name := base
+	for i := 1; e.names[name]; i++ {
+		name = fmt.Sprintf("%s.%d", base, i)
+	}
+	e.names[name] = true
+	return name
+}
+
+// emit makes nodes stand for the node at hand.
+func (e *edit) emit(nodes ...*gonnxproto.NodeProto) { e.repl = append(e.repl, nodes...) }
+
+// cannot is the error for node n using what this engine does not run.
+func (e *edit) cannot(n *gonnxproto.NodeProto, what string) error {
+	return refuse("node %q (%s) uses %s, which this engine does not run (inference-engine onnxruntime does)", n.GetName(), n.GetOpType(), what)
+}
+
+// adaptNodes applies the changes of each node's operator for a model of
+// the default domain's opset (change).
+func adaptNodes(g *gonnxproto.GraphProto, opset int64) error {
+	e := &edit{g: g, names: map[string]bool{}}
+	for _, v := range g.GetInput() {
+		e.names[v.GetName()] = true
+	}
+	for _, t := range g.GetInitializer() {
+		e.names[t.GetName()] = true
+	}
+	for _, n := range g.GetNode() {
+		for _, o := range n.GetOutput() {
+			e.names[o] = true
+		}
+	}
+	nodes := make([]*gonnxproto.NodeProto, 0, len(g.GetNode()))
+	for _, n := range g.GetNode() {
+		e.repl = nil
+		for _, c := range changes[n.GetOpType()] {
+			if c.apply == nil || c.at <= 13 && opset >= c.at {
+				continue
+			}
+			if err := c.apply(e, n, opset >= c.at); err != nil {
+				return err
+			}
+		}
+		if e.repl == nil {
+			nodes = append(nodes, n)
+		} else {
+			nodes = append(nodes, e.repl...)
+		}
+	}
+	g.Node = nodes
+	return nil
 }
 
 // attrInt is n's integer attribute name, or def when n has none.
@@ -104,27 +247,6 @@ func attrInt(n *gonnxproto.NodeProto, name string, def int64) int64 {
 		}
 	}
 	return def
-}
-
-// laterVersions refuses the nodes that use what their operator's later
-// versions added (before those versions the attribute is unknown, which
-// ONNX Runtime refuses too; gonnx's Reshape and Shape ignore it), and
-// drops a layout of 0 from the recurrent operators of a model whose opset
-// has it (opset 13's meaning, which their Init refuses by name).
-func laterVersions(g *gonnxproto.GraphProto, opset int64) error {
-	for _, n := range g.GetNode() {
-		r, ok := laterRules[n.GetOpType()]
-		if !ok {
-			continue
-		}
-		if why := r.check(n); why != "" {
-			return refuse("node %q (%s) uses %s, which this engine does not run (inference-engine onnxruntime does)", n.GetName(), n.GetOpType(), why)
-		}
-		if r.layout && r.since[0] <= opset {
-			n.Attribute = dropAttr(n.GetAttribute(), "layout")
-		}
-	}
-	return nil
 }
 
 // dropAttr is attrs without the one named name.

@@ -15,12 +15,12 @@ import (
 	"github.com/enclaveai/enclaveai/modelstore"
 )
 
-// laterRules lists, for every operator the engine has, exactly the
-// versions the ONNX schemas give it after 13 up to MaxOpset
-// (redis_tests/models/onnx_versions.json, written by gen_models.py from
-// the onnx package): an operator that changed and is missing from the
-// table would run a later version as if it were opset 13's.
-func TestLaterRulesMatchTheSchemas(t *testing.T) {
+// changes lists, for every operator the engine has, exactly the versions
+// the ONNX schemas give it after MinOpset up to MaxOpset
+// (redis_tests/models/onnx_versions.json, written by gen_models.py from the
+// onnx package): an operator that changed and is missing from the table
+// would run another version as if it were opset 13's.
+func TestChangesMatchTheSchemas(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "redis_tests", "models", "onnx_versions.json"))
 	if err != nil {
 		t.Fatalf("%v (run `make models`)", err)
@@ -49,20 +49,23 @@ func TestLaterRulesMatchTheSchemas(t *testing.T) {
 			t.Errorf("%s: no such operator in the default domain", name)
 			continue
 		}
-		var later []int64
+		var want, got []int64
 		for _, v := range vs {
-			if v > 13 && v <= MaxOpset {
-				later = append(later, v)
+			if v > MinOpset && v <= MaxOpset {
+				want = append(want, v)
 			}
 		}
-		if got := laterRules[name].since; !slices.Equal(got, later) {
-			t.Errorf("%s: laterRules has versions %v, the schemas %v", name, got, later)
+		for _, c := range changes[name] {
+			got = append(got, c.at)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: changes has versions %v, the schemas %v", name, got, want)
 		}
 		checked++
 	}
-	for name := range laterRules {
+	for name := range changes {
 		if !Supported(name) {
-			t.Errorf("laterRules lists %s, which the engine does not have", name)
+			t.Errorf("changes lists %s, which the engine does not have", name)
 		}
 	}
 	if checked < 50 {
@@ -138,16 +141,18 @@ func reshapeModel(t *testing.T, opset int64, attrs ...*gonnxproto.AttributeProto
 }
 
 // What a later opset's operators mean and this engine does not run is
-// refused at Compile, naming it; opsets before 13 and after 17 are
-// refused.
+// refused at Compile, naming it, as is an operator older than the model's
+// opset; opsets before 11 and after 17 are refused.
 func TestLaterVersionsRefused(t *testing.T) {
 	for _, c := range []struct {
 		what  string
 		model []byte
 		want  string // "" runs
 	}{
-		{"opset 12", withOpset(t, readTestModel(t, "mlp.onnx"), 12), "imports ONNX opset 12; this engine runs opsets 13 to 17"},
-		{"opset 18", withOpset(t, readTestModel(t, "mlp.onnx"), 18), "imports ONNX opset 18; this engine runs opsets 13 to 17"},
+		{"opset 10", withOpset(t, readTestModel(t, "mlp.onnx"), 10), "imports ONNX opset 10; this engine runs opsets 11 to 17"},
+		{"opset 18", withOpset(t, readTestModel(t, "mlp.onnx"), 18), "imports ONNX opset 18; this engine runs opsets 11 to 17"},
+		{"GreaterOrEqual at 11", withOpset(t, oneNode(t, "GreaterOrEqual", []int64{2, 3}, []*modelstore.Tensor{{DType: modelstore.Float, Shape: []int64{3}, Data: make([]byte, 12)}}), 11), "no such operator in the model's opset"},
+		{"Unsqueeze without axes at 11", withOpset(t, oneNode(t, "Unsqueeze", []int64{2, 3}, nil), 11), "uses no axes"},
 		{"Reshape allowzero", reshapeModel(t, 14, intAttr("allowzero", 1)), "uses allowzero 1 (opset 14)"},
 		{"Reshape allowzero at 13", reshapeModel(t, 13, intAttr("allowzero", 1)), "uses allowzero 1 (opset 14)"},
 		{"Shape start", withOpset(t, oneNode(t, "Shape", []int64{2, 3}, nil, intAttr("start", 1)), 15), "uses attribute start (opset 15)"},
