@@ -45,8 +45,10 @@ type Upload struct {
 	total    int64 // chunk bytes admitted
 	reserved int64 // bytes reserved against maxmemory
 	// sess is the resumable upload an AI.UPLOAD APPEND goes to
-	// (upload_session.go): its buffer and reservation exist already.
+	// (upload_session.go), whose buffer exists already; off is the bytes
+	// it held when the APPEND began.
 	sess *uploadSession
+	off  int64
 }
 
 // StartUpload decides, on the length header of an upload's first chunk and
@@ -74,7 +76,7 @@ func (s *App) StartUpload(c *Client, spec *Spec, prev [][]byte) (*Upload, error)
 		if err != nil {
 			return nil, err
 		}
-		u.sess = sess
+		u.sess, u.off = sess, off
 		u.budget = sess.size - off
 		return u, nil
 	}
@@ -131,22 +133,30 @@ func (u *Upload) Admit(n int64) error {
 }
 
 // Reserve accounts for n payload bytes read into a model buffer before
-// they are read, if maxmemory leaves room for them next to what the
-// keyspace holds and every upload in flight; End gives the room back.
+// they are read (reserveUpload); End gives the room back.
 //
 // Unlike the check a small model gets once parsed, this one cannot know
 // that the upload will turn out to duplicate a model already held (which
 // adds no memory): a large one needs the room while it arrives.
+//
+// An AI.UPLOAD APPEND's chunks are reserved so too: the resumable upload
+// keeps what the command commits (End), and gives it back when it ends.
 func (u *Upload) Reserve(n int64) error {
-	s := u.app
-	if u.sess != nil {
-		return nil // reserved whole at AI.UPLOAD BEGIN
+	if err := u.app.reserveUpload(n); err != nil {
+		return err
 	}
+	u.reserved += n
+	return nil
+}
+
+// reserveUpload accounts for n bytes of an upload against maxmemory, if
+// they fit next to what the keyspace holds and every upload in flight or
+// held.
+func (s *App) reserveUpload(n int64) error {
 	if err := s.Keys.CheckMemory(s.heldApart() + n); err != nil {
 		return err
 	}
 	s.uploading.Add(n)
-	u.reserved += n
 	return nil
 }
 
@@ -169,14 +179,16 @@ func (u *Upload) NewBuffer(limit, expect int64) (*modelstore.ModelBuffer, error)
 // Reserved is what the upload holds against maxmemory.
 func (u *Upload) Reserved() int64 { return u.reserved }
 
-// End gives back what the upload reserved; the command is over.
+// End gives back what the upload reserved, but for the chunks an AI.UPLOAD
+// APPEND committed, which its resumable upload now holds; the command is
+// over.
 func (u *Upload) End() {
-	u.app.uploading.Add(-u.reserved)
-	u.reserved = 0
 	if u.sess != nil {
-		u.app.endAppend(u.sess)
+		u.reserved -= int64(u.app.endAppend(u.sess)) - u.off
 		u.sess = nil
 	}
+	u.app.uploading.Add(-u.reserved)
+	u.reserved = 0
 }
 
 // DispatchUpload is Dispatch for a command whose payload the front end read

@@ -20,8 +20,17 @@ import (
 //	AI.UPLOAD ABORT id            -> OK
 //	AI.MODELSTORE key ONNX CPU [...] UPLOAD id   stores it; the upload ends
 //
-// BEGIN makes one ModelBuffer of the announced size and reserves that size
-// against maxmemory, so a held upload can never outgrow what was admitted.
+// BEGIN makes one ModelBuffer of the announced size (a mapping whose pages
+// are committed only as they are written) and refuses a size that
+// maxmemory could not hold now, but reserves nothing: an upload holds
+// against maxmemory the bytes it holds, as they arrive, and gives them back
+// when it ends (stored, aborted or expired). An APPEND reserves its chunks
+// on their length headers, as AI.MODELSTORE's are; what it commits stays
+// reserved, the rest is given back. An upload that announced a size and
+// sent nothing held that size against every other upload: one client's
+// max-upload-sessions of them took all of maxmemory from the others, for
+// good, since it could begin them again as they expired.
+//
 // An APPEND's chunks are read by the front end straight into the buffer
 // after the bytes already held (one copy, as for AI.MODELSTORE), but they
 // count (ModelBuffer.Filled: hashed, written to the log's model file) only
@@ -109,8 +118,9 @@ func (s *App) beginAppend(c *Client, id string, off int64) (*uploadSession, erro
 }
 
 // endAppend ends an APPEND whose bytes the front end read into the
-// upload's buffer: bytes the command did not commit are dropped.
-func (s *App) endAppend(u *uploadSession) {
+// upload's buffer: bytes the command did not commit are dropped. It
+// returns the bytes the upload holds.
+func (s *App) endAppend(u *uploadSession) int {
 	s.up.mu.Lock()
 	defer s.up.mu.Unlock()
 	if u.buf.Len() > u.held {
@@ -120,6 +130,7 @@ func (s *App) endAppend(u *uploadSession) {
 	if u.held > u.marked {
 		u.last, u.marked = time.Now(), u.held
 	}
+	return u.held
 }
 
 // idleUploadLocked is upload id if owner (ownerOf the client, read
@@ -154,10 +165,11 @@ func (s *App) takeUpload(c *Client, id string) (*uploadSession, error) {
 	return u, nil
 }
 
-// dropUpload ends u, freeing its bytes and its reservation.
+// dropUpload ends u, which no APPEND is receiving on, freeing its bytes
+// and their reservation.
 func (s *App) dropUpload(u *uploadSession) {
 	u.buf.Unref()
-	s.uploading.Add(-u.size)
+	s.uploading.Add(-int64(u.held))
 }
 
 // expireUploads drops the uploads idle for longer than
@@ -291,15 +303,13 @@ func (c uploadCmd) begin(x *Ctx) error {
 	if err := checkUploadBudget(held+c.size, x.uploadBudget(x.C, "")); err != nil {
 		return err
 	}
-	// Reserved first, then checked: two BEGINs at once see each other.
-	x.uploading.Add(c.size)
-	if err := x.Keys.CheckMemory(x.heldApart()); err != nil {
-		x.uploading.Add(-c.size)
+	// A model that maxmemory could not hold now is refused before a byte
+	// is sent; the room is reserved as the bytes arrive (append).
+	if err := x.Keys.CheckMemory(x.heldApart() + c.size); err != nil {
 		return err
 	}
 	buf, err := modelstore.NewModelBuffer(c.size, c.size)
 	if err != nil {
-		x.uploading.Add(-c.size)
 		return err
 	}
 	x.tapUpload(buf)
@@ -355,9 +365,15 @@ func (c uploadCmd) append(x *Ctx) error {
 		if int64(u.held)+n > u.size {
 			return errUploadFull
 		}
+		// Reserved as the front end reserves the chunks it reads; the
+		// upload keeps it once they count (below).
+		if err := x.reserveUpload(n); err != nil {
+			return err
+		}
 		for _, ch := range c.chunks {
 			dst, err := u.buf.Extend(int64(len(ch)))
 			if err != nil {
+				x.uploading.Add(-n)
 				return errUploadFull
 			}
 			copy(dst, ch)

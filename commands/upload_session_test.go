@@ -3,7 +3,9 @@ package commands
 import (
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/enclaveai/enclaveai/config"
 	"github.com/enclaveai/enclaveai/modelstore"
 )
 
@@ -47,4 +49,45 @@ func TestUploadRun(t *testing.T) {
 	if got := h.s.uploading.Load(); got != 0 {
 		t.Errorf("uploading = %d after the abort, want 0", got)
 	}
+}
+
+// An upload holds against maxmemory the bytes it holds, not the size it
+// announced: BEGINs that send nothing take no room (one client's held all
+// of maxmemory from every other upload), a chunk that would pass maxmemory
+// is refused and the upload keeps what it held, and an expired upload
+// gives its bytes back.
+func TestUploadReservesWhatItHolds(t *testing.T) {
+	opts := config.Default()
+	opts.MaxMemory.Store(10_000)
+	h := newHarnessOpts(t, opts)
+	begin := func() string {
+		t.Helper()
+		got := render(h.do("AI.UPLOAD BEGIN 8000"))
+		if !strings.HasPrefix(got, `"`) {
+			t.Fatalf("AI.UPLOAD BEGIN 8000: %s", got)
+		}
+		return strings.Trim(got, `"`)
+	}
+	a, b := begin(), begin()
+	h.run(row("AI.UPLOAD BEGIN 20000", "-OOM command not allowed when used memory > 'maxmemory'."))
+	held := func(want int64) {
+		t.Helper()
+		if got := h.s.uploading.Load(); got != want {
+			t.Errorf("uploading = %d, want %d", got, want)
+		}
+	}
+	held(0)
+	blob := func(n int) string { return strings.Repeat("m", n) }
+	h.run(
+		row("AI.UPLOAD APPEND "+a+" 0 BLOB "+blob(6000), ":6000"),
+		row("AI.UPLOAD APPEND "+b+" 0 BLOB "+blob(5000), "-OOM command not allowed when used memory > 'maxmemory'."),
+		row("AI.UPLOAD STATUS "+b, "[:8000 :0 :0 :0]"),
+		row("AI.UPLOAD APPEND "+b+" 0 BLOB "+blob(3000), ":3000"),
+	)
+	held(9000)
+	h.run(row("AI.UPLOAD ABORT "+b, "+OK"))
+	held(6000)
+	h.s.expireUploads(time.Now().Add(time.Duration(opts.UploadSessionTimeout.Load()+1) * time.Second))
+	held(0)
+	h.run(row("AI.UPLOAD APPEND "+a+" 6000 BLOB x", "-"+string(errNoUpload)))
 }

@@ -117,7 +117,7 @@ var table = []directive{
 		doc:   "seconds a resumable upload (AI.UPLOAD) may go without an APPEND that adds bytes before it is dropped with its bytes and its maxmemory reservation",
 		value: integer(func(o *Options) *atomic.Int64 { return &o.UploadSessionTimeout }, 1, 1<<31)},
 	{name: "max-upload-sessions", def: "16", mutable: true,
-		doc:   "resumable uploads (AI.UPLOAD) held at once, per user when users are configured (all clients together otherwise); each reserves its whole size against maxmemory and counts against max-model-bytes-per-user",
+		doc:   "resumable uploads (AI.UPLOAD) held at once, per user when users are configured (all clients together otherwise); each holds the bytes it has received against maxmemory and counts its announced size against max-model-bytes-per-user",
 		value: integer(func(o *Options) *atomic.Int64 { return &o.MaxUploadSessions }, 0, 1<<20)},
 	{name: "threads-per-queue", def: "0",
 		doc:   "workers of the run queue: at most this many model runs at once, however many clients (RedisAI's THREADS_PER_QUEUE, whose default is 1; AI.CONFIG changes it live; 0: one per CPU; at most 1024)",

@@ -24,6 +24,7 @@ from harness import REPO, Server, poll  # noqa: E402
 MODELS = os.path.join(REPO, "redis_tests", "models")
 CLI = os.path.join(REPO, "bin", "enclaveai-cli")
 NO_UPLOAD = "no such upload (finished, aborted, expired, or the server restarted)"
+OOM = "OOM command not allowed when used memory > 'maxmemory'."
 
 
 def mlp():
@@ -131,11 +132,8 @@ class ResumableTest(unittest.TestCase):
 
     def test_memory_count_and_idle_time_are_bounded(self):
         self.r.config_set("maxmemory", "10mb")
-        self.assertRefused("OOM command not allowed when used memory > 'maxmemory'.", "AI.UPLOAD", "BEGIN", 20_000_000)
-        a = self.up("BEGIN", 6_000_000).decode()
-        # The whole announced size is reserved at BEGIN.
-        self.assertRefused("OOM command not allowed when used memory > 'maxmemory'.", "AI.UPLOAD", "BEGIN", 6_000_000)
-        self.up("ABORT", a)
+        # A size maxmemory cannot hold is refused before a byte is sent.
+        self.assertRefused(OOM, "AI.UPLOAD", "BEGIN", 20_000_000)
         self.up("BEGIN", 6_000_000)
         self.r.config_set("maxmemory", "0")
         self.r.config_set("max-upload-sessions", "2")
@@ -155,6 +153,32 @@ class ResumableTest(unittest.TestCase):
         self.assertTrue(self.gone(b), "kept alive by empty APPENDs")
         self.assertIn("resumable upload expired", self.srv.stderr())
         self.assertRegex(self.up("BEGIN", 100).decode(), r"^[0-9a-f-]{36}$")
+
+    def test_an_upload_holds_only_the_bytes_it_received(self):
+        """An upload that announces a size and sends nothing holds no room
+        under maxmemory: one client's max-upload-sessions such uploads
+        reserved all of it, and every other client's model uploads got -OOM
+        (for good: it could begin them again as they expired). What an
+        upload received counts until it is stored, aborted or expires."""
+        data = mlp()  # 2.7 MB, stored in 1,000,000-byte chunks as redis-py users do
+        chunks = [data[i:i + 1_000_000] for i in range(0, len(data), 1_000_000)]
+        store = lambda key: self.r.execute_command("AI.MODELSTORE", key, "ONNX", "CPU", "BLOB", *chunks)
+        idle = self.srv.client(single_connection_client=True)
+        self.r.config_set("maxmemory", "10mb")
+        uids = [self.up("BEGIN", 9_000_000, r=idle).decode()]
+        self.assertEqual(store("m1"), b"OK")
+        uids += [self.up("BEGIN", 7_000_000, r=idle).decode() for _ in range(15)]
+        # The uploader's chunks are what take room: one that does not fit
+        # next to the model is refused, the upload keeps what it held.
+        self.assertRefused(OOM, "AI.UPLOAD", "APPEND", uids[0], 0, "BLOB", b"x" * 9_000_000, r=idle)
+        self.assertEqual(self.up("STATUS", uids[0], r=idle)[:2], [9_000_000, 0])
+        self.assertEqual(self.up("APPEND", uids[0], 0, "BLOB", b"x" * 6_000_000, r=idle), 6_000_000)
+        self.assertRefused(OOM, "AI.MODELSTORE", "m2", "ONNX", "CPU", "BLOB", *chunks)
+        # Left idle, the upload expires and its bytes are given back.
+        self.r.config_set("upload-session-timeout", "1")
+        poll(lambda: self.gone(uids[0]), timeout=10, what="the idle upload to expire")
+        self.assertEqual(store("m2"), b"OK")
+        self.assertRefused(NO_UPLOAD, "AI.UPLOAD", "APPEND", uids[0], 6_000_000, "BLOB", b"x", r=idle)
 
     def gone(self, uid):
         try:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/enclaveai/enclaveai/commands"
 	"github.com/enclaveai/enclaveai/config"
+	"github.com/enclaveai/enclaveai/modelstore"
 )
 
 // ingestFixture reads commands as a connection does: the command layer's
@@ -274,4 +275,68 @@ func TestIngestPolicy(t *testing.T) {
 			t.Fatalf("%s: next command: %v", tc.name, err)
 		}
 	}
+}
+
+// A resumable upload holds against maxmemory what its APPENDs committed,
+// not the size its BEGIN announced: BEGINs that sent nothing take no room,
+// an APPEND cut off mid-chunk gives its chunk's room back, and a committed
+// one keeps it until the upload ends.
+func TestIngestResumableReservesWhatItHolds(t *testing.T) {
+	const mb = 1 << 20
+	f := newIngestFixture(t, "", func(o *config.Options) { o.MaxMemory.Store(5 * mb) })
+	feed := func(in string) { f.rd = NewReader(strings.NewReader(in)) }
+	dispatch := func(argv [][]byte, owned commands.Ownership, buf *modelstore.ModelBuffer) string {
+		f.cmds.DispatchUpload(f.c, nil, argv, owned, buf)
+		f.cmds.CommitClient(f.c)
+		out := string(f.c.W.Bytes())
+		f.c.W.Reset()
+		return out
+	}
+	begin := func() string {
+		t.Helper()
+		reply := dispatch([][]byte{[]byte("AI.UPLOAD"), []byte("BEGIN"), []byte("4194304")}, nil, nil)
+		id, ok := strings.CutPrefix(reply, "$36\r\n")
+		if !ok {
+			t.Fatalf("AI.UPLOAD BEGIN 4194304: %q", reply)
+		}
+		return strings.TrimSuffix(id, "\r\n")
+	}
+	id := begin()
+	begin()
+
+	chunk := strings.Repeat("m", 3*mb)
+	appendCmd := bulkCmd("AI.UPLOAD", "APPEND", id, "0", "BLOB", chunk)
+	feed(appendCmd[:len(appendCmd)-mb])
+	if _, err := f.read(); err == nil {
+		t.Fatal("a cut-off APPEND was read whole")
+	}
+	f.up.done()
+
+	feed(appendCmd)
+	cmd, err := f.read()
+	if err != nil {
+		t.Fatalf("APPEND after a cut-off one: %v", err)
+	}
+	buf := f.up.take()
+	if reply := dispatch(cmd.Args, cmd, buf); reply != ":3145728\r\n" {
+		t.Errorf("APPEND: %q", reply)
+	}
+	buf.Unref()
+	f.up.done()
+
+	store := bulkCmd("AI.MODELSTORE", "k", "ONNX", "CPU", "BLOB", chunk)
+	feed(store)
+	var re *RefusedError
+	if _, err := f.read(); !errors.As(err, &re) || !strings.HasPrefix(err.Error(), "command not allowed when used memory") {
+		t.Fatalf("a 3 MiB upload next to an upload holding 3 MiB under maxmemory 5 MiB: %v, want OOM", err)
+	}
+	f.up.done()
+	if reply := dispatch([][]byte{[]byte("AI.UPLOAD"), []byte("ABORT"), []byte(id)}, nil, nil); reply != "+OK\r\n" {
+		t.Fatalf("ABORT: %q", reply)
+	}
+	feed(store)
+	if _, err := f.read(); err != nil {
+		t.Fatalf("once the upload ended: %v", err)
+	}
+	f.up.done()
 }
