@@ -53,7 +53,7 @@ func closeToORT(t *testing.T, what string, want, got []*modelstore.Tensor) {
 // benchmark models declared at each of them (the transformer at 11: its
 // Softmax is rewritten), the transformer with its norms as
 // LayerNormalization nodes, and what PyTorch exports at opset 17 (Reshape
-// with allowzero 0, LayerNormalization over one and two dimensions).
+// with allowzero 0, LayerNormalization over one and two dimensions) and 11.
 // The engine refused them all ("runs opset 13 only").
 func TestLaterOpsetsMatchONNXRuntime(t *testing.T) {
 	requireORT(t)
@@ -71,6 +71,7 @@ func TestLaterOpsetsMatchONNXRuntime(t *testing.T) {
 		runs = append(runs, run{"mlp.onnx", v, []int64{3, 784}}, run{"cnn.onnx", v, []int64{2, 1, 28, 28}})
 	}
 	runs = append(runs, run{"torch17.onnx", 0, []int64{1, 8, 32}}, run{"torch17.onnx", 0, []int64{5, 8, 32}},
+		run{"torch11.onnx", 0, []int64{3, 8, 32}},
 		run{"transformer17.onnx", 0, []int64{1, 64, 256}}, run{"transformer.onnx", 11, []int64{1, 64, 256}})
 	for _, c := range runs {
 		model := readTestModel(t, c.model)

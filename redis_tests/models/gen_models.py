@@ -575,11 +575,13 @@ def transformer_model(opset=OPSET):
     return make_model(graph, opset=opset)
 
 
-def torch17_model_and_reference():
+def torch_model_and_reference(opset):
     """What PyTorch exports at opset 17 (its default from 2.0): Linear
     layers, LayerNorm over the last one and the last two dimensions (the
     LayerNormalization operator), a flattening reshape (Shape, Gather,
-    Concat, Reshape with allowzero) and Softmax; with torch's outputs."""
+    Concat, Reshape with allowzero) and Softmax; with torch's outputs. At
+    opset 11 the same net's norms are ReduceMean, Pow, Sqrt and the like,
+    and its Unsqueeze takes its axes as an attribute."""
     try:
         import torch
         from torch import nn
@@ -607,7 +609,7 @@ def torch17_model_and_reference():
     with torch.no_grad():
         y = net(torch.from_numpy(x)).numpy().astype(np.float32)
         torch.onnx.export(net, torch.from_numpy(x), buf, input_names=["x"], output_names=["y"],
-                          dynamic_axes={"x": {0: "N"}, "y": {0: "N"}}, opset_version=17)
+                          dynamic_axes={"x": {0: "N"}, "y": {0: "N"}}, opset_version=opset)
     model = onnx.load_from_string(buf.getvalue())
     model.producer_name = "enclaveai-gen_models (pytorch %s)" % torch.__version__
     return model, ({"x": x}, {"y": y})
@@ -660,10 +662,11 @@ def write_redis_models(outdir):
     else:
         save(cnn[0], outdir, "cnn.onnx")
         refs["cnn"] = cnn[1]
-    t17 = torch17_model_and_reference()
-    if t17 is not None:
-        save(t17[0], outdir, "torch17.onnx")
-        refs["torch17"] = t17[1]
+    for opset in (11, 17):
+        t = torch_model_and_reference(opset)
+        if t is not None:
+            save(t[0], outdir, "torch%d.onnx" % opset)
+            refs["torch%d" % opset] = t[1]
     save_refs(outdir, refs)
 
 
