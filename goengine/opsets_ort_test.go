@@ -17,7 +17,7 @@ import (
 func compileBoth(t *testing.T, model []byte) (ort, gos modelstore.EngineSession) {
 	t.Helper()
 	src := modelstore.ModelSource{Data: model}
-	ort, err := modelstore.InProcess{}.Compile(src, modelstore.SessionOptions{Optimize: true})
+	ort, err := modelstore.InProcess{}.Compile(src, modelstore.SessionOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,17 +95,7 @@ func TestMatchesONNXRuntime(t *testing.T) {
 				if err != nil {
 					t.Fatalf("batch %d: %v", b, err)
 				}
-				for i := range want {
-					if !equalShape(got[i].Shape, want[i].Shape) || got[i].DType != want[i].DType {
-						t.Fatalf("batch %d output %d: %s %v, ORT %s %v", b, i, got[i].DType, got[i].Shape, want[i].DType, want[i].Shape)
-					}
-					g, w := floatsOf(got[i]), floatsOf(want[i])
-					for k := range w {
-						if d := math.Abs(float64(g[k] - w[k])); d > 1e-4+1e-3*math.Abs(float64(w[k])) {
-							t.Fatalf("batch %d output %d[%d]: %g, ORT %g", b, i, k, g[k], w[k])
-						}
-					}
-				}
+				closeToORT(t, fmt.Sprintf("batch %d", b), want, got)
 			}
 		})
 	}
@@ -253,16 +243,7 @@ func typedNodeBoth(t *testing.T, op string, attrs []*gonnxproto.AttributeProto, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := modelstore.ModelSource{Data: model}
-	if ort, err = (modelstore.InProcess{}).Compile(src, modelstore.SessionOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ort.Close() })
-	if gos, err = (Engine{}).Compile(src, modelstore.SessionOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { gos.Close() })
-	return ort, gos
+	return compileBoth(t, model)
 }
 
 // An integer MatMul (INT32, INT64, UINT32, UINT64) gives ONNX Runtime's
