@@ -115,7 +115,6 @@ type Log struct {
 	upto      uint64     // seq the unwritten frames reach
 	broken    error      // the current file's tail is unknown: only a rewrite recovers
 	man       manifest
-	retired   []*logFile      // incr files a rewrite replaced, not yet fsynced (everysec)
 	recent    map[string]bool // model files named by records written since the last rewrite
 	// waiting is the incr file of a rewrite's cut not yet reached by the
 	// writes (switchLocked): while a write error holds records before the
@@ -689,16 +688,24 @@ func (l *Log) SyncEverysec() error {
 		l.wmu.Unlock()
 		return err
 	}
-	cur, target, retired := l.cur, l.written.Load(), l.retired
-	l.retired = nil
+	cur, target := l.cur, l.written.Load()
 	l.wmu.Unlock()
-	if err := syncRetired(retired); err != nil {
-		l.setErr(err) // cleared by the rewrite that made these files old
-		return err
-	}
 	if l.fsynced.Load() >= target {
 		return nil
 	}
+	if err := l.syncOutside(cur); err != nil {
+		return err
+	}
+	raise(&l.synced, target)
+	raise(&l.fsynced, target)
+	return nil
+}
+
+// syncOutside fsyncs cur, the current incr file when the caller last held
+// wmu, without holding wmu: writers go on meanwhile. A file closed since
+// was fsynced by whoever closed it (switchLocked, Close). A failure
+// breaks the file if it is still the current one.
+func (l *Log) syncOutside(cur *logFile) error {
 	l.syncMu.Lock()
 	var err error
 	if !cur.closed {
@@ -713,8 +720,6 @@ func (l *Log) SyncEverysec() error {
 		}
 		return err
 	}
-	raise(&l.synced, target)
-	raise(&l.fsynced, target)
 	return nil
 }
 
@@ -729,18 +734,6 @@ func raise(v *atomic.Uint64, n uint64) {
 	}
 }
 
-// syncRetired fsyncs and closes incr files a rewrite left behind.
-func syncRetired(files []*logFile) error {
-	var first error
-	for _, f := range files {
-		if err := f.f.Sync(); err != nil && first == nil {
-			first = fmt.Errorf("fsync of %s: %w", f.name, err)
-		}
-		f.f.Close()
-	}
-	return first
-}
-
 // Close writes what is queued, fsyncs and closes the log.
 func (l *Log) Close() error {
 	l.wmu.Lock()
@@ -752,10 +745,6 @@ func (l *Log) Close() error {
 	if err == nil {
 		err = l.syncLocked()
 	}
-	if rerr := syncRetired(l.retired); err == nil {
-		err = rerr
-	}
-	l.retired = nil
 	l.syncMu.Lock()
 	l.cur.closed = true
 	l.syncMu.Unlock()
@@ -1388,35 +1377,71 @@ type cutOp struct{ next *logFile }
 // copies the keyspace, under the lock that orders appends, so that every
 // record before it is in the copy and every record after it in the new
 // incr file; then it calls FinishRewrite with the copy.
+//
+// Before it returns it fsyncs the current incr file, without holding up
+// writers, so that the fsync the switch makes while they wait
+// (switchLocked) has little left to write.
 func (l *Log) BeginRewrite() (Op, error) {
 	l.wmu.Lock()
-	defer l.wmu.Unlock()
-	if l.cur == nil {
-		return Op{}, ErrLogClosed
-	}
-	if l.waiting != "" {
-		return Op{}, fmt.Errorf("%w (%s)", ErrCutWaiting, l.waiting)
-	}
-	m := l.man
-	cur, err := l.newIncr(m.next)
+	next, err := l.beginLocked()
+	old, whole := l.cur, l.broken == nil
+	l.wmu.Unlock()
 	if err != nil {
 		return Op{}, err
 	}
-	m.incrs = append(append([]string(nil), m.incrs...), cur.name)
+	if whole {
+		// A failure breaks the file (syncOutside), which this rewrite mends.
+		l.syncOutside(old)
+	}
+	return Op{cut: &cutOp{next: next}}, nil
+}
+
+// beginLocked is BeginRewrite's work under wmu: it creates the next incr
+// file and lists it in the manifest.
+func (l *Log) beginLocked() (*logFile, error) {
+	if l.cur == nil {
+		return nil, ErrLogClosed
+	}
+	if l.waiting != "" {
+		return nil, fmt.Errorf("%w (%s)", ErrCutWaiting, l.waiting)
+	}
+	m := l.man
+	next, err := l.newIncr(m.next)
+	if err != nil {
+		return nil, err
+	}
+	m.incrs = append(append([]string(nil), m.incrs...), next.name)
 	m.next++
 	if err := l.writeManifest(m); err != nil {
-		cur.f.Close()
-		l.fs.Remove(filepath.Join(l.o.Dir, cur.name))
-		return Op{}, err
+		next.f.Close()
+		l.fs.Remove(filepath.Join(l.o.Dir, next.name))
+		return nil, err
 	}
 	l.man = m
-	l.waiting = cur.name
-	return Op{cut: &cutOp{next: cur}}, nil
+	l.waiting = next.name
+	return next, nil
 }
 
 // switchLocked moves appends to the cut's file. The frames of the old file
-// are written and fsynced first; if the old file is broken they are
-// dropped, since the rewrite's base holds everything before the cut.
+// are written and fsynced first, under every appendfsync policy; if the
+// old file is broken they are dropped, since the rewrite's base holds
+// everything before the cut.
+//
+// The fsync comes before any frame reaches the new file, while writers
+// wait on wmu: the kernel writes dirty pages back in any order between
+// files, and left to everysec's next fsync (or, under no, to the kernel)
+// the old file's tail could still be in memory when the new file's first
+// frames were on disk. A power loss then left the old file torn behind a
+// written one, which a start refuses as damage, or cut at a frame with
+// the new file's records replayed after the gap. An fsync writes about
+// 1 ms a MiB here (ext4 on the shared 2-core machine's virtual disk), and
+// under everysec the file holds up to a second of writes, under no more:
+// BeginRewrite has fsynced it just before the cut, without holding up
+// writers, so this one writes only the frames since. With 8 or 64 MiB
+// written since the last fsync, the commit that carries the switch takes
+// 0.4-2.5 ms (BenchmarkLogRewriteSwitch, two runs); without
+// BeginRewrite's fsync it took 10-12 ms with 8 MiB and 79-80 ms with
+// 64 MiB, and without any fsync here 0.04 ms.
 //
 // A unit never spans two files: Replay drops one unfinished at the end of
 // a file. The caller appends the cut under the locks that units are made
@@ -1432,22 +1457,15 @@ func (l *Log) switchLocked(c *cutOp) error {
 		}
 	}
 	l.unwritten = l.unwritten[:0]
-	switch {
-	case l.broken == nil && l.Policy() == FsyncEverysec:
-		// Fsynced and closed by the next SyncEverysec, not here: writers
-		// wait while wmu is held.
-		l.retired = append(l.retired, l.cur)
-	default:
-		if l.broken == nil && l.Policy() == FsyncAlways {
-			if err := l.cur.f.Sync(); err != nil {
-				l.syncFailedLocked(err)
-			}
+	if l.broken == nil {
+		if err := l.cur.f.Sync(); err != nil {
+			l.syncFailedLocked(err)
 		}
-		l.syncMu.Lock()
-		l.cur.closed = true
-		l.syncMu.Unlock()
-		l.cur.f.Close()
 	}
+	l.syncMu.Lock()
+	l.cur.closed = true
+	l.syncMu.Unlock()
+	l.cur.f.Close()
 	l.oldSize += l.cur.size
 	l.cur = c.next
 	if l.waiting == c.next.name {
