@@ -230,14 +230,24 @@ func isLogFile(name string) bool {
 	return err == nil
 }
 
-// removeUnnamedLocked removes the base and incr files m does not name:
-// what a crash during a rewrite left (its base, half written) and the
-// files a rewrite replaced when it could not remove them.
-func (l *Log) removeUnnamedLocked(m manifest) {
+// unnamedFiles lists the base and incr files m does not name: what a
+// crash during a rewrite left (its base, half written), the files a
+// rewrite replaced, and those an earlier one could not remove. No file of
+// theirs is named again: a new file's number is the manifest's next.
+func (l *Log) unnamedFiles(m manifest) []string {
+	var names []string
 	for _, name := range l.logFiles() {
 		if name != m.base && !contains(m.incrs, name) {
-			l.fs.Remove(filepath.Join(l.o.Dir, name))
+			names = append(names, name)
 		}
+	}
+	return names
+}
+
+// removeFiles removes the named files of the log's directory.
+func (l *Log) removeFiles(names []string) {
+	for _, name := range names {
+		l.fs.Remove(filepath.Join(l.o.Dir, name))
 	}
 }
 
@@ -1096,7 +1106,7 @@ func (l *Log) Replay(sink LogSink, loadTruncated bool) (ReplayInfo, error) {
 		last.f = f
 	}
 	l.wmu.Lock()
-	l.removeUnnamedLocked(m)
+	l.removeFiles(l.unnamedFiles(m))
 	l.man, l.cur = m, last
 	l.oldSize = total - last.size
 	l.wmu.Unlock()
@@ -1499,12 +1509,23 @@ func (l *Log) FinishRewrite(cut Op, src func(yield func(Op) error) error, live m
 		return err
 	}
 	l.wmu.Lock()
-	defer l.wmu.Unlock()
+	gone, err := l.finishLocked(cut, base, size, live)
+	l.wmu.Unlock()
+	// The files replaced go once writers no longer wait for it: removing
+	// an incr file frees its page cache, 30-76 ms for 64 MiB here.
+	l.removeFiles(gone)
+	return err
+}
+
+// finishLocked is FinishRewrite's work under wmu once the base is
+// written: it makes the manifest name the base and the incr files from
+// the cut's on, removes the model files no longer referred to, and
+// returns the base and incr files to remove.
+func (l *Log) finishLocked(cut Op, base string, size int64, live map[[32]byte]bool) ([]string, error) {
 	if l.cur == nil {
 		// Closed meanwhile (a shutdown does not wait for a rewrite that
 		// is not told to stop): the manifest stays as Close left it.
-		l.fs.Remove(filepath.Join(l.o.Dir, base))
-		return ErrLogClosed
+		return []string{base}, ErrLogClosed
 	}
 	i := 0
 	for i < len(l.man.incrs) && l.man.incrs[i] != cut.cut.next.name {
@@ -1512,11 +1533,9 @@ func (l *Log) FinishRewrite(cut Op, src func(yield func(Op) error) error, live m
 	}
 	m := manifest{base: base, incrs: append([]string(nil), l.man.incrs[i:]...), next: l.man.next}
 	if err := l.writeManifest(m); err != nil {
-		l.fs.Remove(filepath.Join(l.o.Dir, base))
-		return err
+		return []string{base}, err
 	}
 	l.man = m
-	l.removeUnnamedLocked(m)
 	l.baseSize = size
 	l.oldSize = 0
 	for _, name := range m.incrs[:len(m.incrs)-1] {
@@ -1529,7 +1548,7 @@ func (l *Log) FinishRewrite(cut Op, src func(yield func(Op) error) error, live m
 	if l.broken == nil {
 		l.werr.Store(nil)
 	}
-	return nil
+	return l.unnamedFiles(m), nil
 }
 
 func contains(list []string, s string) bool {
