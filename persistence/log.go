@@ -1094,7 +1094,7 @@ func (l *Log) Replay(sink LogSink, loadTruncated bool) (ReplayInfo, error) {
 		total += fresh.size - cut.size
 		*cut = *fresh
 	case cut != nil:
-		if err := os.Truncate(filepath.Join(l.o.Dir, cut.name), cut.size); err != nil {
+		if err := l.cutTail(cut); err != nil {
 			return info, fmt.Errorf("persistence: cutting the torn tail of %s: %w", cut.name, err)
 		}
 	}
@@ -1112,6 +1112,25 @@ func (l *Log) Replay(sink LogSink, loadTruncated bool) (ReplayInfo, error) {
 	l.wmu.Unlock()
 	l.size.Store(total)
 	return info, nil
+}
+
+// cutTail cuts the incr file lf back to lf.size and fsyncs it before any
+// append is written to a later file: the kernel may write the later one
+// back first, and a power loss then left the torn tail behind its frames,
+// which the next start refused as damage.
+func (l *Log) cutTail(lf *logFile) error {
+	f, err := l.fs.OpenFile(filepath.Join(l.o.Dir, lf.name), os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(lf.size)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // writtenAfter names the first of the incr files that holds anything but

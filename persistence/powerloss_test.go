@@ -352,3 +352,41 @@ func TestLogPowerLossDuringRewrite(t *testing.T) {
 		})
 	}
 }
+
+// A power loss after a start that cut a torn tail off an incr file, and
+// appends in the next one, leaves a log that starts: the cut was not
+// fsynced, so the torn tail could come back behind the next file's
+// frames, and the start refused it as damage. The torn file is the last,
+// or one before a rewrite's incr file with only its header.
+func TestLogPowerLossAfterATornTailIsCut(t *testing.T) {
+	for _, begun := range []bool{false, true} {
+		t.Run(fmt.Sprint("rewrite begun ", begun), func(t *testing.T) {
+			dir := t.TempDir()
+			l := createdLog(t, dir)
+			for i := range 4 { // k3 is torn
+				commitAll(t, l, tensorOp(fmt.Sprint("k", i), fmt.Sprint(i)))
+			}
+			if begun {
+				rewriteBegunThenClosed(t, l, false)
+			} else {
+				l.Close()
+			}
+			path := filepath.Join(dir, "incr.1.log")
+			b := mustRead(t, path)
+			if err := os.WriteFile(path, b[:len(b)-7], 0o600); err != nil {
+				t.Fatal(err)
+			}
+			// k0 to k2 are on disk; their records come first.
+			r := &powerRun{t: t, dir: dir, fs: newPowerFS(t, dir), seqs: make([]uint64, 3)}
+			r.l = openTestLog(t, dir, r.fs)
+			if info, err := r.l.Replay(newLogState(), true); err != nil || info.CutFile != "incr.1.log" {
+				t.Fatalf("%+v, %v", info, err)
+			}
+			defer r.l.Close()
+			r.l.SetPolicy(FsyncEverysec)
+			r.check("started")
+			r.commit(2)
+			r.check("appended after the start")
+		})
+	}
+}
