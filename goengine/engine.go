@@ -4,9 +4,10 @@
 // enclave, where ONNX Runtime cannot be loaded (docs/ENCLAVE.md).
 //
 // The operators are github.com/advancedclimatesystems/gonnx's (opset 13, on
-// gorgonia tensors) plus the few our models need that it lacks (ops.go:
-// MaxPool, ReduceMean, Sqrt, Identity, Neg, Pow), each for the types ONNX
-// Runtime's CPU provider has it for. A model is checked at Compile: one
+// gorgonia tensors) plus those our models and common published ones need
+// that it lacks (ops.go: MaxPool, ReduceMean, Sqrt, Identity, Neg, Pow;
+// unary.go: Erf, Exp, Log), each for the types ONNX Runtime's CPU
+// provider has it for. A model is checked at Compile: one
 // with an operator neither has, an opset before 11 or after 17 (opsets.go),
 // a node using what its operator's version differs in from opset 13's
 // (older nodes are rewritten where they can be), or an operator

@@ -108,7 +108,7 @@ var fuzzOps = []string{"Abs", "Acos", "Acosh", "Add", "And", "Asin", "Asinh", "A
 	"GreaterOrEqual", "GRU", "Less", "LessOrEqual", "LinearRegressor", "LSTM", "MatMul", "Mul", "Not", "Or",
 	"PRelu", "Relu", "Reshape", "RNN", "Scaler", "Shape", "Sigmoid", "Sin", "Sinh", "Slice", "Softmax", "Squeeze",
 	"Sub", "Tan", "Tanh", "Transpose", "Unsqueeze", "Xor", "Identity", "MaxPool", "ReduceMean", "Sqrt", "Where",
-	"Neg", "Pow", "LayerNormalization"}
+	"Neg", "Pow", "LayerNormalization", "Erf", "Exp", "Log"}
 
 // fuzzAttrs are the attributes FuzzGoEngineOps may give a node, any
 // operator; each takes ints or an int from the fuzzer's bytes.

@@ -73,6 +73,7 @@ var changes = map[string][]change{
 	"Constant": {{12, nil}, {13, nil}},
 	// 13: BFLOAT16 (and, for Cast, its casts); the operators are the same.
 	"Abs": {{13, nil}}, "Cast": {{13, nil}}, "Concat": {{13, nil}}, "Equal": {{13, nil}},
+	"Erf": {{13, nil}}, "Exp": {{13, nil}}, "Log": {{13, nil}},
 	"Flatten": {{13, nil}}, "Gather": {{13, nil}}, "Gemm": {{13, nil}}, "Greater": {{13, nil}},
 	"Less": {{13, nil}}, "MatMul": {{13, nil}}, "Neg": {{13, nil}}, "ReduceMean": {{13, nil}},
 	"Sigmoid": {{13, nil}}, "Slice": {{13, nil}}, "Sqrt": {{13, nil}}, "Tanh": {{13, nil}},
