@@ -6,7 +6,8 @@
 // The operators are github.com/advancedclimatesystems/gonnx's (opset 13, on
 // gorgonia tensors) plus those our models and common published ones need
 // that it lacks (ops.go: MaxPool, ReduceMean, Sqrt, Identity, Neg, Pow;
-// unary.go: Erf, Exp, Log), each for the types ONNX Runtime's CPU
+// unary.go: Erf, Exp, Log; norm.go: Dropout, GlobalAveragePool,
+// BatchNormalization, at inference), each for the types ONNX Runtime's CPU
 // provider has it for. A model is checked at Compile: one
 // with an operator neither has, an opset before 11 or after 17 (opsets.go),
 // a node using what its operator's version differs in from opset 13's
@@ -313,6 +314,9 @@ func checkModel(mp *gonnxproto.ModelProto, types map[string]modelstore.DType) er
 		return refuse("unsupported operator %s (inference-engine onnxruntime runs it)", strings.Join(missing, ", "))
 	}
 	if err := adaptNodes(mp.Graph, opset); err != nil {
+		return err
+	}
+	if err := refuseTraining(mp.Graph); err != nil {
 		return err
 	}
 	// Attributes: each operator's Init refuses what it does not implement.

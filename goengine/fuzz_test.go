@@ -108,7 +108,8 @@ var fuzzOps = []string{"Abs", "Acos", "Acosh", "Add", "And", "Asin", "Asinh", "A
 	"GreaterOrEqual", "GRU", "Less", "LessOrEqual", "LinearRegressor", "LSTM", "MatMul", "Mul", "Not", "Or",
 	"PRelu", "Relu", "Reshape", "RNN", "Scaler", "Shape", "Sigmoid", "Sin", "Sinh", "Slice", "Softmax", "Squeeze",
 	"Sub", "Tan", "Tanh", "Transpose", "Unsqueeze", "Xor", "Identity", "MaxPool", "ReduceMean", "Sqrt", "Where",
-	"Neg", "Pow", "LayerNormalization", "Erf", "Exp", "Log"}
+	"Neg", "Pow", "LayerNormalization", "Erf", "Exp", "Log",
+	"Dropout", "GlobalAveragePool", "BatchNormalization"}
 
 // fuzzAttrs are the attributes FuzzGoEngineOps may give a node, any
 // operator; each takes ints or an int from the fuzzer's bytes.
@@ -118,7 +119,8 @@ var fuzzAttrs = []struct {
 }{{"axis", false}, {"axes", true}, {"perm", true}, {"kernel_shape", true}, {"strides", true}, {"pads", true},
 	{"dilations", true}, {"group", false}, {"transA", false}, {"transB", false}, {"hidden_size", false},
 	{"to", false}, {"keepdims", false}, {"direction", false}, {"layout", false}, {"ceil_mode", false},
-	{"stash_type", false}, {"allowzero", false}, {"start", false}, {"end", false}}
+	{"stash_type", false}, {"allowzero", false}, {"start", false}, {"end", false},
+	{"training_mode", false}, {"seed", false}}
 
 // FuzzGoEngineOps builds one-node models from the fuzzer's bytes: an
 // operator, its attributes, inputs that are initializers of any shape and

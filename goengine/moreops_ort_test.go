@@ -147,3 +147,109 @@ func TestErfExpLogMatchONNXRuntime(t *testing.T) {
 		}
 	}
 }
+
+// scalarInit is an initializer of one element: FLOAT, DOUBLE, INT64 or
+// BOOL v.
+func scalarInit(name string, ty gonnxproto.TensorProto_DataType, v float64, dims ...int64) *gonnxproto.TensorProto {
+	t := &gonnxproto.TensorProto{Name: name, DataType: int32(ty), Dims: dims}
+	switch ty {
+	case gonnxproto.TensorProto_FLOAT:
+		t.FloatData = []float32{float32(v)}
+	case gonnxproto.TensorProto_DOUBLE:
+		t.DoubleData = []float64{v}
+	case gonnxproto.TensorProto_BOOL:
+		t.Int32Data = []int32{int32(v)}
+	default:
+		t.Int64Data = []int64{int64(v)}
+	}
+	return t
+}
+
+// floatInit is a FLOAT or DOUBLE initializer of shape, its elements f(i).
+func floatInit(name string, ty elemType, f func(i int) float64, shape ...int64) *gonnxproto.TensorProto {
+	t := &gonnxproto.TensorProto{Name: name, DataType: int32(ty.elem), Dims: shape}
+	t.RawData = floatTensor(ty.dt, f, shape...).Data
+	return t
+}
+
+// Dropout is the identity at opsets 11 to 17, its mask all true (all
+// false before opset 12, as in ONNX Runtime): its ratio an attribute
+// before 12, an input after (with training_mode
+// false, a constant or fed), FLOAT and DOUBLE, ranks 1 to 4; the pure-Go
+// engine refused every model with one ("unsupported operator Dropout").
+func TestDropoutMatchesONNXRuntime(t *testing.T) {
+	requireORT(t)
+	r := rand.New(rand.NewSource(21))
+	const boolT = gonnxproto.TensorProto_BOOL
+	for _, ty := range floatElems {
+		for v := int64(MinOpset); v <= MaxOpset; v++ {
+			for _, s := range shapes {
+				x := floatTensor(ty.dt, func(int) float64 { return r.NormFloat64() }, s...)
+				what := fmt.Sprint("Dropout ", ty.dt, " opset ", v, " ", s)
+				types := []gonnxproto.TensorProto_DataType{ty.elem}
+				plain := node{op: "Dropout", opset: v, in: []string{"x"}, inTypes: types, out: types}
+				likeORT(t, what, plain, x)
+				masked := plain
+				masked.out = []gonnxproto.TensorProto_DataType{ty.elem, boolT}
+				if v < 12 {
+					masked.attrs = []*gonnxproto.AttributeProto{{Name: "ratio", Type: gonnxproto.AttributeProto_FLOAT, F: 0.3}}
+					likeORT(t, what+" ratio 0.3, mask", masked, x) // all false, as ONNX Runtime's
+					continue
+				}
+				likeORT(t, what+" mask", masked, x)
+				masked.in = []string{"x", "ratio", "training"}
+				masked.inits = []*gonnxproto.TensorProto{scalarInit("ratio", ty.elem, 0.25), scalarInit("training", boolT, 0)}
+				likeORT(t, what+" ratio 0.25, training_mode false", masked, x)
+				fed := masked
+				fed.inits = fed.inits[:1]
+				fed.inTypes = []gonnxproto.TensorProto_DataType{ty.elem, boolT}
+				likeORT(t, what+" training_mode fed false", fed, x, &modelstore.Tensor{DType: modelstore.Bool, Shape: []int64{1}, Data: []byte{0}})
+			}
+		}
+	}
+}
+
+// GlobalAveragePool (FLOAT) gives ONNX Runtime's means over 1 to 3
+// spatial dimensions, at opsets 11 to 17.
+func TestGlobalAveragePoolMatchesONNXRuntime(t *testing.T) {
+	requireORT(t)
+	r := rand.New(rand.NewSource(22))
+	types := []gonnxproto.TensorProto_DataType{gonnxproto.TensorProto_FLOAT}
+	for v := int64(MinOpset); v <= MaxOpset; v++ {
+		for _, s := range [][]int64{{2, 3, 7}, {1, 4, 5, 6}, {2, 3, 1, 1}, {2, 2, 3, 4, 5}} {
+			x := floatTensor(modelstore.Float, func(int) float64 { return 3 + r.NormFloat64() }, s...)
+			likeORT(t, fmt.Sprint("GlobalAveragePool opset ", v, " ", s), node{op: "GlobalAveragePool", opset: v, in: []string{"x"}, inTypes: types, out: types}, x)
+		}
+	}
+}
+
+// BatchNormalization at inference gives ONNX Runtime's outputs, FLOAT and
+// DOUBLE, ranks 2 to 5, with another epsilon and training_mode 0, at
+// opsets 11 to 17 (versions 9, 14 and 15).
+func TestBatchNormalizationMatchesONNXRuntime(t *testing.T) {
+	requireORT(t)
+	r := rand.New(rand.NewSource(23))
+	for _, ty := range floatElems {
+		for v := int64(MinOpset); v <= MaxOpset; v++ {
+			for _, s := range [][]int64{{4, 3}, {2, 3, 7}, {2, 3, 5, 6}, {1, 3, 2, 3, 4}} {
+				c := s[1]
+				inits := []*gonnxproto.TensorProto{
+					floatInit("scale", ty, func(int) float64 { return r.NormFloat64() }, c),
+					floatInit("b", ty, func(int) float64 { return r.NormFloat64() }, c),
+					floatInit("mean", ty, func(int) float64 { return r.NormFloat64() }, c),
+					floatInit("var", ty, func(int) float64 { return r.ExpFloat64() }, c),
+				}
+				for _, attrs := range [][]*gonnxproto.AttributeProto{nil, {{Name: "epsilon", Type: gonnxproto.AttributeProto_FLOAT, F: 0.1},
+					{Name: "momentum", Type: gonnxproto.AttributeProto_FLOAT, F: 0.8}}} {
+					if v >= 14 && attrs != nil {
+						attrs = append(attrs, intAttr("training_mode", 0))
+					}
+					n := node{op: "BatchNormalization", opset: v, attrs: attrs, in: []string{"x", "scale", "b", "mean", "var"},
+						inTypes: []gonnxproto.TensorProto_DataType{ty.elem}, inits: inits, out: []gonnxproto.TensorProto_DataType{ty.elem}}
+					x := floatTensor(ty.dt, func(int) float64 { return 2 + 3*r.NormFloat64() }, s...)
+					likeORT(t, fmt.Sprint("BatchNormalization ", ty.dt, " opset ", v, " ", s, " ", len(attrs)), n, x)
+				}
+			}
+		}
+	}
+}

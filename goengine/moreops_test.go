@@ -1,6 +1,7 @@
 package goengine
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -55,10 +56,55 @@ func TestNewOperatorsRefuse(t *testing.T) {
 			"input 0 (x) is INT32, which this engine's Exp does not take (FLOAT, DOUBLE)"},
 		{"Log with an attribute", typedModel(t, "Log", 13, []*gonnxproto.AttributeProto{intAttr("axis", 1)}, []string{"x"}, []gonnxproto.TensorProto_DataType{f32}, nil, f32),
 			"axis"},
+		{"Dropout training_mode true", typedModel(t, "Dropout", 13, nil, []string{"x", "", "training"}, []gonnxproto.TensorProto_DataType{f32},
+			[]*gonnxproto.TensorProto{{Name: "training", DataType: int32(gonnxproto.TensorProto_BOOL), Int32Data: []int32{1}}}, f32),
+			`node "n" (Dropout): training_mode is true, and this engine does not train`},
+		{"Dropout seed at opset 11", typedModel(t, "Dropout", 11, []*gonnxproto.AttributeProto{intAttr("seed", 1)}, []string{"x"}, []gonnxproto.TensorProto_DataType{f32}, nil, f32),
+			"uses attribute seed before opset 12"},
+		{"BatchNormalization training_mode 1", batchNormModel(t, 14, 1, intAttr("training_mode", 1)), "uses training_mode 1 (opset 14; this engine does not train)"},
+		{"BatchNormalization training_mode at 13", batchNormModel(t, 13, 1, intAttr("training_mode", 0)), "uses attribute training_mode before opset 14"},
+		{"BatchNormalization running statistics", batchNormModel(t, 15, 3), "3 outputs; this engine runs inference, of Y alone"},
+		{"DOUBLE GlobalAveragePool", typedModel(t, "GlobalAveragePool", 13, nil, []string{"x"}, []gonnxproto.TensorProto_DataType{f64}, nil, f64),
+			"which this engine's GlobalAveragePool does not take (FLOAT)"},
 	} {
 		_, err := Engine{}.Compile(modelstore.ModelSource{Data: c.model}, modelstore.SessionOptions{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error with %q", c.what, err, c.want)
+		}
+	}
+}
+
+// batchNormModel is a BatchNormalization of FLOAT inputs at opset with
+// outs outputs.
+func batchNormModel(t *testing.T, opset int64, outs int, attrs ...*gonnxproto.AttributeProto) []byte {
+	t.Helper()
+	f := gonnxproto.TensorProto_FLOAT
+	types := make([]gonnxproto.TensorProto_DataType, outs)
+	for i := range types {
+		types[i] = f
+	}
+	return typedModel(t, "BatchNormalization", opset, attrs, []string{"x", "s", "b", "m", "v"},
+		[]gonnxproto.TensorProto_DataType{f, f, f, f, f}, nil, types...)
+}
+
+// A Dropout whose training_mode is fed true fails its run: this engine
+// does not train.
+func TestDropoutTrainingFails(t *testing.T) {
+	f32 := gonnxproto.TensorProto_FLOAT
+	model := typedModel(t, "Dropout", 13, nil, []string{"x", "", "training"}, []gonnxproto.TensorProto_DataType{f32, f32, gonnxproto.TensorProto_BOOL}, nil, f32)
+	s, err := Engine{}.Compile(modelstore.ModelSource{Data: model}, modelstore.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	x := &modelstore.Tensor{DType: modelstore.Float, Shape: []int64{2}, Data: make([]byte, 8)}
+	for _, c := range []struct {
+		training byte
+		want     string // "" runs
+	}{{0, ""}, {1, "training_mode true: this engine does not train"}} {
+		_, err := s.Run(context.Background(), []*modelstore.Tensor{x, {DType: modelstore.Bool, Shape: []int64{1}, Data: []byte{c.training}}})
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("training_mode %d: %v, want %q", c.training, err, c.want)
 		}
 	}
 }

@@ -31,12 +31,15 @@ import (
 
 var extraOps = map[string]func() (ops.Operator, error){
 	"Abs":                newAbs,
+	"BatchNormalization": func() (ops.Operator, error) { return &batchNorm{}, nil },
 	"Cast":               newCast,
 	"Conv":               newConv,
+	"Dropout":            func() (ops.Operator, error) { return &dropout{}, nil },
 	"Erf":                newErf,
 	"Exp":                newExp,
 	"Gather":             newGather,
 	"Gemm":               newGemm,
+	"GlobalAveragePool":  func() (ops.Operator, error) { return &globalAveragePool{}, nil },
 	"Identity":           func() (ops.Operator, error) { return &identity{}, nil },
 	"LSTM":               newLSTM,
 	"LayerNormalization": func() (ops.Operator, error) { return &layerNorm{}, nil },

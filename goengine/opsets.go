@@ -101,6 +101,12 @@ var changes = map[string][]change{
 		}
 		return nil
 	}}},
+	// 12: ratio and training_mode as inputs; before, ratio an
+	// attribute. 13: BFLOAT16.
+	"Dropout": {{12, dropoutRatio}, {13, nil}},
+	// 14: training_mode, and the running statistics as outputs when it
+	// is 1; 15: scale and B, mean and var of other types than X's.
+	"BatchNormalization": {{14, batchNormTraining}, {15, nil}},
 	// 14: layout, batch first when 1.
 	"RNN":  {{14, layoutZero}},
 	"GRU":  {{14, layoutZero}},

@@ -20,7 +20,7 @@ import unittest
 import numpy as np
 import onnx
 import redis
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import harness
 from harness import Server
@@ -121,6 +121,52 @@ class GoEngineTest(unittest.TestCase):
             self.assertEqual(r.exists("e", "u"), 0)
         # ONNX Runtime has HardSigmoid.
         self.assertEqual(self.o.execute_command("AI.MODELSTORE", "e", "ONNX", "CPU", "BLOB", opset13_model("HardSigmoid")), b"OK")
+
+    def test_gelu_batchnorm_model_equals_onnxruntime(self):
+        """A small CNN as PyTorch exports one for inference, at opsets 11,
+        13 and 17: Conv, BatchNormalization, GELU written with Erf (x * 0.5
+        * (1 + Erf(x / sqrt 2))), Dropout, GlobalAveragePool, Flatten and a
+        MatMul, gives ONNX Runtime's outputs. The pure-Go engine refused it
+        at AI.MODELSTORE ("unsupported operator BatchNormalization,
+        Dropout, Erf, GlobalAveragePool")."""
+        rng = np.random.default_rng(9)
+        f = lambda name, *shape: numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+        inits = [f("w", 8, 3, 3, 3), f("scale", 8), f("bias", 8), f("mean", 8),
+                 numpy_helper.from_array(rng.uniform(0.5, 2, 8).astype(np.float32), "var"),
+                 numpy_helper.from_array(np.array(np.sqrt(2), np.float32), "sqrt2"),
+                 numpy_helper.from_array(np.array(1, np.float32), "one"),
+                 numpy_helper.from_array(np.array(0.5, np.float32), "half"), f("fc", 8, 5)]
+        nodes = [
+            helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+            helper.make_node("BatchNormalization", ["c", "scale", "bias", "mean", "var"], ["bn"], epsilon=1e-3),
+            helper.make_node("Div", ["bn", "sqrt2"], ["d"]),
+            helper.make_node("Erf", ["d"], ["e"]),
+            helper.make_node("Add", ["e", "one"], ["e1"]),
+            helper.make_node("Mul", ["bn", "e1"], ["g1"]),
+            helper.make_node("Mul", ["g1", "half"], ["gelu"]),
+            helper.make_node("Dropout", ["gelu"], ["drop"]),
+            helper.make_node("GlobalAveragePool", ["drop"], ["pool"]),
+            helper.make_node("Flatten", ["pool"], ["flat"]),
+            helper.make_node("MatMul", ["flat", "fc"], ["y"]),
+        ]
+        graph = helper.make_graph(nodes, "gelu_bn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 10, 10])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 5])], inits)
+        for opset in (11, 13, 17):
+            model = helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", opset)])
+            onnx.checker.check_model(model)
+            data = model.SerializeToString()
+            for r in (self.o, self.g, self.gi):
+                self.assertEqual(r.execute_command("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", data), b"OK", opset)
+            for b in (1, 4):
+                x = rng.standard_normal((b, 3, 10, 10)).astype(np.float32)
+                outs = []
+                for r in (self.o, self.g, self.gi):
+                    tset(r, "x", x)
+                    self.assertEqual(execute(r, "m", ["x"], ["y"]), b"OK")
+                    outs.append(tget(r, "y"))
+                for got in outs[1:]:
+                    self.assertEqual(got.shape, (b, 5))
+                    np.testing.assert_allclose(got, outs[0], rtol=1e-3, atol=1e-4, err_msg="opset %d batch %d" % (opset, b))
 
     def test_integer_matmul_equals_onnxruntime(self):
         """An INT32, INT64, UINT32 or UINT64 MatMul, which ONNX Runtime runs,
