@@ -6,8 +6,9 @@
 // The operators are github.com/advancedclimatesystems/gonnx's (opset 13, on
 // gorgonia tensors) plus those our models and common published ones need
 // that it lacks (ops.go: MaxPool, ReduceMean, Sqrt, Identity, Neg, Pow;
-// unary.go: Erf, Exp, Log; norm.go: Dropout, GlobalAveragePool,
-// BatchNormalization, at inference), each for the types ONNX Runtime's CPU
+// unary.go: Erf, Exp, Log, LeakyRelu, Clip, Min, Max; norm.go: Dropout,
+// GlobalAveragePool, BatchNormalization, at inference; reduce.go:
+// ReduceSum, ReduceMax, ReduceMin), each for the types ONNX Runtime's CPU
 // provider has it for. A model is checked at Compile: one
 // with an operator neither has, an opset before 11 or after 17 (opsets.go),
 // a node using what its operator's version differs in from opset 13's

@@ -109,7 +109,8 @@ var fuzzOps = []string{"Abs", "Acos", "Acosh", "Add", "And", "Asin", "Asinh", "A
 	"PRelu", "Relu", "Reshape", "RNN", "Scaler", "Shape", "Sigmoid", "Sin", "Sinh", "Slice", "Softmax", "Squeeze",
 	"Sub", "Tan", "Tanh", "Transpose", "Unsqueeze", "Xor", "Identity", "MaxPool", "ReduceMean", "Sqrt", "Where",
 	"Neg", "Pow", "LayerNormalization", "Erf", "Exp", "Log",
-	"Dropout", "GlobalAveragePool", "BatchNormalization"}
+	"Dropout", "GlobalAveragePool", "BatchNormalization", "Clip", "ReduceSum", "ReduceMax", "ReduceMin", "Min", "Max",
+	"LeakyRelu"}
 
 // fuzzAttrs are the attributes FuzzGoEngineOps may give a node, any
 // operator; each takes ints or an int from the fuzzer's bytes.
@@ -120,7 +121,7 @@ var fuzzAttrs = []struct {
 	{"dilations", true}, {"group", false}, {"transA", false}, {"transB", false}, {"hidden_size", false},
 	{"to", false}, {"keepdims", false}, {"direction", false}, {"layout", false}, {"ceil_mode", false},
 	{"stash_type", false}, {"allowzero", false}, {"start", false}, {"end", false},
-	{"training_mode", false}, {"seed", false}}
+	{"training_mode", false}, {"seed", false}, {"noop_with_empty_axes", false}}
 
 // FuzzGoEngineOps builds one-node models from the fuzzer's bytes: an
 // operator, its attributes, inputs that are initializers of any shape and

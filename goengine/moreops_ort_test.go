@@ -65,7 +65,17 @@ func (n node) model(t *testing.T) []byte {
 // bytes.
 func likeORT(t *testing.T, what string, n node, in ...*modelstore.Tensor) {
 	t.Helper()
-	ort, gos := compileBoth(t, n.model(t))
+	src := modelstore.ModelSource{Data: n.model(t)}
+	ort, err := modelstore.InProcess{}.Compile(src, modelstore.SessionOptions{Optimize: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ort.Close()
+	gos, err := Engine{}.Compile(src, modelstore.SessionOptions{})
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	defer gos.Close()
 	want, got := runBoth(t, ort, gos, what, in)
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d outputs, ORT %d", what, len(got), len(want))
@@ -248,6 +258,172 @@ func TestBatchNormalizationMatchesONNXRuntime(t *testing.T) {
 						inTypes: []gonnxproto.TensorProto_DataType{ty.elem}, inits: inits, out: []gonnxproto.TensorProto_DataType{ty.elem}}
 					x := floatTensor(ty.dt, func(int) float64 { return 2 + 3*r.NormFloat64() }, s...)
 					likeORT(t, fmt.Sprint("BatchNormalization ", ty.dt, " opset ", v, " ", s, " ", len(attrs)), n, x)
+				}
+			}
+		}
+	}
+}
+
+// numericElems are the types Clip takes in both engines.
+var numericElems = []elemType{
+	{gonnxproto.TensorProto_FLOAT, modelstore.Float}, {gonnxproto.TensorProto_DOUBLE, modelstore.Double},
+	{gonnxproto.TensorProto_INT8, modelstore.Int8}, {gonnxproto.TensorProto_INT16, modelstore.Int16},
+	{gonnxproto.TensorProto_INT32, modelstore.Int32}, {gonnxproto.TensorProto_INT64, modelstore.Int64},
+	{gonnxproto.TensorProto_UINT8, modelstore.Uint8}, {gonnxproto.TensorProto_UINT16, modelstore.Uint16},
+	{gonnxproto.TensorProto_UINT32, modelstore.Uint32}, {gonnxproto.TensorProto_UINT64, modelstore.Uint64},
+}
+
+// valuesOf is a tensor of ty: normal floats (NaN among them where nan),
+// or integers of random bytes.
+func valuesOf(r *rand.Rand, ty elemType, nan bool, shape ...int64) *modelstore.Tensor {
+	if ty.dt != modelstore.Float && ty.dt != modelstore.Double {
+		return randomOf(r, ty.dt, shape...)
+	}
+	return floatTensor(ty.dt, func(int) float64 {
+		if nan && r.Intn(8) == 0 {
+			return math.NaN()
+		}
+		return r.NormFloat64() * 4
+	}, shape...)
+}
+
+// LeakyRelu gives ONNX Runtime's outputs, its default alpha and another,
+// FLOAT at opsets 11 to 17 and DOUBLE from 16 (ONNX Runtime's).
+func TestLeakyReluMatchesONNXRuntime(t *testing.T) {
+	requireORT(t)
+	r := rand.New(rand.NewSource(24))
+	for _, ty := range floatElems {
+		for v := int64(MinOpset); v <= MaxOpset; v++ {
+			if ty.dt == modelstore.Double && v < 16 {
+				continue
+			}
+			for _, attrs := range [][]*gonnxproto.AttributeProto{nil, {{Name: "alpha", Type: gonnxproto.AttributeProto_FLOAT, F: 0.2}}} {
+				for _, s := range shapes {
+					n := node{op: "LeakyRelu", opset: v, attrs: attrs, in: []string{"x"}, inTypes: []gonnxproto.TensorProto_DataType{ty.elem}, out: []gonnxproto.TensorProto_DataType{ty.elem}}
+					likeORT(t, fmt.Sprint("LeakyRelu ", ty.dt, " opset ", v, " ", s, attrs), n, valuesOf(r, ty, false, s...))
+				}
+			}
+		}
+	}
+}
+
+// Clip of each type gives ONNX Runtime's outputs, bit for bit, with min
+// and max, either, neither, and min past max, at opsets 11 (FLOAT, the
+// one type ONNX Runtime has there), 12, 13 and 17 (INT16 and UINT16 from
+// 13, and without bounds: ONNX Runtime fails those with bounds).
+func TestClipMatchesONNXRuntime(t *testing.T) {
+	requireORT(t)
+	r := rand.New(rand.NewSource(25))
+	for _, ty := range numericElems {
+		for _, v := range []int64{11, 12, 13, 17} {
+			if v == 11 && ty.dt != modelstore.Float || v == 12 && (ty.dt == modelstore.Int16 || ty.dt == modelstore.Uint16) {
+				continue
+			}
+			for _, in := range [][]string{{"x", "lo", "hi"}, {"x", "lo"}, {"x", "", "hi"}, {"x"}, {"x", "hi", "lo"}} {
+				if len(in) > 1 && (ty.dt == modelstore.Int16 || ty.dt == modelstore.Uint16) {
+					continue // ONNX Runtime fails the model: "Could not find an implementation for Where(9)"
+				}
+				a, b := valuesOf(r, ty, false, 1), valuesOf(r, ty, false, 1)
+				if bytes.Compare(a.Data, b.Data) > 0 && (ty.dt == modelstore.Uint8 || ty.dt == modelstore.Uint16 || ty.dt == modelstore.Uint32 || ty.dt == modelstore.Uint64) {
+					a, b = b, a
+				}
+				// The bounds are fed: gonnx reads a UINT64 initializer's
+				// raw data as nothing (its ReadUint64ArrayFromBytes).
+				n := node{op: "Clip", opset: v, in: in, out: []gonnxproto.TensorProto_DataType{ty.elem}}
+				feeds := []*modelstore.Tensor{valuesOf(r, ty, false, 3, 17)}
+				for _, name := range in {
+					switch name {
+					case "lo":
+						feeds = append(feeds, a)
+					case "hi":
+						feeds = append(feeds, b)
+					}
+					if name != "" {
+						n.inTypes = append(n.inTypes, ty.elem)
+					}
+				}
+				likeORT(t, fmt.Sprint("Clip ", ty.dt, " opset ", v, " ", in), n, feeds...)
+			}
+		}
+	}
+}
+
+// Min and Max of each type ONNX Runtime has them for give its outputs, of
+// one to three inputs broadcast together, NaNs among FLOATs and DOUBLEs,
+// at opsets 12, 13 and 17 (FLOAT and DOUBLE at 11).
+func TestMinMaxMatchONNXRuntime(t *testing.T) {
+	requireORT(t)
+	r := rand.New(rand.NewSource(26))
+	for _, op := range []string{"Min", "Max"} {
+		for _, ty := range numericElems {
+			if ty.dt == modelstore.Int16 || ty.dt == modelstore.Uint16 {
+				continue
+			}
+			for _, v := range []int64{11, 12, 13, 17} {
+				if v == 11 && ty.dt != modelstore.Float && ty.dt != modelstore.Double {
+					continue
+				}
+				for _, c := range [][][]int64{{{3, 4}}, {{3, 4}, {3, 4}}, {{2, 1, 4}, {3, 1}}, {{5}, {2, 3, 5}, {3, 1}}, {{1}, {4, 4}}} {
+					var names []string
+					var types []gonnxproto.TensorProto_DataType
+					var feeds []*modelstore.Tensor
+					for i, s := range c {
+						names = append(names, fmt.Sprint("x", i))
+						types = append(types, ty.elem)
+						feeds = append(feeds, valuesOf(r, ty, true, s...))
+					}
+					n := node{op: op, opset: v, in: names, inTypes: types, out: []gonnxproto.TensorProto_DataType{ty.elem}}
+					likeORT(t, fmt.Sprint(op, " ", ty.dt, " opset ", v, " ", c), n, feeds...)
+				}
+			}
+		}
+	}
+}
+
+// ReduceSum (FLOAT, DOUBLE, INT32, INT64; integer sums wrap), ReduceMax and
+// ReduceMin (those, INT8 and UINT8) give ONNX Runtime's outputs over each
+// set of axes, keepdims 0 and 1, at opsets 11 (ReduceSum's axes an
+// attribute, rewritten as an input) to 17, ReduceSum's
+// noop_with_empty_axes too.
+func TestReduceMatchesONNXRuntime(t *testing.T) {
+	requireORT(t)
+	r := rand.New(rand.NewSource(27))
+	for _, op := range []string{"ReduceSum", "ReduceMax", "ReduceMin"} {
+		for _, ty := range numericElems {
+			switch ty.dt {
+			case modelstore.Int16, modelstore.Uint16, modelstore.Uint32, modelstore.Uint64:
+				continue
+			case modelstore.Int8, modelstore.Uint8:
+				if op == "ReduceSum" {
+					continue
+				}
+			}
+			for v := int64(MinOpset); v <= MaxOpset; v++ {
+				if v == 11 && (ty.dt == modelstore.Int8 || ty.dt == modelstore.Uint8) {
+					continue // ONNX Runtime has them from 12
+				}
+				for _, axes := range [][]int64{nil, {0}, {1}, {-1}, {0, 2}, {1, 2}, {0, 1, 2}} {
+					for _, keep := range []int64{0, 1} {
+						n := node{op: op, opset: v, in: []string{"x"}, inTypes: []gonnxproto.TensorProto_DataType{ty.elem},
+							out: []gonnxproto.TensorProto_DataType{ty.elem}, attrs: []*gonnxproto.AttributeProto{intAttr("keepdims", keep)}}
+						switch {
+						case axes == nil:
+						case op == "ReduceSum" && v >= 13:
+							n.in = append(n.in, "axes")
+							n.inits = []*gonnxproto.TensorProto{{Name: "axes", DataType: int32(gonnxproto.TensorProto_INT64), Dims: []int64{int64(len(axes))}, Int64Data: axes}}
+						default:
+							n.attrs = append(n.attrs, ints("axes", axes...))
+						}
+						if keep == 0 && len(axes) == 3 || keep == 0 && axes == nil {
+							continue // a scalar, which the binding does not read
+						}
+						likeORT(t, fmt.Sprint(op, " ", ty.dt, " opset ", v, " axes ", axes, " keepdims ", keep), n, valuesOf(r, ty, false, 3, 4, 5))
+					}
+				}
+				if op == "ReduceSum" && v >= 13 {
+					n := node{op: op, opset: v, in: []string{"x"}, inTypes: []gonnxproto.TensorProto_DataType{ty.elem},
+						out: []gonnxproto.TensorProto_DataType{ty.elem}, attrs: []*gonnxproto.AttributeProto{intAttr("noop_with_empty_axes", 1)}}
+					likeORT(t, fmt.Sprint(op, " ", ty.dt, " opset ", v, " noop_with_empty_axes"), n, valuesOf(r, ty, false, 3, 4, 5))
 				}
 			}
 		}

@@ -66,6 +66,14 @@ func TestNewOperatorsRefuse(t *testing.T) {
 		{"BatchNormalization running statistics", batchNormModel(t, 15, 3), "3 outputs; this engine runs inference, of Y alone"},
 		{"DOUBLE GlobalAveragePool", typedModel(t, "GlobalAveragePool", 13, nil, []string{"x"}, []gonnxproto.TensorProto_DataType{f64}, nil, f64),
 			"which this engine's GlobalAveragePool does not take (FLOAT)"},
+		{"ReduceSum axes attribute at 13", typedModel(t, "ReduceSum", 13, []*gonnxproto.AttributeProto{ints("axes", 1)}, []string{"x"}, []gonnxproto.TensorProto_DataType{f32}, nil, f32),
+			"axes"},
+		{"ReduceSum axes input at 11", typedModel(t, "ReduceSum", 11, nil, []string{"x", "a"}, []gonnxproto.TensorProto_DataType{f32, gonnxproto.TensorProto_INT64}, nil, f32),
+			"uses other inputs than the data before opset 13"},
+		{"UINT16 Max", typedModel(t, "Max", 13, nil, []string{"x"}, []gonnxproto.TensorProto_DataType{gonnxproto.TensorProto_UINT16}, nil, gonnxproto.TensorProto_UINT16),
+			"which this engine's Max does not take"},
+		{"Min of 65 inputs", typedModel(t, "Min", 13, nil, strings.Split(strings.Repeat("x,", 64)+"x", ","), []gonnxproto.TensorProto_DataType{f32}, nil, f32),
+			"65 inputs, past this engine's bound of 64"},
 	} {
 		_, err := Engine{}.Compile(modelstore.ModelSource{Data: c.model}, modelstore.SessionOptions{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -81,9 +81,16 @@ var changes = map[string][]change{
 	// 13: Softmax over one axis; before, over all the dimensions from
 	// axis on (by default 1), as a 2-D matrix.
 	"Softmax": {{13, coercedSoftmax}},
+	// 12: more types (Clip, Min and Max: the integers; ReduceMax and
+	// ReduceMin: INT8 and UINT8); 13: BFLOAT16.
+	"Clip": {{12, nil}, {13, nil}}, "Min": {{12, nil}, {13, nil}}, "Max": {{12, nil}, {13, nil}},
+	"ReduceMax": {{12, nil}, {13, nil}}, "ReduceMin": {{12, nil}, {13, nil}},
+	// 16: BFLOAT16 (and, in ONNX Runtime, DOUBLE).
+	"LeakyRelu": {{16, nil}},
 	// 13: the axes are an input; before, an attribute.
 	"Squeeze":   {{13, axesToInput}},
 	"Unsqueeze": {{13, axesToInput}},
+	"ReduceSum": {{13, axesToInput}},
 	// 13: BFLOAT16; 14: allowzero, where a 0 in the shape means a
 	// dimension of 0 rather than the input's own.
 	"Reshape": {{13, nil}, {14, func(e *edit, n *gonnxproto.NodeProto, _ bool) error {
@@ -158,7 +165,7 @@ func coercedSoftmax(e *edit, n *gonnxproto.NodeProto, _ bool) error {
 	return nil
 }
 
-// axesToInput moves Squeeze's or Unsqueeze's axes attribute (before opset
+// axesToInput moves Squeeze's, Unsqueeze's or ReduceSum's axes attribute (before opset
 // 13) into an initializer given as their second input (opset 13's). A
 // Squeeze without axes removes every dimension of 1 at both.
 func axesToInput(e *edit, n *gonnxproto.NodeProto, _ bool) error {

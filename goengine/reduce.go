@@ -1,0 +1,230 @@
+package goengine
+
+import (
+	"math"
+
+	gonnxproto "github.com/advancedclimatesystems/gonnx/onnx"
+	"github.com/advancedclimatesystems/gonnx/ops"
+	"gorgonia.org/tensor"
+)
+
+// reduce is ReduceSum (opset 13: the axes an optional INT64 input, and
+// noop_with_empty_axes; older nodes' axes attribute is rewritten into
+// the input, axesToInput), ReduceMax and ReduceMin (the axes an
+// attribute up to opset 17): over the axes (every axis when there are
+// none), keepdims 1 by default. The types are ONNX Runtime's CPU
+// provider's: ReduceSum FLOAT, DOUBLE, INT32 and INT64, summed as
+// sumOver does (an integer sum wraps around, as ONNX Runtime's); ReduceMax
+// and ReduceMin those and INT8 and UINT8.
+type reduce struct {
+	op        string // "sum", "max" or "min"
+	types     []tensor.Dtype
+	axesInput bool
+	axes      []int
+	keepDims  bool
+	noopEmpty bool
+}
+
+var (
+	sumTypes    = []tensor.Dtype{tensor.Float32, tensor.Float64, tensor.Int32, tensor.Int64}
+	extremeType = []tensor.Dtype{tensor.Float32, tensor.Float64, tensor.Int32, tensor.Int64, tensor.Int8, tensor.Uint8}
+)
+
+func newReduce(op string, types []tensor.Dtype, axesInput bool) func() (ops.Operator, error) {
+	return func() (ops.Operator, error) {
+		return &reduce{op: op, types: types, axesInput: axesInput, keepDims: true}, nil
+	}
+}
+
+func (o *reduce) Init(n *gonnxproto.NodeProto) error {
+	for _, a := range n.GetAttribute() {
+		switch {
+		case a.GetName() == "axes" && !o.axesInput:
+			for _, v := range a.GetInts() {
+				o.axes = append(o.axes, int(v))
+			}
+		case a.GetName() == "keepdims":
+			o.keepDims = a.GetI() != 0
+		case a.GetName() == "noop_with_empty_axes" && o.axesInput:
+			o.noopEmpty = a.GetI() != 0
+		default:
+			return ops.ErrUnsupportedAttribute(a.GetName(), o)
+		}
+	}
+	return nil
+}
+
+func (o *reduce) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	return ops.ValidateInputs(o, in)
+}
+func (*reduce) GetMinInputs() int { return 1 }
+func (o *reduce) GetMaxInputs() int {
+	if o.axesInput {
+		return 2
+	}
+	return 1
+}
+func (o *reduce) GetInputTypeConstraints() [][]tensor.Dtype {
+	return [][]tensor.Dtype{o.types, {tensor.Int64}}
+}
+func (o *reduce) String() string { return "reduce" + o.op + " operator" }
+
+func (o *reduce) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	x := dense(in[0])
+	axes := o.axes
+	if len(in) > 1 && in[1] != nil {
+		axes = nil
+		for _, v := range numbers(in[1]) {
+			axes = append(axes, int(max(min(v, math.MaxInt32), math.MinInt32)))
+		}
+	}
+	if len(axes) == 0 && o.noopEmpty {
+		return []tensor.Tensor{in[0]}, nil
+	}
+	shape := x.Shape().Clone()
+	if x.IsScalar() {
+		shape = tensor.Shape{}
+	}
+	reduced, outShape, err := reducedShape(shape, axes)
+	if err != nil {
+		return nil, err
+	}
+	var backing any
+	switch v := flat(x).(type) {
+	case []float32:
+		backing = reduceAs(o, v, shape, outShape)
+	case []float64:
+		backing = reduceAs(o, v, shape, outShape)
+	case []int32:
+		backing = reduceAs(o, v, shape, outShape)
+	case []int64:
+		backing = reduceAs(o, v, shape, outShape)
+	case []int8:
+		backing = reduceAs(o, v, shape, outShape)
+	case []uint8:
+		backing = reduceAs(o, v, shape, outShape)
+	}
+	if backing == nil {
+		return nil, ops.ErrInvalidInputType(0, x.Dtype().Name(), o)
+	}
+	if !o.keepDims {
+		outShape = keptDims(outShape, reduced)
+	}
+	if len(outShape) == 0 {
+		return []tensor.Tensor{tensor.New(tensor.FromScalar(flatIndex(backing)))}, nil
+	}
+	return []tensor.Tensor{tensor.New(tensor.WithShape(outShape...), tensor.WithBacking(backing))}, nil
+}
+
+// reduceAs is o's reduction of x (of shape) to outShape, nil for a sum
+// of a type it does not take.
+func reduceAs[T int8 | uint8 | int32 | int64 | float32 | float64](o *reduce, x []T, shape, outShape []int) any {
+	if o.op != "sum" {
+		return extremeOver(x, shape, outShape, o.op == "max")
+	}
+	switch v := any(x).(type) {
+	case []float32:
+		sum := sumOver[float32, float64](v, shape, outShape)
+		out := make([]float32, len(sum))
+		for i, s := range sum {
+			out[i] = float32(s)
+		}
+		return out
+	case []float64:
+		return sumOver[float64, float64](v, shape, outShape)
+	case []int32:
+		return sumOver[int32, int32](v, shape, outShape)
+	case []int64:
+		return sumOver[int64, int64](v, shape, outShape)
+	}
+	return nil
+}
+
+// flatIndex is the first element of a slice.
+func flatIndex(backing any) any {
+	switch v := backing.(type) {
+	case []float32:
+		return v[0]
+	case []float64:
+		return v[0]
+	case []int32:
+		return v[0]
+	case []int64:
+		return v[0]
+	case []int8:
+		return v[0]
+	case []uint8:
+		return v[0]
+	}
+	return nil
+}
+
+// reducedShape is which axes of shape a reduction over axes (every axis
+// when none, negative ones counting from the end) reduces, and the shape
+// it makes with those axes kept as 1.
+func reducedShape(shape []int, axes []int) (reduced []bool, outShape []int, err error) {
+	rank := len(shape)
+	reduced = make([]bool, rank)
+	for _, a := range axes {
+		if a < -rank || a >= rank {
+			return nil, nil, ops.ErrAxisOutOfRange(-rank, rank, a)
+		}
+		reduced[(a+rank)%rank] = true
+	}
+	outShape = make([]int, rank)
+	for i, d := range shape {
+		if len(axes) == 0 {
+			reduced[i] = true
+		}
+		outShape[i] = d
+		if reduced[i] {
+			outShape[i] = 1
+		}
+	}
+	return reduced, outShape, nil
+}
+
+// keptDims is outShape without the reduced axes (keepdims 0).
+func keptDims(outShape []int, reduced []bool) []int {
+	var kept []int
+	for i, d := range outShape {
+		if !reduced[i] {
+			kept = append(kept, d)
+		}
+	}
+	return kept
+}
+
+// extremeOver is the greatest (or least) element of x (of shape) over the
+// axes that have size 1 in outShape, as sumOver walks them; a NaN is
+// passed over unless all are NaN.
+func extremeOver[T int8 | uint8 | int32 | int64 | float32 | float64](x []T, shape, outShape []int, greatest bool) []T {
+	rank := len(shape)
+	outStrides := make([]int, rank)
+	s := 1
+	for i := rank - 1; i >= 0; i-- {
+		if outShape[i] != 1 || shape[i] == 1 {
+			outStrides[i] = s
+		}
+		s *= outShape[i]
+	}
+	out := make([]T, s)
+	seen := make([]bool, s)
+	idx := make([]int, rank)
+	o := 0
+	for _, v := range x {
+		if !seen[o] || greatest && v > out[o] || !greatest && v < out[o] || out[o] != out[o] {
+			out[o], seen[o] = v, true
+		}
+		for i := rank - 1; i >= 0; i-- {
+			idx[i]++
+			o += outStrides[i]
+			if idx[i] < shape[i] {
+				break
+			}
+			o -= outStrides[i] * idx[i]
+			idx[i] = 0
+		}
+	}
+	return out
+}
