@@ -165,9 +165,10 @@ func coercedSoftmax(e *edit, n *gonnxproto.NodeProto, _ bool) error {
 	return nil
 }
 
-// axesToInput moves Squeeze's, Unsqueeze's or ReduceSum's axes attribute (before opset
-// 13) into an initializer given as their second input (opset 13's). A
-// Squeeze without axes removes every dimension of 1 at both.
+// axesToInput moves Squeeze's, Unsqueeze's or ReduceSum's axes attribute
+// (before opset 13) into an initializer given as their second input
+// (opset 13's). A Squeeze without axes removes every dimension of 1, a
+// ReduceSum without them reduces every axis, at both.
 func axesToInput(e *edit, n *gonnxproto.NodeProto, _ bool) error {
 	var axes []int64
 	found := false
