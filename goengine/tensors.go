@@ -173,7 +173,9 @@ func fromGonnx(g tensor.Tensor) (*modelstore.Tensor, error) {
 // gonnx would otherwise decode them element by element into a growing
 // slice (a peak of twice the weights) and keep the raw bytes as well.
 // Initializers that modelstore.WithoutLargeWeights left out are read from
-// model, where their external-data reference points.
+// model, where their external-data reference points. UINT64 raw_data is
+// decoded here too: gonnx reads it 4 bytes at a time, stops at once, and
+// gave such an initializer no elements at all.
 func decodeWeights(g *gonnxproto.GraphProto, model []byte) error {
 	for _, tp := range g.GetInitializer() {
 		if tp.GetDataLocation() == gonnxproto.TensorProto_EXTERNAL {
@@ -182,6 +184,17 @@ func decodeWeights(g *gonnxproto.GraphProto, model []byte) error {
 				return err
 			}
 			tp.RawData, tp.ExternalData, tp.DataLocation = raw, nil, gonnxproto.TensorProto_DEFAULT
+		}
+		if tp.GetDataType() == int32(gonnxproto.TensorProto_UINT64) && len(tp.RawData) > 0 {
+			if len(tp.RawData)%8 != 0 {
+				return fmt.Errorf("initializer %s: %d bytes of UINT64", tp.GetName(), len(tp.RawData))
+			}
+			u := make([]uint64, len(tp.RawData)/8)
+			for i := range u {
+				u[i] = binary.LittleEndian.Uint64(tp.RawData[8*i:])
+			}
+			tp.Uint64Data, tp.RawData = u, nil
+			continue
 		}
 		if tp.GetDataType() != int32(gonnxproto.TensorProto_FLOAT) || len(tp.RawData) == 0 {
 			continue
