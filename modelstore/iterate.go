@@ -99,19 +99,20 @@ func (k *Keyspace) Cut(retain func(Value), at func()) []Item {
 // the values it replaced.
 func (k *Keyspace) Replace(items []Item) []Value {
 	m := make(map[string]entry, len(items))
-	order, ttl := newOrder(), map[string]int64{}
+	order, ttl, models := newOrder(), map[string]int64{}, map[string]int64{}
 	var used int64
 	for _, it := range items {
 		m[it.Key] = entry{v: it.Value, expireAt: it.ExpireAt}
 		order.Set(slot{k.scanHash(it.Key), it.Key})
 		used += entrySize(it.Key, it.Value)
+		countModel(models, it.Value, 1)
 		if it.ExpireAt != 0 {
 			ttl[it.Key] = it.ExpireAt
 		}
 	}
 	k.mu.Lock()
 	old := k.m
-	k.m, k.order, k.ttl = m, order, ttl
+	k.m, k.order, k.ttl, k.models = m, order, ttl, models
 	k.touchAllLocked(old)
 	k.used.Store(used)
 	k.dirty.Store(0)

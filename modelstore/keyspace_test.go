@@ -3,6 +3,7 @@ package modelstore
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand"
 	"slices"
 	"strconv"
@@ -62,6 +63,13 @@ func checkAccounting(t *testing.T, k *Keyspace) {
 	}
 	if k.order.Len() != len(k.m) {
 		t.Errorf("SCAN order holds %d keys, the map %d", k.order.Len(), len(k.m))
+	}
+	models := map[string]int64{}
+	for _, e := range k.m {
+		countModel(models, e.v, 1)
+	}
+	if !maps.Equal(k.models, models) {
+		t.Errorf("model bytes by owner %v, the entries' models add up to %v", k.models, models)
 	}
 }
 
@@ -478,6 +486,51 @@ func TestFlushAndReplaceAccounting(t *testing.T) {
 	if want := entrySize("bb", items[1].Value); k.Used() != want {
 		t.Fatalf("Used() after Delete and Rename = %d, want %d", k.Used(), want)
 	}
+}
+
+func newOwnedModel(owner string, n int) *Model {
+	return &Model{ModelMeta: ModelMeta{Owner: owner}, Blob: &Blob{Data: make([]byte, n)}}
+}
+
+// ModelBytes is each owner's model bytes, kept in step with every change
+// (checkAccounting checks them after every keyspace test), the model at
+// the key excepted only when it is the owner's.
+func TestModelBytes(t *testing.T) {
+	k, c := newTestKeyspace(t, 0)
+	want := func(owner, except string, n int64) {
+		t.Helper()
+		if got := k.ModelBytes(owner, except); got != n {
+			t.Errorf("ModelBytes(%q, %q) = %d, want %d", owner, except, got, n)
+		}
+	}
+	k.Set("a1", newOwnedModel("alice", 100), true)
+	k.Set("a2", newOwnedModel("alice", 30), true)
+	k.Set("b1", newOwnedModel("bob", 7), true)
+	k.Set("t", newU8(1000), true)
+	want("alice", "", 130)
+	want("alice", "a2", 100)
+	want("alice", "b1", 130) // bob's model is not alice's to replace
+	want("bob", "", 7)
+	want("carol", "", 0)
+	k.Set("a1", newOwnedModel("alice", 10), true) // replaced
+	want("alice", "", 40)
+	k.Rename(nil, "a2", "b1") // alice's model over bob's
+	want("alice", "", 40)
+	want("bob", "", 0)
+	del(k, "a1")
+	want("alice", "", 30)
+	// An expired model counts until it is removed.
+	setExpire(k, "b1", c.ms+10)
+	c.ms += 20
+	want("alice", "", 30)
+	k.SweepExpired()
+	want("alice", "", 0)
+	k.Set("m", newOwnedModel("", 5), true)
+	k.Replace([]Item{{Key: "x", Value: newOwnedModel("bob", 3)}, {Key: "y", Value: newOwnedModel("bob", 4)}})
+	want("", "", 0)
+	want("bob", "", 7)
+	flush(k)
+	want("bob", "", 0)
 }
 
 // The keyspace operations with no Allow, as most tests use them.
