@@ -23,8 +23,13 @@ type modelStoreCmd struct {
 	fromFile   bool   // FILE was given (file may be empty, which is refused)
 	uploadID   string // UPLOAD: the resumable upload that holds the bytes
 	fromUpload bool   // UPLOAD was given (an empty id is no upload's)
-	// upload is the buffer the front end read the chunks into, if any.
+	// upload is the buffer the front end read the chunks into, if any;
+	// claim is what the bytes claimed against max-model-bytes-per-user
+	// (the front end's, or taken from the resumable upload: own), which
+	// the store hands back as the model is stored.
 	upload *modelstore.ModelBuffer
+	claim  *claim
+	own    claim
 	// prepared is set by prepare (a MULTI's queued store, compiled before
 	// EXEC takes the transaction lock): the model, or why there is none.
 	prepared bool
@@ -245,18 +250,10 @@ func (c *modelStoreCmd) Run(x *Ctx) error {
 	if !c.prepared {
 		m, err = c.compile(x)
 	}
-	c.model = nil // Run owns it now
+	defer x.releaseQuota(&c.own) // a resumable upload's, if not stored
+	c.model = nil                // Run owns it now
 	if err != nil {
 		return err
-	}
-	if c.prepared {
-		// Prepared beside the transaction's other stores, before any of
-		// them was stored: the user's budget is checked again now that
-		// they are (ten 90 MB stores in one EXEC passed a 100 MB budget).
-		if err := checkUploadBudget(int64(len(m.Blob.Data)), x.uploadBudget(x.C, c.key)); err != nil {
-			x.dropUnstored(m)
-			return err
-		}
 	}
 	key := c.key
 	if key == "*" {
@@ -268,7 +265,7 @@ func (c *modelStoreCmd) Run(x *Ctx) error {
 	}
 	var old []modelstore.Value
 	if err := x.Update(func() error {
-		old, err = x.Keys.SetMany([]modelstore.Write{{Key: key, Value: m, SameType: true, Allow: x.allow()}})
+		old, err = x.storeModel(key, m, c.claim)
 		return err
 	}); err != nil {
 		x.dropUnstored(m)
@@ -284,6 +281,34 @@ func (c *modelStoreCmd) Run(x *Ctx) error {
 		x.W.OK()
 	}
 	return nil
+}
+
+// storeModel stores m at key, and with max-model-bytes-per-user checks
+// again, in the same step under quota.mu, that it keeps the user within
+// the limit: next to its models at other keys and every claim but own,
+// the claim of the upload that brought m, which it hands back as m is
+// stored (stores queued in one transaction compile before any is stored;
+// uploads on other connections are claimed apart). It returns the value
+// replaced.
+func (x *Ctx) storeModel(key string, m *modelstore.Model, own *claim) ([]modelstore.Value, error) {
+	user, limit, ok := x.quotaUser(x.C)
+	if ok || own != nil && own.n > 0 {
+		x.quota.mu.Lock()
+		defer x.quota.mu.Unlock()
+	}
+	if ok {
+		if err := x.overQuotaLocked(user, key, limit, int64(len(m.Blob.Data)), own); err != nil {
+			return nil, err
+		}
+	}
+	old, err := x.Keys.SetMany([]modelstore.Write{{Key: key, Value: m, SameType: true, Allow: x.allow()}})
+	if err != nil {
+		return nil, err
+	}
+	if own != nil && own.n > 0 {
+		x.releaseQuotaLocked(own)
+	}
+	return old, nil
 }
 
 // compile checks the caller's rights and budget and compiles the model,
@@ -305,11 +330,14 @@ func (c *modelStoreCmd) compile(x *Ctx) (*modelstore.Model, error) {
 	var buf *modelstore.ModelBuffer
 	if c.fromUpload {
 		// The upload ends here whatever the store's outcome: a refused
-		// model is not kept for a retry.
+		// model is not kept for a retry. Its claim stays until the store
+		// (Run gives it back if there is none).
 		u, err := x.takeUpload(x.C, c.uploadID)
 		if err != nil {
 			return nil, err
 		}
+		c.own, u.claim = u.claim, claim{}
+		c.claim = &c.own
 		defer x.dropUpload(u)
 		data, buf = u.buf.Bytes(), u.buf
 	} else {
@@ -317,8 +345,11 @@ func (c *modelStoreCmd) compile(x *Ctx) (*modelstore.Model, error) {
 		if data, buf, err = c.modelBytes(x); err != nil {
 			return nil, err
 		}
+		// Stores queued in MULTI claimed nothing: their chunks' claims
+		// were given back once queued.
+		c.claim = x.C.claim
 	}
-	if err := checkUploadBudget(int64(len(data)), x.uploadBudget(x.C, c.key)); err != nil {
+	if err := x.checkQuota(x.C, c.key, int64(len(data)), c.claim); err != nil {
 		return nil, err
 	}
 	meta := c.meta

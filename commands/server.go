@@ -50,6 +50,9 @@ type App struct {
 	// of the resumable uploads held (up, upload_session.go).
 	uploading atomic.Int64
 	up        uploads
+	// quota is the bytes each user has claimed against
+	// max-model-bytes-per-user for models to come (policy.go).
+	quota quota
 	// queuedMem is the argument bytes of the commands MULTI holds queued,
 	// every client's (Client.multiMem): memory that maxmemory bounds, as
 	// Redis counts a transaction's queue in used_memory.
@@ -131,6 +134,7 @@ type Stats struct {
 func NewApp(opts *config.Options, log *slog.Logger) *App {
 	s := &App{Opts: opts, Log: log, clients: make(map[int64]*Client), started: time.Now()}
 	s.up.m = make(map[string]*uploadSession)
+	s.quota.held = make(map[string]int64)
 	s.Models = modelstore.NewRegistry(nil)
 	rs, err := receipt.NewSigner()
 	if err != nil {
@@ -329,8 +333,11 @@ type Client struct {
 	monOwn   [][]byte
 	internal bool // the server's own client (loadmodel): no upload policy
 
-	// upload is the running command's payload buffer (DispatchUpload).
+	// upload is the running command's payload buffer (DispatchUpload),
+	// claim what its chunks claimed against max-model-bytes-per-user
+	// (Upload.Admit), which the store hands back as the model is stored.
 	upload *modelstore.ModelBuffer
+	claim  *claim
 	// ctx is the running command's Ctx (Dispatch): one per client rather
 	// than one allocated per command. No Runner keeps its Ctx past Run.
 	ctx Ctx

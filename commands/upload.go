@@ -1,8 +1,6 @@
 package commands
 
 import (
-	"math"
-
 	"github.com/enclaveai/enclaveai/modelstore"
 )
 
@@ -11,8 +9,9 @@ import (
 // front end reads them (Spec.Payload tells which arguments they are) into
 // memory of its choosing, a modelstore.ModelBuffer for a large model, and
 // asks an Upload (Admit, and for a large model Reserve) before each one's
-// bytes arrive, so that max-model-size, the user's budget and maxmemory
-// refuse an upload before anything is allocated. The command
+// bytes arrive, so that max-model-size, the user's quota
+// (max-model-bytes-per-user: each chunk is claimed, policy.go) and
+// maxmemory refuse an upload before anything is allocated. The command
 // then finds the buffer with Args.Upload and hands it to the model registry
 // without copying it; the front end drops its own reference when the
 // command is over, which frees a buffer that nothing kept (a parse error, a
@@ -40,15 +39,23 @@ func modelPayloadArg(prev [][]byte, i int) bool {
 // Reserve and NewBuffer for what goes into a model buffer, End when the
 // command is over, then DispatchUpload.
 type Upload struct {
-	app      *App
-	budget   int64 // bytes the upload may total (max-model-bytes-per-user)
+	app *App
+	c   *Client
+	// key is an AI.MODELSTORE's key, whose model the quota does not count
+	// (the upload replaces it); quota is whether max-model-bytes-per-user
+	// applies, claim what the chunks claimed against it.
+	key      string
+	quota    bool
+	claim    claim
 	total    int64 // chunk bytes admitted
 	reserved int64 // bytes reserved against maxmemory
 	// sess is the resumable upload an AI.UPLOAD APPEND goes to
 	// (upload_session.go), whose buffer exists already; off is the bytes
-	// it held when the APPEND began.
+	// it held when the APPEND began, room what it may still take (its
+	// announced size less off).
 	sess *uploadSession
 	off  int64
+	room int64
 }
 
 // StartUpload decides, on the length header of an upload's first chunk and
@@ -66,7 +73,7 @@ func (s *App) StartUpload(c *Client, spec *Spec, prev [][]byte) (*Upload, error)
 	if err := s.checkAdmin(c, spec, prev); err != nil {
 		return nil, err
 	}
-	u := &Upload{app: s, budget: math.MaxInt64}
+	u := &Upload{app: s, c: c}
 	if isWord(prev[0], "ai.upload") {
 		off, ok := parseInt(prev[3])
 		if !ok || off < 0 {
@@ -76,8 +83,7 @@ func (s *App) StartUpload(c *Client, spec *Spec, prev [][]byte) (*Upload, error)
 		if err != nil {
 			return nil, err
 		}
-		u.sess, u.off = sess, off
-		u.budget = sess.size - off
+		u.sess, u.off, u.room = sess, off, sess.size-off
 		return u, nil
 	}
 	if isWord(prev[0], "clusterx") {
@@ -87,12 +93,11 @@ func (s *App) StartUpload(c *Client, spec *Spec, prev [][]byte) (*Upload, error)
 		return u, nil
 	}
 	if len(prev) > 1 {
-		key := prev[1]
-		budget, err := s.checkUploadStart(c, key)
-		if err != nil {
+		if err := s.checkUploadStart(c, prev[1]); err != nil {
 			return nil, err
 		}
-		u.budget = budget
+		u.key, u.quota = string(prev[1]), true
+		c.claim = &u.claim
 	}
 	return u, nil
 }
@@ -111,12 +116,14 @@ func (u *Upload) Buffer() *modelstore.ModelBuffer {
 }
 
 // Admit accounts for the next chunk, of n bytes, on its length header:
-// refused when the chunks would total more than max-model-size or the
-// user's max-model-bytes-per-user (for a resumable upload, its announced
-// size).
+// refused when the chunks would total more than max-model-size (for a
+// resumable upload, its announced size), or when they would take the
+// user past max-model-bytes-per-user, next to its models and every claim
+// of its other uploads; else the chunk is claimed (End gives it back,
+// unless the model was stored).
 func (u *Upload) Admit(n int64) error {
 	if u.sess != nil {
-		if u.total+n > u.budget {
+		if u.total+n > u.room {
 			return errUploadFull
 		}
 		u.total += n
@@ -125,8 +132,10 @@ func (u *Upload) Admit(n int64) error {
 	if u.total+n > u.app.Opts.MaxModelSize.Load() {
 		return errModelTooBig
 	}
-	if err := checkUploadBudget(u.total+n, u.budget); err != nil {
-		return err
+	if u.quota {
+		if err := u.app.claimQuota(u.c, &u.claim, u.key, n); err != nil {
+			return err
+		}
 	}
 	u.total += n
 	return nil
@@ -180,9 +189,15 @@ func (u *Upload) NewBuffer(limit, expect int64) (*modelstore.ModelBuffer, error)
 func (u *Upload) Reserved() int64 { return u.reserved }
 
 // End gives back what the upload reserved, but for the chunks an AI.UPLOAD
-// APPEND committed, which its resumable upload now holds; the command is
-// over.
+// APPEND committed, which its resumable upload now holds, and what its
+// chunks still claim: all of it for a command refused, cut off (the
+// connection closed) or queued in MULTI, nothing once the model is stored
+// (the store hands the claim back); the command is over.
 func (u *Upload) End() {
+	if u.c.claim == &u.claim {
+		u.c.claim = nil
+	}
+	u.app.releaseQuota(&u.claim)
 	if u.sess != nil {
 		u.reserved -= int64(u.app.endAppend(u.sess)) - u.off
 		u.sess = nil

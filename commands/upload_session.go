@@ -43,7 +43,10 @@ import (
 // An upload belongs to the user who began it (everyone, without users),
 // is dropped after upload-session-timeout seconds without an APPEND that adds bytes, at most
 // max-upload-sessions are held per user (in all, without users), and the
-// uploads a user holds count against max-model-bytes-per-user. Uploads are not persisted: after a restart
+// uploads a user holds count against max-model-bytes-per-user: BEGIN
+// claims the announced size (policy.go), which the upload holds until it
+// is stored (handed back as the model enters the keyspace), refused,
+// aborted or expired. Uploads are not persisted: after a restart
 // the client starts again (STATUS answers that the upload is unknown).
 
 var (
@@ -58,8 +61,9 @@ var (
 type uploadSession struct {
 	id    string
 	owner string // the user who began it; "" without users
-	size  int64  // announced at BEGIN, reserved against maxmemory
+	size  int64  // announced at BEGIN, claimed against the user's quota
 	buf   *modelstore.ModelBuffer
+	claim claim // the size claimed (policy.go); a store takes it
 	// held is the bytes the upload holds: the end of the last APPEND that
 	// completed. busy is set while an APPEND's bytes arrive.
 	held int
@@ -165,11 +169,12 @@ func (s *App) takeUpload(c *Client, id string) (*uploadSession, error) {
 	return u, nil
 }
 
-// dropUpload ends u, which no APPEND is receiving on, freeing its bytes
-// and their reservation.
+// dropUpload ends u, which no APPEND is receiving on, freeing its bytes,
+// their reservation and its claim (if a store has not taken it).
 func (s *App) dropUpload(u *uploadSession) {
 	u.buf.Unref()
 	s.uploading.Add(-int64(u.held))
+	s.releaseQuota(&u.claim)
 }
 
 // expireUploads drops the uploads idle for longer than
@@ -284,7 +289,7 @@ func (c uploadCmd) Run(x *Ctx) error {
 	}
 }
 
-// begin makes the upload, its buffer and its reservation.
+// begin makes the upload, its buffer and its claim.
 func (c uploadCmd) begin(x *Ctx) error {
 	if err := x.mayUpload(x.C); err != nil {
 		return err
@@ -294,28 +299,32 @@ func (c uploadCmd) begin(x *Ctx) error {
 	}
 	owner := x.ownerOf(x.C)
 	x.up.mu.Lock()
-	count, held := x.up.loadLocked(owner)
+	count := x.up.countLocked(owner)
 	x.up.mu.Unlock()
 	if count >= x.Opts.MaxUploadSessions.Load() {
 		return errUploadSessions
 	}
-	// The user's budget counts the uploads it holds, as models to come.
-	if err := checkUploadBudget(held+c.size, x.uploadBudget(x.C, "")); err != nil {
+	// The user's quota counts the uploads it holds, as models to come:
+	// the size is claimed now, and the store takes the claim.
+	var cl claim
+	if err := x.claimQuota(x.C, &cl, "", c.size); err != nil {
 		return err
 	}
 	// A model that maxmemory could not hold now is refused before a byte
 	// is sent; the room is reserved as the bytes arrive (append).
 	if err := x.Keys.CheckMemory(x.heldApart() + c.size); err != nil {
+		x.releaseQuota(&cl)
 		return err
 	}
 	buf, err := modelstore.NewModelBuffer(c.size, c.size)
 	if err != nil {
+		x.releaseQuota(&cl)
 		return err
 	}
 	x.tapUpload(buf)
-	u := &uploadSession{id: uuid.NewString(), owner: owner, size: c.size, buf: buf, last: time.Now()}
+	u := &uploadSession{id: uuid.NewString(), owner: owner, size: c.size, buf: buf, claim: cl, last: time.Now()}
 	x.up.mu.Lock()
-	if count, _ := x.up.loadLocked(owner); count >= x.Opts.MaxUploadSessions.Load() {
+	if x.up.countLocked(owner) >= x.Opts.MaxUploadSessions.Load() {
 		x.up.mu.Unlock()
 		x.dropUpload(u)
 		return errUploadSessions
@@ -326,16 +335,15 @@ func (c uploadCmd) begin(x *Ctx) error {
 	return nil
 }
 
-// loadLocked is how many uploads owner holds and their announced bytes:
-// every upload's when users are not configured (owner ""). up.mu is held.
-func (up *uploads) loadLocked(owner string) (count, bytes int64) {
+// countLocked is how many uploads owner holds: every upload when users
+// are not configured (owner ""). up.mu is held.
+func (up *uploads) countLocked(owner string) (count int64) {
 	for _, u := range up.m {
 		if u.owner == owner {
 			count++
-			bytes += u.size
 		}
 	}
-	return count, bytes
+	return count
 }
 
 // append commits the chunks: in place when the front end read them into

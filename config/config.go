@@ -139,7 +139,7 @@ type Options struct {
 	// authenticated as a named (non-default) user.
 	ModelstoreRequiresAuth atomic.Bool
 	// MaxModelBytesPerUser bounds the bytes of the models each user owns
-	// (0 = unlimited).
+	// with those of its uploads under way (0 = unlimited).
 	MaxModelBytesPerUser atomic.Int64
 	// LogProgressBytes: a model upload and a snapshot save log their
 	// progress every this many bytes (0: never).

@@ -213,7 +213,7 @@ var table = []directive{
 		doc:   "yes: uploads only from a client authenticated as a named user (a user directive or a token's sub), refused before any byte is buffered",
 		value: atomicFlag(func(o *Options) *atomic.Bool { return &o.ModelstoreRequiresAuth })},
 	{name: "max-model-bytes-per-user", def: "0", mutable: true,
-		doc:   "bound on the bytes of the model blobs under each user's keys (0: none); an upload past it is refused on the length header of the chunk that passes it",
+		doc:   "bound on the bytes of the model blobs under each user's keys together with the user's uploads in flight and resumable uploads held (0: none), however many run at once; an upload past it is refused on the length header of the chunk that passes it",
 		value: memory(func(o *Options) *atomic.Int64 { return &o.MaxModelBytesPerUser }, 0, 1<<62)},
 	{name: "log-progress-bytes", def: "256mb", mutable: true,
 		doc:   "a model upload logs its progress (bytes, rate) every this many bytes and once received, when it is at least that big, and a snapshot save every this many bytes written (0: never; a snapshot load logs every second)",
