@@ -34,6 +34,8 @@ func TestLockOrderUnderLoad(t *testing.T) {
 	}
 	h := newLogHarness(t, t.TempDir(), nil, "everysec")
 	s := h.s
+	// Model stores take quota.mu too, under tx (and EXEC's write side).
+	s.Opts.MaxModelBytesPerUser.Store(1 << 30)
 	model := loadTestRuntime(t)
 
 	type script func(i int) []string
