@@ -8,9 +8,10 @@
 // that it lacks (ops.go: MaxPool, ReduceMean, Sqrt, Identity, Neg, Pow;
 // unary.go: Erf, Exp, Log, LeakyRelu, Clip, Min, Max; norm.go: Dropout,
 // GlobalAveragePool, BatchNormalization, at inference; reduce.go:
-// ReduceSum, ReduceMax, ReduceMin), each for the types ONNX Runtime's CPU
-// provider has it for. A model is checked at Compile: one
-// with an operator neither has, an opset before 11 or after 17 (opsets.go),
+// ReduceSum, ReduceMax, ReduceMin; expand.go: Expand, Tile), each for
+// the types ONNX Runtime's CPU provider has it for. A model is checked at
+// Compile: one with an operator neither has, an opset before 11 or after
+// 17 (opsets.go),
 // a node using what its operator's version differs in from opset 13's
 // (older nodes are rewritten where they can be), or an operator
 // given an input of a type it does not take (where the type is known before

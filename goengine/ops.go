@@ -59,6 +59,8 @@ var extraOps = map[string]func() (ops.Operator, error){
 	"Softmax":            func() (ops.Operator, error) { return &softmax{axis: -1}, nil },
 	"Sqrt":               func() (ops.Operator, error) { return &sqrt{}, nil },
 	"Where":              func() (ops.Operator, error) { return &where{}, nil },
+	"Expand":             func() (ops.Operator, error) { return &expand{}, nil },
+	"Tile":               func() (ops.Operator, error) { return &tile{}, nil },
 }
 
 var floatTypes = []tensor.Dtype{tensor.Float32, tensor.Float64}

@@ -77,7 +77,7 @@ var changes = map[string][]change{
 	"Flatten": {{13, nil}}, "Gather": {{13, nil}}, "Gemm": {{13, nil}}, "Greater": {{13, nil}},
 	"Less": {{13, nil}}, "MatMul": {{13, nil}}, "Neg": {{13, nil}}, "ReduceMean": {{13, nil}},
 	"Sigmoid": {{13, nil}}, "Slice": {{13, nil}}, "Sqrt": {{13, nil}}, "Tanh": {{13, nil}},
-	"Transpose": {{13, nil}},
+	"Transpose": {{13, nil}}, "Expand": {{13, nil}}, "Tile": {{13, nil}},
 	// 13: Softmax over one axis; before, over all the dimensions from
 	// axis on (by default 1), as a 2-D matrix.
 	"Softmax": {{13, coercedSoftmax}},

@@ -3,6 +3,7 @@
 package goengine
 
 import (
+	"fmt"
 	"math"
 	"math/rand"
 	"testing"
@@ -164,4 +165,50 @@ func TestOlderOpsetsMatchONNXRuntime(t *testing.T) {
 			closeToORT(t, c.op, want, got)
 		}
 	}
+}
+
+// Expand and Tile give ONNX Runtime's outputs, byte for byte, for every
+// type they copy, over broadcasts either way (a 1 in the shape keeps the
+// input's dimension), a rank that grows, and repeats of 1.
+func TestExpandTileMatchONNXRuntime(t *testing.T) {
+	requireORT(t)
+	r := rand.New(rand.NewSource(8))
+	types := []elemType{{gonnxproto.TensorProto_FLOAT, modelstore.Float}, {gonnxproto.TensorProto_DOUBLE, modelstore.Double},
+		{gonnxproto.TensorProto_INT8, modelstore.Int8}, {gonnxproto.TensorProto_INT64, modelstore.Int64},
+		{gonnxproto.TensorProto_UINT16, modelstore.Uint16}, {gonnxproto.TensorProto_UINT64, modelstore.Uint64},
+		{gonnxproto.TensorProto_BOOL, modelstore.Bool}}
+	in := []string{"x", "s"}
+	for _, ty := range types {
+		elems := []gonnxproto.TensorProto_DataType{ty.elem, gonnxproto.TensorProto_INT64}
+		ort, gos := typedNodeBoth(t, "Expand", nil, in, elems)
+		for _, c := range []struct{ x, shape []int64 }{
+			{[]int64{3, 1}, []int64{2, 3, 4}}, {[]int64{1, 4}, []int64{3, 1}}, {[]int64{2, 3}, []int64{1}},
+			{[]int64{5}, []int64{2, 1, 5}}, {[]int64{1, 1, 1}, []int64{2, 3, 4}}, {[]int64{2, 1, 3}, []int64{2, 1, 4, 1}},
+		} {
+			x := randomOf(r, ty.dt, c.x...)
+			if ty.dt == modelstore.Bool {
+				x = boolsOf(r, c.x...)
+			}
+			sameAsORT(t, ort, gos, fmt.Sprint("Expand ", ty.dt, c), x, int64s(c.shape...))
+		}
+		ort, gos = typedNodeBoth(t, "Tile", nil, in, elems)
+		for _, c := range []struct{ x, reps []int64 }{
+			{[]int64{2, 3}, []int64{2, 2}}, {[]int64{4}, []int64{3}}, {[]int64{2, 1, 3}, []int64{1, 4, 2}}, {[]int64{1, 2}, []int64{1, 1}},
+		} {
+			x := randomOf(r, ty.dt, c.x...)
+			if ty.dt == modelstore.Bool {
+				x = boolsOf(r, c.x...)
+			}
+			sameAsORT(t, ort, gos, fmt.Sprint("Tile ", ty.dt, c), x, int64s(c.reps...))
+		}
+	}
+}
+
+// boolsOf is a BOOL tensor of random 0 and 1 bytes.
+func boolsOf(r *rand.Rand, shape ...int64) *modelstore.Tensor {
+	t := &modelstore.Tensor{DType: modelstore.Bool, Shape: shape, Data: make([]byte, modelstore.ShapeLen(shape))}
+	for i := range t.Data {
+		t.Data[i] = byte(r.Intn(2))
+	}
+	return t
 }

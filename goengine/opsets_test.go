@@ -1,6 +1,7 @@
 package goengine
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -162,6 +163,46 @@ func TestLaterVersionsRefused(t *testing.T) {
 		_, err := Engine{}.Compile(modelstore.ModelSource{Data: c.model}, modelstore.SessionOptions{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error with %q", c.what, err, c.want)
+		}
+	}
+}
+
+// Expand and Tile refuse dimensions and repeats of 0 or below, repeats
+// that do not match the input's rank, and a shape past the engine's
+// memory bound, before they allocate; none of them panics.
+func TestExpandTileRefuse(t *testing.T) {
+	compile := func(op string) modelstore.EngineSession {
+		g := &gonnxproto.GraphProto{Name: "g", Node: []*gonnxproto.NodeProto{{OpType: op, Input: []string{"x", "s"}, Output: []string{"y"}}},
+			Input:  []*gonnxproto.ValueInfoProto{valueInfo("x", gonnxproto.TensorProto_FLOAT), valueInfo("s", gonnxproto.TensorProto_INT64)},
+			Output: []*gonnxproto.ValueInfoProto{valueInfo("y", gonnxproto.TensorProto_FLOAT)}}
+		b, err := proto.Marshal(&gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: 13}}, Graph: g})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := Engine{}.Compile(modelstore.ModelSource{Data: b}, modelstore.SessionOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	x := &modelstore.Tensor{DType: modelstore.Float, Shape: []int64{2, 3}, Data: make([]byte, 24)}
+	for _, c := range []struct {
+		op   string
+		s    []int64
+		want string
+	}{
+		{"Expand", []int64{0, 3}, "makes no empty tensors"},
+		{"Expand", []int64{-1, 3}, "makes no empty tensors"},
+		{"Expand", []int64{4, 3}, "do not broadcast"},
+		{"Expand", []int64{1 << 20, 1 << 20, 3}, "would make"},
+		{"Tile", []int64{2}, "1 repeats for an input of rank 2"},
+		{"Tile", []int64{2, 0}, "makes no empty tensors"},
+		{"Tile", []int64{1 << 30, 1 << 30}, "would make"},
+	} {
+		_, err := compile(c.op).Run(context.Background(), []*modelstore.Tensor{x, int64s(c.s...)})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %v: %v, want an error with %q", c.op, c.s, err, c.want)
 		}
 	}
 }

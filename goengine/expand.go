@@ -1,0 +1,194 @@
+package goengine
+
+import (
+	"fmt"
+	"reflect"
+
+	gonnxproto "github.com/advancedclimatesystems/gonnx/onnx"
+	"github.com/advancedclimatesystems/gonnx/ops"
+	"gorgonia.org/tensor"
+)
+
+// copyTypes are the element types Expand and Tile copy: every type ONNX
+// Runtime's CPU provider has them for but FLOAT16 and (Tile) STRING,
+// which the engine does not hold.
+var copyTypes = []tensor.Dtype{tensor.Float32, tensor.Float64, tensor.Int8, tensor.Int16, tensor.Int32,
+	tensor.Int64, tensor.Uint8, tensor.Uint16, tensor.Uint32, tensor.Uint64, tensor.Bool}
+
+// expand is Expand (opset 8 and 13, the same but for BFLOAT16): the input
+// broadcast with the shape its second input gives (numpy's rules, either
+// side may be 1), a copy. HuggingFace's exports expand attention masks
+// with it. Its output is bounded before it runs (bound.go: outputElems
+// and outputRank); a dimension of 0 or below is refused, as the engine
+// makes no empty tensors.
+type expand struct{}
+
+func (*expand) Init(n *gonnxproto.NodeProto) error {
+	if len(n.GetAttribute()) > 0 {
+		return ops.ErrUnsupportedAttribute(n.GetAttribute()[0].GetName(), &expand{})
+	}
+	return nil
+}
+func (o *expand) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	return ops.ValidateInputs(o, in)
+}
+func (*expand) GetMinInputs() int { return 2 }
+func (*expand) GetMaxInputs() int { return 2 }
+func (*expand) GetInputTypeConstraints() [][]tensor.Dtype {
+	return [][]tensor.Dtype{copyTypes, {tensor.Int64}}
+}
+func (*expand) String() string { return "expand operator" }
+
+func (o *expand) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	target, err := dims(o, in[1])
+	if err != nil {
+		return nil, err
+	}
+	var xs []int
+	if !in[0].IsScalar() {
+		xs = in[0].Shape()
+	}
+	// The input twice, as Where's X and Y, under a condition that always
+	// holds: whereInto copies any type along broadcast strides.
+	out, strides, err := broadcastShapes([][]int{nil, xs, xs, target})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o, err)
+	}
+	x := flat(in[0])
+	n := tensor.Shape(out).TotalSize() // bounded before Apply (outputElems)
+	backing := reflect.MakeSlice(reflect.ValueOf(x).Type(), n, n).Interface()
+	if err := whereInto(backing, []bool{true}, x, x, out, strides[:3]); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return []tensor.Tensor{tensor.New(tensor.FromScalar(reflect.ValueOf(backing).Index(0).Interface()))}, nil
+	}
+	return []tensor.Tensor{tensor.New(tensor.WithShape(out...), tensor.WithBacking(backing))}, nil
+}
+
+// dims reads a 1-D INT64 tensor of dimensions (Expand's shape, Tile's
+// repeats), each at least 1 and at most maxRank of them.
+func dims(op ops.Operator, t tensor.Tensor) ([]int, error) {
+	v, ok := flat(t).([]int64)
+	if !ok {
+		return nil, ops.ErrInvalidInputType(1, t.Dtype().Name(), op)
+	}
+	if len(t.Shape()) > 1 || len(v) > maxRank {
+		return nil, ops.ErrInvalidInput(fmt.Sprintf("input 1 of shape %v: a list of at most %d dimensions", t.Shape(), maxRank), op)
+	}
+	out := make([]int, len(v))
+	for i, d := range v {
+		if d < 1 || d > 1<<40 {
+			return nil, ops.ErrInvalidInput(fmt.Sprintf("dimension %d of input 1 is %d: this engine makes no empty tensors", i, d), op)
+		}
+		out[i] = int(d)
+	}
+	return out, nil
+}
+
+// tile is Tile (opset 6 and 13, the same but for BFLOAT16): the input
+// repeated repeats[d] times along each dimension d. Its output is bounded
+// before it runs (bound.go: outputElems).
+type tile struct{}
+
+func (*tile) Init(n *gonnxproto.NodeProto) error {
+	if len(n.GetAttribute()) > 0 {
+		return ops.ErrUnsupportedAttribute(n.GetAttribute()[0].GetName(), &tile{})
+	}
+	return nil
+}
+func (o *tile) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	return ops.ValidateInputs(o, in)
+}
+func (*tile) GetMinInputs() int { return 2 }
+func (*tile) GetMaxInputs() int { return 2 }
+func (*tile) GetInputTypeConstraints() [][]tensor.Dtype {
+	return [][]tensor.Dtype{copyTypes, {tensor.Int64}}
+}
+func (*tile) String() string { return "tile operator" }
+
+func (o *tile) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	reps, err := dims(o, in[1])
+	if err != nil {
+		return nil, err
+	}
+	if in[0].IsScalar() || len(reps) != len(in[0].Shape()) {
+		return nil, ops.ErrInvalidInput(fmt.Sprintf("%d repeats for an input of rank %d", len(reps), len(in[0].Shape())), o)
+	}
+	xs := in[0].Shape()
+	out := make([]int, len(xs))
+	for d := range xs {
+		out[d] = xs[d] * reps[d] // bounded before Apply (outputElems)
+	}
+	x := flat(in[0])
+	n := tensor.Shape(out).TotalSize()
+	backing := reflect.MakeSlice(reflect.ValueOf(x).Type(), n, n).Interface()
+	if err := tileInto(backing, x, xs, out); err != nil {
+		return nil, fmt.Errorf("%s: %w", o, err)
+	}
+	return []tensor.Tensor{tensor.New(tensor.WithShape(out...), tensor.WithBacking(backing))}, nil
+}
+
+// tileInto fills out (of shape, a slice of x's type) with x (of xs)
+// repeated.
+func tileInto(out, x any, xs, shape []int) error {
+	switch o := out.(type) {
+	case []float32:
+		tileOf(o, x.([]float32), xs, shape)
+	case []float64:
+		tileOf(o, x.([]float64), xs, shape)
+	case []int8:
+		tileOf(o, x.([]int8), xs, shape)
+	case []int16:
+		tileOf(o, x.([]int16), xs, shape)
+	case []int32:
+		tileOf(o, x.([]int32), xs, shape)
+	case []int64:
+		tileOf(o, x.([]int64), xs, shape)
+	case []uint8:
+		tileOf(o, x.([]uint8), xs, shape)
+	case []uint16:
+		tileOf(o, x.([]uint16), xs, shape)
+	case []uint32:
+		tileOf(o, x.([]uint32), xs, shape)
+	case []uint64:
+		tileOf(o, x.([]uint64), xs, shape)
+	case []bool:
+		tileOf(o, x.([]bool), xs, shape)
+	default:
+		return fmt.Errorf("input of type %T", out)
+	}
+	return nil
+}
+
+// tileOf walks the output odometer style; the input's index along each
+// dimension is the output's modulo the input's size there.
+func tileOf[T any](out, x []T, xs, shape []int) {
+	rank := len(shape)
+	stride := make([]int, rank) // x's
+	s := 1
+	for d := rank - 1; d >= 0; d-- {
+		stride[d] = s
+		s *= xs[d]
+	}
+	idx, xi := make([]int, rank), make([]int, rank)
+	a := 0
+	for k := range out {
+		out[k] = x[a]
+		for d := rank - 1; d >= 0; d-- {
+			idx[d]++
+			xi[d]++
+			a += stride[d]
+			if xi[d] == xs[d] {
+				xi[d] = 0
+				a -= stride[d] * xs[d]
+			}
+			if idx[d] < shape[d] {
+				break
+			}
+			idx[d] = 0
+			// Back to the row's start: idx[d] wrapped a whole number of
+			// times xs[d], so xi[d] is 0 again already.
+		}
+	}
+}
