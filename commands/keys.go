@@ -415,11 +415,22 @@ func parsePersist(a Args) (Runner, error) { return persistCmd{key: a.NextString(
 // Run implements Runner.
 func (c persistCmd) Run(x *Ctx) error {
 	at, ok := x.Keys.Expiry(c.key)
-	if !ok || at == 0 {
+	if !ok {
 		x.W.Int(0)
 		return nil
 	}
-	ok, _, err := x.Keys.SetExpire(x.allow(), c.key, 0)
+	// Another user's key is refused whether or not it has a TTL (red-team
+	// review: 0 without one, NOPERM with one, told its state), as EXPIRE's
+	// conditions are; SetExpire checks again under the keyspace's lock.
+	allow := x.allowChange()
+	if err := x.Keys.Allowed(allow, c.key); err != nil {
+		return err
+	}
+	if at == 0 {
+		x.W.Int(0)
+		return nil
+	}
+	ok, _, err := x.Keys.SetExpire(allow, c.key, 0)
 	if err != nil {
 		return err
 	}

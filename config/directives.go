@@ -207,7 +207,7 @@ var table = []directive{
 		value: number(func(o *Options) *int64 { return &o.JWTLeeway }, false,
 			func(n int64) bool { return n >= 0 && n <= 300 }, "argument must be between 0 and 300 inclusive (seconds)")},
 	{name: "allow-modelstore", def: "yes", mutable: true,
-		doc:   "no: AI.MODELSTORE, AI.MODELSET, AI.MODELDEL, and DEL, UNLINK, RENAME, EXPIRE, FLUSHALL of a model are refused: only loadmodel models exist",
+		doc:   "no: AI.MODELSTORE, AI.MODELSET, AI.MODELDEL, and DEL, UNLINK, RENAME, EXPIRE, PERSIST, FLUSHALL of a model are refused: only loadmodel models exist",
 		value: atomicFlag(func(o *Options) *atomic.Bool { return &o.AllowModelstore })},
 	{name: "modelstore-requires-auth", def: "no", mutable: true,
 		doc:   "yes: uploads only from a client authenticated as a named user (a user directive or a token's sub), refused before any byte is buffered",

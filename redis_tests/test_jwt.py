@@ -281,7 +281,7 @@ class UploadPolicyTest(unittest.TestCase):
                 srv.client().execute_command(*cmd)
             self.assertEqual(str(cm.exception), text)
         for cmd in (("DEL", "fixed"), ("UNLINK", "fixed"), ("RENAME", "fixed", "other"),
-                    ("EXPIRE", "fixed", 1), ("FLUSHALL",)):
+                    ("EXPIRE", "fixed", 1), ("PERSIST", "fixed"), ("FLUSHALL",)):
             with self.assertRaises(redis.exceptions.ResponseError) as cm:
                 srv.client().execute_command(*cmd)
             self.assertEqual(str(cm.exception), text)

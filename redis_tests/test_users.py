@@ -99,6 +99,10 @@ class UsersTest(ServerTestCase):
                 ("EXPIRE", "m", 100, "NX"),
                 ("EXPIRE", "m", 100, "GT"),
                 ("PEXPIRE", "m", 100, "LT"),
+                # Neither has a TTL: 0 told it (red-team review), where
+                # one with a TTL got NOPERM.
+                ("PERSIST", "m"),
+                ("PERSIST", "x"),
                 ("FLUSHALL",),
                 ("FLUSHDB",),
             ):
@@ -106,6 +110,11 @@ class UsersTest(ServerTestCase):
                     with self.assertRaises(redis.exceptions.NoPermissionError) as cm:
                         r.execute_command(*cmd)
                     self.assertEqual(str(cm.exception), NOPERM)
+            # With a TTL, the same answer.
+            self.assertEqual(self.alice.expire("x", 1000), True)
+            with self.assertRaises(redis.exceptions.NoPermissionError):
+                r.persist("x")
+            self.assertEqual(self.alice.persist("x"), True)
             # A DAG resolves its models before it runs (as RedisAI does for
             # a missing one): the whole command is refused.
             with self.assertRaises(redis.exceptions.NoPermissionError):
