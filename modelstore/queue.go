@@ -26,18 +26,41 @@ import (
 // in one round trip (groupLocked): each stays a run of its own, with its
 // own outputs and errors, but the group pays for one wake-up each way.
 //
+// Requests wait in one lane per owner of their models (ModelMeta.Owner:
+// the user who stored the model, when users are configured), each lane in
+// arrival order, and the workers take from the lanes in turn (next), so
+// that a user with more clients than workers cannot keep every slot for
+// his backlog while another user's request waits: that request waits for
+// one run to end, not for the backlog (red-team review: another tenant's
+// 4 ms run waited 25-29 s behind a user's 12 clients running a model of
+// 3 s). A batch or a group is of one model, so of one lane. Without users
+// every model has the one owner, and its lane is RedisAI's queue.
+//
 // Only the CPU device exists, so the server has one queue.
 type RunQueue struct {
-	mu      sync.Mutex
-	cond    sync.Cond // workers wait on it for work (guarded by mu)
-	pending []*job    // in arrival order
-	want    int       // workers asked for (SetWorkers)
-	workers int       // worker goroutines alive
-	busy    int       // slots running a model now (workers and callers)
+	mu   sync.Mutex
+	cond sync.Cond // workers wait on it for work (guarded by mu)
+	// lanes holds the requests waiting, one lane per owner with requests
+	// waiting (and one, maybe empty, kept for the next), in turn: next
+	// looks at lanes[0] first. waiting counts the requests in every lane;
+	// served is the owner whose request was taken last (next, runHere).
+	lanes   []*lane
+	waiting int
+	served  string
+	want    int // workers asked for (SetWorkers)
+	workers int // worker goroutines alive
+	busy    int // slots running a model now (workers and callers)
 	// timerAt is when the timer armed for a MINBATCHTIMEOUT wakes the
 	// workers (zero: none armed).
 	timerAt time.Time
 	closed  bool // Close: no workers, no requests
+}
+
+// lane is the requests waiting for the models of one owner, in arrival
+// order.
+type lane struct {
+	owner string
+	jobs  []*job
 }
 
 // job is one request in the queue.
@@ -94,11 +117,13 @@ func (q *RunQueue) Close() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.closed, q.want = true, 0
-	for _, j := range q.pending {
-		j.taken = true
-		j.finish(nil, ErrQueueClosed)
+	for _, l := range q.lanes {
+		for _, j := range l.jobs {
+			j.taken = true
+			j.finish(nil, ErrQueueClosed)
+		}
 	}
-	q.pending = nil
+	q.lanes, q.waiting = nil, 0
 	q.cond.Broadcast()
 }
 
@@ -120,7 +145,7 @@ func (q *RunQueue) Busy() int {
 func (q *RunQueue) Pending() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.pending)
+	return q.waiting
 }
 
 // ErrTimedOut is returned when a run waited in the queue longer than the
@@ -245,11 +270,13 @@ func (q *RunQueue) Run(m *Model, req *RunRequest) ([]*Tensor, error) {
 		q.mu.Unlock()
 		return nil, ErrQueueClosed
 	}
-	if q.busy < q.want && len(q.pending) == 0 && (size == 0 || size >= m.BatchSize) {
+	if q.busy < q.want && q.waiting == 0 && (size == 0 || size >= m.BatchSize) {
 		return q.runHere(m, req)
 	}
 	j := &job{m: m, req: req, size: size, done: make(chan jobResult, 1)}
-	q.pending = append(q.pending, j)
+	l := q.laneLocked(m.Owner)
+	l.jobs = append(l.jobs, j)
+	q.waiting++
 	q.cond.Signal()
 	q.mu.Unlock()
 	if req.Timeout <= 0 && req.Cancel == nil {
@@ -272,7 +299,9 @@ func (q *RunQueue) Run(m *Model, req *RunRequest) ([]*Tensor, error) {
 	}
 	q.mu.Lock()
 	if !j.taken {
-		q.pending = slices.DeleteFunc(q.pending, func(x *job) bool { return x == j })
+		l := q.laneLocked(m.Owner) // j's: a lane goes only once empty
+		l.jobs = slices.DeleteFunc(l.jobs, func(x *job) bool { return x == j })
+		q.waiting--
 		q.mu.Unlock()
 		return nil, giveUp
 	}
@@ -289,13 +318,14 @@ func (q *RunQueue) Run(m *Model, req *RunRequest) ([]*Tensor, error) {
 // run at once, each would be a batch of one.
 func (q *RunQueue) runHere(m *Model, req *RunRequest) ([]*Tensor, error) {
 	q.busy++
+	q.served = m.Owner
 	q.mu.Unlock()
 	start := time.Now()
 	outs, err := m.runSession(req.Inputs, req.ExecTimeout, req.MaxOutput)
 	m.account(start, outs, err)
 	q.mu.Lock()
 	q.busy--
-	if len(q.pending) > 0 {
+	if q.waiting > 0 {
 		q.cond.Signal() // requests queued meanwhile: a worker takes them
 	}
 	q.mu.Unlock()
@@ -328,9 +358,6 @@ func (q *RunQueue) work() {
 			q.cond.Wait()
 			continue
 		}
-		if !gathered {
-			batch = q.groupLocked(batch[0], time.Now())
-		}
 		q.busy++
 		q.mu.Unlock()
 		switch {
@@ -350,7 +377,7 @@ func (q *RunQueue) work() {
 		if gathered {
 			batch[0].m.batching--
 		}
-		if len(q.pending) > 0 {
+		if q.waiting > 0 {
 			q.cond.Signal() // this worker looks too, but may be told to stop
 		}
 	}
@@ -368,7 +395,8 @@ const settleYields = 4
 // other clients are executing (Busy), the worker yields its thread
 // (runtime.Gosched) to the goroutines ready to run, and again while the
 // queue grew meanwhile, up to settleYields times. It never waits on a
-// clock. A lone client's requests never yield: a yield with nothing else to
+// clock. The oldest request is the one of the lane whose turn it is. A
+// lone client's requests never yield: a yield with nothing else to
 // run wakes an idle thread (the runtime's wakep), which may take the worker
 // to another CPU, gone cold. Under load the batches grow: mlp at 32 clients
 // with BATCHSIZE 32 went from about 8 requests a batch to about 9.5
@@ -377,29 +405,37 @@ const settleYields = 4
 func (q *RunQueue) settleLocked() bool {
 	yielded := false
 	for range settleYields {
-		if len(q.pending) == 0 {
+		if q.waiting == 0 {
 			break
 		}
-		j := q.pending[0]
-		if j.alone() || int64(len(q.pending)) >= j.m.BatchSize || !Busy() || q.heldBackLocked(j.m) {
+		l := q.lanes[0]
+		if len(l.jobs) == 0 {
 			break
 		}
-		n := len(q.pending)
+		j := l.jobs[0]
+		if j.alone() || int64(len(l.jobs)) >= j.m.BatchSize || !Busy() || q.heldBackLocked(j.m) {
+			break
+		}
+		n := q.waiting
 		q.mu.Unlock()
 		runtime.Gosched()
 		q.mu.Lock()
 		yielded = true
-		if len(q.pending) <= n {
+		if q.waiting <= n {
 			break // nothing came in while the others ran
 		}
 	}
 	return yielded
 }
 
-// next removes and returns the first runnable work in the queue: the
-// oldest request, with the compatible requests behind it when its model
-// is batched. A batched model has one batch running at a time while at
-// least half the slots are busy (spareLocked): its requests wait in the
+// next removes and returns the first runnable work in the queue, taking
+// the lanes in turn: the oldest runnable request of the first lane that
+// has one, which then goes last in the turn. It runs alone, or with the
+// compatible requests behind it in its lane when its model is batched
+// (gathered), or with its share of the requests for its model when they
+// go to its session in one round trip (groupLocked). A batched model has
+// one batch running at a time while at least half the slots are busy
+// (spareLocked): its requests wait in the
 // queue meanwhile, to form the next batch with the ones that arrive during
 // the run (otherwise idle workers would take them one by one as they come,
 // and nothing would ever be batched). With more than half the slots free,
@@ -413,30 +449,55 @@ func (q *RunQueue) settleLocked() bool {
 // behind are served). With nothing runnable it returns nil
 // and the earliest time a waiting batch's MINBATCHTIMEOUT passes (zero if
 // none). gathered tells a batched model's batch (which the caller marks
-// done) from a request run alone. Requests whose TIMEOUT has passed are
+// done) from requests run one by one. Requests whose TIMEOUT has passed are
 // answered TIMEDOUT without running, as RedisAI's workers do when they
 // pick one up.
 func (q *RunQueue) next(now time.Time) (batch []*job, gathered bool, at time.Time) {
+	if len(q.lanes) > 1 {
+		q.tidyLocked()
+	}
+	var wake time.Time
+	for i, l := range q.lanes {
+		batch, gathered, at := q.nextIn(l, now)
+		if batch != nil {
+			q.served = l.owner
+			if len(q.lanes) > 1 { // l goes last in the turn
+				copy(q.lanes[i:], q.lanes[i+1:])
+				q.lanes[len(q.lanes)-1] = l
+			}
+			return batch, gathered, time.Time{}
+		}
+		if !at.IsZero() && (wake.IsZero() || at.Before(wake)) {
+			wake = at
+		}
+	}
+	return nil, false, wake
+}
+
+// nextIn is next within lane l.
+func (q *RunQueue) nextIn(l *lane, now time.Time) (batch []*job, gathered bool, at time.Time) {
 	var wake time.Time
 	var waiting []*Model // batched models whose batch is short this time
-	for i := 0; i < len(q.pending); i++ {
-		j := q.pending[i]
+	for i := 0; i < len(l.jobs); i++ {
+		j := l.jobs[i]
 		if j.expired(now) {
-			q.pending = slices.Delete(q.pending, i, i+1)
+			l.jobs = slices.Delete(l.jobs, i, i+1)
+			q.waiting--
 			i--
 			j.taken = true
 			j.finish(nil, ErrTimedOut)
 			continue
 		}
 		if j.alone() {
-			q.pending = slices.Delete(q.pending, i, i+1)
+			l.jobs = slices.Delete(l.jobs, i, i+1)
+			q.waiting--
 			j.taken = true
-			return []*job{j}, false, time.Time{}
+			return q.groupLocked(l, j, now), false, time.Time{}
 		}
 		if q.heldBackLocked(j.m) || slices.Contains(waiting, j.m) {
 			continue
 		}
-		batch, ready, at := gather(q.pending, i, now)
+		batch, ready, at := gather(l.jobs, i, now)
 		if !ready {
 			waiting = append(waiting, j.m)
 			if !at.IsZero() && (wake.IsZero() || at.Before(wake)) {
@@ -448,10 +509,46 @@ func (q *RunQueue) next(now time.Time) (batch []*job, gathered bool, at time.Tim
 			b.taken = true
 		}
 		j.m.batching++
-		q.pending = slices.DeleteFunc(q.pending, func(x *job) bool { return x.taken })
+		l.jobs = slices.DeleteFunc(l.jobs, func(x *job) bool { return x.taken })
+		q.waiting -= len(batch)
 		return batch, true, time.Time{}
 	}
 	return nil, false, wake
+}
+
+// laneLocked is owner's lane. A new one goes last in the turn, but before
+// the lane of the owner served last: the owners already waiting go first,
+// and then the new one, before the one just served has another turn. The
+// only lane, when empty, is reused (a server without users makes it once).
+// q.mu is held.
+func (q *RunQueue) laneLocked(owner string) *lane {
+	for _, l := range q.lanes {
+		if l.owner == owner {
+			return l
+		}
+	}
+	if len(q.lanes) == 1 && len(q.lanes[0].jobs) == 0 {
+		q.lanes[0].owner = owner
+		return q.lanes[0]
+	}
+	l := &lane{owner: owner}
+	if n := len(q.lanes); n > 0 && q.lanes[n-1].owner == q.served {
+		q.lanes = slices.Insert(q.lanes, n-1, l)
+	} else {
+		q.lanes = append(q.lanes, l)
+	}
+	return l
+}
+
+// tidyLocked drops the empty lanes, but one when all are, so that the
+// lanes are those of the owners with requests waiting (with JWT users,
+// owners come and go). q.mu is held.
+func (q *RunQueue) tidyLocked() {
+	keep := q.lanes[0]
+	q.lanes = slices.DeleteFunc(q.lanes, func(l *lane) bool { return len(l.jobs) == 0 })
+	if len(q.lanes) == 0 {
+		q.lanes = append(q.lanes, keep)
+	}
 }
 
 // heldBackLocked reports whether m's requests wait for its running batch
@@ -494,11 +591,12 @@ const groupMaxRun = time.Millisecond
 
 // groupLocked returns j alone, or, when j's model is unbatched, its runs
 // short (groupMaxRun) and its session a GroupRunner, j with the requests
-// for the same model queued behind it: a share of them, so that the other
-// queue workers take the rest (with n such requests and w workers, this
-// one is given about n/w; none when the queue holds no other). Requests
-// whose TIMEOUT has passed are left for next to answer. q.mu is held.
-func (q *RunQueue) groupLocked(j *job, now time.Time) []*job {
+// for the same model queued behind it in its lane l: a share of them, so
+// that the other queue workers take the rest (with n such requests and w
+// workers, this one is given about n/w; none when the queue holds no
+// other). Requests whose TIMEOUT has passed are left for next to answer.
+// q.mu is held.
+func (q *RunQueue) groupLocked(l *lane, j *job, now time.Time) []*job {
 	if _, ok := j.m.Blob.Session.(GroupRunner); !ok || j.m.BatchSize > 0 {
 		return []*job{j}
 	}
@@ -506,14 +604,14 @@ func (q *RunQueue) groupLocked(j *job, now time.Time) []*job {
 		return []*job{j}
 	}
 	n := 0
-	for _, x := range q.pending {
+	for _, x := range l.jobs {
 		if x.m == j.m && !x.expired(now) {
 			n++
 		}
 	}
 	take := min(maxGroupRuns, (n+q.want)/q.want) - 1 // ceil((n+1)/want), j included
 	group := []*job{j}
-	for _, x := range q.pending {
+	for _, x := range l.jobs {
 		if len(group) > take {
 			break
 		}
@@ -523,7 +621,8 @@ func (q *RunQueue) groupLocked(j *job, now time.Time) []*job {
 		}
 	}
 	if len(group) > 1 {
-		q.pending = slices.DeleteFunc(q.pending, func(x *job) bool { return x.taken })
+		l.jobs = slices.DeleteFunc(l.jobs, func(x *job) bool { return x.taken })
+		q.waiting -= len(group) - 1
 	}
 	return group
 }
