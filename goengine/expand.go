@@ -6,6 +6,7 @@ import (
 
 	gonnxproto "github.com/advancedclimatesystems/gonnx/onnx"
 	"github.com/advancedclimatesystems/gonnx/ops"
+	"github.com/advancedclimatesystems/gonnx/ops/opset13"
 	"gorgonia.org/tensor"
 )
 
@@ -191,4 +192,92 @@ func tileOf[T any](out, x []T, xs, shape []int) {
 			// times xs[d], so xi[d] is 0 again already.
 		}
 	}
+}
+
+// flatten is gonnx's Flatten with its axis checked against the input's
+// rank first ([-r, r]): gonnx slices the shape with it, and an axis below
+// -r panicked there, which quarantined a model that was merely wrong (the
+// rewritten Softmax of opsets 11 and 12 flattens at the model's axis;
+// review).
+type flatten struct {
+	ops.Operator
+	axis int
+}
+
+func newFlatten() (ops.Operator, error) {
+	op, err := opset13.GetOperator("Flatten")
+	if err != nil {
+		return nil, err
+	}
+	return &flatten{Operator: op}, nil
+}
+
+func (o *flatten) Init(n *gonnxproto.NodeProto) error {
+	o.axis = int(attrInt(n, "axis", 1))
+	return o.Operator.Init(n)
+}
+
+func (o *flatten) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	if r := len(in[0].Shape()); o.axis < -r || o.axis > r {
+		return nil, ops.ErrAxisOutOfRange(-r, r, o.axis)
+	}
+	return o.Operator.Apply(in)
+}
+
+// squeeze is gonnx's Squeeze (or Unsqueeze) taking no attributes, as at
+// opset 13 (gonnx ignored an axes attribute there, which ONNX Runtime
+// refuses; the rewrite of opsets 11 and 12 makes it an input), with
+// Squeeze's axes checked first: in range, of dimensions of 1, each once.
+// gonnx passed over an axis out of range and squeezed nothing (review).
+type squeeze struct {
+	ops.Operator
+	unsqueeze bool
+}
+
+func newSqueeze(unsqueeze bool) func() (ops.Operator, error) {
+	return func() (ops.Operator, error) {
+		name := "Squeeze"
+		if unsqueeze {
+			name = "Unsqueeze"
+		}
+		op, err := opset13.GetOperator(name)
+		if err != nil {
+			return nil, err
+		}
+		return &squeeze{Operator: op, unsqueeze: unsqueeze}, nil
+	}
+}
+
+func (o *squeeze) Init(n *gonnxproto.NodeProto) error {
+	if len(n.GetAttribute()) > 0 {
+		return ops.ErrUnsupportedAttribute(n.GetAttribute()[0].GetName(), o.Operator)
+	}
+	return o.Operator.Init(n)
+}
+
+func (o *squeeze) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	if o.unsqueeze || len(in) < 2 || in[1] == nil {
+		return o.Operator.Apply(in)
+	}
+	axes, ok := flat(in[1]).([]int64)
+	if !ok {
+		return nil, ops.ErrInvalidInputType(1, in[1].Dtype().Name(), o.Operator)
+	}
+	shape := in[0].Shape()
+	r := len(shape)
+	if in[0].IsScalar() {
+		r = 0
+	}
+	seen := make([]bool, r)
+	for _, a := range axes {
+		if a < int64(-r) || a >= int64(r) {
+			return nil, ops.ErrAxisOutOfRange(-r, r-1, int(a))
+		}
+		d := (int(a) + r) % r
+		if seen[d] || shape[d] != 1 {
+			return nil, ops.ErrInvalidInput(fmt.Sprintf("axis %d of shape %v: each axis once, of a dimension of 1", a, shape), o.Operator)
+		}
+		seen[d] = true
+	}
+	return o.Operator.Apply(in)
 }

@@ -61,6 +61,9 @@ var extraOps = map[string]func() (ops.Operator, error){
 	"Where":              func() (ops.Operator, error) { return &where{}, nil },
 	"Expand":             func() (ops.Operator, error) { return &expand{}, nil },
 	"Tile":               func() (ops.Operator, error) { return &tile{}, nil },
+	"Flatten":            newFlatten,
+	"Squeeze":            newSqueeze(false),
+	"Unsqueeze":          newSqueeze(true),
 }
 
 var floatTypes = []tensor.Dtype{tensor.Float32, tensor.Float64}

@@ -167,8 +167,10 @@ func coercedSoftmax(e *edit, n *gonnxproto.NodeProto, _ bool) error {
 
 // axesToInput moves Squeeze's, Unsqueeze's or ReduceSum's axes attribute
 // (before opset 13) into an initializer given as their second input
-// (opset 13's). A Squeeze without axes removes every dimension of 1, a
-// ReduceSum without them reduces every axis, at both.
+// (opset 13's). A Squeeze without axes (or with none listed) removes
+// every dimension of 1, a ReduceSum without them reduces every axis, at
+// both; an Unsqueeze of no axes is its input. ReduceSum's
+// noop_with_empty_axes is opset 13's, refused before it.
 func axesToInput(e *edit, n *gonnxproto.NodeProto, _ bool) error {
 	var axes []int64
 	found := false
@@ -180,9 +182,20 @@ func axesToInput(e *edit, n *gonnxproto.NodeProto, _ bool) error {
 	switch {
 	case len(n.GetInput()) != 1 || len(n.GetOutput()) != 1:
 		return e.cannot(n, "other inputs than the data before opset 13")
+	case n.GetOpType() == "ReduceSum" && slices.ContainsFunc(n.GetAttribute(), func(a *gonnxproto.AttributeProto) bool {
+		return a.GetName() == "noop_with_empty_axes"
+	}):
+		return e.cannot(n, "noop_with_empty_axes before opset 13")
 	case !found && n.GetOpType() == "Unsqueeze":
 		return e.cannot(n, "no axes")
-	case !found || len(axes) == 0:
+	case len(axes) == 0 && n.GetOpType() == "Unsqueeze":
+		// No axis to insert: the input as it is, as ONNX Runtime has it.
+		n.Attribute = dropAttr(n.GetAttribute(), "axes")
+		e.emit(&gonnxproto.NodeProto{Name: n.GetName(), OpType: "Identity", Input: n.GetInput(), Output: n.GetOutput()})
+		return nil
+	case len(axes) == 0:
+		// Squeeze every dimension of 1, ReduceSum every axis.
+		n.Attribute = dropAttr(n.GetAttribute(), "axes")
 		return nil
 	}
 	name := e.fresh(n.GetOutput()[0] + "/axes")

@@ -31,7 +31,7 @@ func compileBoth(t *testing.T, model []byte) (ort, gos modelstore.EngineSession)
 }
 
 // closeToORT fails t unless got and want are outputs of the same shapes,
-// types and values (rtol 1e-3, atol 1e-4).
+// types and values (rtol 1e-3, atol 1e-4; NaN where ORT has NaN).
 func closeToORT(t *testing.T, what string, want, got []*modelstore.Tensor) {
 	t.Helper()
 	if len(got) != len(want) {
@@ -43,7 +43,7 @@ func closeToORT(t *testing.T, what string, want, got []*modelstore.Tensor) {
 		}
 		g, w := floatsOf(got[i]), floatsOf(want[i])
 		for k := range w {
-			if d := math.Abs(float64(g[k] - w[k])); d > 1e-4+1e-3*math.Abs(float64(w[k])) {
+			if d := math.Abs(float64(g[k] - w[k])); d > 1e-4+1e-3*math.Abs(float64(w[k])) || (g[k] != g[k]) != (w[k] != w[k]) {
 				t.Fatalf("%s output %d[%d]: %g, ORT %g", what, i, k, g[k], w[k])
 			}
 		}
@@ -211,4 +211,52 @@ func boolsOf(r *rand.Rand, shape ...int64) *modelstore.Tensor {
 		t.Data[i] = byte(r.Intn(2))
 	}
 	return t
+}
+
+// floats32 is a FLOAT tensor of shape holding v.
+func floats32(shape []int64, v ...float32) *modelstore.Tensor {
+	t := &modelstore.Tensor{DType: modelstore.Float, Shape: shape, Data: make([]byte, 4*len(v))}
+	for i, f := range v {
+		putFloat(t, i, f)
+	}
+	return t
+}
+
+// The review's cases, each once different from ONNX Runtime: ReduceMax
+// and ReduceMin of rows with a NaN (passed over), Clip with a NaN bound
+// (every element NaN), ReduceSum with an empty axes attribute at opset 11
+// (refused) and Unsqueeze with one (every run failed).
+func TestReviewedOpsMatchONNXRuntime(t *testing.T) {
+	requireORT(t)
+	nan := float32(math.NaN())
+	f := gonnxproto.TensorProto_FLOAT
+	rows := floats32([]int64{3, 3}, nan, 1, 2, 3, nan, 0.5, nan, nan, nan)
+	long := make([]float32, 4*40) // rows long enough for vector kernels
+	for i := range long {
+		long[i] = float32(i%17) - 8
+	}
+	long[0], long[45], long[87], long[120], long[159] = nan, nan, nan, nan, nan
+	for _, op := range []string{"ReduceMax", "ReduceMin"} {
+		for _, v := range []int64{11, 13} {
+			for _, in := range []*modelstore.Tensor{rows, floats32([]int64{4, 40}, long...), floats32([]int64{4, 4, 10}, long...)} {
+				for _, axes := range [][]int64{{1}, {0}, {-1}} {
+					likeORT(t, fmt.Sprint(op, v, in.Shape, axes), node{op: op, opset: v, in: []string{"x"}, inTypes: []gonnxproto.TensorProto_DataType{f},
+						attrs: []*gonnxproto.AttributeProto{ints("axes", axes...), intAttr("keepdims", 0)}, out: []gonnxproto.TensorProto_DataType{f}}, in)
+				}
+			}
+		}
+	}
+	x := floats32([]int64{4}, -1, 0, 2, nan)
+	for _, v := range []int64{11, 13} {
+		for _, in := range [][]string{{"x", "b"}, {"x", "", "b"}} { // the NaN as min, then as max
+			likeORT(t, fmt.Sprint("Clip ", v, in), node{op: "Clip", opset: v, in: in, inTypes: []gonnxproto.TensorProto_DataType{f},
+				inits: []*gonnxproto.TensorProto{{Name: "b", DataType: int32(f), FloatData: []float32{nan}}},
+				out:   []gonnxproto.TensorProto_DataType{f}}, x)
+		}
+	}
+	cube := randomFloats(rand.New(rand.NewSource(9)), 2, 3, 4)
+	for _, op := range []string{"ReduceSum", "Unsqueeze", "Squeeze"} {
+		likeORT(t, op+" axes []", node{op: op, opset: 11, in: []string{"x"}, inTypes: []gonnxproto.TensorProto_DataType{f},
+			attrs: []*gonnxproto.AttributeProto{ints("axes")}, out: []gonnxproto.TensorProto_DataType{f}}, cube)
+	}
 }

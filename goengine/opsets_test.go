@@ -206,3 +206,46 @@ func TestExpandTileRefuse(t *testing.T) {
 		}
 	}
 }
+
+// The review's refusals: a Softmax of opset 11 whose axis is below the
+// input's rank fails its run with an axis error, without the panic inside
+// gonnx's Flatten that quarantined the model; a Squeeze axis out of range
+// or of a dimension other than 1 fails the run (gonnx squeezed nothing);
+// an axes attribute at opset 13, and ReduceSum's noop_with_empty_axes at
+// 11, are refused as ONNX Runtime refuses them.
+func TestReviewedRefusals(t *testing.T) {
+	x := &modelstore.Tensor{DType: modelstore.Float, Shape: []int64{2, 1, 3}, Data: make([]byte, 24)}
+	run := func(what string, model []byte, want string) {
+		t.Helper()
+		s, err := Engine{}.Compile(modelstore.ModelSource{Data: model}, modelstore.SessionOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		defer s.Close()
+		for range 2 {
+			_, err := s.Run(context.Background(), []*modelstore.Tensor{x})
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: %v, want an error with %q", what, err, want)
+			}
+		}
+		if err := s.(modelstore.Quarantiner).Quarantined(); err != nil {
+			t.Errorf("%s: quarantined: %v", what, err)
+		}
+	}
+	run("Softmax axis -4 at 11", withOpset(t, oneNode(t, "Softmax", nil, nil, intAttr("axis", -4)), 11), "axis")
+	run("Squeeze axes [4] at 11", withOpset(t, oneNode(t, "Squeeze", nil, nil, ints("axes", 4)), 11), "axis")
+	run("Squeeze axes [0] at 11", withOpset(t, oneNode(t, "Squeeze", nil, nil, ints("axes", 0)), 11), "of a dimension of 1")
+	for _, c := range []struct {
+		what  string
+		model []byte
+	}{
+		{"Squeeze axes attribute at 13", oneNode(t, "Squeeze", nil, nil, ints("axes", 1))},
+		{"Unsqueeze axes attribute at 13", oneNode(t, "Unsqueeze", nil, nil, ints("axes", 1))},
+		{"ReduceSum axes attribute at 13", oneNode(t, "ReduceSum", nil, nil, ints("axes", 1))},
+		{"ReduceSum noop_with_empty_axes at 11", withOpset(t, oneNode(t, "ReduceSum", nil, nil, intAttr("noop_with_empty_axes", 1)), 11)},
+	} {
+		if _, err := (Engine{}).Compile(modelstore.ModelSource{Data: c.model}, modelstore.SessionOptions{}); err == nil {
+			t.Errorf("%s: compiled", c.what)
+		}
+	}
+}

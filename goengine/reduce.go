@@ -196,8 +196,10 @@ func keptDims(outShape []int, reduced []bool) []int {
 }
 
 // extremeOver is the greatest (or least) element of x (of shape) over the
-// axes that have size 1 in outShape, as sumOver walks them; a NaN is
-// passed over unless all are NaN.
+// axes that have size 1 in outShape, as sumOver walks them: the first,
+// then each one greater (less), as ONNX Runtime compares them, so a NaN
+// first stays and a NaN after a number is passed over (a later number
+// replaced a first NaN: review).
 func extremeOver[T int8 | uint8 | int32 | int64 | float32 | float64](x []T, shape, outShape []int, greatest bool) []T {
 	rank := len(shape)
 	outStrides := make([]int, rank)
@@ -213,7 +215,7 @@ func extremeOver[T int8 | uint8 | int32 | int64 | float32 | float64](x []T, shap
 	idx := make([]int, rank)
 	o := 0
 	for _, v := range x {
-		if !seen[o] || greatest && v > out[o] || !greatest && v < out[o] || out[o] != out[o] {
+		if !seen[o] || greatest && v > out[o] || !greatest && v < out[o] {
 			out[o], seen[o] = v, true
 		}
 		for i := rank - 1; i >= 0; i-- {

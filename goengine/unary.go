@@ -181,16 +181,17 @@ func (o *clip) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 }
 
 // clipped is max(v, lo) then min(that, hi), element by element; bounds
-// are slices of one T or nil.
+// are slices of one T or nil. A NaN bound is no bound, as in ONNX
+// Runtime (Go's max and min would make every element NaN: review).
 func clipped[T number](v []T, bounds []any) []T {
 	out := make([]T, len(v))
 	copy(out, v)
-	if lo, ok := bounds[0].([]T); ok {
+	if lo, ok := bounds[0].([]T); ok && lo[0] == lo[0] {
 		for i, x := range out {
 			out[i] = max(x, lo[0])
 		}
 	}
-	if hi, ok := bounds[1].([]T); ok {
+	if hi, ok := bounds[1].([]T); ok && hi[0] == hi[0] {
 		for i, x := range out {
 			out[i] = min(x, hi[0])
 		}
