@@ -3,6 +3,7 @@ package goengine
 import (
 	"fmt"
 	"reflect"
+	"slices"
 
 	gonnxproto "github.com/advancedclimatesystems/gonnx/onnx"
 	"github.com/advancedclimatesystems/gonnx/ops"
@@ -280,4 +281,93 @@ func (o *squeeze) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 		seen[d] = true
 	}
 	return o.Operator.Apply(in)
+}
+
+// split is Split (opset 13: the sizes an optional INT64 input; before,
+// an attribute, which the rewrite of opsets 11 and 12 makes the input,
+// splitToInput): the input cut along axis into as many outputs as the
+// node has, of the sizes given, or equal ones (the dimension must divide
+// evenly, as ONNX Runtime has it). Every type but FLOAT16 and STRING; no
+// output outgrows the input. A size of 0 is refused, as the engine makes
+// no empty tensors.
+type split struct {
+	axis    int
+	outputs int
+}
+
+func (o *split) Init(n *gonnxproto.NodeProto) error {
+	o.axis, o.outputs = 0, len(n.GetOutput())
+	for _, a := range n.GetAttribute() {
+		if a.GetName() != "axis" {
+			return ops.ErrUnsupportedAttribute(a.GetName(), o)
+		}
+		o.axis = int(a.GetI())
+	}
+	if o.outputs < 1 || o.outputs > maxVariadic {
+		return fmt.Errorf("%s: %d outputs, where this engine takes 1 to %d", o, o.outputs, maxVariadic)
+	}
+	return nil
+}
+func (o *split) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	return ops.ValidateInputs(o, in)
+}
+func (*split) GetMinInputs() int { return 1 }
+func (*split) GetMaxInputs() int { return 2 }
+func (*split) GetInputTypeConstraints() [][]tensor.Dtype {
+	return [][]tensor.Dtype{copyTypes, {tensor.Int64}}
+}
+func (*split) String() string { return "split operator" }
+
+func (o *split) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	x := dense(in[0])
+	if x.IsScalar() {
+		return nil, ops.ErrInvalidInput("a scalar", o)
+	}
+	shape := x.Shape()
+	axis, outer, inner, err := aroundAxis(shape, false, o.axis)
+	if err != nil {
+		return nil, err
+	}
+	sizes := make([]int, o.outputs)
+	if len(in) > 1 && in[1] != nil {
+		v, ok := flat(in[1]).([]int64)
+		if !ok {
+			return nil, ops.ErrInvalidInputType(1, in[1].Dtype().Name(), o)
+		}
+		if len(v) != o.outputs {
+			return nil, ops.ErrInvalidInput(fmt.Sprintf("%d sizes for %d outputs", len(v), o.outputs), o)
+		}
+		total := int64(0)
+		for i, s := range v {
+			if s < 1 || s > int64(shape[axis]) {
+				return nil, ops.ErrInvalidInput(fmt.Sprintf("size %d: this engine makes no empty tensors", s), o)
+			}
+			sizes[i], total = int(s), total+s
+		}
+		if total != int64(shape[axis]) {
+			return nil, ops.ErrInvalidInput(fmt.Sprintf("sizes summing to %d of a dimension of %d", total, shape[axis]), o)
+		}
+	} else {
+		if shape[axis]%o.outputs != 0 || shape[axis] < o.outputs {
+			return nil, ops.ErrInvalidInput(fmt.Sprintf("a dimension of %d in %d equal parts", shape[axis], o.outputs), o)
+		}
+		for i := range sizes {
+			sizes[i] = shape[axis] / o.outputs
+		}
+	}
+	src := reflect.ValueOf(x.Data())
+	outs := make([]tensor.Tensor, o.outputs)
+	start := 0
+	for i, size := range sizes {
+		dst := reflect.MakeSlice(src.Type(), outer*size*inner, outer*size*inner)
+		for r := range outer {
+			from := (r*shape[axis] + start) * inner
+			reflect.Copy(dst.Slice(r*size*inner, (r+1)*size*inner), src.Slice(from, from+size*inner))
+		}
+		s := slices.Clone(shape)
+		s[axis] = size
+		outs[i] = tensor.New(tensor.WithShape(s...), tensor.WithBacking(dst.Interface()))
+		start += size
+	}
+	return outs, nil
 }

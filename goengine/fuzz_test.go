@@ -110,7 +110,7 @@ var fuzzOps = []string{"Abs", "Acos", "Acosh", "Add", "And", "Asin", "Asinh", "A
 	"Sub", "Tan", "Tanh", "Transpose", "Unsqueeze", "Xor", "Identity", "MaxPool", "ReduceMean", "Sqrt", "Where",
 	"Neg", "Pow", "LayerNormalization", "Erf", "Exp", "Log",
 	"Dropout", "GlobalAveragePool", "BatchNormalization", "Clip", "ReduceSum", "ReduceMax", "ReduceMin", "Min", "Max",
-	"LeakyRelu", "Expand", "Tile"}
+	"LeakyRelu", "Expand", "Tile", "Split"}
 
 // fuzzAttrs are the attributes FuzzGoEngineOps may give a node, any
 // operator; each takes ints or an int from the fuzzer's bytes.
@@ -121,7 +121,7 @@ var fuzzAttrs = []struct {
 	{"dilations", true}, {"group", false}, {"transA", false}, {"transB", false}, {"hidden_size", false},
 	{"to", false}, {"keepdims", false}, {"direction", false}, {"layout", false}, {"ceil_mode", false},
 	{"stash_type", false}, {"allowzero", false}, {"start", false}, {"end", false},
-	{"training_mode", false}, {"seed", false}, {"noop_with_empty_axes", false}}
+	{"training_mode", false}, {"seed", false}, {"noop_with_empty_axes", false}, {"split", true}}
 
 // FuzzGoEngineOps builds one-node models from the fuzzer's bytes: an
 // operator, its attributes, inputs that are initializers of any shape and

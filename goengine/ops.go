@@ -64,6 +64,7 @@ var extraOps = map[string]func() (ops.Operator, error){
 	"Flatten":            newFlatten,
 	"Squeeze":            newSqueeze(false),
 	"Unsqueeze":          newSqueeze(true),
+	"Split":              func() (ops.Operator, error) { return &split{}, nil },
 }
 
 var floatTypes = []tensor.Dtype{tensor.Float32, tensor.Float64}

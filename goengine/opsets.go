@@ -88,7 +88,9 @@ var changes = map[string][]change{
 	// 16: BFLOAT16 (and, in ONNX Runtime, DOUBLE).
 	"LeakyRelu": {{16, nil}},
 	// 13: the axes are an input; before, an attribute.
-	"Squeeze":   {{13, axesToInput}},
+	"Squeeze": {{13, axesToInput}},
+	// 13: the sizes are an input; before, an attribute.
+	"Split":     {{13, splitToInput}},
 	"Unsqueeze": {{13, axesToInput}},
 	"ReduceSum": {{13, axesToInput}},
 	// 13: BFLOAT16; 14: allowzero, where a 0 in the shape means a
@@ -203,6 +205,26 @@ func axesToInput(e *edit, n *gonnxproto.NodeProto, _ bool) error {
 		DataType: int32(gonnxproto.TensorProto_INT64), Int64Data: slices.Clone(axes)})
 	n.Input = append(n.Input, name)
 	n.Attribute = dropAttr(n.GetAttribute(), "axes")
+	return nil
+}
+
+// splitToInput moves Split's split attribute (before opset 13) into an
+// initializer given as its second input (opset 13's).
+func splitToInput(e *edit, n *gonnxproto.NodeProto, _ bool) error {
+	if len(n.GetInput()) != 1 {
+		return e.cannot(n, "other inputs than the data before opset 13")
+	}
+	for _, a := range n.GetAttribute() {
+		if a.GetName() != "split" {
+			continue
+		}
+		name := e.fresh(n.GetName() + "/split")
+		e.g.Initializer = append(e.g.Initializer, &gonnxproto.TensorProto{Name: name, Dims: []int64{int64(len(a.GetInts()))},
+			DataType: int32(gonnxproto.TensorProto_INT64), Int64Data: slices.Clone(a.GetInts())})
+		n.Input = append(n.Input, name)
+		n.Attribute = dropAttr(n.GetAttribute(), "split")
+		break
+	}
 	return nil
 }
 

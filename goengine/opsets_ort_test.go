@@ -260,3 +260,35 @@ func TestReviewedOpsMatchONNXRuntime(t *testing.T) {
 			attrs: []*gonnxproto.AttributeProto{ints("axes")}, out: []gonnxproto.TensorProto_DataType{f}}, cube)
 	}
 }
+
+// Split gives ONNX Runtime's outputs, byte for byte, at opsets 11 (its
+// sizes an attribute, rewritten) and 13 (an input), with sizes and in
+// equal parts, along every axis, for several types.
+func TestSplitMatchesONNXRuntime(t *testing.T) {
+	requireORT(t)
+	r := rand.New(rand.NewSource(10))
+	x := []int64{4, 6, 2}
+	for _, ty := range []elemType{{gonnxproto.TensorProto_FLOAT, modelstore.Float}, {gonnxproto.TensorProto_INT64, modelstore.Int64},
+		{gonnxproto.TensorProto_UINT8, modelstore.Uint8}} {
+		for _, c := range []struct {
+			axis  int64
+			sizes []int64 // nil: equal parts
+			outs  int
+		}{{0, nil, 2}, {1, nil, 3}, {-1, nil, 2}, {1, []int64{1, 5}, 2}, {0, []int64{2, 1, 1}, 3}, {-2, []int64{6}, 1}} {
+			for _, v := range []int64{11, 13} {
+				n := node{op: "Split", opset: v, in: []string{"x"}, inTypes: []gonnxproto.TensorProto_DataType{ty.elem},
+					attrs: []*gonnxproto.AttributeProto{intAttr("axis", c.axis)}}
+				for range c.outs {
+					n.out = append(n.out, ty.elem)
+				}
+				if c.sizes != nil && v == 11 {
+					n.attrs = append(n.attrs, ints("split", c.sizes...))
+				} else if c.sizes != nil {
+					n.in = append(n.in, "s")
+					n.inits = []*gonnxproto.TensorProto{{Name: "s", Dims: []int64{int64(len(c.sizes))}, DataType: int32(gonnxproto.TensorProto_INT64), Int64Data: c.sizes}}
+				}
+				likeORT(t, fmt.Sprint("Split ", ty.dt, " at ", v, " ", c), n, randomOf(r, ty.dt, x...))
+			}
+		}
+	}
+}

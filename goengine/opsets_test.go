@@ -3,6 +3,7 @@ package goengine
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -246,6 +247,55 @@ func TestReviewedRefusals(t *testing.T) {
 	} {
 		if _, err := (Engine{}).Compile(modelstore.ModelSource{Data: c.model}, modelstore.SessionOptions{}); err == nil {
 			t.Errorf("%s: compiled", c.what)
+		}
+	}
+}
+
+// Split refuses sizes of 0, sizes that do not sum to the dimension or do
+// not match its outputs, and equal parts of a dimension they do not
+// divide, before it allocates; none of them panics.
+func TestSplitRefuses(t *testing.T) {
+	x := &modelstore.Tensor{DType: modelstore.Float, Shape: []int64{2, 6}, Data: make([]byte, 48)}
+	model := func(outs int, inputs ...string) []byte {
+		n := &gonnxproto.NodeProto{OpType: "Split", Input: inputs, Attribute: []*gonnxproto.AttributeProto{intAttr("axis", 1)}}
+		g := &gonnxproto.GraphProto{Name: "g", Node: []*gonnxproto.NodeProto{n}, Input: []*gonnxproto.ValueInfoProto{valueInfo("x", gonnxproto.TensorProto_FLOAT)}}
+		if len(inputs) > 1 {
+			g.Input = append(g.Input, valueInfo("s", gonnxproto.TensorProto_INT64))
+		}
+		for i := range outs {
+			n.Output = append(n.Output, fmt.Sprintf("y%d", i))
+			g.Output = append(g.Output, valueInfo(n.Output[i], gonnxproto.TensorProto_FLOAT))
+		}
+		b, err := proto.Marshal(&gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: 13}}, Graph: g})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, c := range []struct {
+		outs  int
+		sizes []int64 // nil: equal parts
+		want  string
+	}{
+		{4, nil, "a dimension of 6 in 4 equal parts"},
+		{7, nil, "a dimension of 6 in 7 equal parts"},
+		{2, []int64{6, 0}, "makes no empty tensors"},
+		{2, []int64{-1, 7}, "makes no empty tensors"},
+		{2, []int64{2, 3}, "sizes summing to 5"},
+		{2, []int64{1, 2, 3}, "3 sizes for 2 outputs"},
+	} {
+		in, feeds := []string{"x"}, []*modelstore.Tensor{x}
+		if c.sizes != nil {
+			in, feeds = append(in, "s"), append(feeds, int64s(c.sizes...))
+		}
+		s, err := Engine{}.Compile(modelstore.ModelSource{Data: model(c.outs, in...)}, modelstore.SessionOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Run(context.Background(), feeds)
+		s.Close()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%d outputs, sizes %v: %v, want an error with %q", c.outs, c.sizes, err, c.want)
 		}
 	}
 }
