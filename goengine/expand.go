@@ -2,6 +2,7 @@ package goengine
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 
@@ -370,4 +371,83 @@ func (o *split) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 		start += size
 	}
 	return outs, nil
+}
+
+// rangeTypes are Range's types here: ONNX Runtime's CPU provider also
+// has INT16, which the memory bound does not read (bound.go: numbers).
+var rangeTypes = []tensor.Dtype{tensor.Float32, tensor.Float64, tensor.Int32, tensor.Int64}
+
+// rangeOp is Range (opset 11): start, then each element the one before
+// plus delta, as many as ceil((limit - start) / delta), the difference
+// taken in the inputs' type and the rest in float64, as ONNX Runtime
+// makes them (PyTorch exports arange so). Its output is bounded before
+// it runs (bound.go: outputElems); a Range of no elements is refused, as
+// the engine makes no empty tensors, and so is a delta of 0.
+type rangeOp struct{}
+
+func (*rangeOp) Init(n *gonnxproto.NodeProto) error {
+	if len(n.GetAttribute()) > 0 {
+		return ops.ErrUnsupportedAttribute(n.GetAttribute()[0].GetName(), &rangeOp{})
+	}
+	return nil
+}
+func (o *rangeOp) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	return ops.ValidateInputs(o, in)
+}
+func (*rangeOp) GetMinInputs() int { return 3 }
+func (*rangeOp) GetMaxInputs() int { return 3 }
+func (*rangeOp) GetInputTypeConstraints() [][]tensor.Dtype {
+	return [][]tensor.Dtype{rangeTypes, rangeTypes, rangeTypes}
+}
+func (*rangeOp) String() string { return "range operator" }
+
+func (o *rangeOp) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	for i, t := range in {
+		if t.Dtype() != in[0].Dtype() {
+			return nil, ops.ErrInvalidInput(fmt.Sprintf("input %d is %v and input 0 %v", i, t.Dtype(), in[0].Dtype()), o)
+		}
+		if t.Shape().TotalSize() != 1 {
+			return nil, ops.ErrInvalidInput(fmt.Sprintf("input %d of shape %v, not a scalar", i, t.Shape()), o)
+		}
+	}
+	var backing any
+	var err error
+	switch s := flat(in[0]).(type) {
+	case []float32:
+		backing, err = rangeOf(s[0], flat(in[1]).([]float32)[0], flat(in[2]).([]float32)[0])
+	case []float64:
+		backing, err = rangeOf(s[0], flat(in[1]).([]float64)[0], flat(in[2]).([]float64)[0])
+	case []int32:
+		backing, err = rangeOf(s[0], flat(in[1]).([]int32)[0], flat(in[2]).([]int32)[0])
+	case []int64:
+		backing, err = rangeOf(s[0], flat(in[1]).([]int64)[0], flat(in[2]).([]int64)[0])
+	default:
+		return nil, ops.ErrInvalidInputType(0, in[0].Dtype().Name(), o)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o, err)
+	}
+	n := reflect.ValueOf(backing).Len()
+	return []tensor.Tensor{tensor.New(tensor.WithShape(n), tensor.WithBacking(backing))}, nil
+}
+
+// rangeOf is Range's elements (rangeOp).
+func rangeOf[T float32 | float64 | int32 | int64](start, limit, delta T) ([]T, error) {
+	if delta == 0 {
+		return nil, fmt.Errorf("a delta of 0")
+	}
+	n := math.Ceil(float64(limit-start) / float64(delta))
+	switch {
+	case !(n >= 1):
+		return nil, fmt.Errorf("%v elements: this engine makes no empty tensors", n)
+	case n > 1<<40: // the memory bound has refused it already
+		return nil, fmt.Errorf("%v elements", n)
+	}
+	out := make([]T, int(n))
+	v := start
+	for i := range out {
+		out[i] = v
+		v += delta
+	}
+	return out, nil
 }

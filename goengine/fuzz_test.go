@@ -110,7 +110,7 @@ var fuzzOps = []string{"Abs", "Acos", "Acosh", "Add", "And", "Asin", "Asinh", "A
 	"Sub", "Tan", "Tanh", "Transpose", "Unsqueeze", "Xor", "Identity", "MaxPool", "ReduceMean", "Sqrt", "Where",
 	"Neg", "Pow", "LayerNormalization", "Erf", "Exp", "Log",
 	"Dropout", "GlobalAveragePool", "BatchNormalization", "Clip", "ReduceSum", "ReduceMax", "ReduceMin", "Min", "Max",
-	"LeakyRelu", "Expand", "Tile", "Split"}
+	"LeakyRelu", "Expand", "Tile", "Split", "Range"}
 
 // fuzzAttrs are the attributes FuzzGoEngineOps may give a node, any
 // operator; each takes ints or an int from the fuzzer's bytes.

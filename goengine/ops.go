@@ -65,6 +65,7 @@ var extraOps = map[string]func() (ops.Operator, error){
 	"Squeeze":            newSqueeze(false),
 	"Unsqueeze":          newSqueeze(true),
 	"Split":              func() (ops.Operator, error) { return &split{}, nil },
+	"Range":              func() (ops.Operator, error) { return &rangeOp{}, nil },
 }
 
 var floatTypes = []tensor.Dtype{tensor.Float32, tensor.Float64}

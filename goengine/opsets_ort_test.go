@@ -3,6 +3,7 @@
 package goengine
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand"
@@ -289,6 +290,41 @@ func TestSplitMatchesONNXRuntime(t *testing.T) {
 				}
 				likeORT(t, fmt.Sprint("Split ", ty.dt, " at ", v, " ", c), n, randomOf(r, ty.dt, x...))
 			}
+		}
+	}
+}
+
+// scalarT is a rank-0 tensor of dt holding v.
+func scalarT(dt modelstore.DType, v float64) *modelstore.Tensor {
+	t := &modelstore.Tensor{DType: dt, Shape: []int64{}}
+	switch dt {
+	case modelstore.Float:
+		t.Data = binary.LittleEndian.AppendUint32(nil, math.Float32bits(float32(v)))
+	case modelstore.Double:
+		t.Data = binary.LittleEndian.AppendUint64(nil, math.Float64bits(v))
+	case modelstore.Int32:
+		t.Data = binary.LittleEndian.AppendUint32(nil, uint32(int32(v)))
+	default:
+		t.Data = binary.LittleEndian.AppendUint64(nil, uint64(int64(v)))
+	}
+	return t
+}
+
+// Range gives ONNX Runtime's outputs: its count, and each
+// element the one before plus delta (rounding accumulates, as ORT's).
+func TestRangeMatchesONNXRuntime(t *testing.T) {
+	requireORT(t)
+	for _, ty := range []elemType{{gonnxproto.TensorProto_FLOAT, modelstore.Float}, {gonnxproto.TensorProto_DOUBLE, modelstore.Double},
+		{gonnxproto.TensorProto_INT32, modelstore.Int32}, {gonnxproto.TensorProto_INT64, modelstore.Int64}} {
+		for _, c := range [][3]float64{{0, 10, 3}, {-5, 5, 2}, {5, -5, -3}, {1, 2, 1}, {0, 1000, 7}, {0.5, 10.25, 0.3}, {10, 0, -1.5}, {0, 1, 0.1}} {
+			if ty.dt == modelstore.Int32 || ty.dt == modelstore.Int64 {
+				if c[0] != math.Trunc(c[0]) || c[1] != math.Trunc(c[1]) || c[2] != math.Trunc(c[2]) {
+					continue
+				}
+			}
+			n := node{op: "Range", opset: 11, in: []string{"s", "l", "d"}, inTypes: []gonnxproto.TensorProto_DataType{ty.elem, ty.elem, ty.elem},
+				out: []gonnxproto.TensorProto_DataType{ty.elem}}
+			likeORT(t, fmt.Sprint("Range ", ty.dt, c), n, scalarT(ty.dt, c[0]), scalarT(ty.dt, c[1]), scalarT(ty.dt, c[2]))
 		}
 	}
 }

@@ -299,3 +299,40 @@ func TestSplitRefuses(t *testing.T) {
 		}
 	}
 }
+
+// Range refuses a delta of 0, a range of no elements, one past the memory
+// bound and inputs of two types, before it allocates; none panics.
+func TestRangeRefuses(t *testing.T) {
+	g := &gonnxproto.GraphProto{Name: "g", Node: []*gonnxproto.NodeProto{{OpType: "Range", Input: []string{"s", "l", "d"}, Output: []string{"y"}}},
+		Input: []*gonnxproto.ValueInfoProto{valueInfo("s", gonnxproto.TensorProto_INT64), valueInfo("l", gonnxproto.TensorProto_INT64),
+			valueInfo("d", gonnxproto.TensorProto_INT64)},
+		Output: []*gonnxproto.ValueInfoProto{valueInfo("y", gonnxproto.TensorProto_INT64)}}
+	b, err := proto.Marshal(&gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: 13}}, Graph: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Engine{}.Compile(modelstore.ModelSource{Data: b}, modelstore.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	scalar := func(v int64) *modelstore.Tensor {
+		t := int64s(v)
+		t.Shape = []int64{}
+		return t
+	}
+	for _, c := range []struct {
+		in   [3]int64
+		want string
+	}{
+		{[3]int64{0, 10, 0}, "a delta of 0"},
+		{[3]int64{5, 5, 1}, "makes no empty tensors"},
+		{[3]int64{10, 0, 1}, "makes no empty tensors"},
+		{[3]int64{0, 1 << 62, 1}, "would make"},
+	} {
+		_, err := s.Run(context.Background(), []*modelstore.Tensor{scalar(c.in[0]), scalar(c.in[1]), scalar(c.in[2])})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Range %v: %v, want an error with %q", c.in, err, c.want)
+		}
+	}
+}
