@@ -11,53 +11,9 @@ import (
 	"testing"
 
 	gonnxproto "github.com/advancedclimatesystems/gonnx/onnx"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/enclaveai/enclaveai/modelstore"
 )
-
-// node is a one-node model for the tests against ONNX Runtime: op at
-// opset, its inputs graph inputs of the given types unless they are
-// initializers (by name; "" leaves an optional input out), and outputs
-// of the given types.
-type node struct {
-	op      string
-	opset   int64
-	attrs   []*gonnxproto.AttributeProto
-	in      []string
-	inTypes []gonnxproto.TensorProto_DataType // of the graph inputs, in order
-	inits   []*gonnxproto.TensorProto
-	out     []gonnxproto.TensorProto_DataType
-}
-
-// model is n's bytes.
-func (n node) model(t *testing.T) []byte {
-	t.Helper()
-	g := &gonnxproto.GraphProto{Name: "g", Initializer: n.inits}
-	nd := &gonnxproto.NodeProto{Name: "n", OpType: n.op, Input: n.in, Attribute: n.attrs}
-	isInit := map[string]bool{"": true}
-	for _, i := range n.inits {
-		isInit[i.GetName()] = true
-	}
-	k := 0
-	for _, name := range n.in {
-		if !isInit[name] {
-			g.Input = append(g.Input, valueInfo(name, n.inTypes[k]))
-			k++
-		}
-	}
-	for i, ty := range n.out {
-		name := fmt.Sprintf("y%d", i)
-		nd.Output = append(nd.Output, name)
-		g.Output = append(g.Output, valueInfo(name, ty))
-	}
-	g.Node = []*gonnxproto.NodeProto{nd}
-	b, err := proto.Marshal(&gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: n.opset}}, Graph: g})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 // likeORT runs n on both engines with in and fails t unless every output
 // has ONNX Runtime's type and shape, and its values: floats within rtol

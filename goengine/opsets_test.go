@@ -75,6 +75,61 @@ func TestChangesMatchTheSchemas(t *testing.T) {
 	}
 }
 
+// node is a one-node model for the engine's tests (and those against
+// ONNX Runtime, likeORT): op at
+// opset, its inputs graph inputs of the given types unless they are
+// initializers (by name; "" leaves an optional input out), and outputs
+// of the given types.
+type node struct {
+	op      string
+	opset   int64
+	attrs   []*gonnxproto.AttributeProto
+	in      []string
+	inTypes []gonnxproto.TensorProto_DataType // of the graph inputs, in order
+	inits   []*gonnxproto.TensorProto
+	out     []gonnxproto.TensorProto_DataType
+}
+
+// model is n's bytes.
+func (n node) model(t *testing.T) []byte {
+	t.Helper()
+	g := &gonnxproto.GraphProto{Name: "g", Initializer: n.inits}
+	nd := &gonnxproto.NodeProto{Name: "n", OpType: n.op, Input: n.in, Attribute: n.attrs}
+	isInit := map[string]bool{"": true}
+	for _, i := range n.inits {
+		isInit[i.GetName()] = true
+	}
+	k := 0
+	for _, name := range n.in {
+		if !isInit[name] {
+			g.Input = append(g.Input, valueInfo(name, n.inTypes[k]))
+			k++
+		}
+	}
+	for i, ty := range n.out {
+		name := fmt.Sprintf("y%d", i)
+		nd.Output = append(nd.Output, name)
+		g.Output = append(g.Output, valueInfo(name, ty))
+	}
+	g.Node = []*gonnxproto.NodeProto{nd}
+	b, err := proto.Marshal(&gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: n.opset}}, Graph: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// compileGo compiles model in the pure-Go engine, closed when t ends.
+func compileGo(t *testing.T, model []byte) modelstore.EngineSession {
+	t.Helper()
+	s, err := Engine{}.Compile(modelstore.ModelSource{Data: model}, modelstore.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // withOpset is model with its default-domain opset import set to v.
 func withOpset(t *testing.T, model []byte, v int64) []byte {
 	t.Helper()
@@ -130,16 +185,10 @@ func layerNormModel(t *testing.T, opset int64, normShape []int64, noBias, stats 
 // reshapeModel is x FLOAT [2, 3] reshaped to [3, 2] at opset, with attrs.
 func reshapeModel(t *testing.T, opset int64, attrs ...*gonnxproto.AttributeProto) []byte {
 	t.Helper()
-	shape := &gonnxproto.TensorProto{Name: "shape", Dims: []int64{2}, DataType: int32(gonnxproto.TensorProto_INT64), Int64Data: []int64{3, 2}}
-	g := &gonnxproto.GraphProto{Name: "reshape", Initializer: []*gonnxproto.TensorProto{shape},
-		Node:   []*gonnxproto.NodeProto{{OpType: "Reshape", Input: []string{"x", "shape"}, Output: []string{"y"}, Attribute: attrs}},
-		Input:  []*gonnxproto.ValueInfoProto{valueInfo("x", gonnxproto.TensorProto_FLOAT)},
-		Output: []*gonnxproto.ValueInfoProto{valueInfo("y", gonnxproto.TensorProto_FLOAT)}}
-	b, err := proto.Marshal(&gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: opset}}, Graph: g})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	f := gonnxproto.TensorProto_FLOAT
+	return node{op: "Reshape", opset: opset, attrs: attrs, in: []string{"x", "shape"}, inTypes: []gonnxproto.TensorProto_DataType{f},
+		inits: []*gonnxproto.TensorProto{{Name: "shape", Dims: []int64{2}, DataType: int32(gonnxproto.TensorProto_INT64), Int64Data: []int64{3, 2}}},
+		out:   []gonnxproto.TensorProto_DataType{f}}.model(t)
 }
 
 // What a later opset's operators mean and this engine does not run is
@@ -173,19 +222,9 @@ func TestLaterVersionsRefused(t *testing.T) {
 // memory bound, before they allocate; none of them panics.
 func TestExpandTileRefuse(t *testing.T) {
 	compile := func(op string) modelstore.EngineSession {
-		g := &gonnxproto.GraphProto{Name: "g", Node: []*gonnxproto.NodeProto{{OpType: op, Input: []string{"x", "s"}, Output: []string{"y"}}},
-			Input:  []*gonnxproto.ValueInfoProto{valueInfo("x", gonnxproto.TensorProto_FLOAT), valueInfo("s", gonnxproto.TensorProto_INT64)},
-			Output: []*gonnxproto.ValueInfoProto{valueInfo("y", gonnxproto.TensorProto_FLOAT)}}
-		b, err := proto.Marshal(&gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: 13}}, Graph: g})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := Engine{}.Compile(modelstore.ModelSource{Data: b}, modelstore.SessionOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
+		return compileGo(t, node{op: op, opset: 13, in: []string{"x", "s"},
+			inTypes: []gonnxproto.TensorProto_DataType{gonnxproto.TensorProto_FLOAT, gonnxproto.TensorProto_INT64},
+			out:     []gonnxproto.TensorProto_DataType{gonnxproto.TensorProto_FLOAT}}.model(t))
 	}
 	x := &modelstore.Tensor{DType: modelstore.Float, Shape: []int64{2, 3}, Data: make([]byte, 24)}
 	for _, c := range []struct {
@@ -257,20 +296,12 @@ func TestReviewedRefusals(t *testing.T) {
 func TestSplitRefuses(t *testing.T) {
 	x := &modelstore.Tensor{DType: modelstore.Float, Shape: []int64{2, 6}, Data: make([]byte, 48)}
 	model := func(outs int, inputs ...string) []byte {
-		n := &gonnxproto.NodeProto{OpType: "Split", Input: inputs, Attribute: []*gonnxproto.AttributeProto{intAttr("axis", 1)}}
-		g := &gonnxproto.GraphProto{Name: "g", Node: []*gonnxproto.NodeProto{n}, Input: []*gonnxproto.ValueInfoProto{valueInfo("x", gonnxproto.TensorProto_FLOAT)}}
-		if len(inputs) > 1 {
-			g.Input = append(g.Input, valueInfo("s", gonnxproto.TensorProto_INT64))
+		n := node{op: "Split", opset: 13, in: inputs, attrs: []*gonnxproto.AttributeProto{intAttr("axis", 1)},
+			inTypes: []gonnxproto.TensorProto_DataType{gonnxproto.TensorProto_FLOAT, gonnxproto.TensorProto_INT64}}
+		for range outs {
+			n.out = append(n.out, gonnxproto.TensorProto_FLOAT)
 		}
-		for i := range outs {
-			n.Output = append(n.Output, fmt.Sprintf("y%d", i))
-			g.Output = append(g.Output, valueInfo(n.Output[i], gonnxproto.TensorProto_FLOAT))
-		}
-		b, err := proto.Marshal(&gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: 13}}, Graph: g})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
+		return n.model(t)
 	}
 	for _, c := range []struct {
 		outs  int
@@ -288,12 +319,7 @@ func TestSplitRefuses(t *testing.T) {
 		if c.sizes != nil {
 			in, feeds = append(in, "s"), append(feeds, int64s(c.sizes...))
 		}
-		s, err := Engine{}.Compile(modelstore.ModelSource{Data: model(c.outs, in...)}, modelstore.SessionOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = s.Run(context.Background(), feeds)
-		s.Close()
+		_, err := compileGo(t, model(c.outs, in...)).Run(context.Background(), feeds)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%d outputs, sizes %v: %v, want an error with %q", c.outs, c.sizes, err, c.want)
 		}
@@ -303,19 +329,9 @@ func TestSplitRefuses(t *testing.T) {
 // Range refuses a delta of 0, a range of no elements, one past the memory
 // bound and inputs of two types, before it allocates; none panics.
 func TestRangeRefuses(t *testing.T) {
-	g := &gonnxproto.GraphProto{Name: "g", Node: []*gonnxproto.NodeProto{{OpType: "Range", Input: []string{"s", "l", "d"}, Output: []string{"y"}}},
-		Input: []*gonnxproto.ValueInfoProto{valueInfo("s", gonnxproto.TensorProto_INT64), valueInfo("l", gonnxproto.TensorProto_INT64),
-			valueInfo("d", gonnxproto.TensorProto_INT64)},
-		Output: []*gonnxproto.ValueInfoProto{valueInfo("y", gonnxproto.TensorProto_INT64)}}
-	b, err := proto.Marshal(&gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: 13}}, Graph: g})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := Engine{}.Compile(modelstore.ModelSource{Data: b}, modelstore.SessionOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	i64 := gonnxproto.TensorProto_INT64
+	s := compileGo(t, node{op: "Range", opset: 13, in: []string{"s", "l", "d"},
+		inTypes: []gonnxproto.TensorProto_DataType{i64, i64, i64}, out: []gonnxproto.TensorProto_DataType{i64}}.model(t))
 	scalar := func(v int64) *modelstore.Tensor {
 		t := int64s(v)
 		t.Shape = []int64{}
