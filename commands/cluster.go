@@ -170,6 +170,7 @@ func (s *App) StartCluster() error {
 		if top := cs.view.Load().top; top != nil && top.Find(id) != nil {
 			m := &migration{slot: slot, target: top.Find(id)}
 			m.state.Store(migFail)
+			m.settled.Store(true)
 			m.moved.Store(1) // not known: taken as split
 			cs.mig.Store(m)
 		}

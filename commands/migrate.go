@@ -75,7 +75,14 @@ type migration struct {
 	slot   int
 	target *cluster.Node
 	state  atomic.Value // string: migStart, migSuccess or migFail
-	moved  atomic.Int64 // keys moved so far
+	// settled is set once the state file holds the end, success or fail:
+	// CLUSTER INFO reports start until then. A controller that reads
+	// success acts at once, and a kill -9 between success and its save
+	// found the file still holding the slot as migrating: the restarted
+	// source took it as split and answered ASK, not MOVED (CI,
+	// test_a_handoff_survives_kill9_before_the_push).
+	settled atomic.Bool
+	moved   atomic.Int64 // keys moved so far
 	// closing fences writes to the slot off (Ctx.fenced) for the last
 	// pass, so that none lands here after it.
 	closing atomic.Bool
@@ -213,6 +220,7 @@ func (s *App) migrate(m *migration) {
 		if err := s.Cluster.save(); err != nil { // a split stays, one that moved nothing goes
 			s.Log.Error("slot migration failed, its state not saved", "slot", m.slot, "err", err)
 		}
+		m.settled.Store(true)
 		return
 	}
 	// The deletes of the keys that went reach the log's file before the
@@ -232,6 +240,7 @@ func (s *App) migrate(m *migration) {
 		// until a restart here forgets it.
 		s.Log.Error("slot migration done, its handoff not saved", "slot", m.slot, "err", err)
 	}
+	m.settled.Store(true)
 	s.Log.Info("slot migration done", "slot", m.slot, "target", m.target.ID, "moved", m.moved.Load())
 }
 
@@ -748,6 +757,9 @@ func (cs *ClusterState) migrationInfo() [][2]string {
 	slot, state, dest := "-1", "none", ""
 	if m := cs.mig.Load(); m != nil {
 		slot, state, dest = strconv.Itoa(m.slot), m.State(), m.target.ID
+		if !m.settled.Load() {
+			state = migStart
+		}
 	}
 	islot, istate := "-1", "none"
 	if im := cs.imp.Load(); im != nil {

@@ -390,6 +390,11 @@ class TestMigrate(unittest.TestCase):
         rc.execute_command("AI.TENSORSET", "{b}x", "INT32", 1, "VALUES", 1)  # slot 3300
         self.assertEqual(src.cmd("clusterx", "migrate", "3300", IDS[1]), "OK")
         poll(lambda: info(src)["migrating_state"] == "success", timeout=30, what="the migration")
+        # Success is reported once the state file holds the handoff: a
+        # kill -9 right after it found the slot still saved as migrating,
+        # and the source answered ASK (CI).
+        with open(os.path.join(src.dir, "nodes.aiconf")) as f:
+            self.assertIn("\nhanded 3300 %s\n" % IDS[1], f.read())
         for n in (src, dst):
             n.proc.kill()
             n.proc.wait()
