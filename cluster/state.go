@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"bytes"
+	"crypto/hkdf"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -44,44 +46,59 @@ func NewID() string {
 }
 
 // The state file's layouts (never to change; a new layout gets a new
-// magic):
+// magic). Layout 3, the one written:
 //
-//	enclaveai-cluster-state 1\n
+//	enclaveai-cluster-state 3\n
 //	id <node id>\n
 //	version <decimal, -1 for none>\n
-//	<topology as Topology.Text writes it, zero or more lines>
-//	sha256 <hex of the SHA-256 of every byte above>\n
-//
-// and, written only while a slot is on the move (so that a build without
-// it reads the file the rest of the time), layout 2: the same with,
-// between the version and the topology, zero or more lines
-//
+//	<zero or more slots on the move, in this order, each by slot:>
 //	handed <slot> <node id>\n
 //	taken <slot> <node id>\n
 //	migrating <slot> <node id>\n
 //	importing <slot> <node id>\n
+//	<topology as Topology.Text writes it, zero or more lines>
+//	hmac <hex of the HMAC-SHA256 of every byte above>\n
 //
-// (a node id is 40 characters, so neither word starts a topology line).
+// (a node id is 40 characters, so no word of a slot line starts a
+// topology line). The HMAC's key is derived from the seal key (HKDF-SHA256,
+// stateKeyLabel): the host, which can write the data dir but has not the
+// key, cannot make a file a node accepts, so it cannot change the topology
+// the node believes. The file is not encrypted: the topology is what
+// CLUSTER NODES tells any client.
 //
-// The checksum catches a torn or edited file; the file is written to a
-// temporary name, synced and renamed over the old one, so a crash leaves
-// either the old state or the new.
+// Layouts 1 and 2, written by the builds before it, end with
+// "sha256 <hex of the SHA-256 of every byte above>\n" in place of the
+// HMAC, which anyone can compute; layout 1 has no slot lines, layout 2
+// has them (it was written only while a slot was on the move). Decode
+// reads them and says so (legacy), for the caller to refuse or to seal.
+//
+// The file is written to a temporary name, synced and renamed over the old
+// one, so a crash leaves either the old state or the new.
 const (
 	stateMagic  = "enclaveai-cluster-state 1\n"
 	stateMagic2 = "enclaveai-cluster-state 2\n"
+	stateMagic3 = "enclaveai-cluster-state 3\n"
+	// stateKeyLabel derives the state file's HMAC key from the seal key.
+	// Part of layout 3: never change it.
+	stateKeyLabel = "EnclaveAI cluster state key v1"
 )
 
 // ErrBadState is wrapped by Load's errors about the file's contents.
 var ErrBadState = errors.New("bad cluster state file")
 
-// Encode returns the state file's bytes.
-func (s *State) Encode() []byte {
+// stateMAC is the hex HMAC of body under the key derived from sealKey.
+func stateMAC(sealKey, body []byte) []byte {
+	key, _ := hkdf.Key(sha256.New, sealKey, nil, stateKeyLabel, 32) // fails only for lengths over 255*32
+	m := hmac.New(sha256.New, key)
+	m.Write(body)
+	return []byte(hex.EncodeToString(m.Sum(nil)))
+}
+
+// Encode returns the state file's bytes (layout 3), authenticated with a
+// key derived from sealKey.
+func (s *State) Encode(sealKey []byte) []byte {
 	var b bytes.Buffer
-	if len(s.Handed)+len(s.Taken)+len(s.Migrating)+len(s.Importing) == 0 {
-		b.WriteString(stateMagic)
-	} else {
-		b.WriteString(stateMagic2)
-	}
+	b.WriteString(stateMagic3)
 	b.WriteString("id " + s.ID + "\n")
 	b.WriteString("version " + strconv.FormatInt(s.Version, 10) + "\n")
 	for _, h := range []struct {
@@ -95,23 +112,50 @@ func (s *State) Encode() []byte {
 	if s.Topology != nil {
 		b.WriteString(s.Topology.Text())
 	}
-	sum := sha256.Sum256(b.Bytes())
-	b.WriteString("sha256 " + hex.EncodeToString(sum[:]) + "\n")
+	b.WriteString("hmac ")
+	b.Write(stateMAC(sealKey, b.Bytes()[:b.Len()-len("hmac ")]))
+	b.WriteString("\n")
 	return b.Bytes()
 }
 
-// Decode reads a state file's bytes, checking every field.
-func Decode(data []byte) (*State, error) {
-	i := bytes.LastIndex(data, []byte("sha256 "))
-	v2 := bytes.HasPrefix(data, []byte(stateMagic2))
-	if !(bytes.HasPrefix(data, []byte(stateMagic)) || v2) || i < 0 {
-		return nil, fmt.Errorf("%w: no header or checksum", ErrBadState)
+// Decode reads a state file's bytes, checking every field. A file of
+// layout 3 must carry the HMAC of sealKey's derived key. One of the
+// unsealed layouts 1 and 2 is read if its checksum holds, and legacy is
+// true: anyone who can write the file could have written it, and the
+// caller decides whether to believe it.
+func Decode(data, sealKey []byte) (s *State, legacy bool, err error) {
+	var body []byte
+	switch {
+	case bytes.HasPrefix(data, []byte(stateMagic3)):
+		i := bytes.LastIndex(data, []byte("hmac "))
+		if i < 0 {
+			return nil, false, fmt.Errorf("%w: no MAC", ErrBadState)
+		}
+		body = data[:i]
+		if !hmac.Equal(bytes.TrimSuffix(data[i+len("hmac "):], []byte("\n")), stateMAC(sealKey, body)) {
+			return nil, false, fmt.Errorf("%w: it fails its MAC (written under another seal key, or changed outside the server)", ErrBadState)
+		}
+	case bytes.HasPrefix(data, []byte(stateMagic)), bytes.HasPrefix(data, []byte(stateMagic2)):
+		i := bytes.LastIndex(data, []byte("sha256 "))
+		if i < 0 {
+			return nil, true, fmt.Errorf("%w: no checksum", ErrBadState)
+		}
+		body = data[:i]
+		sum := sha256.Sum256(body)
+		if strings.TrimSuffix(string(data[i+len("sha256 "):]), "\n") != hex.EncodeToString(sum[:]) {
+			return nil, true, fmt.Errorf("%w: checksum mismatch", ErrBadState)
+		}
+		legacy = true
+	default:
+		return nil, false, fmt.Errorf("%w: no header", ErrBadState)
 	}
-	body, tail := data[:i], strings.TrimSuffix(string(data[i+len("sha256 "):]), "\n")
-	sum := sha256.Sum256(body)
-	if tail != hex.EncodeToString(sum[:]) {
-		return nil, fmt.Errorf("%w: checksum mismatch", ErrBadState)
-	}
+	s, err = decodeBody(body, !bytes.HasPrefix(data, []byte(stateMagic)))
+	return s, legacy, err
+}
+
+// decodeBody reads the fields of a state file's body, whose MAC or
+// checksum held; slotLines: its layout has slots on the move.
+func decodeBody(body []byte, slotLines bool) (*State, error) {
 	lines := strings.SplitN(string(body[len(stateMagic):]), "\n", 3)
 	if len(lines) < 3 || !strings.HasPrefix(lines[0], "id ") || !strings.HasPrefix(lines[1], "version ") {
 		return nil, fmt.Errorf("%w: no id or version", ErrBadState)
@@ -126,7 +170,7 @@ func Decode(data []byte) (*State, error) {
 	}
 	s.Version = v
 	rest := lines[2]
-	for v2 {
+	for slotLines {
 		word, line, ok := strings.Cut(rest, "\n")
 		f := strings.Fields(word)
 		if !ok || len(f) != 3 {
@@ -155,8 +199,9 @@ func Decode(data []byte) (*State, error) {
 	return s, nil
 }
 
-// Load reads the state file at path; ok is false when there is none.
-func Load(path string) (s *State, ok bool, err error) {
+// Load reads the state file at path (Decode); s is nil when there is
+// none.
+func Load(path string, sealKey []byte) (s *State, legacy bool, err error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, false, nil
@@ -164,20 +209,20 @@ func Load(path string) (s *State, ok bool, err error) {
 	if err != nil {
 		return nil, false, err
 	}
-	s, err = Decode(data)
-	return s, err == nil, err
+	return Decode(data, sealKey)
 }
 
-// Save writes the state to path atomically: a temporary file in the same
-// directory, synced, renamed over path, then the directory synced.
-func Save(path string, s *State) error {
+// Save writes the state to path atomically, sealed with sealKey's derived
+// key (Encode): a temporary file in the same directory, synced, renamed
+// over path, then the directory synced.
+func Save(path string, sealKey []byte, s *State) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err
 	}
 	tmp := f.Name()
-	_, err = f.Write(s.Encode())
+	_, err = f.Write(s.Encode(sealKey))
 	if err == nil {
 		err = f.Sync()
 	}

@@ -2,8 +2,6 @@ package cluster
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"maps"
@@ -81,62 +79,106 @@ func TestParseNodesErrors(t *testing.T) {
 	}
 }
 
-func TestStateRoundTripAndChecksum(t *testing.T) {
+// testSealKey is the seal key of the state files written here (and of
+// testdata/state-v3).
+var testSealKey = bytes.Repeat([]byte{0x5a}, 32)
+
+func TestStateRoundTripAndMAC(t *testing.T) {
 	top, err := ParseNodes(idA + " 10.0.0.1 7001 master - 0-16383\n")
 	if err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "nodes.aiconf")
-	if _, ok, err := Load(path); ok || err != nil {
-		t.Fatalf("missing file: ok %v err %v", ok, err)
+	if s, _, err := Load(path, testSealKey); s != nil || err != nil {
+		t.Fatalf("missing file: %+v err %v", s, err)
 	}
 	s := &State{ID: idB, Version: 7, Topology: top}
-	if err := Save(path, s); err != nil {
+	if err := Save(path, testSealKey, s); err != nil {
 		t.Fatal(err)
 	}
-	got, ok, err := Load(path)
-	if !ok || err != nil || got.ID != idB || got.Version != 7 || got.Topology.Text() != top.Text() {
-		t.Fatalf("load: %+v %v %v", got, ok, err)
+	got, legacy, err := Load(path, testSealKey)
+	if err != nil || legacy || got.ID != idB || got.Version != 7 || got.Topology.Text() != top.Text() {
+		t.Fatalf("load: %+v %v %v", got, legacy, err)
 	}
 	// No topology yet: version -1 and no lines.
-	if err := Save(path, &State{ID: idB, Version: -1}); err != nil {
+	if err := Save(path, testSealKey, &State{ID: idB, Version: -1}); err != nil {
 		t.Fatal(err)
 	}
-	if got, ok, err := Load(path); !ok || err != nil || got.Topology != nil || got.Version != -1 {
-		t.Fatalf("empty: %+v %v %v", got, ok, err)
-	}
-	// One flipped byte anywhere is caught.
-	data := s.Encode()
-	for i := range data {
-		bad := append([]byte(nil), data...)
-		bad[i] ^= 0x20
-		if _, err := Decode(bad); err == nil {
-			t.Fatalf("flip at %d not caught", i)
-		}
+	if got, _, err := Load(path, testSealKey); err != nil || got.Topology != nil || got.Version != -1 {
+		t.Fatalf("empty: %+v %v", got, err)
 	}
 	if entries, _ := os.ReadDir(filepath.Dir(path)); len(entries) != 1 {
 		t.Errorf("temporary files left: %v", entries)
 	}
-	// Slots on the move: layout 2, only while there are any.
-	if !bytes.HasPrefix(s.Encode(), []byte("enclaveai-cluster-state 1\n")) {
-		t.Error("a state without handoffs is not layout 1")
-	}
+	// Slots on the move: layout 3 as well.
 	s.Handed, s.Taken = map[int]string{3300: idA, 12: idA}, map[int]string{9000: idA}
 	s.Migrating, s.Importing = map[int]string{5: idA}, map[int]string{6: idA}
-	data = s.Encode()
-	if !bytes.HasPrefix(data, []byte("enclaveai-cluster-state 2\n")) {
+	data := s.Encode(testSealKey)
+	if !bytes.HasPrefix(data, []byte("enclaveai-cluster-state 3\n")) {
 		t.Fatalf("layout: %q", data[:30])
 	}
-	got, err = Decode(data)
-	if err != nil || !maps.Equal(got.Handed, s.Handed) || !maps.Equal(got.Taken, s.Taken) || got.Topology.Text() != top.Text() ||
+	got, legacy, err = Decode(data, testSealKey)
+	if err != nil || legacy || !maps.Equal(got.Handed, s.Handed) || !maps.Equal(got.Taken, s.Taken) || got.Topology.Text() != top.Text() ||
 		!maps.Equal(got.Migrating, s.Migrating) || !maps.Equal(got.Importing, s.Importing) {
 		t.Fatalf("handoffs: %+v %v", got, err)
 	}
+}
+
+// The host can write the data dir but has not the seal key: one byte
+// changed anywhere, the file sealed under another key, or a topology
+// edited and sealed again without the key are refused, each with the MAC
+// named.
+func TestStateRefusesWhatTheHostChanged(t *testing.T) {
+	top, err := ParseNodes(idA + " 10.0.0.1 7001 master - 0-8191\n" + idB + " 10.0.0.2 7002 master - 8192-16383\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &State{ID: idA, Version: 3, Topology: top, Handed: map[int]string{12: idB}}
+	data := s.Encode(testSealKey)
 	for i := range data {
 		bad := append([]byte(nil), data...)
 		bad[i] ^= 0x20
-		if _, err := Decode(bad); err == nil {
-			t.Fatalf("flip at %d not caught", i)
+		if _, _, err := Decode(bad, testSealKey); !errors.Is(err, ErrBadState) {
+			t.Fatalf("flip at %d not caught: %v", i, err)
+		}
+	}
+	other := bytes.Repeat([]byte{0x33}, 32)
+	if _, _, err := Decode(data, other); !errors.Is(err, ErrBadState) || !strings.Contains(err.Error(), "MAC") {
+		t.Fatalf("another seal key: %v", err)
+	}
+	// An edit that keeps the layout: every slot to node A, the MAC
+	// recomputed with a key the host might guess (none).
+	edited := bytes.Replace(data, []byte("0-8191"), []byte("0-16383"), 1)
+	edited = bytes.Replace(edited, []byte(" master - 8192-16383"), []byte(" master -"), 1)
+	i := bytes.LastIndex(edited, []byte("hmac "))
+	edited = append(edited[:i:i], "hmac "+string(stateMAC(nil, edited[:i]))+"\n"...)
+	if _, _, err := Decode(edited, testSealKey); !errors.Is(err, ErrBadState) {
+		t.Fatalf("edited topology accepted: %v", err)
+	}
+}
+
+// The layouts before the seal (1 and 2) are read, and said to be legacy:
+// the caller decides (commands.StartCluster seals them when told to, and
+// refuses them otherwise). A broken checksum is still refused.
+func TestStateReadsTheUnsealedLayouts(t *testing.T) {
+	for _, name := range []string{"state-v1", "state-v2"} {
+		data, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, legacy, err := Decode(data, testSealKey)
+		if err != nil || !legacy || s.ID != idA {
+			t.Fatalf("%s: %+v legacy %v err %v", name, s, legacy, err)
+		}
+		// Written again, it is sealed and no longer legacy.
+		again, legacy, err := Decode(s.Encode(testSealKey), testSealKey)
+		if err != nil || legacy || again.Topology.Text() != s.Topology.Text() || !maps.Equal(again.Handed, s.Handed) {
+			t.Fatalf("%s sealed: %+v %v %v", name, again, legacy, err)
+		}
+		bad := append([]byte(nil), data...)
+		bad[len(stateMagic)+4] ^= 0x20
+		if _, _, err := Decode(bad, testSealKey); !errors.Is(err, ErrBadState) {
+			t.Fatalf("%s: flipped byte not caught: %v", name, err)
 		}
 	}
 }
@@ -165,24 +207,28 @@ func FuzzParseNodes(f *testing.F) {
 }
 
 // Every layout of the state file ever written keeps a golden file, read
-// back field by field and written again byte for byte (STYLE rule 6):
-// testdata/state-v1 (a topology) and state-v2 (slots handed and taken).
-// go test -run TestStateGoldenFiles -update writes them (only when a new
-// layout is added).
+// back field by field (STYLE rule 6): testdata/state-v1 (a topology) and
+// state-v2 (slots handed and taken), unsealed, and state-v3, sealed under
+// testSealKey, which is also written again byte for byte. go test -run
+// TestStateGoldenFiles -update writes state-v3 (the unsealed layouts are
+// no longer written).
 func TestStateGoldenFiles(t *testing.T) {
 	top, err := ParseNodes(idA + " 127.0.0.1 7001 master - 0-3299 3301-5460\n" +
 		idB + " 127.0.0.1 7002 master - 3300 5461-16383\n" + idR + " 127.0.0.1 7003 slave " + idB + "\n")
 	if err != nil {
 		t.Fatal(err)
 	}
+	moving := &State{ID: idA, Version: 4, Topology: top, Handed: map[int]string{3300: idB}, Taken: map[int]string{9000: idB},
+		Migrating: map[int]string{12: idB}, Importing: map[int]string{6000: idB}}
 	for name, s := range map[string]*State{
 		"state-v1": {ID: idA, Version: 3, Topology: top},
-		"state-v2": {ID: idA, Version: 4, Topology: top, Handed: map[int]string{3300: idB}, Taken: map[int]string{9000: idB},
-			Migrating: map[int]string{12: idB}, Importing: map[int]string{6000: idB}},
+		"state-v2": moving,
+		"state-v3": moving,
 	} {
 		path := filepath.Join("testdata", name)
-		if *update {
-			if err := os.WriteFile(path, s.Encode(), 0o644); err != nil {
+		sealed := name == "state-v3"
+		if *update && sealed {
+			if err := os.WriteFile(path, s.Encode(testSealKey), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -190,45 +236,42 @@ func TestStateGoldenFiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := Decode(data)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
+		got, legacy, err := Decode(data, testSealKey)
+		if err != nil || legacy == sealed {
+			t.Fatalf("%s: legacy %v, %v", name, legacy, err)
 		}
 		if got.ID != s.ID || got.Version != s.Version || got.Topology.Text() != top.Text() ||
 			!maps.Equal(got.Handed, s.Handed) || !maps.Equal(got.Taken, s.Taken) ||
 			!maps.Equal(got.Migrating, s.Migrating) || !maps.Equal(got.Importing, s.Importing) {
 			t.Errorf("%s: read %+v", name, got)
 		}
-		if !bytes.Equal(got.Encode(), data) {
+		if sealed && !bytes.Equal(got.Encode(testSealKey), data) {
 			t.Errorf("%s: not written again byte for byte", name)
 		}
 	}
 }
 
-// FuzzDecodeState feeds Decode state files whose checksum is right, so
-// that the fuzzer reaches the fields: whatever decodes is written again
-// and decodes to the same state.
+// FuzzDecodeState feeds Decode state files whose MAC is right, so that
+// the fuzzer reaches the fields: whatever decodes is written again and
+// decodes to the same state.
 func FuzzDecodeState(f *testing.F) {
-	for _, name := range []string{"state-v1", "state-v2"} {
-		data, err := os.ReadFile(filepath.Join("testdata", name))
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data[:bytes.LastIndex(data, []byte("sha256 "))])
+	data, err := os.ReadFile(filepath.Join("testdata", "state-v3"))
+	if err != nil {
+		f.Fatal(err)
 	}
-	f.Add([]byte("enclaveai-cluster-state 2\nid " + idA + "\nversion -1\nhanded 1 " + idB + "\n"))
+	f.Add(data[:bytes.LastIndex(data, []byte("hmac "))])
+	f.Add([]byte("enclaveai-cluster-state 3\nid " + idA + "\nversion -1\nhanded 1 " + idB + "\n"))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		sum := sha256.Sum256(body)
-		s, err := Decode(append(body, "sha256 "+hex.EncodeToString(sum[:])+"\n"...))
+		s, _, err := Decode(append(body, "hmac "+string(stateMAC(testSealKey, body))+"\n"...), testSealKey)
 		if err != nil {
 			return
 		}
-		again, err := Decode(s.Encode())
+		again, _, err := Decode(s.Encode(testSealKey), testSealKey)
 		if err != nil || again.ID != s.ID || again.Version != s.Version || !maps.Equal(again.Handed, s.Handed) ||
 			!maps.Equal(again.Taken, s.Taken) || !maps.Equal(again.Migrating, s.Migrating) ||
 			!maps.Equal(again.Importing, s.Importing) || (s.Topology == nil) != (again.Topology == nil) ||
 			(s.Topology != nil && again.Topology.Text() != s.Topology.Text()) {
-			t.Fatalf("%q: written again as %q (%v)", body, s.Encode(), err)
+			t.Fatalf("%q: written again as %q (%v)", body, s.Encode(testSealKey), err)
 		}
 	})
 }

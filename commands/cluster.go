@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -95,8 +96,11 @@ const (
 // mu (a leaf lock: docs/LOCKS.md).
 type ClusterState struct {
 	path string
-	mu   sync.Mutex
-	view atomic.Pointer[clusterView]
+	// sealKey authenticates the state file (cluster.Save): the
+	// snapshot's, from which the file's own key is derived.
+	sealKey []byte
+	mu      sync.Mutex
+	view    atomic.Pointer[clusterView]
 	// mig and imp are the slot this node sends or receives (migrate.go).
 	mig atomic.Pointer[migration]
 	imp atomic.Pointer[importing]
@@ -129,20 +133,38 @@ func newView(st *cluster.State) *clusterView {
 
 // StartCluster turns cluster mode on when the configuration asks for it:
 // the node's id, topology and version are read from the state file in
-// dir, or a new id is made and written.
+// dir, or a new id is made and written. The file is authenticated with a
+// key derived from the seal key: one the host changed (or sealed under
+// another key) stops the start, as a snapshot that fails verification
+// does. One of the unsealed layouts an earlier build wrote stops it too,
+// unless cluster-config-upgrade says to read it, and is then sealed at
+// once.
 func (s *App) StartCluster() error {
 	if !s.Opts.ClusterEnabled {
 		return nil
 	}
-	cs := &ClusterState{path: filepath.Join(s.Opts.Dir, s.Opts.ClusterConfigFile)}
-	st, ok, err := cluster.Load(cs.path)
-	if err != nil {
-		return fmt.Errorf("cluster state %s: %w", cs.path, err)
+	if len(s.Snapshot.SealKey) == 0 {
+		return errors.New("cluster mode needs a seal key: the state file is sealed with it")
 	}
-	if !ok {
-		st = &cluster.State{ID: cluster.NewID(), Version: -1}
-		if err := cluster.Save(cs.path, st); err != nil {
+	cs := &ClusterState{path: filepath.Join(s.Opts.Dir, s.Opts.ClusterConfigFile), sealKey: s.Snapshot.SealKey}
+	st, legacy, err := cluster.Load(cs.path, cs.sealKey)
+	if err != nil {
+		return fmt.Errorf("cluster state %s cannot be loaded: %w (a file changed outside the server is refused; "+
+			"remove it to start as a new node, which the controller gives its id and topology again)", cs.path, err)
+	}
+	if legacy && !s.Opts.ClusterConfigUpgrade {
+		return fmt.Errorf("cluster state %s is unsealed (written by an earlier build, or by anyone who can write %s): "+
+			"start once with --cluster-config-upgrade yes to read it and seal it", cs.path, s.Opts.Dir)
+	}
+	if st == nil || legacy {
+		if st == nil {
+			st = &cluster.State{ID: cluster.NewID(), Version: -1}
+		}
+		if err := cluster.Save(cs.path, cs.sealKey, st); err != nil {
 			return fmt.Errorf("cluster state: %w", err)
+		}
+		if legacy {
+			s.Log.Warn("cluster state: the unsealed file of an earlier build was read and sealed", "file", cs.path)
 		}
 	}
 	cs.view.Store(newView(st))
@@ -181,7 +203,7 @@ func (s *App) StartCluster() error {
 		im.restored.Store(1) // not known: taken as kept
 		cs.imp.Store(im)
 	}
-	cs.saved = st.Encode()
+	cs.saved = st.Encode(cs.sealKey)
 	s.Cluster = cs
 	s.Log.Info("cluster mode", "node_id", st.ID, "version", st.Version, "handed", len(handed), "taken", len(st.Taken))
 	return nil
@@ -197,10 +219,10 @@ func (cs *ClusterState) update(change func(cur *clusterView) (*cluster.State, er
 		return err
 	}
 	st = cs.movingState(st.ID, st.Version, st.Topology)
-	if err := cluster.Save(cs.path, st); err != nil {
+	if err := cluster.Save(cs.path, cs.sealKey, st); err != nil {
 		return fmt.Errorf("cluster state not saved: %w", err)
 	}
-	cs.saved = st.Encode()
+	cs.saved = st.Encode(cs.sealKey)
 	cs.view.Store(newView(st))
 	return nil
 }

@@ -1,6 +1,11 @@
 package commands
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,6 +39,7 @@ func newClusterHarnessDir(t *testing.T, dir string) *harness {
 	opts.ClusterEnabled = true
 	opts.Dir = dir
 	h := newHarnessOpts(t, opts)
+	h.s.Snapshot.SealKey = aofTestKey
 	if err := h.s.StartCluster(); err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +156,7 @@ func TestClusterStartReadsHandoffs(t *testing.T) {
 	path := filepath.Join(dir, config.Default().ClusterConfigFile)
 	st := &cluster.State{ID: nodeA, Version: 1, Topology: top,
 		Handed: map[int]string{3300: nodeB, 3301: strings.Repeat("z", 40)}, Taken: map[int]string{7365: nodeB}}
-	if err := cluster.Save(path, st); err != nil {
+	if err := cluster.Save(path, aofTestKey, st); err != nil {
 		t.Fatal(err)
 	}
 	h := newClusterHarnessDir(t, dir)
@@ -166,7 +172,7 @@ func TestClusterStartReadsHandoffs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cluster.Save(path, &cluster.State{ID: nodeA, Version: 2, Topology: moved, Handed: map[int]string{3300: nodeB}}); err != nil {
+	if err := cluster.Save(path, aofTestKey, &cluster.State{ID: nodeA, Version: 2, Topology: moved, Handed: map[int]string{3300: nodeB}}); err != nil {
 		t.Fatal(err)
 	}
 	h = newClusterHarnessDir(t, dir)
@@ -177,11 +183,46 @@ func TestClusterStartReadsHandoffs(t *testing.T) {
 	if nodes := string(h.do("CLUSTER NODES")); strings.Contains(nodes, "[") {
 		t.Errorf("a settled handoff still open after the start:\n%s", nodes)
 	}
-	if st, _, _ := cluster.Load(path); len(st.Handed) != 0 {
+	if st, _, _ := cluster.Load(path, aofTestKey); len(st.Handed) != 0 {
 		t.Errorf("the state file still hands %v", st.Handed)
 	}
-	if err := cluster.Save(path, &cluster.State{ID: nodeA, Version: -1, Handed: map[int]string{3300: nodeB}}); err != nil {
+	if err := cluster.Save(path, aofTestKey, &cluster.State{ID: nodeA, Version: -1, Handed: map[int]string{3300: nodeB}}); err != nil {
 		t.Fatal(err)
 	}
 	newClusterHarnessDir(t, dir)
+}
+
+// A state file the host wrote stops the start: one of the unsealed
+// layouts (its checksum right, as anyone can compute it) unless
+// cluster-config-upgrade says to read it, which seals it at once; one
+// sealed under another key always.
+func TestClusterStartRefusesAnUnsealedStateFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, config.Default().ClusterConfigFile)
+	body := "enclaveai-cluster-state 1\nid " + nodeA + "\nversion 1\n" + topology
+	sum := sha256.Sum256([]byte(body))
+	if err := os.WriteFile(path, []byte(body+"sha256 "+hex.EncodeToString(sum[:])+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := func(upgrade bool, key []byte) error {
+		opts := config.Default()
+		opts.ClusterEnabled, opts.ClusterConfigUpgrade, opts.Dir = true, upgrade, dir
+		h := newHarnessOpts(t, opts)
+		h.s.Snapshot.SealKey = key
+		return h.s.StartCluster()
+	}
+	if err := start(false, aofTestKey); err == nil || !strings.Contains(err.Error(), "--cluster-config-upgrade yes") {
+		t.Fatalf("unsealed file without cluster-config-upgrade: %v", err)
+	}
+	if err := start(true, aofTestKey); err != nil {
+		t.Fatal(err)
+	}
+	st, legacy, err := cluster.Load(path, aofTestKey)
+	if err != nil || legacy || st.ID != nodeA || st.Version != 1 || st.Topology.Text() != topology {
+		t.Fatalf("not sealed as read: %+v legacy %v err %v", st, legacy, err)
+	}
+	other := bytes.Repeat([]byte{0x77}, 32)
+	if err := start(true, other); !errors.Is(err, cluster.ErrBadState) || !strings.Contains(err.Error(), "MAC") {
+		t.Fatalf("sealed under another key: %v", err)
+	}
 }

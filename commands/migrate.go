@@ -292,11 +292,11 @@ func (cs *ClusterState) save() error {
 func (cs *ClusterState) saveLocked() error {
 	v := cs.view.Load()
 	st := cs.movingState(v.id, v.version, v.top)
-	enc := st.Encode()
+	enc := st.Encode(cs.sealKey)
 	if bytes.Equal(enc, cs.saved) {
 		return nil
 	}
-	if err := cluster.Save(cs.path, st); err != nil {
+	if err := cluster.Save(cs.path, cs.sealKey, st); err != nil {
 		return err
 	}
 	cs.saved = enc

@@ -152,8 +152,14 @@ type Options struct {
 	// owners an external controller pushes (docs/CLUSTER.md).
 	ClusterEnabled bool
 	// ClusterConfigFile is the file in Dir that keeps the node's id,
-	// topology and version across restarts.
+	// topology and version across restarts, authenticated with a key
+	// derived from the seal key.
 	ClusterConfigFile string
+	// ClusterConfigUpgrade lets the start read a ClusterConfigFile of the
+	// unsealed layouts (1 and 2, written by the builds before the file was
+	// sealed) and seal it; without it such a file stops the start, since
+	// anyone who can write Dir can write one.
+	ClusterConfigUpgrade bool
 
 	mu        sync.Mutex // serialises CONFIG SET
 	slogLevel slog.LevelVar

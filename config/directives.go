@@ -228,8 +228,11 @@ var table = []directive{
 		doc:   "Redis Cluster mode: keys hash to 16384 slots, an external controller (kvrocks-controller, enclaveai-cli cluster) pushes which node serves which with CLUSTERX SETNODES, other nodes' keys get -MOVED (docs/CLUSTER.md)",
 		value: yesno(func(o *Options) *bool { return &o.ClusterEnabled })},
 	{name: "cluster-config-file", def: "nodes.aiconf",
-		doc:   "file in dir keeping the cluster node's id, topology and version across restarts (checksummed, replaced atomically)",
+		doc:   "file in dir keeping the cluster node's id, topology and version across restarts (authenticated with a key derived from the seal key, so that a file changed outside the server stops the start; replaced atomically)",
 		value: text(func(o *Options) *string { return &o.ClusterConfigFile }, plainName("cluster-config-file must be a plain file name (it lives in dir)"))},
+	{name: "cluster-config-upgrade", def: "no",
+		doc:   "yes: a cluster-config-file that an earlier build wrote unsealed (layouts 1 and 2) is read and rewritten sealed; no: such a file stops the start, as anyone who can write dir can write one (set yes for the first start after the upgrade only)",
+		value: yesno(func(o *Options) *bool { return &o.ClusterConfigUpgrade })},
 }
 
 // directives indexes the table by name.

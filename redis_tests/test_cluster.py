@@ -12,6 +12,7 @@ with a real three-node redis-server 7 cluster started here.
     cd redis_tests && /usr/bin/python3 -m unittest test_cluster -v
 """
 
+import hashlib
 import os
 import shutil
 import socket
@@ -52,16 +53,20 @@ def linear_model():
 class Node:
     """One server process whose port and data dir survive a restart."""
 
-    def __init__(self):
+    def __init__(self, *args):
         self.dir = tempfile.mkdtemp(prefix="enclaveai-cluster-")
         self.port = free_port()
         self.proc = None
+        self.args = list(args)  # more directives, at every start
 
-    def start(self):
+    def argv(self, *args):
+        return [server_binary(), "--port", str(self.port), "--dir", self.dir, "--cluster-enabled", "yes",
+                "--save", ""] + self.args + list(args)
+
+    def start(self, *args):
         with open(os.path.join(self.dir, "server.stderr"), "ab") as errf:
-            self.proc = subprocess.Popen(
-                [server_binary(), "--port", str(self.port), "--dir", self.dir, "--cluster-enabled", "yes",
-                 "--save", ""], cwd=self.dir, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errf)
+            self.proc = subprocess.Popen(self.argv(*args), cwd=self.dir, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=errf)
 
         def ready():
             if self.proc.poll() is not None:
@@ -72,6 +77,12 @@ class Node:
             except OSError:
                 return False
         poll(ready, timeout=10, what="server on port %d" % self.port)
+
+    def start_fails(self, *args):
+        """Starts the server expecting it to stop: its exit status and stderr."""
+        p = subprocess.run(self.argv(*args), cwd=self.dir, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, timeout=30)
+        return p.returncode, p.stderr.decode(errors="replace")
 
     def stderr(self):
         with open(os.path.join(self.dir, "server.stderr"), "rb") as f:
@@ -307,6 +318,76 @@ class TestCluster(unittest.TestCase):
         self.assertEqual(n.cmd("clusterx", "version"), 1)
         self.assertEqual(n.cmd("CLUSTER", "NODES"), nodes_before)
         self.assertEqual(n.cmd("AI.TENSORGET", "{c}keep", "VALUES"), [b"42"])
+
+
+class TestStateFileSealed(unittest.TestCase):
+    """nodes.aiconf is authenticated with a key derived from the seal key:
+    the host, which can write the data dir, cannot change the topology a
+    node believes. A node whose file was edited refuses to start, as it
+    does with a tampered snapshot."""
+
+    def setUp(self):
+        self.n = Node()
+        self.addCleanup(self.n.remove)
+        self.addCleanup(self.n.stop)
+        self.n.start()
+        # Half the slots here, half on a node 1 that need not run.
+        self.text = ("%s 127.0.0.1 %d master - 0-8191\n" % (IDS[0], self.n.port) +
+                     "%s 127.0.0.1 %d master - 8192-16383\n" % (IDS[1], self.n.port + 1))
+        self.assertEqual(self.n.cmd("clusterx", "setnodeid", IDS[0]), "OK")
+        self.assertEqual(self.n.cmd("clusterx", "setnodes", self.text, "1"), "OK")
+        self.nodes = self.n.cmd("CLUSTER", "NODES")
+        self.n.stop()
+        self.path = os.path.join(self.n.dir, "nodes.aiconf")
+        with open(self.path, "rb") as f:
+            self.good = f.read()
+
+    def write(self, data):
+        with open(self.path, "wb") as f:
+            f.write(data)
+
+    def grab_all_slots(self, magic, trailer):
+        """The host's edit: every slot to this node, the file's checksum
+        recomputed (SHA-256, which anyone can) on its trailer line, under
+        magic."""
+        body = self.good[:self.good.rindex(b"hmac ")].replace(b"enclaveai-cluster-state 3\n", magic)
+        body = body.replace(b"master - 0-8191", b"master - 0-16383").replace(b" master - 8192-16383", b" master -")
+        return body + trailer + hashlib.sha256(body).hexdigest().encode() + b"\n"
+
+    def test_an_edited_state_file_stops_the_start(self):
+        self.assertTrue(self.good.startswith(b"enclaveai-cluster-state 3\n"), self.good[:40])
+        for name, bad, reason in [
+                ("edited, sealed layout", self.grab_all_slots(b"enclaveai-cluster-state 3\n", b"hmac "),
+                 "fails its MAC"),
+                ("edited, one byte", self.good.replace(b"0-8191", b"0-8192"), "fails its MAC"),
+                ("rewritten as the unsealed layout 1", self.grab_all_slots(b"enclaveai-cluster-state 1\n", b"sha256 "),
+                 "--cluster-config-upgrade yes")]:
+            with self.subTest(name):
+                self.write(bad)
+                rc, err = self.n.start_fails()
+                self.assertNotEqual(rc, 0)
+                self.assertIn(self.path, err)
+                self.assertIn(reason, err)
+                with open(self.path, "rb") as f:
+                    self.assertEqual(f.read(), bad, "the file is left as it was")
+        # The node's own file still starts it, with its topology.
+        self.write(self.good)
+        self.n.start()
+        self.assertEqual(self.n.cmd("CLUSTER", "NODES"), self.nodes)
+
+    def test_an_earlier_builds_file_is_sealed_when_told(self):
+        """A file of layout 1 (an earlier build's) is read with
+        --cluster-config-upgrade yes, and written again sealed."""
+        body = b"enclaveai-cluster-state 1\nid %s\nversion 1\n%s" % (IDS[0].encode(), self.text.encode())
+        self.write(body + b"sha256 " + hashlib.sha256(body).hexdigest().encode() + b"\n")
+        self.n.start("--cluster-config-upgrade", "yes")
+        self.assertEqual(self.n.cmd("CLUSTER", "NODES"), self.nodes)
+        self.assertIn("unsealed file of an earlier build was read and sealed", self.n.stderr())
+        with open(self.path, "rb") as f:
+            self.assertEqual(f.read(), self.good)
+        self.n.stop()
+        self.n.start()  # sealed now: no upgrade needed
+        self.assertEqual(self.n.cmd("clusterx", "version"), 1)
 
 
 def shape(v):
