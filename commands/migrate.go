@@ -29,8 +29,9 @@ import (
 // MIGRATE starts a goroutine on the source and answers OK; CLUSTER INFO's
 // migrating_slot, migrating_state (start, success, fail) and
 // destination_node say how it goes. The source dials the target (the
-// address the topology gives, AUTH with this node's requirepass: the nodes
-// of a cluster share it), tells it to import the slot, then moves the
+// address the topology gives; AUTH as masteruser with masterauth, or with
+// this node's requirepass, which the nodes of a cluster without them
+// share: peerAuth), tells it to import the slot, then moves the
 // slot's keys, each model alone and small tensors in batches: they travel
 // as a snapshot of those keys (persistence's format, sealed with the seal
 // key, which the nodes must share: marble mode, docs/ENCLAVE.md), which the
@@ -350,9 +351,10 @@ func (s *App) migrateKeys(m *migration) error {
 	}
 	defer conn.Close()
 	t := &peer{conn: conn, rd: bufio.NewReader(conn)}
-	if pass := *s.Opts.Requirepass.Load(); pass != "" {
-		if err := t.do("AUTH", pass); err != nil {
-			return fmt.Errorf("AUTH to the target: %w", err)
+	if auth, user := s.peerAuth(); auth != nil {
+		// The target's reply (WRONGPASS, NOAUTH) names no password.
+		if err := t.do(auth...); err != nil {
+			return fmt.Errorf("AUTH to the target as user %s: %w", user, err)
 		}
 	}
 	slot := strconv.Itoa(m.slot)
@@ -381,6 +383,26 @@ func (s *App) migrateKeys(m *migration) error {
 		return fail(err)
 	}
 	return t.do("CLUSTERX", "IMPORT", slot, "1")
+}
+
+// peerAuth is the AUTH this node sends another (a migration's target),
+// with the user it names, as a Redis replica authenticates to its master:
+// AUTH masteruser masterauth when masteruser is set (with users, one given
+// +@admin on the target: CLUSTERX is administrative), AUTH masterauth as
+// the default user when only masterauth is, and otherwise AUTH with this
+// node's own requirepass, which the nodes of a cluster without them share;
+// nil when there is none of the three.
+func (s *App) peerAuth() (args []string, user string) {
+	user, pass := *s.Opts.MasterUser.Load(), *s.Opts.MasterAuth.Load()
+	switch {
+	case user != "":
+		return []string{"AUTH", user, pass}, user
+	case pass != "":
+		return []string{"AUTH", pass}, "default"
+	case *s.Opts.Requirepass.Load() != "":
+		return []string{"AUTH", *s.Opts.Requirepass.Load()}, "default"
+	}
+	return nil, "default"
 }
 
 // movePasses moves the slot's keys until none is left here.
@@ -717,11 +739,7 @@ func (c restoreCmd) Run(x *Ctx) error {
 		}
 	}
 	err = x.Update(func() error {
-		ws := make([]modelstore.Write, len(l.items))
-		for i, it := range l.items {
-			ws[i] = modelstore.Write{Key: it.Key, Value: it.Value}
-		}
-		old, err := x.Keys.SetMany(ws) // all of them or none
+		old, err := x.restoreItems(l.items) // all of them or none
 		if err != nil {
 			return err
 		}
@@ -744,6 +762,37 @@ func (c restoreCmd) Run(x *Ctx) error {
 	}
 	x.W.OK()
 	return nil
+}
+
+// restoreItems stores the keys a RESTORE brought, all of them or none,
+// and returns the values they replaced. Under max-model-bytes-per-user a
+// model is charged to its owner here as that owner's store would be:
+// checked, in the same step as it is stored under quota.mu, against the
+// owner's models and uploads on this node, and refused past the limit
+// (the migration fails, and the source keeps the model).
+func (x *Ctx) restoreItems(items []modelstore.Item) ([]modelstore.Value, error) {
+	ws := make([]modelstore.Write, len(items))
+	for i, it := range items {
+		ws[i] = modelstore.Write{Key: it.Key, Value: it.Value}
+	}
+	if limit := x.Opts.MaxModelBytesPerUser.Load(); limit > 0 {
+		x.quota.mu.Lock()
+		defer x.quota.mu.Unlock()
+		add := map[string]int64{} // the bytes of the owners' models before this one in items
+		for _, it := range items {
+			m, ok := it.Value.(*modelstore.Model)
+			if !ok || m.Blob == nil {
+				continue
+			}
+			owner, _ := ownerOf(m)
+			n := add[owner] + int64(len(m.Blob.Data))
+			if err := x.overQuotaLocked(owner, it.Key, limit, n, nil); err != nil {
+				return nil, err
+			}
+			add[owner] = n
+		}
+	}
+	return x.Keys.SetMany(ws)
 }
 
 // writesLog implements logWriter. The source deletes its copy on the OK:

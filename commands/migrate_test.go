@@ -3,6 +3,7 @@ package commands
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -194,6 +195,33 @@ func TestRestoreErrors(t *testing.T) {
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: %s, want %s", c.name, c.got, c.want)
+		}
+	}
+}
+
+// A migrating source authenticates to its target as a Redis replica to
+// its master: masteruser and masterauth, masterauth alone as the default
+// user, and else its own requirepass (the nodes of a cluster without
+// users share it, as before masteruser and masterauth were there).
+func TestPeerAuth(t *testing.T) {
+	for _, c := range []struct {
+		user, auth, requirepass string
+		want                    []string
+		as                      string
+	}{
+		{"", "", "", nil, "default"},
+		{"", "", "rp", []string{"AUTH", "rp"}, "default"},
+		{"", "ma", "rp", []string{"AUTH", "ma"}, "default"},
+		{"node", "ma", "rp", []string{"AUTH", "node", "ma"}, "node"},
+		{"node", "", "", []string{"AUTH", "node", ""}, "node"}, // a nopass user
+	} {
+		h := newHarness(t)
+		h.s.Opts.MasterUser.Store(&c.user)
+		h.s.Opts.MasterAuth.Store(&c.auth)
+		h.s.Opts.Requirepass.Store(&c.requirepass)
+		if got, as := h.s.peerAuth(); !slices.Equal(got, c.want) || as != c.as {
+			t.Errorf("masteruser %q masterauth %q requirepass %q: %q as %s, want %q as %s",
+				c.user, c.auth, c.requirepass, got, as, c.want, c.as)
 		}
 	}
 }

@@ -195,7 +195,7 @@ const (
 // bytes (what follows BLOB, up to a DAG's next |>: "(n bytes redacted)";
 // what follows VALUES: "(redacted)", whose length would tell the value)
 // nor a secret (AUTH's arguments, HELLO's AUTH user and
-// password, CONFIG SET's value of requirepass or user: "(redacted)", as Redis 7
+// password, CONFIG SET's value of requirepass, masterauth or user: "(redacted)", as Redis 7
 // writes them, without their length).
 func slowArgs(argv [][]byte) []string {
 	var out []string
@@ -264,11 +264,12 @@ func slowArgs(argv [][]byte) []string {
 }
 
 // secretDirective reports whether CONFIG SET's value of the directive
-// name holds a secret: requirepass, and user (its ">password" rules; not
-// a CONFIG SET directive, but a client may try, and the slow log keeps the
-// refused command).
+// name holds a secret: requirepass, masterauth, and user (its ">password"
+// rules; not a CONFIG SET directive, but a client may try, and the slow
+// log keeps the refused command).
 func secretDirective(name []byte) bool {
-	return strings.EqualFold(string(name), "requirepass") || strings.EqualFold(string(name), "user")
+	return strings.EqualFold(string(name), "requirepass") || strings.EqualFold(string(name), "masterauth") ||
+		strings.EqualFold(string(name), "user")
 }
 
 // isDAGName reports whether name is one of the DAG commands (dag.go: the

@@ -40,6 +40,7 @@ func TestSlowArgs(t *testing.T) {
 		{[]string{"CONFIG", "SET", "maxmemory", "1mb", "RequirePass", "secret"}, "CONFIG|SET|maxmemory|1mb|RequirePass|(redacted)"},
 		{[]string{"config", "set", "requirepass", "pw", "timeout", "requirepass"}, "config|set|requirepass|(redacted)|timeout|requirepass"},
 		{[]string{"CONFIG", "GET", "requirepass"}, "CONFIG|GET|requirepass"},
+		{[]string{"CONFIG", "SET", "MasterAuth", "node-secret", "masteruser", "node"}, "CONFIG|SET|MasterAuth|(redacted)|masteruser|node"},
 		// HELLO without its version still hides AUTH's (review: MONITOR
 		// showed the password), and CONFIG SET user a user's (refused, but
 		// kept by the slow log).

@@ -160,6 +160,13 @@ type Options struct {
 	// sealed) and seal it; without it such a file stops the start, since
 	// anyone who can write Dir can write one.
 	ClusterConfigUpgrade bool
+	// MasterUser and MasterAuth are what this node authenticates with on
+	// another (a slot migration's target), as a Redis replica's
+	// masteruser and masterauth on its master: AUTH MasterUser MasterAuth,
+	// AUTH MasterAuth without a user, this node's Requirepass without
+	// either. CONFIG GET never shows MasterAuth.
+	MasterUser atomic.Pointer[string]
+	MasterAuth atomic.Pointer[string]
 
 	mu        sync.Mutex // serialises CONFIG SET
 	slogLevel slog.LevelVar

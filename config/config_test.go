@@ -57,6 +57,10 @@ func TestSet(t *testing.T) {
 		get             string // the value CONFIG GET shows after
 	}{
 		{at(), "maxmemory", "1gb", "", "1073741824"},
+		// masterauth is sent to other nodes, never shown.
+		{at(), "masterauth", "node-secret", "", "(redacted)"},
+		{at(), "masterauth", "", "", ""},
+		{at(), "masteruser", "node", "", "node"},
 		{at(), "MAXMEMORY", "100mb", "", "104857600"},
 		{at(), "maxmemory", "abc", "memory value", "104857600"},
 		{at(), "maxmemory", "-1", "memory value", "104857600"},

@@ -233,6 +233,12 @@ var table = []directive{
 	{name: "cluster-config-upgrade", def: "no",
 		doc:   "yes: a cluster-config-file that an earlier build wrote unsealed (layouts 1 and 2) is read and rewritten sealed; no: such a file stops the start, as anyone who can write dir can write one (set yes for the first start after the upgrade only)",
 		value: yesno(func(o *Options) *bool { return &o.ClusterConfigUpgrade })},
+	{name: "masteruser", mutable: true, args: "<username>",
+		doc:   "the user a cluster node authenticates as on another node (a slot migration's source on its target, which must give it +@admin), as Redis's replicas on their master: AUTH masteruser masterauth",
+		value: atomicText(func(o *Options) *atomic.Pointer[string] { return &o.MasterUser }, nil)},
+	{name: "masterauth", mutable: true, args: "<password>",
+		doc:   "password a cluster node gives another node: masteruser's, or without it the default user's; empty: the node's own requirepass; CONFIG GET shows (redacted), and it is never logged",
+		value: secretText(func(o *Options) *atomic.Pointer[string] { return &o.MasterAuth })},
 }
 
 // directives indexes the table by name.
@@ -271,6 +277,19 @@ func atomicText(field func(*Options) *atomic.Pointer[string], c check) value {
 			}
 			return err
 		}}
+}
+
+// secretText is a password this server sends, which CONFIG GET does not
+// show: "(redacted)" when it is set, "" when not.
+func secretText(field func(*Options) *atomic.Pointer[string]) value {
+	v := atomicText(field, nil)
+	v.get = func(o *Options) string {
+		if *field(o).Load() == "" {
+			return ""
+		}
+		return "(redacted)"
+	}
+	return v
 }
 
 // fixed is a setting this server does not vary, kept for the clients

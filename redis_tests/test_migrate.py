@@ -481,5 +481,90 @@ class TestMigrate(unittest.TestCase):
         self.assertEqual(stranger.cmd("DBSIZE"), 0)
 
 
+class TestMigrateWithUsers(unittest.TestCase):
+    """Nodes with users and no requirepass: a migrating source
+    authenticates to its target as the admin user masteruser names, with
+    masterauth, which nothing shows; a tenant's model keeps its owner on
+    the target, where it counts against her max-model-bytes-per-user."""
+
+    PASSWORD = "node-pw-Xy7q"
+    LIMIT = 300  # linear.onnx is 219 bytes: one model a user on a node
+
+    def setUp(self):
+        self.nodes = [Node("--user", "alice", "on", ">alice-pw", "--user", "bob", "on", ">bob-pw",
+                           "--user", "node", "on", ">" + self.PASSWORD, "+@admin",
+                           "--masteruser", "node", "--masterauth", self.PASSWORD,
+                           "--max-model-bytes-per-user", str(self.LIMIT)) for _ in range(3)]
+        for n in self.nodes:
+            self.addCleanup(n.remove)
+            self.addCleanup(n.stop)
+            start_sharing_key(n)
+        push(self.nodes, RANGES, 1)
+        self.alice = self.rc("alice", "alice-pw")
+        with open(os.path.join(MODELS, "linear.onnx"), "rb") as f:
+            self.linear = f.read()
+        # Alice's model and input in slot 3300 ({b}), on node 0.
+        self.alice.execute_command("AI.MODELSTORE", "{b}m", "ONNX", "CPU", "BLOB", self.linear)
+        self.alice.execute_command("AI.TENSORSET", "{b}x", "FLOAT", 1, 4, "VALUES", 1, 2, 3, 4)
+
+    def rc(self, user, password):
+        rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", self.nodes[0].port)], socket_timeout=10,
+                          username=user, password=password)
+        self.addCleanup(rc.close)
+        return rc
+
+    def migrate(self):
+        src = self.nodes[0]
+        self.assertEqual(src.cmd("clusterx", "migrate", "3300", IDS[1]), "OK")
+        poll(lambda: info(src)["migrating_state"] != "start", timeout=30, what="the migration")
+        return info(src)["migrating_state"]
+
+    def test_a_tenants_slot_moves_and_stays_hers(self):
+        self.assertEqual(self.migrate(), "success")
+        push(self.nodes, ["0-3299 3301-5460 8943", "3300 5461-8942 8944-10921", "10922-16383"], 2)
+        self.assertEqual(self.nodes[0].cmd("KEYS", "{b}*"), [])
+        self.assertEqual(sorted(self.nodes[1].cmd("KEYS", "{b}*")), [b"{b}m", b"{b}x"])
+        # Alice runs her model on the target, and it is still hers there.
+        alice = self.rc("alice", "alice-pw")
+        self.assertEqual(alice.execute_command("AI.MODELEXECUTE", "{b}m", "INPUTS", 1, "{b}x", "OUTPUTS", 1, "{b}y"),
+                         b"OK")
+        self.assertEqual(alice.execute_command("AI.TENSORGET", "{b}y", "VALUES"), [b"7", b"9", b"11"])
+        bob = self.rc("bob", "bob-pw")
+        for cmd in (("AI.MODELGET", "{b}m", "META"), ("AI.TENSORGET", "{b}x", "VALUES")):
+            with self.assertRaises(redis.exceptions.NoPermissionError):
+                bob.execute_command(*cmd)
+        # ... and counts against her max-model-bytes-per-user there.
+        with self.assertRaisesRegex(redis.ResponseError, "max-model-bytes-per-user"):
+            alice.execute_command("AI.MODELSTORE", "{b}m2", "ONNX", "CPU", "BLOB", self.linear)
+        # The password shows nowhere: CONFIG GET, INFO, either node's log.
+        for n in self.nodes[:2]:
+            self.assertEqual(n.cmd("CONFIG", "GET", "masterauth"), [b"masterauth", b"(redacted)"])
+            self.assertEqual(n.cmd("CONFIG", "GET", "masteruser"), [b"masteruser", b"node"])
+            self.assertNotIn(self.PASSWORD, n.cmd("INFO", "everything"))
+            self.assertNotIn(self.PASSWORD, n.stderr())
+
+    def test_a_model_past_its_owners_quota_on_the_target_does_not_move(self):
+        """The target charges a model to its owner as her own store would
+        be: past her max-model-bytes-per-user there, the migration fails
+        and the source keeps the slot."""
+        self.alice.execute_command("AI.MODELSTORE", "{c}m", "ONNX", "CPU", "BLOB", self.linear)  # node 1
+        self.assertEqual(self.migrate(), "fail")
+        self.assertIn("max-model-bytes-per-user", self.nodes[0].stderr())
+        self.assertEqual(sorted(self.nodes[0].cmd("KEYS", "{b}*")), [b"{b}m", b"{b}x"])
+        self.assertEqual(self.nodes[1].cmd("KEYS", "{b}*"), [])
+        self.assertEqual(self.alice.execute_command("AI.MODELEXECUTE", "{b}m", "INPUTS", 1, "{b}x",
+                                                    "OUTPUTS", 1, "{b}y"), b"OK")
+
+    def test_a_wrong_masterauth_fails_the_migration_naming_auth_not_the_password(self):
+        wrong = "not-the-pw-Qz3"
+        self.assertEqual(self.nodes[0].cmd("CONFIG", "SET", "masterauth", wrong), "OK")
+        self.assertEqual(self.migrate(), "fail")
+        err = self.nodes[0].stderr()
+        self.assertIn("AUTH to the target as user node: WRONGPASS", err)
+        self.assertNotIn(wrong, err)
+        self.assertEqual(self.nodes[1].cmd("KEYS", "*"), [])
+        self.assertEqual(self.alice.execute_command("AI.TENSORGET", "{b}x", "VALUES"), [b"1", b"2", b"3", b"4"])
+
+
 if __name__ == "__main__":
     unittest.main()
