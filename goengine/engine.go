@@ -5,11 +5,13 @@
 //
 // The operators are github.com/advancedclimatesystems/gonnx's (opset 13, on
 // gorgonia tensors) plus those our models and common published ones need
-// that it lacks (ops.go: MaxPool, ReduceMean, Sqrt, Identity, Neg, Pow;
-// unary.go: Erf, Exp, Log, LeakyRelu, Clip, Min, Max; norm.go: Dropout,
-// GlobalAveragePool, BatchNormalization, at inference; reduce.go:
-// ReduceSum, ReduceMax, ReduceMin; expand.go: Expand, Tile, Split,
-// Range), each for the types ONNX Runtime's CPU provider has it for (but
+// that it lacks (ops.go: MaxPool, AveragePool, ReduceMean, Sqrt,
+// Identity, Neg, Pow, LogSoftmax; unary.go: Erf, Exp, Log, Floor, Ceil,
+// Round, Reciprocal, Sign, Softplus, Elu, HardSigmoid, HardSwish,
+// LeakyRelu, Clip, Min, Max; norm.go: Dropout, GlobalAveragePool,
+// BatchNormalization, at inference; reduce.go: ReduceSum, ReduceMax,
+// ReduceMin, ArgMax, ArgMin; expand.go: Expand, Tile, Split, Range;
+// pad.go: Pad), each for the types ONNX Runtime's CPU provider has it for (but
 // Range's INT16). A model is checked at Compile: one with an operator
 // neither has, an opset before 11 or after 17 (opsets.go), a node using
 // what its operator's version differs in from opset 13's (older nodes are

@@ -110,10 +110,13 @@ var fuzzOps = []string{"Abs", "Acos", "Acosh", "Add", "And", "Asin", "Asinh", "A
 	"Sub", "Tan", "Tanh", "Transpose", "Unsqueeze", "Xor", "Identity", "MaxPool", "ReduceMean", "Sqrt", "Where",
 	"Neg", "Pow", "LayerNormalization", "Erf", "Exp", "Log",
 	"Dropout", "GlobalAveragePool", "BatchNormalization", "Clip", "ReduceSum", "ReduceMax", "ReduceMin", "Min", "Max",
-	"LeakyRelu", "Expand", "Tile", "Split", "Range"}
+	"LeakyRelu", "Expand", "Tile", "Split", "Range",
+	"Floor", "Ceil", "Round", "Reciprocal", "Sign", "Softplus", "Elu", "HardSigmoid", "HardSwish", "LogSoftmax",
+	"AveragePool", "Pad", "ArgMax", "ArgMin"}
 
 // fuzzAttrs are the attributes FuzzGoEngineOps may give a node, any
-// operator; each takes ints or an int from the fuzzer's bytes.
+// operator; each takes ints or an int from the fuzzer's bytes (direction
+// and mode one of their strings, alpha a float).
 var fuzzAttrs = []struct {
 	name string
 	list bool
@@ -121,7 +124,8 @@ var fuzzAttrs = []struct {
 	{"dilations", true}, {"group", false}, {"transA", false}, {"transB", false}, {"hidden_size", false},
 	{"to", false}, {"keepdims", false}, {"direction", false}, {"layout", false}, {"ceil_mode", false},
 	{"stash_type", false}, {"allowzero", false}, {"start", false}, {"end", false},
-	{"training_mode", false}, {"seed", false}, {"noop_with_empty_axes", false}, {"split", true}}
+	{"training_mode", false}, {"seed", false}, {"noop_with_empty_axes", false}, {"split", true},
+	{"count_include_pad", false}, {"select_last_index", false}, {"mode", false}, {"alpha", false}}
 
 // FuzzGoEngineOps builds one-node models from the fuzzer's bytes: an
 // operator, its attributes, inputs that are initializers of any shape and
@@ -136,6 +140,8 @@ func FuzzGoEngineOps(f *testing.F) {
 	f.Add(uint8(19), []byte{0, 2, 3, 4, 1, 9}, []byte{0, 1}, []byte{2, 3})                         // Gather with an INT64 index
 	f.Add(uint8(34), []byte{0, 2, 2, 3, 5, 1, 0}, []byte{}, []byte{2, 3})                          // Reshape
 	f.Add(uint8(52), []byte{0, 4, 1, 1, 4, 4}, []byte{3, 2, 2, 2, 4, 2, 2, 2}, []byte{1, 1, 4, 4}) // MaxPool
+	f.Add(uint8(85), []byte{0}, []byte{3, 2, 2, 2, 24, 1}, []byte{1, 1, 4, 4})                     // AveragePool
+	f.Add(uint8(86), []byte{0, 2, 1, 4}, []byte{26, 2}, []byte{2, 3})                              // Pad, reflect
 	f.Fuzz(func(t *testing.T, op uint8, spec, attrs, xdims []byte) {
 		// The operator, and from the byte's rest the opset: the nodes of
 		// opsets 11 and 12 are rewritten (opsets.go).
@@ -257,10 +263,16 @@ func fuzzModel(op string, spec, attrs, xdims []byte) ([]byte, []*modelstore.Tens
 		v, _ := next(&attrs)
 		a := fuzzAttrs[int(which)%len(fuzzAttrs)]
 		ap := &gonnxproto.AttributeProto{Name: a.name, Type: gonnxproto.AttributeProto_INT, I: int64(int8(v))}
-		if a.name == "direction" {
+		switch {
+		case a.name == "direction":
 			ap = &gonnxproto.AttributeProto{Name: a.name, Type: gonnxproto.AttributeProto_STRING,
 				S: []byte([]string{"forward", "reverse", "bidirectional", ""}[v%4])}
-		} else if a.list {
+		case a.name == "mode":
+			ap = &gonnxproto.AttributeProto{Name: a.name, Type: gonnxproto.AttributeProto_STRING,
+				S: []byte([]string{"constant", "reflect", "edge", "wrap"}[v%4])}
+		case a.name == "alpha":
+			ap = &gonnxproto.AttributeProto{Name: a.name, Type: gonnxproto.AttributeProto_FLOAT, F: float32(int8(v)) / 16}
+		case a.list:
 			ap = &gonnxproto.AttributeProto{Name: a.name, Type: gonnxproto.AttributeProto_INTS}
 			for range v % 6 {
 				e, _ := next(&attrs)

@@ -116,3 +116,91 @@ func TestDropoutTrainingFails(t *testing.T) {
 		}
 	}
 }
+
+// The vision and classification operators refuse at AI.MODELSTORE, with
+// an error naming it, the types ONNX Runtime's CPU provider has no kernel
+// for, attributes of other versions than the model's, and what ONNX
+// Runtime refuses itself (an AveragePool pad as large as its kernel).
+func TestVisionOperatorsRefuse(t *testing.T) {
+	const (
+		f32 = gonnxproto.TensorProto_FLOAT
+		f64 = gonnxproto.TensorProto_DOUBLE
+		i32 = gonnxproto.TensorProto_INT32
+		i64 = gonnxproto.TensorProto_INT64
+	)
+	one := func(op string, opset int64, ty gonnxproto.TensorProto_DataType, attrs ...*gonnxproto.AttributeProto) []byte {
+		return typedModel(t, op, opset, attrs, []string{"x"}, []gonnxproto.TensorProto_DataType{ty}, nil, ty)
+	}
+	mode := func(m string) *gonnxproto.AttributeProto {
+		return &gonnxproto.AttributeProto{Name: "mode", Type: gonnxproto.AttributeProto_STRING, S: []byte(m)}
+	}
+	for _, c := range []struct {
+		what  string
+		model []byte
+		want  string
+	}{
+		{"DOUBLE HardSigmoid", one("HardSigmoid", 13, f64), "input 0 (x) is DOUBLE, which this engine's HardSigmoid does not take (FLOAT)"},
+		{"DOUBLE Softplus", one("Softplus", 13, f64), "which this engine's Softplus does not take (FLOAT)"},
+		{"DOUBLE Elu", one("Elu", 13, f64), "which this engine's Elu does not take (FLOAT)"},
+		{"INT32 Floor", one("Floor", 13, i32), "which this engine's Floor does not take (FLOAT, DOUBLE)"},
+		{"INT64 Round", one("Round", 13, i64), "which this engine's Round does not take (FLOAT, DOUBLE)"},
+		{"BOOL Sign", one("Sign", 13, gonnxproto.TensorProto_BOOL), "which this engine's Sign does not take"},
+		{"INT32 LogSoftmax", one("LogSoftmax", 13, i32), "which this engine's LogSoftmax does not take (FLOAT, DOUBLE)"},
+		{"DOUBLE AveragePool", one("AveragePool", 13, f64, ints("kernel_shape", 2, 2)), "which this engine's AveragePool does not take (FLOAT)"},
+		{"UINT16 ArgMax", one("ArgMax", 13, gonnxproto.TensorProto_UINT16), "which this engine's ArgMax does not take"},
+		{"Elu with beta", one("Elu", 13, f32, &gonnxproto.AttributeProto{Name: "beta", Type: gonnxproto.AttributeProto_FLOAT, F: 1}), "beta"},
+		{"HardSwish at 13", one("HardSwish", 13, f32), `node "n" (HardSwish): no such operator in the model's opset`},
+		{"ArgMax select_last_index at 11", one("ArgMax", 11, f32, intAttr("select_last_index", 1)), "uses attribute select_last_index before opset 12"},
+		{"AveragePool pads as large as the kernel", one("AveragePool", 13, f32, ints("kernel_shape", 2, 2), ints("pads", 2, 0, 0, 0)), "pads as large as the kernel"},
+		{"AveragePool dilations", one("AveragePool", 13, f32, ints("kernel_shape", 2, 2), ints("dilations", 2, 2)), "dilations"},
+		{"AveragePool without kernel_shape", one("AveragePool", 13, f32), "averagepool operator: kernel_shape is required"},
+		{"AveragePool SAME_UPPER", one("AveragePool", 13, f32, ints("kernel_shape", 2, 2), &gonnxproto.AttributeProto{Name: "auto_pad", Type: gonnxproto.AttributeProto_STRING, S: []byte("SAME_UPPER")}), "auto_pad=SAME_UPPER"},
+		{"Pad wrap", typedModel(t, "Pad", 13, []*gonnxproto.AttributeProto{mode("wrap")}, []string{"x", "p"}, []gonnxproto.TensorProto_DataType{f32, i64}, nil, f32), "mode=wrap"},
+		{"Pad INT16", typedModel(t, "Pad", 13, nil, []string{"x", "p"}, []gonnxproto.TensorProto_DataType{gonnxproto.TensorProto_INT16, i64}, nil, gonnxproto.TensorProto_INT16), "which this engine's Pad does not take"},
+	} {
+		_, err := Engine{}.Compile(modelstore.ModelSource{Data: c.model}, modelstore.SessionOptions{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.what, err, c.want)
+		}
+	}
+}
+
+// Pad refuses at its run pads that do not match the input's rank, that
+// make a dimension of 0 or below, edge and reflect pads of an axis
+// cropped whole, reflect pads as large as what is left of the axis (past
+// which ONNX Runtime reads memory it never wrote), a constant_value of
+// more than one element and an output past the memory bound, before it
+// allocates; none of them panics.
+func TestPadRefuses(t *testing.T) {
+	x := &modelstore.Tensor{DType: modelstore.Float, Shape: []int64{2, 3}, Data: make([]byte, 24)}
+	for _, c := range []struct {
+		mode  string
+		pads  []int64
+		value *modelstore.Tensor
+		want  string
+	}{
+		{"constant", []int64{1, 1}, nil, "pads of shape (2) for an input of rank 2, where it takes 4"},
+		{"constant", []int64{0, -2, 0, -1}, nil, "this engine makes no empty tensors"},
+		{"constant", []int64{-1, 0, -1, 0}, nil, "this engine makes no empty tensors"},
+		{"edge", []int64{0, -3, 0, 1}, nil, "crop all of it"},
+		{"reflect", []int64{0, 3, 0, 0}, nil, "each must be less than the 3 elements they reflect"},
+		{"reflect", []int64{0, 0, 0, 3}, nil, "each must be less than the 3 elements they reflect"},
+		{"reflect", []int64{0, -1, 0, 2}, nil, "each must be less than the 2 elements they reflect"},
+		{"reflect", []int64{0, -2, 0, 1}, nil, "each must be less than the 1 elements they reflect"},
+		{"constant", []int64{0, 0, 0, 0}, &modelstore.Tensor{DType: modelstore.Float, Shape: []int64{2}, Data: make([]byte, 8)}, "constant_value is float32 of shape (2)"},
+		{"constant", []int64{1 << 40, 0, 1 << 40, 0}, nil, "would make"},
+		{"edge", []int64{1 << 62, 1 << 62, 1 << 62, 1 << 62}, nil, "would make"},
+	} {
+		in, feeds := []string{"x", "p"}, []*modelstore.Tensor{x, int64s(c.pads...)}
+		types := []gonnxproto.TensorProto_DataType{gonnxproto.TensorProto_FLOAT, gonnxproto.TensorProto_INT64}
+		if c.value != nil {
+			in, feeds, types = append(in, "c"), append(feeds, c.value), append(types, gonnxproto.TensorProto_FLOAT)
+		}
+		model := typedModel(t, "Pad", 13, []*gonnxproto.AttributeProto{{Name: "mode", Type: gonnxproto.AttributeProto_STRING, S: []byte(c.mode)}},
+			in, types, nil, gonnxproto.TensorProto_FLOAT)
+		_, err := compileGo(t, model).Run(context.Background(), feeds)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %v: %v, want an error with %q", c.mode, c.pads, err, c.want)
+		}
+	}
+}

@@ -57,6 +57,7 @@ var extraOps = map[string]func() (ops.Operator, error){
 	"Pow":                func() (ops.Operator, error) { return &pow{}, nil },
 	"ReduceMean":         func() (ops.Operator, error) { return &reduceMean{keepDims: true}, nil },
 	"Softmax":            func() (ops.Operator, error) { return &softmax{axis: -1}, nil },
+	"LogSoftmax":         func() (ops.Operator, error) { return &softmax{axis: -1, log: true}, nil },
 	"Sqrt":               func() (ops.Operator, error) { return &sqrt{}, nil },
 	"Where":              func() (ops.Operator, error) { return &where{}, nil },
 	"Expand":             func() (ops.Operator, error) { return &expand{}, nil },
@@ -66,6 +67,19 @@ var extraOps = map[string]func() (ops.Operator, error){
 	"Unsqueeze":          newSqueeze(true),
 	"Split":              func() (ops.Operator, error) { return &split{}, nil },
 	"Range":              func() (ops.Operator, error) { return &rangeOp{}, nil },
+	"Floor":              newFloor,
+	"Ceil":               newCeil,
+	"Round":              newRound,
+	"Reciprocal":         newReciprocal,
+	"Sign":               func() (ops.Operator, error) { return &sign{}, nil },
+	"Softplus":           newSoftplus,
+	"Elu":                newElu,
+	"HardSigmoid":        newHardSigmoid,
+	"HardSwish":          newHardSwish,
+	"AveragePool":        func() (ops.Operator, error) { return &averagePool{}, nil },
+	"Pad":                func() (ops.Operator, error) { return &pad{}, nil },
+	"ArgMax":             func() (ops.Operator, error) { return &argExtreme{greatest: true}, nil },
+	"ArgMin":             func() (ops.Operator, error) { return &argExtreme{}, nil },
 }
 
 var floatTypes = []tensor.Dtype{tensor.Float32, tensor.Float64}
@@ -1210,7 +1224,10 @@ func sumOver[T int32 | int64 | float32 | float64, A int32 | int64 | float64](x [
 }
 
 // softmax is Softmax at opset 13 over FLOAT and DOUBLE tensors: exp(x -
-// max) / sum of those along axis (default -1), row by row, in float64.
+// max) / sum of those along axis (default -1), row by row, in float64;
+// and LogSoftmax (log), its logarithm, x - max - log(sum), which PyTorch's
+// classifiers end with (older nodes of both are rewritten by
+// coercedSoftmax).
 // gonnx's calls gorgonia's, which starts a goroutine per row, all at once:
 // an input of [16M, 1] took 34 s (review, 2026-12-07), and a panic in one
 // of them (an empty tensor, or dims whose product wraps: FuzzGoEngineOps
@@ -1218,10 +1235,14 @@ func sumOver[T int32 | int64 | float32 | float64, A int32 | int64 | float64](x [
 type softmax struct {
 	unary
 	axis int
+	log  bool
 }
 
 func (o *softmax) Init(n *gonnxproto.NodeProto) error {
 	o.name = "softmax"
+	if o.log {
+		o.name = "logsoftmax"
+	}
 	for _, a := range n.GetAttribute() {
 		if a.GetName() != "axis" {
 			return ops.ErrUnsupportedAttribute(a.GetName(), o)
@@ -1245,9 +1266,9 @@ func (o *softmax) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	var backing any
 	switch v := x.Data().(type) {
 	case []float32:
-		backing = softmaxOver(v, outer, shape[axis], inner)
+		backing = softmaxOver(v, outer, shape[axis], inner, o.log)
 	case []float64:
-		backing = softmaxOver(v, outer, shape[axis], inner)
+		backing = softmaxOver(v, outer, shape[axis], inner, o.log)
 	default:
 		return nil, ops.ErrInvalidInputType(0, x.Dtype().Name(), o)
 	}
@@ -1255,8 +1276,8 @@ func (o *softmax) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 }
 
 // softmaxOver is the softmax of x, laid out as [outer, n, inner], along
-// its middle axis.
-func softmaxOver[T float32 | float64](x []T, outer, n, inner int) []T {
+// its middle axis, or its logarithm.
+func softmaxOver[T float32 | float64](x []T, outer, n, inner int, log bool) []T {
 	out := make([]T, len(x))
 	e := make([]float64, n)
 	for o := range outer {
@@ -1272,7 +1293,11 @@ func softmaxOver[T float32 | float64](x []T, outer, n, inner int) []T {
 				sum += e[j]
 			}
 			for j := range n {
-				out[base+j*inner] = T(e[j] / sum)
+				if log {
+					out[base+j*inner] = T(float64(x[base+j*inner]) - m - math.Log(sum))
+				} else {
+					out[base+j*inner] = T(e[j] / sum)
+				}
 			}
 		}
 	}
@@ -1292,7 +1317,9 @@ type maxPool struct {
 }
 
 func (o *maxPool) Init(n *gonnxproto.NodeProto) error {
-	o.name = "maxpool"
+	if o.name == "" {
+		o.name = "maxpool" // averagePool's Init names its own
+	}
 	if len(n.GetOutput()) > 1 {
 		return fmt.Errorf("%s: the Indices output is not supported", o)
 	}
@@ -1461,6 +1488,100 @@ func pool2D[T float32 | float64 | int8 | uint8](x []T, s tensor.Shape, outH, out
 		}
 	}
 	return out
+}
+
+// averagePool is AveragePool at opsets 11 to 17 (version 11), FLOAT as
+// in ONNX Runtime's CPU provider, 2-D over NCHW input: kernel_shape,
+// strides, pads, ceil_mode (maxPool's, which it shares the output's size
+// and the bounds with) and count_include_pad; auto_pad NOTSET or VALID.
+// Each output is the sum of its window's elements inside the input,
+// divided by their count, or with count_include_pad by the kernel's size
+// whatever part of the window lies in the padding or past it, as ONNX
+// Runtime's. A pad as large as the kernel is refused, as ONNX Runtime
+// refuses it. PyTorch exports AvgPool2d as it (with a Pad before it where
+// it counts its padding).
+type averagePool struct {
+	maxPool
+	includePad bool
+}
+
+func (o *averagePool) Init(n *gonnxproto.NodeProto) error {
+	o.name = "averagepool"
+	if len(n.GetOutput()) > 1 {
+		return fmt.Errorf("%s: %d outputs, where it has 1", o, len(n.GetOutput()))
+	}
+	// The attributes it shares with MaxPool are read by maxPool's Init,
+	// which takes dilations and storage_order too: not AveragePool's
+	// before opset 19.
+	shared := &gonnxproto.NodeProto{Output: n.GetOutput()}
+	for _, a := range n.GetAttribute() {
+		switch a.GetName() {
+		case "count_include_pad":
+			o.includePad = a.GetI() != 0
+		case "dilations", "storage_order":
+			return ops.ErrUnsupportedAttribute(a.GetName(), o)
+		default:
+			shared.Attribute = append(shared.Attribute, a)
+		}
+	}
+	if err := o.maxPool.Init(shared); err != nil {
+		return err
+	}
+	for i, k := range o.kernel {
+		if o.pads[i] >= k || o.pads[i+2] >= k {
+			return ops.ErrInvalidAttribute("pads as large as the kernel", o)
+		}
+	}
+	return nil
+}
+
+// GetInputTypeConstraints implements ops.Operator.
+func (o *averagePool) GetInputTypeConstraints() [][]tensor.Dtype {
+	return [][]tensor.Dtype{float32Only}
+}
+
+func (o *averagePool) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	return ops.ValidateInputs(o, in)
+}
+
+func (o *averagePool) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	x := dense(in[0])
+	s := x.Shape()
+	outH, outW, err := o.outDims(s)
+	if err != nil {
+		return nil, err
+	}
+	v, ok := x.Data().([]float32)
+	if !ok {
+		return nil, ops.ErrInvalidInputType(0, x.Dtype().Name(), o)
+	}
+	h, w := s[2], s[3]
+	out := make([]float32, s[0]*s[1]*outH*outW)
+	k := 0
+	for plane := 0; plane < s[0]*s[1]; plane++ {
+		src := v[plane*h*w : (plane+1)*h*w]
+		for oy := range outH {
+			y0 := oy*o.strides[0] - o.pads[0]
+			yLo, yHi := max(y0, 0), min(y0+o.kernel[0], h)
+			for ox := range outW {
+				x0 := ox*o.strides[1] - o.pads[1]
+				xLo, xHi := max(x0, 0), min(x0+o.kernel[1], w)
+				var sum float32
+				for y := yLo; y < yHi; y++ {
+					for _, e := range src[y*w+xLo : y*w+xHi] {
+						sum += e
+					}
+				}
+				count := max(yHi-yLo, 0) * max(xHi-xLo, 0)
+				if o.includePad {
+					count = o.kernel[0] * o.kernel[1]
+				}
+				out[k] = sum / float32(count)
+				k++
+			}
+		}
+	}
+	return []tensor.Tensor{tensor.New(tensor.WithShape(s[0], s[1], outH, outW), tensor.WithBacking(out))}, nil
 }
 
 // taps is the range [lo, hi) of a window's taps, starting at start and d

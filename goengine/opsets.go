@@ -78,9 +78,17 @@ var changes = map[string][]change{
 	"Less": {{13, nil}}, "MatMul": {{13, nil}}, "Neg": {{13, nil}}, "ReduceMean": {{13, nil}},
 	"Sigmoid": {{13, nil}}, "Slice": {{13, nil}}, "Sqrt": {{13, nil}}, "Tanh": {{13, nil}},
 	"Transpose": {{13, nil}}, "Expand": {{13, nil}}, "Tile": {{13, nil}},
-	// 13: Softmax over one axis; before, over all the dimensions from
-	// axis on (by default 1), as a 2-D matrix.
-	"Softmax": {{13, coercedSoftmax}},
+	"Floor": {{13, nil}}, "Ceil": {{13, nil}}, "Reciprocal": {{13, nil}}, "Sign": {{13, nil}}, "Pad": {{13, nil}},
+	// 13: Softmax and LogSoftmax over one axis; before, over all the
+	// dimensions from axis on (by default 1), as a 2-D matrix.
+	"Softmax":    {{13, coercedSoftmax}},
+	"LogSoftmax": {{13, coercedSoftmax}},
+	// 12: select_last_index; 13: BFLOAT16.
+	"ArgMax": {{12, lastIndexBefore12}, {13, nil}},
+	"ArgMin": {{12, lastIndexBefore12}, {13, nil}},
+	// New at 14 (PyTorch exports Hardswish before it as x times a
+	// HardSigmoid).
+	"HardSwish": {{14, absentBefore}},
 	// 12: more types (Clip, Min and Max: the integers; ReduceMax and
 	// ReduceMin: INT8 and UINT8); 13: BFLOAT16.
 	"Clip": {{12, nil}, {13, nil}}, "Min": {{12, nil}, {13, nil}}, "Max": {{12, nil}, {13, nil}},
@@ -141,15 +149,19 @@ func layoutZero(e *edit, n *gonnxproto.NodeProto, reached bool) error {
 
 // absentBefore refuses an operator in a model older than its first
 // version, as ONNX Runtime does.
-func absentBefore(_ *edit, n *gonnxproto.NodeProto, _ bool) error {
+func absentBefore(_ *edit, n *gonnxproto.NodeProto, reached bool) error {
+	if reached { // a version after 13, and the model's opset has it
+		return nil
+	}
 	return refuse("node %q (%s): no such operator in the model's opset", n.GetName(), n.GetOpType())
 }
 
-// coercedSoftmax is Softmax before opset 13: the input as a 2-D matrix,
-// the dimensions before axis its rows, softmax along each row, then the
-// input's shape again; written as Shape, Flatten, opset 13's Softmax over
-// the last axis, and Reshape. (Of a 1-D input at the default axis 1,
-// which ONNX Runtime refuses at its run, it makes ones.)
+// coercedSoftmax is Softmax (or LogSoftmax) before opset 13: the input as
+// a 2-D matrix, the dimensions before axis its rows, softmax along each
+// row, then the input's shape again; written as Shape, Flatten, opset
+// 13's Softmax (LogSoftmax) over the last axis, and Reshape. (Of a 1-D
+// input at the default axis 1, which ONNX Runtime refuses at its run, it
+// makes ones, or zeros.)
 func coercedSoftmax(e *edit, n *gonnxproto.NodeProto, _ bool) error {
 	if len(n.GetInput()) != 1 || len(n.GetOutput()) != 1 {
 		return nil // the operator refuses it
@@ -161,9 +173,20 @@ func coercedSoftmax(e *edit, n *gonnxproto.NodeProto, _ bool) error {
 	e.emit(
 		&gonnxproto.NodeProto{Name: n.GetName() + "/shape", OpType: "Shape", Input: []string{x}, Output: []string{shape}},
 		&gonnxproto.NodeProto{Name: n.GetName() + "/flatten", OpType: "Flatten", Input: []string{x}, Output: []string{flat}, Attribute: []*gonnxproto.AttributeProto{axis}},
-		&gonnxproto.NodeProto{Name: n.GetName(), OpType: "Softmax", Input: []string{flat}, Output: []string{soft}, Attribute: []*gonnxproto.AttributeProto{last}},
+		&gonnxproto.NodeProto{Name: n.GetName(), OpType: n.GetOpType(), Input: []string{flat}, Output: []string{soft}, Attribute: []*gonnxproto.AttributeProto{last}},
 		&gonnxproto.NodeProto{Name: n.GetName() + "/reshape", OpType: "Reshape", Input: []string{soft, shape}, Output: []string{y}},
 	)
+	return nil
+}
+
+// lastIndexBefore12 refuses ArgMax's and ArgMin's select_last_index in a
+// model older than opset 12, which added it.
+func lastIndexBefore12(e *edit, n *gonnxproto.NodeProto, _ bool) error {
+	for _, a := range n.GetAttribute() {
+		if a.GetName() == "select_last_index" {
+			return e.cannot(n, "attribute select_last_index before opset 12")
+		}
+	}
 	return nil
 }
 

@@ -2,6 +2,7 @@ package goengine
 
 import (
 	"math"
+	"slices"
 
 	gonnxproto "github.com/advancedclimatesystems/gonnx/onnx"
 	"github.com/advancedclimatesystems/gonnx/ops"
@@ -226,6 +227,106 @@ func extremeOver[T int8 | uint8 | int32 | int64 | float32 | float64](x []T, shap
 			}
 			o -= outStrides[i] * idx[i]
 			idx[i] = 0
+		}
+	}
+	return out
+}
+
+// argTypes are ArgMax's and ArgMin's types in ONNX Runtime 1.24's CPU
+// provider.
+var argTypes = []tensor.Dtype{tensor.Float32, tensor.Float64, tensor.Int8, tensor.Int32, tensor.Int64, tensor.Uint8}
+
+// argExtreme is ArgMax (greatest) or ArgMin at opsets 11 to 17 (12 added
+// select_last_index, rewritten away before it; 13 BFLOAT16): the INT64
+// index of the greatest (least) element along axis (0 by default), the
+// first of equal ones unless select_last_index, keepdims 1 by default.
+// Each element is compared with the best so far as ONNX Runtime compares
+// them, so a NaN first stays and a later one is passed over.
+type argExtreme struct {
+	greatest, last, keepDims bool
+	axis                     int
+}
+
+func (o *argExtreme) Init(n *gonnxproto.NodeProto) error {
+	o.keepDims = true
+	for _, a := range n.GetAttribute() {
+		switch a.GetName() {
+		case "axis":
+			o.axis = int(max(min(a.GetI(), math.MaxInt32), math.MinInt32))
+		case "keepdims":
+			o.keepDims = a.GetI() != 0
+		case "select_last_index":
+			o.last = a.GetI() != 0
+		default:
+			return ops.ErrUnsupportedAttribute(a.GetName(), o)
+		}
+	}
+	return nil
+}
+func (o *argExtreme) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	return ops.ValidateInputs(o, in)
+}
+func (*argExtreme) GetMinInputs() int                         { return 1 }
+func (*argExtreme) GetMaxInputs() int                         { return 1 }
+func (*argExtreme) GetInputTypeConstraints() [][]tensor.Dtype { return [][]tensor.Dtype{argTypes} }
+func (o *argExtreme) String() string {
+	if o.greatest {
+		return "argmax operator"
+	}
+	return "argmin operator"
+}
+
+func (o *argExtreme) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	x := dense(in[0])
+	shape := x.Shape().Clone()
+	a, outer, inner, err := aroundAxis(shape, x.IsScalar(), o.axis)
+	if err != nil {
+		return nil, err
+	}
+	var idx []int64
+	switch v := flat(x).(type) {
+	case []float32:
+		idx = argOver(v, outer, shape[a], inner, o.greatest, o.last)
+	case []float64:
+		idx = argOver(v, outer, shape[a], inner, o.greatest, o.last)
+	case []int8:
+		idx = argOver(v, outer, shape[a], inner, o.greatest, o.last)
+	case []int32:
+		idx = argOver(v, outer, shape[a], inner, o.greatest, o.last)
+	case []int64:
+		idx = argOver(v, outer, shape[a], inner, o.greatest, o.last)
+	case []uint8:
+		idx = argOver(v, outer, shape[a], inner, o.greatest, o.last)
+	default:
+		return nil, ops.ErrInvalidInputType(0, x.Dtype().Name(), o)
+	}
+	outShape := slices.Clone(shape)
+	outShape[a] = 1
+	if !o.keepDims {
+		outShape = slices.Delete(outShape, a, a+1)
+	}
+	if len(outShape) == 0 {
+		return []tensor.Tensor{tensor.New(tensor.FromScalar(idx[0]))}, nil
+	}
+	return []tensor.Tensor{tensor.New(tensor.WithShape(outShape...), tensor.WithBacking(idx))}, nil
+}
+
+// argOver is, for x laid out as [outer, n, inner], the index along its
+// middle axis of the greatest (least) element: the first, then each one
+// greater (less) or, with last, greater (less) or equal.
+func argOver[T int8 | uint8 | int32 | int64 | float32 | float64](x []T, outer, n, inner int, greatest, last bool) []int64 {
+	out := make([]int64, outer*inner)
+	for o := range outer {
+		for i := range inner {
+			base := o*n*inner + i
+			best, at := x[base], 0
+			for j := 1; j < n; j++ {
+				v := x[base+j*inner]
+				if greatest && (v > best || last && v == best) || !greatest && (v < best || last && v == best) {
+					best, at = v, j
+				}
+			}
+			out[o*inner+i] = int64(at)
 		}
 	}
 	return out

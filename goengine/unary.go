@@ -4,29 +4,59 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 
 	gonnxproto "github.com/advancedclimatesystems/gonnx/onnx"
 	"github.com/advancedclimatesystems/gonnx/ops"
 	"gorgonia.org/tensor"
 )
 
-// elementwise is an operator of one float input and no attributes that
-// maps each element through f, computed in float64 and rounded to the
-// input's type: Erf (FLOAT only, as in ONNX Runtime's CPU provider; the
-// GELU of PyTorch's exports is x * 0.5 * (1 + Erf(x / sqrt 2))), Exp and
-// Log (FLOAT and DOUBLE). gonnx has none of them, and a model with any
-// was refused at AI.MODELSTORE.
+// elementwise is an operator of one float input whose attributes, if
+// any, are FLOATs (params), that maps each element through f, computed
+// in float64 and rounded to the input's type: Erf (FLOAT only, as in ONNX
+// Runtime's CPU provider; the GELU of PyTorch's exports is x * 0.5 * (1 +
+// Erf(x / sqrt 2))), Exp and Log (FLOAT and DOUBLE); Floor, Ceil, Round
+// (halves to even) and Reciprocal (FLOAT and DOUBLE), and the activations
+// of vision nets, Softplus, Elu, HardSigmoid and HardSwish (FLOAT only).
+// gonnx has none of them, and a model with any was refused at
+// AI.MODELSTORE. A NaN stays NaN in each, as in ONNX Runtime.
 type elementwise struct {
-	name  string
-	types []tensor.Dtype
-	f     func(float64) float64
+	name   string
+	types  []tensor.Dtype
+	params []param
+	f      func(x float64, p []float64) float64
+	p      []float64 // the params' values (Init's)
+}
+
+// param is a FLOAT attribute of an elementwise operator, and its value
+// when the node does not give it.
+type param struct {
+	name string
+	def  float32
 }
 
 func newElementwise(name string, types []tensor.Dtype, f func(float64) float64) func() (ops.Operator, error) {
-	return func() (ops.Operator, error) { return &elementwise{name: name, types: types, f: f}, nil }
+	return newActivation(name, types, nil, func(x float64, _ []float64) float64 { return f(x) })
 }
 
-func (o *elementwise) Init(n *gonnxproto.NodeProto) error { return noAttributes(n, o) }
+func newActivation(name string, types []tensor.Dtype, params []param, f func(x float64, p []float64) float64) func() (ops.Operator, error) {
+	return func() (ops.Operator, error) { return &elementwise{name: name, types: types, params: params, f: f}, nil }
+}
+
+func (o *elementwise) Init(n *gonnxproto.NodeProto) error {
+	o.p = make([]float64, len(o.params))
+	for i, p := range o.params {
+		o.p[i] = float64(p.def)
+	}
+	for _, a := range n.GetAttribute() {
+		i := slices.IndexFunc(o.params, func(p param) bool { return p.name == a.GetName() })
+		if i < 0 {
+			return ops.ErrUnsupportedAttribute(a.GetName(), o)
+		}
+		o.p[i] = float64(a.GetF())
+	}
+	return nil
+}
 func (o *elementwise) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	return ops.ValidateInputs(o, in)
 }
@@ -40,20 +70,20 @@ func (o *elementwise) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	var backing any
 	switch v := flat(x).(type) {
 	case []float32:
-		backing = mapFloats(v, o.f)
+		backing = mapFloats(v, o.f, o.p)
 	case []float64:
-		backing = mapFloats(v, o.f)
+		backing = mapFloats(v, o.f, o.p)
 	default:
 		return nil, ops.ErrInvalidInputType(0, x.Dtype().Name(), o)
 	}
 	return []tensor.Tensor{shaped(x, backing)}, nil
 }
 
-// mapFloats is f of each element of v, in float64, in a new slice.
-func mapFloats[T float32 | float64](v []T, f func(float64) float64) []T {
+// mapFloats is f of each element of v and p, in float64, in a new slice.
+func mapFloats[T float32 | float64](v []T, f func(float64, []float64) float64, p []float64) []T {
 	out := make([]T, len(v))
 	for i, x := range v {
-		out[i] = T(f(float64(x)))
+		out[i] = T(f(float64(x), p))
 	}
 	return out
 }
@@ -61,10 +91,102 @@ func mapFloats[T float32 | float64](v []T, f func(float64) float64) []T {
 var float32Only = []tensor.Dtype{tensor.Float32}
 
 var (
-	newErf = newElementwise("erf", float32Only, math.Erf)
-	newExp = newElementwise("exp", floatTypes, math.Exp)
-	newLog = newElementwise("log", floatTypes, math.Log)
+	newErf        = newElementwise("erf", float32Only, math.Erf)
+	newExp        = newElementwise("exp", floatTypes, math.Exp)
+	newLog        = newElementwise("log", floatTypes, math.Log)
+	newFloor      = newElementwise("floor", floatTypes, math.Floor)
+	newCeil       = newElementwise("ceil", floatTypes, math.Ceil)
+	newRound      = newElementwise("round", floatTypes, math.RoundToEven)
+	newReciprocal = newElementwise("reciprocal", floatTypes, func(x float64) float64 { return 1 / x })
+	// Softplus is log(1 + e^x), as log1p(e^-|x|) + max(x, 0) so that it
+	// neither overflows nor loses a small e^x.
+	newSoftplus = newElementwise("softplus", float32Only, func(x float64) float64 {
+		if x != x {
+			return x
+		}
+		return math.Log1p(math.Exp(-math.Abs(x))) + max(x, 0)
+	})
+	// Elu is x where x >= 0, else alpha (e^x - 1).
+	newElu = newActivation("elu", float32Only, []param{{"alpha", 1}}, func(x float64, p []float64) float64 {
+		if x >= 0 || x != x {
+			return x
+		}
+		return p[0] * math.Expm1(x)
+	})
+	// HardSigmoid is alpha x + beta held to [0, 1]: max and min keep a
+	// NaN, as ONNX Runtime's.
+	newHardSigmoid = newActivation("hardsigmoid", float32Only, []param{{"alpha", 0.2}, {"beta", 0.5}}, func(x float64, p []float64) float64 {
+		return max(min(p[0]*x+p[1], 1), 0)
+	})
+	// HardSwish is x HardSigmoid(x) with alpha 1/6 and beta 1/2.
+	newHardSwish = newElementwise("hardswish", float32Only, func(x float64) float64 {
+		return x * max(min(x/6+0.5, 1), 0)
+	})
 )
+
+// signTypes are Sign's types in ONNX Runtime 1.24's CPU provider.
+var signTypes = []tensor.Dtype{tensor.Float32, tensor.Float64, tensor.Int8, tensor.Int16, tensor.Int32, tensor.Int64,
+	tensor.Uint8, tensor.Uint16, tensor.Uint32, tensor.Uint64}
+
+// sign is Sign: 1, 0 or -1 of each element's sign, in its type (NaN for
+// a NaN, as ONNX Runtime has it).
+type sign struct{}
+
+func (o *sign) Init(n *gonnxproto.NodeProto) error { return noAttributes(n, o) }
+func (o *sign) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	return ops.ValidateInputs(o, in)
+}
+func (*sign) GetMinInputs() int                         { return 1 }
+func (*sign) GetMaxInputs() int                         { return 1 }
+func (*sign) GetInputTypeConstraints() [][]tensor.Dtype { return [][]tensor.Dtype{signTypes} }
+func (*sign) String() string                            { return "sign operator" }
+
+func (o *sign) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	x := dense(in[0])
+	var backing any
+	switch v := flat(x).(type) {
+	case []float32:
+		backing = signs(v)
+	case []float64:
+		backing = signs(v)
+	case []int8:
+		backing = signs(v)
+	case []int16:
+		backing = signs(v)
+	case []int32:
+		backing = signs(v)
+	case []int64:
+		backing = signs(v)
+	case []uint8:
+		backing = signs(v)
+	case []uint16:
+		backing = signs(v)
+	case []uint32:
+		backing = signs(v)
+	case []uint64:
+		backing = signs(v)
+	default:
+		return nil, ops.ErrInvalidInputType(0, x.Dtype().Name(), o)
+	}
+	return []tensor.Tensor{shaped(x, backing)}, nil
+}
+
+// signs is the sign of each element of v (0 for 0, NaN for NaN).
+func signs[T number](v []T) []T {
+	out := make([]T, len(v))
+	var one T = 1
+	for i, x := range v {
+		switch {
+		case x > 0:
+			out[i] = one
+		case x < 0:
+			out[i] = -one
+		case x != x:
+			out[i] = x
+		}
+	}
+	return out
+}
 
 // leakyRelu is LeakyRelu: x where x >= 0, else alpha x (alpha 0.01 by
 // default), in the input's type as ONNX Runtime computes it. FLOAT, and
