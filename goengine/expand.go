@@ -451,3 +451,178 @@ func rangeOf[T float32 | float64 | int32 | int64](start, limit, delta T) ([]T, e
 	}
 	return out, nil
 }
+
+// slice is Slice at opsets 11 to 17 (13 added BFLOAT16): starts and
+// ends, and optionally axes (every axis from 0 by default) and steps (1),
+// of INT32 or INT64, as ONNX defines them: a negative start or end counts
+// from the end of its axis, and each is then held to the axis, to [0,
+// dim] for a positive step and to [0, dim - 1] and [-1, dim - 1] for a
+// negative one, which walks the axis backwards. gonnx's (gorgonia's
+// slicing) failed every negative step ("Invalid slice index"), and
+// PyTorch exports the pads of ReflectionPad2d, ReplicationPad2d and
+// ZeroPad2d as a Slice of step -1 to an end of -2^63+1 before its Pad. A
+// step of 0, an axis twice or out of range, and a slice of no elements
+// (the engine makes no empty tensors) are refused.
+type slice struct{}
+
+func (o *slice) Init(n *gonnxproto.NodeProto) error { return noAttributes(n, o) }
+func (o *slice) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	return ops.ValidateInputs(o, in)
+}
+func (*slice) GetMinInputs() int { return 3 }
+func (*slice) GetMaxInputs() int { return 5 }
+func (*slice) GetInputTypeConstraints() [][]tensor.Dtype {
+	index := []tensor.Dtype{tensor.Int32, tensor.Int64}
+	return [][]tensor.Dtype{ops.AllTypes, index, index, index, index}
+}
+func (*slice) String() string { return "slice operator" }
+
+func (o *slice) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	x := dense(in[0])
+	if x.IsScalar() {
+		return nil, ops.ErrInvalidInput("a scalar input: there is no axis to slice", o)
+	}
+	shape := x.Shape().Clone()
+	r := len(shape)
+	lists := make([][]int64, 4) // starts, ends, axes, steps
+	for i := range lists {
+		if 1+i >= len(in) || in[1+i] == nil {
+			continue
+		}
+		if len(in[1+i].Shape()) > 1 {
+			return nil, ops.ErrInvalidInput(fmt.Sprintf("input %d of shape %v: a list", 1+i, in[1+i].Shape()), o)
+		}
+		switch v := flat(in[1+i]).(type) {
+		case []int64:
+			lists[i] = v
+		case []int32:
+			lists[i] = make([]int64, len(v))
+			for k, e := range v {
+				lists[i][k] = int64(e)
+			}
+		default:
+			return nil, ops.ErrInvalidInputType(1+i, in[1+i].Dtype().Name(), o)
+		}
+	}
+	starts, ends, axes, steps := lists[0], lists[1], lists[2], lists[3]
+	n := len(starts)
+	if axes == nil {
+		axes = make([]int64, min(n, r))
+		for i := range axes {
+			axes[i] = int64(i)
+		}
+	}
+	if steps == nil {
+		steps = slices.Repeat([]int64{1}, n)
+	}
+	if len(ends) != n || len(axes) != n || len(steps) != n {
+		return nil, ops.ErrInvalidInput(fmt.Sprintf("%d starts, %d ends, %d axes and %d steps for an input of rank %d", n, len(ends), len(axes), len(steps), r), o)
+	}
+	// Each axis's first index, step and count; axes not listed are kept
+	// whole.
+	first, step, outShape := make([]int, r), make([]int, r), shape.Clone()
+	for i := range step {
+		step[i] = 1
+	}
+	seen := make([]bool, r)
+	for i, a := range axes {
+		if a < int64(-r) || a >= int64(r) {
+			return nil, ops.ErrAxisOutOfRange(-r, r, int(max(min(a, math.MaxInt32), math.MinInt32)))
+		}
+		a = (a + int64(r)) % int64(r)
+		if seen[a] {
+			return nil, ops.ErrInvalidInput(fmt.Sprintf("axis %d sliced twice", a), o)
+		}
+		seen[a] = true
+		d := int64(shape[a])
+		begin, end, s := starts[i], ends[i], steps[i]
+		if s == 0 {
+			return nil, ops.ErrInvalidInput("a step of 0", o)
+		}
+		s = max(min(s, d), -d) // the same slice, and no overflow below
+		if begin < 0 {
+			begin += d
+		}
+		if end < 0 {
+			end += d
+		}
+		var count int64
+		if s > 0 {
+			begin, end = min(max(begin, 0), d), min(max(end, 0), d)
+			count = (end - begin + s - 1) / s
+		} else {
+			begin, end = min(max(begin, 0), d-1), min(max(end, -1), d-1)
+			count = (begin - end - s - 1) / -s
+		}
+		if count <= 0 {
+			return nil, ops.ErrInvalidInput(fmt.Sprintf("axis %d sliced from %d to %d by %d: no elements, and this engine makes no empty tensors", a, starts[i], ends[i], s), o)
+		}
+		first[a], step[a], outShape[a] = int(begin), int(s), int(count)
+	}
+	var backing any
+	switch v := flat(x).(type) {
+	case []float32:
+		backing = sliceAs(v, shape, outShape, first, step)
+	case []float64:
+		backing = sliceAs(v, shape, outShape, first, step)
+	case []int8:
+		backing = sliceAs(v, shape, outShape, first, step)
+	case []int16:
+		backing = sliceAs(v, shape, outShape, first, step)
+	case []int32:
+		backing = sliceAs(v, shape, outShape, first, step)
+	case []int64:
+		backing = sliceAs(v, shape, outShape, first, step)
+	case []uint8:
+		backing = sliceAs(v, shape, outShape, first, step)
+	case []uint16:
+		backing = sliceAs(v, shape, outShape, first, step)
+	case []uint32:
+		backing = sliceAs(v, shape, outShape, first, step)
+	case []uint64:
+		backing = sliceAs(v, shape, outShape, first, step)
+	case []bool:
+		backing = sliceAs(v, shape, outShape, first, step)
+	case []string:
+		backing = sliceAs(v, shape, outShape, first, step)
+	case []complex64:
+		backing = sliceAs(v, shape, outShape, first, step)
+	case []complex128:
+		backing = sliceAs(v, shape, outShape, first, step)
+	default:
+		return nil, ops.ErrInvalidInputType(0, x.Dtype().Name(), o)
+	}
+	return []tensor.Tensor{tensor.New(tensor.WithShape(outShape...), tensor.WithBacking(backing))}, nil
+}
+
+// sliceAs is x (of shape) sliced to outShape: along axis i from first[i]
+// by step[i] (a step of at most the axis's size, so nothing overflows);
+// walked odometer style.
+func sliceAs[T any](x []T, shape, outShape, first, step []int) []T {
+	r := len(shape)
+	strides := make([]int, r)
+	s := 1
+	for i := r - 1; i >= 0; i-- {
+		strides[i] = s
+		s *= shape[i]
+	}
+	at := 0
+	for i := range first {
+		at += first[i] * strides[i]
+	}
+	out := make([]T, tensor.Shape(outShape).TotalSize()) // at most x's size
+	idx := make([]int, r)
+	for k := range out {
+		out[k] = x[at]
+		for i := r - 1; i >= 0; i-- {
+			idx[i]++
+			at += step[i] * strides[i]
+			if idx[i] < outShape[i] {
+				break
+			}
+			at -= step[i] * strides[i] * idx[i]
+			idx[i] = 0
+		}
+	}
+	return out
+}

@@ -204,3 +204,30 @@ func TestPadRefuses(t *testing.T) {
 		}
 	}
 }
+
+// Slice refuses at its run a step of 0, an axis sliced twice or out of
+// range, lists of different lengths and a slice of no elements; none of
+// them panics.
+func TestSliceRefuses(t *testing.T) {
+	i64 := gonnxproto.TensorProto_INT64
+	s := compileGo(t, typedModel(t, "Slice", 13, nil, []string{"x", "s", "e", "a", "p"},
+		[]gonnxproto.TensorProto_DataType{gonnxproto.TensorProto_FLOAT, i64, i64, i64, i64}, nil, gonnxproto.TensorProto_FLOAT))
+	x := &modelstore.Tensor{DType: modelstore.Float, Shape: []int64{2, 6}, Data: make([]byte, 48)}
+	for _, c := range []struct {
+		starts, ends, axes, steps []int64
+		want                      string
+	}{
+		{[]int64{0}, []int64{2}, []int64{1}, []int64{0}, "a step of 0"},
+		{[]int64{0, 0}, []int64{2, 2}, []int64{1, -1}, []int64{1, 1}, "axis 1 sliced twice"},
+		{[]int64{0}, []int64{2}, []int64{2}, []int64{1}, "axis"},
+		{[]int64{0, 0}, []int64{2}, []int64{0, 1}, []int64{1, 1}, "2 starts, 1 ends, 2 axes and 2 steps"},
+		{[]int64{3}, []int64{3}, []int64{1}, []int64{1}, "no elements"},
+		{[]int64{0}, []int64{5}, []int64{1}, []int64{-1}, "no elements"},
+		{[]int64{-100}, []int64{-50}, []int64{1}, []int64{1}, "no elements"},
+	} {
+		_, err := s.Run(context.Background(), []*modelstore.Tensor{x, int64s(c.starts...), int64s(c.ends...), int64s(c.axes...), int64s(c.steps...)})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v %v %v %v: %v, want an error with %q", c.starts, c.ends, c.axes, c.steps, err, c.want)
+		}
+	}
+}

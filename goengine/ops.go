@@ -78,6 +78,7 @@ var extraOps = map[string]func() (ops.Operator, error){
 	"HardSwish":          newHardSwish,
 	"AveragePool":        func() (ops.Operator, error) { return &averagePool{}, nil },
 	"Pad":                func() (ops.Operator, error) { return &pad{}, nil },
+	"Slice":              func() (ops.Operator, error) { return &slice{}, nil },
 	"ArgMax":             func() (ops.Operator, error) { return &argExtreme{greatest: true}, nil },
 	"ArgMin":             func() (ops.Operator, error) { return &argExtreme{}, nil },
 }

@@ -455,6 +455,28 @@ class GoEngineTest(unittest.TestCase):
             self.assertEqual(execute(self.g, name, ["x"], ["y"]), b"OK")
             np.testing.assert_allclose(tget(self.g, "y"), y, rtol=1e-4, atol=1e-6, err_msg=name)
 
+    def test_vision_models_give_torchs_outputs(self):
+        """A classifier PyTorch exported at opsets 11, 13 and 14 with the
+        layers vision nets use (Pad in each mode, its pads reversed by a
+        Slice of step -1; AveragePool with ceil_mode and a counted padding;
+        HardSwish, or x times HardSigmoid before 14; Elu, Softplus,
+        LogSoftmax) gives torch's outputs in the cgo-free build, which
+        refused it ("unsupported operator Pad"). (ONNX Runtime with its
+        graph optimizations, as the server runs it, fails it: it fuses the
+        ZeroPad2d into the ceil_mode AveragePool and gets the wrong size;
+        goengine's TestLaterOpsetsMatchONNXRuntime compares it with ONNX
+        Runtime unoptimized.)"""
+        for opset in (11, 13, 14):
+            name = "vision%d" % opset
+            ops = {n.op_type for n in onnx.load_from_string(model_bytes(name + ".onnx")).graph.node}
+            want = {"Pad", "Slice", "AveragePool", "HardSigmoid", "Elu", "Softplus", "LogSoftmax"} | ({"HardSwish"} if opset >= 14 else set())
+            self.assertLessEqual(want, ops, name)
+            x, y = reference(name)
+            self.assertEqual(self.g.execute_command("AI.MODELSTORE", name, "ONNX", "CPU", "BLOB", model_bytes(name + ".onnx")), b"OK", name)
+            tset(self.g, "x", x)
+            self.assertEqual(execute(self.g, name, ["x"], ["y"]), b"OK")
+            np.testing.assert_allclose(tget(self.g, "y"), y, rtol=1e-4, atol=1e-5, err_msg=name)
+
     def test_string_model_refused(self):
         with self.assertRaises(Exception) as cm:
             self.g.execute_command("AI.MODELSTORE", "s", "ONNX", "CPU", "BLOB", model_bytes("string_identity.onnx"))

@@ -615,6 +615,50 @@ def torch_model_and_reference(opset):
     return model, ({"x": x}, {"y": y})
 
 
+def vision_model_and_reference(opset):
+    """A small classifier of the layers vision nets are made of, as PyTorch
+    exports them at opset: padding of each mode (ReflectionPad2d,
+    ReplicationPad2d, ZeroPad2d: Pad), AvgPool2d counting its padding (a
+    Pad before an AveragePool) and not, with ceil_mode, Hardswish (the
+    HardSwish operator from opset 14, x times a HardSigmoid before it),
+    Hardsigmoid, ELU, Softplus, and LogSoftmax over the classes; with
+    torch's outputs."""
+    try:
+        import torch
+        from torch import nn
+        from torch.nn import functional as F
+    except ImportError:
+        return None
+    torch.manual_seed(14)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3)
+            self.pad_r, self.pad_e, self.pad_z = nn.ReflectionPad2d(1), nn.ReplicationPad2d((1, 2, 0, 1)), nn.ZeroPad2d(1)
+            self.pool1 = nn.AvgPool2d(3, stride=2, padding=1)
+            self.pool2 = nn.AvgPool2d(2, stride=2, ceil_mode=True, count_include_pad=False)
+            self.fc = nn.Linear(8 * 5 * 6, 10)
+
+        def forward(self, x):  # x: [N, 3, 15, 15]
+            h = F.hardswish(self.conv(self.pad_r(x)))  # [N, 8, 15, 15]
+            h = F.elu(self.pool1(self.pad_e(h)))  # [N, 8, 8, 9]
+            h = self.pool2(self.pad_z(h))  # [N, 8, 5, 6]
+            h = F.hardsigmoid(h) + F.softplus(h)
+            return torch.log_softmax(self.fc(torch.flatten(h, 1)), dim=-1)
+
+    net = Net().eval()
+    x = np.random.default_rng(15).standard_normal((3, 3, 15, 15)).astype(np.float32)
+    buf = io.BytesIO()
+    with torch.no_grad():
+        y = net(torch.from_numpy(x)).numpy().astype(np.float32)
+        torch.onnx.export(net, torch.from_numpy(x), buf, input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "N"}, "y": {0: "N"}}, opset_version=opset)
+    model = onnx.load_from_string(buf.getvalue())
+    model.producer_name = "enclaveai-gen_models (pytorch %s)" % torch.__version__
+    return model, ({"x": x}, {"y": y})
+
+
 def onnx_versions():
     """Every default-domain operator's versions up to the newest opset this
     onnx knows, as JSON: goengine checks its table of later versions
@@ -667,6 +711,11 @@ def write_redis_models(outdir):
         if t is not None:
             save(t[0], outdir, "torch%d.onnx" % opset)
             refs["torch%d" % opset] = t[1]
+    for opset in (11, 13, 14):
+        v = vision_model_and_reference(opset)
+        if v is not None:
+            save(v[0], outdir, "vision%d.onnx" % opset)
+            refs["vision%d" % opset] = v[1]
     save_refs(outdir, refs)
 
 
