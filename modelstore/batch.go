@@ -10,9 +10,11 @@ import (
 // a RunQueue worker takes a request for a batched model, it also takes the
 // queued requests for the same model whose inputs agree in everything but
 // dimension 0, concatenates them along it, runs them once and splits the
-// outputs back. Nothing waits for a batch to fill unless MINBATCHSIZE asks
-// it to: a batch is whatever the queue holds when a worker is free, once the
-// goroutines ready to run have had their turn to queue (settleLocked).
+// outputs back. A batch is whatever the queue holds when a worker is free,
+// once the goroutines ready to run have had their turn to queue
+// (settleLocked), with one wait: under load, a request that would run
+// alone waits a little for company (companyWait). Otherwise nothing waits
+// for a batch to fill unless MINBATCHSIZE asks it to.
 
 // batchDim is dimension 0 shared by every input, or 0 when they disagree
 // or one is a scalar (such a request runs alone).
@@ -49,8 +51,10 @@ func compatible(a, b *job) bool {
 // gather forms the batch led by the job at pending[i] (a batched model's),
 // adding compatible jobs behind it until BATCHSIZE is reached. ready is
 // false when MINBATCHSIZE is not reached and its timeout (if any) has not
-// passed since the leader was queued; then at is when to look again.
-func gather(pending []*job, i int, now time.Time) (batch []*job, ready bool, at time.Time) {
+// passed since the leader was queued, or when the leader would run alone
+// while the server is busy (Busy) and its wait for company has not passed
+// (companyWait); then at is when to look again.
+func gather(pending []*job, i int, now time.Time, busy bool) (batch []*job, ready bool, at time.Time) {
 	front := pending[i]
 	m := front.m
 	batch = append(batch, front)
@@ -75,8 +79,28 @@ func gather(pending []*job, i int, now time.Time) (batch []*job, ready bool, at 
 			return batch, false, at
 		}
 	}
+	if len(batch) == 1 && acc < m.BatchSize && m.MinBatchSize <= 0 && busy && !m.released.Load() {
+		if mean, ok := m.meanRun(); ok {
+			if at := front.req.Queued.Add(min(mean, companyWait)); now.Before(at) {
+				return batch, false, at
+			}
+		}
+	}
 	return batch, true, time.Time{}
 }
+
+// companyWait bounds how long a batched model's request that would run
+// alone waits for another to join it while the server executes other
+// clients' commands (Busy); it waits at most as long as the model's mean
+// run takes. A batch of one costs about what a batch of four does (a
+// matrix-vector product reads every weight for one row: the MLP of
+// docs/BENCHMARKS.md takes 46 µs for 1 row, 46 for 4, 90 for 10), and
+// with runs short, a worker freed by one run found the queue empty and ran
+// the next request alone: 62% of the MLP's runs at 32 clients were of one
+// row, 14% with this wait (docs/BENCHMARKS.md, "Waiting for company"). A
+// request joined by another runs at once, and a lone client's request
+// never waits: Busy is false while its command is the only one executing.
+const companyWait = 100 * time.Microsecond
 
 // poll is how often a batch waiting for MINBATCHSIZE without a timeout is
 // looked at again, like RedisAI's worker that re-queues such a request

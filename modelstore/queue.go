@@ -478,6 +478,7 @@ func (q *RunQueue) next(now time.Time) (batch []*job, gathered bool, at time.Tim
 func (q *RunQueue) nextIn(l *lane, now time.Time) (batch []*job, gathered bool, at time.Time) {
 	var wake time.Time
 	var waiting []*Model // batched models whose batch is short this time
+	busy := Busy()
 	for i := 0; i < len(l.jobs); i++ {
 		j := l.jobs[i]
 		if j.expired(now) {
@@ -497,7 +498,7 @@ func (q *RunQueue) nextIn(l *lane, now time.Time) (batch []*job, gathered bool, 
 		if q.heldBackLocked(j.m) || slices.Contains(waiting, j.m) {
 			continue
 		}
-		batch, ready, at := gather(l.jobs, i, now)
+		batch, ready, at := gather(l.jobs, i, now, busy)
 		if !ready {
 			waiting = append(waiting, j.m)
 			if !at.IsZero() && (wake.IsZero() || at.Before(wake)) {

@@ -823,6 +823,91 @@ func TestRunQueueBatchSettles(t *testing.T) {
 	t.Errorf("busy: batches of %v rows, want one of %d", rows, n)
 }
 
+// Under load, a batched model's request that would run alone waits for
+// company (companyWait): at most the model's mean run, at most
+// companyWait, from when it was queued. It does not wait when a second
+// request is there, when the server executes no other client's command
+// (Busy false), when MINBATCHSIZE governs the wait, when its model is
+// deleted, or before the model has a run to go by; and through the queue,
+// a second request queued meanwhile runs with it.
+func TestRunQueueWaitsForCompany(t *testing.T) {
+	lin := queueModel(t, "linear.onnx", ModelMeta{BatchSize: 8})
+	row := func() *job {
+		return &job{m: lin, size: 1, req: &RunRequest{Inputs: []*Tensor{floats([]int64{1, 4}, 1, 2, 3, 4)}, Queued: time.Unix(100, 0)}}
+	}
+	one, two := []*job{row()}, []*job{row(), row()}
+	queued := one[0].req.Queued
+	if _, ready, _ := gather(one, 0, queued, true); !ready {
+		t.Error("a model with no run yet waited")
+	}
+	lin.Stats.Calls.Store(1)
+	lin.Stats.Duration.Store(40) // a mean run of 40 µs
+	if _, ready, at := gather(one, 0, queued.Add(10*time.Microsecond), true); ready || !at.Equal(queued.Add(40*time.Microsecond)) {
+		t.Errorf("alone under load: ready %v until %v, want a wait until its mean run has passed", ready, at.Sub(queued))
+	}
+	lin.Stats.Duration.Store(5000)
+	if _, ready, at := gather(one, 0, queued, true); ready || !at.Equal(queued.Add(companyWait)) {
+		t.Errorf("alone under load, runs of 5 ms: ready %v until %v, want a wait of companyWait", ready, at.Sub(queued))
+	}
+	for _, c := range []struct {
+		what string
+		jobs []*job
+		now  time.Time
+		busy bool
+	}{
+		{"with company", two, queued, true},
+		{"alone, no other client's command executing", one, queued, false},
+		{"alone, its wait over", one, queued.Add(companyWait), true},
+	} {
+		if batch, ready, _ := gather(c.jobs, 0, c.now, c.busy); !ready || len(batch) != len(c.jobs) {
+			t.Errorf("%s: ready %v with %d requests, want it to run", c.what, ready, len(batch))
+		}
+	}
+	lin.MinBatchSize = 1 // MINBATCHSIZE decides, and one row reaches it
+	if _, ready, _ := gather(one, 0, queued, true); !ready {
+		t.Error("a batch that reached MINBATCHSIZE waited for company")
+	}
+	lin.MinBatchSize = 0
+	lin.released.Store(true)
+	if _, ready, _ := gather(one, 0, queued, true); !ready {
+		t.Error("a deleted model's request waited for company")
+	}
+	lin.released.Store(false)
+
+	// Through the queue: a lone request under load runs once its wait has
+	// passed, and a second queued meanwhile joins it.
+	rec := &batchRecorder{EngineSession: lin.Blob.Session}
+	lin.Blob.Session = rec
+	q := NewRunQueue(1)
+	t.Cleanup(q.Close)
+	BeginWork(1) // two clients' commands executing
+	BeginWork(2)
+	defer EndWork()
+	defer EndWork()
+	run := func(i int) {
+		if _, err := q.Run(lin, &RunRequest{Inputs: []*Tensor{floats([]int64{1, 4}, float32(i), 1, 2, 3)}}); err != nil {
+			t.Error(err)
+		}
+	}
+	start := time.Now()
+	run(0)
+	if e := time.Since(start); e < companyWait {
+		t.Errorf("a lone request under load ran after %v, before its wait for company (%v) had passed", e, companyWait)
+	}
+	for range 3 { // the second must be queued within companyWait: a loaded machine may miss it
+		rec.rows = nil
+		var wg sync.WaitGroup
+		for i := range 2 {
+			wg.Go(func() { run(i) })
+		}
+		wg.Wait()
+		if slices.Equal(rec.rows, []int64{2}) {
+			return
+		}
+	}
+	t.Errorf("the second request queued while the first waited for company did not join it: batches of %v rows", rec.rows)
+}
+
 // echoSession answers a run with its inputs after a little work (about a
 // microsecond, the same each time), in Go: a benchmark of the queue times
 // the queue, not inference, and the runs last long enough for requests to
