@@ -317,6 +317,9 @@ func checkModel(mp *gonnxproto.ModelProto, types map[string]modelstore.DType) er
 		sort.Strings(missing)
 		return refuse("unsupported operator %s (inference-engine onnxruntime runs it)", strings.Join(missing, ", "))
 	}
+	if err := checkAttributeTypes(mp.Graph); err != nil {
+		return err
+	}
 	if err := adaptNodes(mp.Graph, opset); err != nil {
 		return err
 	}
@@ -325,18 +328,10 @@ func checkModel(mp *gonnxproto.ModelProto, types map[string]modelstore.DType) er
 	}
 	// Attributes: each operator's Init refuses what it does not implement.
 	// gonnx's Constant and ConstantOfShape read a "value" attribute's
-	// tensor whatever its declared type, and dereference a missing one
-	// (fatal in an enclave; CheckModelBlob refuses only a TENSOR without
-	// one).
-	for _, n := range mp.Graph.GetNode() {
-		if op := n.GetOpType(); op == "Constant" || op == "ConstantOfShape" {
-			for _, a := range n.GetAttribute() {
-				if a.GetName() == "value" && a.GetT() == nil {
-					return refuse("node %q (%s): attribute value carries no tensor", n.GetName(), op)
-				}
-			}
-		}
-	}
+	// tensor, and dereference a missing one (fatal in an enclave): one
+	// declared of another type is refused above, one declared TENSOR
+	// without one by the sanitizer (Compile).
+	//
 	// The sanitizer's guard of an integer division comes before it: an
 	// INT8 Div is refused on the Div, not on the guard's Cast.
 	nodes := slices.Clone(mp.Graph.GetNode())

@@ -165,7 +165,8 @@ func TestVisionOperatorsRefuse(t *testing.T) {
 	}
 }
 
-// Pad refuses at its run pads that do not match the input's rank, that
+// Pad refuses at its run pads that do not match the input's rank or are
+// not a list (of shape [2r] or [1, 2r], which it takes), that
 // make a dimension of 0 or below, edge and reflect pads of an axis
 // cropped whole, reflect pads as large as what is left of the axis (past
 // which ONNX Runtime reads memory it never wrote), a constant_value of
@@ -174,24 +175,32 @@ func TestVisionOperatorsRefuse(t *testing.T) {
 func TestPadRefuses(t *testing.T) {
 	x := &modelstore.Tensor{DType: modelstore.Float, Shape: []int64{2, 3}, Data: make([]byte, 24)}
 	for _, c := range []struct {
-		mode  string
-		pads  []int64
-		value *modelstore.Tensor
-		want  string
+		mode      string
+		pads      []int64
+		value     *modelstore.Tensor
+		want      string
+		padsShape []int64 // when not a list
 	}{
-		{"constant", []int64{1, 1}, nil, "pads of shape (2) for an input of rank 2, where it takes 4"},
-		{"constant", []int64{0, -2, 0, -1}, nil, "this engine makes no empty tensors"},
-		{"constant", []int64{-1, 0, -1, 0}, nil, "this engine makes no empty tensors"},
-		{"edge", []int64{0, -3, 0, 1}, nil, "crop all of it"},
-		{"reflect", []int64{0, 3, 0, 0}, nil, "each must be less than the 3 elements they reflect"},
-		{"reflect", []int64{0, 0, 0, 3}, nil, "each must be less than the 3 elements they reflect"},
-		{"reflect", []int64{0, -1, 0, 2}, nil, "each must be less than the 2 elements they reflect"},
-		{"reflect", []int64{0, -2, 0, 1}, nil, "each must be less than the 1 elements they reflect"},
-		{"constant", []int64{0, 0, 0, 0}, &modelstore.Tensor{DType: modelstore.Float, Shape: []int64{2}, Data: make([]byte, 8)}, "constant_value is float32 of shape (2)"},
-		{"constant", []int64{1 << 40, 0, 1 << 40, 0}, nil, "would make"},
-		{"edge", []int64{1 << 62, 1 << 62, 1 << 62, 1 << 62}, nil, "would make"},
+		{"constant", []int64{1, 1}, nil, "pads of shape (2) for an input of rank 2, where it takes 4", nil},
+		{"constant", []int64{0, -2, 0, -1}, nil, "this engine makes no empty tensors", nil},
+		{"constant", []int64{-1, 0, -1, 0}, nil, "this engine makes no empty tensors", nil},
+		{"edge", []int64{0, -3, 0, 1}, nil, "crop all of it", nil},
+		{"reflect", []int64{0, 3, 0, 0}, nil, "each must be less than the 3 elements they reflect", nil},
+		{"reflect", []int64{0, 0, 0, 3}, nil, "each must be less than the 3 elements they reflect", nil},
+		{"reflect", []int64{0, -1, 0, 2}, nil, "each must be less than the 2 elements they reflect", nil},
+		{"reflect", []int64{0, -2, 0, 1}, nil, "each must be less than the 1 elements they reflect", nil},
+		{"constant", []int64{0, 0, 0, 0}, &modelstore.Tensor{DType: modelstore.Float, Shape: []int64{2}, Data: make([]byte, 8)}, "constant_value is float32 of shape (2)", nil},
+		{"constant", []int64{1 << 40, 0, 1 << 40, 0}, nil, "would make", nil},
+		{"edge", []int64{1 << 62, 1 << 62, 1 << 62, 1 << 62}, nil, "would make", nil},
+		// The count of pads, but not [4] or [1, 4], as ONNX Runtime refuses (review).
+		{"constant", []int64{1, 1, 1, 1}, nil, "pads of shape (2, 2)", []int64{2, 2}},
+		{"constant", []int64{1, 1, 1, 1}, nil, "pads of shape (1, 1, 4)", []int64{1, 1, 4}},
 	} {
-		in, feeds := []string{"x", "p"}, []*modelstore.Tensor{x, int64s(c.pads...)}
+		pads := int64s(c.pads...)
+		if c.padsShape != nil {
+			pads.Shape = c.padsShape
+		}
+		in, feeds := []string{"x", "p"}, []*modelstore.Tensor{x, pads}
 		types := []gonnxproto.TensorProto_DataType{gonnxproto.TensorProto_FLOAT, gonnxproto.TensorProto_INT64}
 		if c.value != nil {
 			in, feeds, types = append(in, "c"), append(feeds, c.value), append(types, gonnxproto.TensorProto_FLOAT)

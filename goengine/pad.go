@@ -88,8 +88,11 @@ func (o *pad) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	}
 	shape := x.Shape().Clone()
 	r := len(shape)
+	// Pads of shape [2r] or [1, 2r], as ONNX Runtime takes them: [2, r]
+	// has the count but is no list of pads.
+	ps := in[1].Shape()
 	p, ok := flat(in[1]).([]int64)
-	if !ok || len(p) != 2*r {
+	if !ok || len(p) != 2*r || len(ps) > 2 || len(ps) == 2 && ps[0] != 1 {
 		return nil, ops.ErrInvalidInput(fmt.Sprintf("pads of shape %v for an input of rank %d, where it takes %d", in[1].Shape(), r, 2*r), o)
 	}
 	outShape := make([]int, r)

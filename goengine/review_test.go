@@ -58,11 +58,22 @@ func TestReviewModelsRefused(t *testing.T) {
 	}
 }
 
-// A Constant whose value attribute is not declared a TENSOR and carries
-// none passes CheckModelBlob, but gonnx reads the attribute's tensor by
-// its name and dereferences nil: the engine refuses it.
+// A Constant whose value attribute carries no tensor, declared a TENSOR
+// or of another type (which passes CheckModelBlob), would make gonnx
+// dereference nil, as it reads the attribute's tensor by its name: the
+// engine refuses both.
 func TestConstantWithoutTensorRefused(t *testing.T) {
-	for _, op := range []string{"Constant", "ConstantOfShape"} {
+	for _, c := range []struct {
+		op   string
+		ty   gonnxproto.AttributeProto_AttributeType
+		want string
+	}{
+		{"Constant", gonnxproto.AttributeProto_INT, "attribute value is INT, where ONNX defines it as TENSOR"},
+		{"ConstantOfShape", gonnxproto.AttributeProto_INT, "attribute value is INT, where ONNX defines it as TENSOR"},
+		{"Constant", gonnxproto.AttributeProto_TENSOR, `attribute "value" is of type TENSOR but carries no tensor`},
+		{"ConstantOfShape", gonnxproto.AttributeProto_TENSOR, `attribute "value" is of type TENSOR but carries no tensor`},
+	} {
+		op := c.op
 		var in []string
 		if op == "ConstantOfShape" {
 			in = []string{"x"}
@@ -70,16 +81,16 @@ func TestConstantWithoutTensorRefused(t *testing.T) {
 		m := &gonnxproto.ModelProto{IrVersion: 8, OpsetImport: []*gonnxproto.OperatorSetIdProto{{Version: 13}},
 			Graph: &gonnxproto.GraphProto{Name: "g",
 				Node: []*gonnxproto.NodeProto{{Name: "c", OpType: op, Input: in, Output: []string{"y"},
-					Attribute: []*gonnxproto.AttributeProto{{Name: "value", Type: gonnxproto.AttributeProto_INT, I: 3}}}},
+					Attribute: []*gonnxproto.AttributeProto{{Name: "value", Type: c.ty, I: 3}}}},
 				Input:  []*gonnxproto.ValueInfoProto{valueInfo("x", gonnxproto.TensorProto_INT64)},
 				Output: []*gonnxproto.ValueInfoProto{valueInfo("y", gonnxproto.TensorProto_FLOAT)}}}
 		b, err := proto.Marshal(m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = compile(t, b)
-		if err == nil || !strings.Contains(err.Error(), `node "c" (`+op+`): attribute value carries no tensor`) {
-			t.Errorf("%s: %v", op, err)
+		_, err = Engine{}.Compile(modelstore.ModelSource{Data: b}, modelstore.SessionOptions{})
+		if err == nil || !strings.Contains(err.Error(), `node "c" (`+op+`): `+c.want) {
+			t.Errorf("%s, %s: %v, want %q", op, c.ty, err, c.want)
 		}
 	}
 }

@@ -661,13 +661,20 @@ def vision_model_and_reference(opset):
 
 def onnx_versions():
     """Every default-domain operator's versions up to the newest opset this
-    onnx knows, as JSON: goengine checks its table of later versions
-    (opsets.go) against it."""
-    out = {}
+    onnx knows, and the types of its attributes over them, as JSON:
+    goengine checks its table of later versions (opsets.go) and of
+    attribute types (attrs.go) against it."""
+    out, attrs = {}, {}
     for schema in onnx.defs.get_all_schemas_with_history():
         if schema.domain in ("", "ai.onnx"):
             out.setdefault(schema.name, []).append(schema.since_version)
-    doc = {"max_opset": onnx.defs.onnx_opset_version(), "versions": {k: sorted(v) for k, v in sorted(out.items())}}
+            for name, a in schema.attributes.items():
+                attrs.setdefault(schema.name, {})[name] = onnx.AttributeProto.AttributeType.Name(a.type)
+    doc = {
+        "max_opset": onnx.defs.onnx_opset_version(),
+        "versions": {k: sorted(v) for k, v in sorted(out.items())},
+        "attributes": {k: dict(sorted(v.items())) for k, v in sorted(attrs.items())},
+    }
     return (json.dumps(doc, indent=1) + "\n").encode()
 
 
