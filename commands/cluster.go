@@ -167,6 +167,11 @@ func (s *App) StartCluster() error {
 			s.Log.Warn("cluster state: the unsealed file of an earlier build was read and sealed", "file", cs.path)
 		}
 	}
+	if s.Opts.ClusterConfigUpgrade && !legacy {
+		// Left on, it believes whatever unsealed file the host writes at
+		// the next start (review): it is for one start.
+		s.Log.Warn("cluster-config-upgrade is set: the next start would believe an unsealed state file anyone who can write the data dir may write; unset it now that the file is sealed", "file", cs.path)
+	}
 	cs.view.Store(newView(st))
 	// The slots handed and taken before a restart, which the topology
 	// does not show moved yet.

@@ -377,7 +377,8 @@ class TestStateFileSealed(unittest.TestCase):
 
     def test_an_earlier_builds_file_is_sealed_when_told(self):
         """A file of layout 1 (an earlier build's) is read with
-        --cluster-config-upgrade yes, and written again sealed."""
+        --cluster-config-upgrade yes, and written again sealed; a start with
+        it left on is told to unset it (review)."""
         body = b"enclaveai-cluster-state 1\nid %s\nversion 1\n%s" % (IDS[0].encode(), self.text.encode())
         self.write(body + b"sha256 " + hashlib.sha256(body).hexdigest().encode() + b"\n")
         self.n.start("--cluster-config-upgrade", "yes")
@@ -385,6 +386,10 @@ class TestStateFileSealed(unittest.TestCase):
         self.assertIn("unsealed file of an earlier build was read and sealed", self.n.stderr())
         with open(self.path, "rb") as f:
             self.assertEqual(f.read(), self.good)
+        self.assertNotIn("cluster-config-upgrade is set", self.n.stderr())
+        self.n.stop()
+        self.n.start("--cluster-config-upgrade", "yes")  # left on: told to unset it
+        self.assertIn("cluster-config-upgrade is set: the next start would believe", self.n.stderr())
         self.n.stop()
         self.n.start()  # sealed now: no upgrade needed
         self.assertEqual(self.n.cmd("clusterx", "version"), 1)
