@@ -1,10 +1,7 @@
 package goengine
 
 import (
-	"encoding/json"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -20,17 +17,7 @@ import (
 // (redis_tests/models/onnx_versions.json, written by gen_models.py from
 // the onnx package).
 func TestAttributeTypesMatchTheSchemas(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "redis_tests", "models", "onnx_versions.json"))
-	if err != nil {
-		t.Fatalf("%v (run `make models`)", err)
-	}
-	var doc struct {
-		Versions   map[string][]int64           `json:"versions"`
-		Attributes map[string]map[string]string `json:"attributes"`
-	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatal(err)
-	}
+	doc := readSchemas(t)
 	if len(doc.Attributes) == 0 {
 		t.Fatal("onnx_versions.json has no attributes (run `make models`)")
 	}

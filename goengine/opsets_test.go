@@ -17,23 +17,36 @@ import (
 	"github.com/enclaveai/enclaveai/modelstore"
 )
 
+// schemas is redis_tests/models/onnx_versions.json, which gen_models.py
+// writes from the onnx package's schemas: each default-domain operator's
+// versions and its attributes' types.
+type schemas struct {
+	MaxOpset   int64                        `json:"max_opset"`
+	Versions   map[string][]int64           `json:"versions"`
+	Attributes map[string]map[string]string `json:"attributes"`
+}
+
+// readSchemas reads onnx_versions.json.
+func readSchemas(t *testing.T) schemas {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "redis_tests", "models", "onnx_versions.json"))
+	if err != nil {
+		t.Fatalf("%v (run `make models`)", err)
+	}
+	var doc schemas
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
 // changes lists, for every operator the engine has, exactly the versions
 // the ONNX schemas give it after MinOpset up to MaxOpset
 // (redis_tests/models/onnx_versions.json, written by gen_models.py from the
 // onnx package): an operator that changed and is missing from the table
 // would run another version as if it were opset 13's.
 func TestChangesMatchTheSchemas(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "redis_tests", "models", "onnx_versions.json"))
-	if err != nil {
-		t.Fatalf("%v (run `make models`)", err)
-	}
-	var doc struct {
-		MaxOpset int64              `json:"max_opset"`
-		Versions map[string][]int64 `json:"versions"`
-	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatal(err)
-	}
+	doc := readSchemas(t)
 	if doc.MaxOpset < MaxOpset {
 		t.Fatalf("the schemas go up to opset %d, below MaxOpset %d", doc.MaxOpset, MaxOpset)
 	}
