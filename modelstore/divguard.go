@@ -31,7 +31,7 @@ import (
 // runs on the small graph that references them in place, so a huge model
 // is not copied. AI.MODELGET still returns the bytes the client stored.
 
-// divGuard is one division to guard: node offset -> its element type.
+// divGuard is one division to guard: the node and its element type.
 type divGuard struct {
 	elem uint64
 	n    *gNode
@@ -108,28 +108,35 @@ func minOf(elem uint64) int64 {
 	return math.MinInt64
 }
 
-// rewriteDivisions copies model, adding the guards before each division
-// in guards (by node offset) and renaming its divisor.
-func rewriteDivisions(model []byte, guards map[int]*divGuard) ([]byte, error) {
-	w := &divWriter{guards: guards}
+// guard is what a rewrite writes in place of one node of a graph: nodes
+// before it, then the node with an input renamed. k numbers the guards of
+// one rewrite from 1.
+type guard interface {
+	appendNodes(out []byte, k int) []byte
+}
+
+// rewriteGuards copies model, writing each guard (by the offset of the
+// node it replaces) in place of its node.
+func rewriteGuards(model []byte, guards map[int]guard) ([]byte, error) {
+	w := &guardWriter{guards: guards}
 	out, _, err := w.message(model, 0, msgModel)
 	if err != nil {
 		return nil, err
 	}
 	if w.done != len(guards) {
-		return nil, fmt.Errorf("%w (rewrote %d of %d divisions)", ErrModelMalformed, w.done, len(guards))
+		return nil, fmt.Errorf("%w (rewrote %d of %d guarded nodes)", ErrModelMalformed, w.done, len(guards))
 	}
 	return out, nil
 }
 
-type divWriter struct {
-	guards map[int]*divGuard
+type guardWriter struct {
+	guards map[int]guard
 	done   int
 }
 
 // message copies one message of the given kind, rewriting what it holds;
 // changed is false (and out nil) when nothing in it changed.
-func (w *divWriter) message(b []byte, base int, kind msgKind) (out []byte, changed bool, err error) {
+func (w *guardWriter) message(b []byte, base int, kind msgKind) (out []byte, changed bool, err error) {
 	f := newFields(b, base)
 	for start := 0; f.next(); start = f.pos {
 		raw := b[start:f.pos]
@@ -213,15 +220,21 @@ func (g *divGuard) appendNodes(out []byte, k int) []byte {
 		out = appendNode(out, "Cast", []string{safe}, p+"safe_t", intAttr("to", int64(g.elem)))
 		safe = p + "safe_t"
 	}
-	// The division itself, with input 1 renamed and every other field kept.
+	// The division itself, with input 1 renamed.
+	return appendRenamed(out, n, 1, safe)
+}
+
+// appendRenamed writes node n as a NodeProto field of a graph with its
+// input i named name and every other field kept.
+func appendRenamed(out []byte, n *gNode, i int, name string) []byte {
 	var node []byte
 	inputs := 0
 	f := newFields(n.raw, 0)
 	for start := 0; f.next(); start = f.pos {
 		if f.num == fNodeInput && f.wire == wireBytes {
 			inputs++
-			if inputs == 2 {
-				node = appendBytesField(node, fNodeInput, []byte(safe))
+			if inputs == i+1 {
+				node = appendBytesField(node, fNodeInput, []byte(name))
 				continue
 			}
 		}
@@ -257,15 +270,27 @@ func intAttr(name string, v int64) []byte {
 // appendConst writes a Constant node whose value is a scalar of type t
 // (int32 or int64).
 func appendConst(out []byte, name string, t uint64, v int64) []byte {
+	return appendConstInts(out, name, t, nil, v)
+}
+
+// appendConstInts writes a Constant node whose value is a tensor of type t
+// (int32 or int64) of the given dims (nil: a scalar) holding vs.
+func appendConstInts(out []byte, name string, t uint64, dims []int64, vs ...int64) []byte {
 	var tensor []byte
+	for _, d := range dims {
+		tensor = binary.AppendUvarint(tensor, fTensorDims<<3|wireVarint)
+		tensor = binary.AppendUvarint(tensor, uint64(d))
+	}
 	tensor = binary.AppendUvarint(tensor, fTensorDataType<<3|wireVarint)
 	tensor = binary.AppendUvarint(tensor, t)
 	field := uint64(fTensorInt64Data)
 	if t == onnxInt32 {
 		field = fTensorInt32Data
 	}
-	tensor = binary.AppendUvarint(tensor, field<<3|wireVarint)
-	tensor = binary.AppendUvarint(tensor, uint64(v))
+	for _, v := range vs {
+		tensor = binary.AppendUvarint(tensor, field<<3|wireVarint)
+		tensor = binary.AppendUvarint(tensor, uint64(v))
+	}
 	a := appendBytesField(nil, fAttrName, []byte("value"))
 	a = appendBytesField(a, fAttrT, tensor)
 	a = binary.AppendUvarint(a, fAttrType<<3|wireVarint)

@@ -222,6 +222,8 @@ type Session struct {
 	// shared holds the initializers ORT reads in the model's own bytes
 	// (extinit.go); nil when ORT copied them.
 	shared *sharedWeights
+	// padErrs maps each Pad guard's check node to its refusal (ortError).
+	padErrs map[string]error
 }
 
 // NewSession checks (CheckModelBlob) and compiles an ONNX model. ORT's
@@ -292,15 +294,19 @@ func newSession(model []byte, opts SessionOptions, share *sharePlan, buf *ModelB
 		graph = share.graph
 	}
 	// The sanitizer refuses models that crash ONNX Runtime and guards
-	// integer division (sanitize.go); it reads the graph ORT will load.
-	if safe, err := sanitizeChecked(graph); err != nil {
+	// integer division and Pad (sanitize.go); it reads the graph ORT will
+	// load.
+	safe, padErrs, err := sanitizeChecked(graph, true)
+	if err != nil {
 		if s.shared != nil {
 			s.shared.release()
 		}
 		return nil, err
-	} else if safe != nil {
+	}
+	if safe != nil {
 		graph = safe
 	}
+	s.padErrs = padErrs
 	// The binding only fails here when ORT does: it was initialized and
 	// the model is not empty (both checked above).
 	s.sess, err = ort.NewDynamicAdvancedSessionWithONNXData(graph, inNames, outNames, o)
@@ -308,9 +314,22 @@ func newSession(model []byte, opts SessionOptions, share *sharePlan, buf *ModelB
 		if s.shared != nil {
 			s.shared.release()
 		}
-		return nil, newORTError(err)
+		return nil, s.ortError(err)
 	}
 	return s, nil
+}
+
+// ortError is newORTError, or the refusal a Pad guard's failed check
+// stands for (padguard.go): ONNX Runtime names the check's node, at a run
+// or, where it folds the check, when the session is created.
+func (s *Session) ortError(err error) error {
+	e := newORTError(err)
+	for name, refusal := range s.padErrs {
+		if strings.Contains(e.Msg, name) {
+			return refusal
+		}
+	}
+	return e
 }
 
 // setThreadPolicy sizes the session's intra-op threads and keeps ORT's
@@ -510,7 +529,7 @@ func (s *Session) Run(ctx context.Context, inputs []*Tensor) ([]*Tensor, error) 
 	err := s.sess.RunWithOptions(in, out, ro)
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "Error running network: ") {
-			return nil, newORTError(err)
+			return nil, s.ortError(err)
 		}
 		// Converting ORT's outputs failed (an ORT-allocated rank-0 output
 		// the model did not declare as one, say).

@@ -42,11 +42,14 @@ const maxRank = 64
 // error), or the model rewritten so that integer division cannot trap, or
 // nil when the model needs no rewrite. It is a pure function of its input:
 // safe to call in the server before a model reaches an engine process.
+// The guards of Pad (padguard.go) are ONNX Runtime's alone: NewSession
+// adds them.
 func SanitizeModel(model []byte) ([]byte, error) {
 	if err := CheckModelBlob(model); err != nil {
 		return nil, err
 	}
-	return sanitizeChecked(model)
+	out, _, err := sanitizeChecked(model, false)
+	return out, err
 }
 
 // CheckModel is SanitizeModel without the rewrite: CheckModelBlob, then
@@ -61,23 +64,41 @@ func CheckModel(model []byte) error {
 }
 
 // sanitizeChecked is SanitizeModel for bytes CheckModelBlob accepted (or
-// the share plan's graph, whose large initializers are references).
-func sanitizeChecked(model []byte) ([]byte, error) {
+// the share plan's graph, whose large initializers are references). With
+// pads it guards the Pad nodes too, and padErrs maps the name of each
+// guard's check node to the refusal its failure stands for.
+func sanitizeChecked(model []byte, pads bool) (out []byte, padErrs map[string]error, err error) {
 	a, err := analyze(model)
-	if err != nil || len(a.guards) == 0 {
-		return nil, err
+	if err != nil {
+		return nil, nil, err
 	}
-	return rewriteDivisions(model, a.guards)
+	guards := a.guards
+	if pads && len(a.pads) > 0 {
+		guards = make(map[int]guard, len(a.guards)+len(a.pads))
+		padErrs = make(map[string]error, len(a.pads))
+		for off, g := range a.guards {
+			guards[off] = g
+		}
+		for off, g := range a.pads {
+			guards[off] = g
+			padErrs[g.check()] = g.err
+		}
+	}
+	if len(guards) == 0 {
+		return nil, nil, nil
+	}
+	out, err = rewriteGuards(model, guards)
+	return out, padErrs, err
 }
 
 // analyze checks every node of the model against the rules and finds the
-// divisions to guard.
+// divisions and Pads to guard.
 func analyze(model []byte) (*analysis, error) {
 	m, err := decodeModel(model)
 	if err != nil {
 		return nil, err
 	}
-	a := &analysis{guards: map[int]*divGuard{}}
+	a := &analysis{guards: map[int]guard{}, pads: map[int]*padGuard{}}
 	if err := a.graph(m.graph, nil, m.opsets); err != nil {
 		return nil, err
 	}
@@ -95,7 +116,8 @@ func analyze(model []byte) (*analysis, error) {
 
 // analysis carries what a walk of the model learns.
 type analysis struct {
-	guards map[int]*divGuard // by node offset: integer divisions to guard
+	guards map[int]guard     // by node offset: integer divisions to guard
+	pads   map[int]*padGuard // by node offset: Pads to guard (padguard.go)
 }
 
 // scope resolves value names in a graph and the graphs around it.
@@ -205,8 +227,11 @@ func (a *analysis) node(n *gNode, sc *scope, opsets map[string]int64) error {
 			return unsafeNode(n, "%s", why)
 		}
 	}
-	if n.domain == "" && (n.op == "Div" || n.op == "Mod") {
+	switch {
+	case n.domain == "" && (n.op == "Div" || n.op == "Mod"):
 		return a.guardDivision(n, sc)
+	case n.domain == "" && n.op == "Pad":
+		return a.guardPad(n, sc)
 	}
 	return nil
 }

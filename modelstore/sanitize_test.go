@@ -284,8 +284,9 @@ func TestFloatDivisionUntouched(t *testing.T) {
 }
 
 // FuzzSanitizeModel: SanitizeModel never panics on any bytes, and a
-// rewrite it returns is itself a well-formed model whose guarded divisions
-// are all it added (sanitizing it again refuses nothing).
+// rewrite it returns, or the one ONNX Runtime's sessions get (with Pad's
+// guards), is itself a well-formed model whose guards are all it added
+// (sanitizing it again refuses nothing).
 func FuzzSanitizeModel(f *testing.F) {
 	for _, pattern := range []string{"testdata/*.onnx", "testdata/crash/*.onnx"} {
 		files, _ := filepath.Glob(pattern)
@@ -295,16 +296,28 @@ func FuzzSanitizeModel(f *testing.F) {
 			}
 		}
 	}
+	f.Add(padModel(13, "reflect", []int64{1, -1}, nil))
+	f.Add(padModel(9, "reflect", nil, []int64{0, 1, 0, 1}))
+	f.Add(padModel(19, "wrap", []int64{-1, 3}, []int64{0, 1}, 1))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		safe, err := SanitizeModel(b)
-		if err != nil || safe == nil {
+		if err != nil {
 			return
 		}
-		if err := CheckModelBlob(safe); err != nil {
-			t.Fatalf("rewrite is malformed: %v", err)
+		guarded, _, err := sanitizeChecked(b, true)
+		if err != nil {
+			t.Fatalf("refused with Pad's guards only: %v", err)
 		}
-		if _, err := SanitizeModel(safe); err != nil {
-			t.Fatalf("the rewrite is refused: %v", err)
+		for _, m := range [][]byte{safe, guarded} {
+			if m == nil {
+				continue
+			}
+			if err := CheckModelBlob(m); err != nil {
+				t.Fatalf("rewrite is malformed: %v", err)
+			}
+			if _, err := SanitizeModel(m); err != nil {
+				t.Fatalf("the rewrite is refused: %v", err)
+			}
 		}
 	})
 }

@@ -22,7 +22,7 @@ import unittest
 import numpy as np
 import redis
 
-from harness import REPO, ServerTestCase, server_binary
+from harness import REPO, ServerTestCase, model_bytes as test_model, server_binary
 
 CRASH_DIR = os.path.join(REPO, "modelstore", "testdata", "crash")
 NP = {"FLOAT": np.float32, "DOUBLE": np.float64, "INT8": np.int8, "INT16": np.int16, "INT32": np.int32,
@@ -171,6 +171,78 @@ class TestCrashModels(ServerTestCase):
                               "--binary", server_binary(), "--out", os.path.join(self.srv.dir, "hunt")],
                              capture_output=True, text=True, timeout=180)
         self.assertEqual(out.returncode, 0, out.stdout[-4000:] + out.stderr[-4000:])
+
+
+class TestPadLeak(ServerTestCase):
+    """ONNX Runtime 1.24.1's Pad fills a reflect pad that reaches what is
+    left of its axis, and a wrap pad past it, with memory it never wrote:
+    in the engine worker, tensors other models left there. The server
+    refuses such pads, at AI.MODELSTORE where they and the shape are
+    constants, else at the run, before ONNX Runtime pads
+    (modelstore/padguard.go); the build before answered with the worker's
+    memory."""
+
+    PATTERN = 1234.5  # a float a tensor of another model is made of
+
+    def fill_worker(self):
+        """Runs a tensor of PATTERN through another model, then deletes it:
+        with a larger one before it (glibc then keeps the freed block in its
+        heap), the next model's first run gets that block."""
+        for n, value in ((1_000_000, 1.0), (500_000, self.PATTERN)):
+            self.r.execute_command("AI.MODELSTORE", "fill", "ONNX", "CPU", "BLOB", test_model("relu.onnx"))
+            self.r.execute_command("AI.TENSORSET", "f", "FLOAT", n, "BLOB", np.full(n, value, np.float32).tobytes())
+            self.r.execute_command("AI.MODELEXECUTE", "fill", "INPUTS", 1, "f", "OUTPUTS", 1, "fo")
+            self.r.delete("fill", "f", "fo")
+
+    def pad(self, model, x, pads):
+        """Runs model on the FLOAT matrix x and pads: its output, or the
+        error's text."""
+        x = np.array(x, np.float32)
+        self.r.execute_command("AI.TENSORSET", "x", "FLOAT", *x.shape, "BLOB", x.tobytes())
+        self.r.execute_command("AI.TENSORSET", "p", "INT64", 4, "VALUES", *pads)
+        try:
+            self.r.execute_command("AI.MODELEXECUTE", model, "INPUTS", 2, "x", "p", "OUTPUTS", 1, "y")
+        except redis.ResponseError as e:
+            return str(e)
+        shape = self.r.execute_command("AI.TENSORGET", "y", "META")[3]
+        return np.frombuffer(self.r.execute_command("AI.TENSORGET", "y", "BLOB"), np.float32).reshape(shape)
+
+    def assertRefused(self, got, x, mode):
+        if not isinstance(got, str):
+            foreign = ~np.isin(got, np.array(x, np.float32))
+            self.fail("the run gave %d elements that are not the input's (%d of them the other model's %g, %d other "
+                      "nonzero ones): %s" % (foreign.sum(), (got == self.PATTERN).sum(), self.PATTERN,
+                                             (foreign & (got != 0) & (got != self.PATTERN)).sum(), got.ravel()[:16]))
+        self.assertEqual(got, 'model refused: node "pad" (Pad): %s pads %s what is left of an axis: a pad must be %s '
+                              'what is left of its axis after negative pads, or ONNX Runtime returns memory it never '
+                              'wrote' % ((mode, "reach", "less than") if mode == "reflect" else (mode, "pass", "at most")))
+
+    def test_reflect_pads_past_the_axis_are_refused_at_the_run(self):
+        self.fill_worker()
+        self.r.execute_command("AI.MODELSTORE", "pad", "ONNX", "CPU", "BLOB", test_model("pad_reflect.onnx"))
+        self.assertRefused(self.pad("pad", [[1, 2]], [0, 1000, 0, 0]), [[1, 2]], "reflect")
+        # As large as the axis, at its end, and as large as what negative pads leave.
+        for pads in ([0, 3, 0, 0], [0, 0, 0, 3], [0, -1, 0, 2]):
+            self.assertRefused(self.pad("pad", [[1, 2, 3]], pads), [[1, 2, 3]], "reflect")
+        # Pads that fit are ONNX Runtime's: numpy's reflection.
+        x = np.array([[1, 2, 3], [4, 5, 6]], np.float32)
+        np.testing.assert_array_equal(self.pad("pad", x, [1, 2, 0, 2]), np.pad(x, ((1, 0), (2, 2)), mode="reflect"))
+        self.assertTrue(self.srv.alive(), self.srv.stderr()[-3000:])
+
+    def test_wrap_pads_past_the_axis_are_refused_at_the_run(self):
+        self.fill_worker()
+        self.r.execute_command("AI.MODELSTORE", "pad", "ONNX", "CPU", "BLOB", test_model("pad_wrap.onnx"))
+        self.assertRefused(self.pad("pad", [[1, 2]], [0, 1000, 0, 0]), [[1, 2]], "wrap")
+        np.testing.assert_array_equal(self.pad("pad", [[1, 2, 3]], [0, 3, 0, 2]),
+                                      np.pad(np.array([[1, 2, 3]], np.float32), ((0, 0), (3, 2)), mode="wrap"))
+
+    def test_constant_pads_past_the_axis_are_refused_at_store(self):
+        with self.assertRaises(redis.ResponseError) as cm:
+            self.r.execute_command("AI.MODELSTORE", "pad", "ONNX", "CPU", "BLOB", test_model("pad_reflect_static.onnx"))
+        self.assertEqual(str(cm.exception), 'model refused: node "pad" (Pad): reflect pads 3 and 0 of axis 1 (of 3 '
+                                            'elements, 3 left after negative pads): a pad must be less than what is '
+                                            'left of its axis after negative pads, or ONNX Runtime returns memory it '
+                                            'never wrote')
 
 
 if __name__ == "__main__":

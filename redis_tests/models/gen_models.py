@@ -500,6 +500,37 @@ def rank_model():
     return make_model(graph)
 
 
+def pad_model(mode, opset=OPSET, pads=None):
+    """One Pad node "pad" in mode of FLOAT x: fed pads of any shape x, or,
+    with pads, constant pads (an initializer) of x declared [1, 3]. ONNX
+    Runtime 1.24.1 returns memory it never wrote for reflect pads that
+    reach what is left of their axis and wrap pads past it, which the
+    server refuses (modelstore/padguard.go; test_crash_models.TestPadLeak)."""
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["A", "B"] if pads is None else [1, 3])]
+    inits = []
+    if pads is None:
+        inputs.append(helper.make_tensor_value_info("pads", TensorProto.INT64, [4]))
+    else:
+        inits.append(numpy_helper.from_array(np.array(pads, np.int64), "pads"))
+    graph = helper.make_graph(
+        [helper.make_node("Pad", ["x", "pads"], ["y"], name="pad", mode=mode)],
+        "pad_" + mode, inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["C", "D"])],
+        initializer=inits,
+    )
+    return make_model(graph, ir_version=9 if opset >= 19 else IR_VERSION, opset=opset)
+
+
+def relu_model():
+    """Relu of a FLOAT vector: runs a tensor through the engine worker."""
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+        "relu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N"])],
+    )
+    return make_model(graph)
+
+
 # The marker package worker's test hook looks for (worker/child.go).
 HANG_MARKER = "enclaveai-test-hang-at-compile"
 
@@ -705,6 +736,10 @@ def write_redis_models(outdir):
     save(bomb_model(), outdir, "bomb.onnx")
     save(rank_model(), outdir, "rank.onnx")
     save(hang_store_model(), outdir, "hang_store.onnx")
+    save(pad_model("reflect"), outdir, "pad_reflect.onnx")
+    save(pad_model("reflect", pads=[0, 3, 0, 0]), outdir, "pad_reflect_static.onnx")
+    save(pad_model("wrap", opset=19), outdir, "pad_wrap.onnx", check=False)  # this onnx knows opsets to 17
+    save(relu_model(), outdir, "relu.onnx")
 
     refs = {"linear": linear_reference(), "mlp": mlp_reference()}
     cnn = cnn_model_and_reference()
