@@ -319,8 +319,10 @@ func TestRunQueueGroupRunClockStartsAtItsTurn(t *testing.T) {
 // together, go to it in one group (a share of them per free worker); each
 // keeps its own outputs, errors and statistics.
 func TestRunQueueGroupsRuns(t *testing.T) {
-	slow := queueModel(t, "slow.onnx", ModelMeta{})
 	lin := queueModel(t, "linear.onnx", ModelMeta{})
+	gate := queueModel(t, "linear.onnx", ModelMeta{})
+	g := &gatedSession{EngineSession: gate.Blob.Session}
+	gate.Blob.Session = g
 	rec := &groupRecorder{EngineSession: lin.Blob.Session}
 	lin.Blob.Session = rec
 	q := NewRunQueue(1)
@@ -332,9 +334,26 @@ func TestRunQueueGroupsRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	lin.Stats.Duration.Store(0)
-	busy := make(chan error, 1)
-	go func() { busy <- slowRun(q, slow, 200*time.Millisecond) }()
-	waitFor(t, "the worker is busy", func() bool { return q.Busy() == 1 })
+	// hold keeps the queue's one slot with a run until release: the
+	// requests queue behind it however loaded the machine is (a slow
+	// model's run of 1 s ended before 3 requests had queued, under make
+	// test's race target).
+	hold := func() (release func()) {
+		g.open = make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			_, err := q.Run(gate, &RunRequest{Inputs: []*Tensor{floats([]int64{1, 4}, 1, 2, 3, 4)}})
+			done <- err
+		}()
+		waitFor(t, "the slot is held", func() bool { return q.Busy() == 1 && g.held() == 1 })
+		return func() {
+			close(g.open)
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	release := hold()
 
 	const n = 6
 	reqs := make([]*RunRequest, n)
@@ -353,8 +372,8 @@ func TestRunQueueGroupsRuns(t *testing.T) {
 		go func() { defer wg.Done(); outs[i], errs[i] = q.Run(lin, reqs[i]) }()
 		waitFor(t, "the request is queued", func() bool { return q.Pending() == i+1 })
 	}
+	release()
 	wg.Wait()
-	<-busy
 	if fmt.Sprint(rec.groups) != "[6]" {
 		t.Errorf("groups %v, want one of the 6 queued", rec.groups)
 	}
@@ -378,16 +397,15 @@ func TestRunQueueGroupsRuns(t *testing.T) {
 	// A group holds at most maxGroupRuns: 20 queued go as 8, 8 and 4.
 	rec.groups = nil
 	lin.Stats.Duration.Store(0)
-	go func() { busy <- slowRun(q, slow, 200*time.Millisecond) }()
-	waitFor(t, "the worker is busy", func() bool { return q.Busy() == 1 })
+	release = hold()
 	errs = make([]error, 20)
 	for i := range errs {
 		wg.Add(1)
 		go func() { defer wg.Done(); _, errs[i] = q.Run(lin, &RunRequest{Inputs: reqs[0].Inputs}) }()
 	}
 	waitFor(t, "20 requests are queued", func() bool { return q.Pending() == len(errs) })
+	release()
 	wg.Wait()
-	<-busy
 	if fmt.Sprint(rec.groups) != "[8 8 4]" {
 		t.Errorf("groups %v, want [8 8 4]", rec.groups)
 	}
@@ -400,17 +418,14 @@ func TestRunQueueGroupsRuns(t *testing.T) {
 	// Long runs are not grouped: each keeps a queue worker of its own.
 	rec.groups = nil
 	lin.Stats.Duration.Add(int64(time.Hour / time.Microsecond))
-	// Busy long enough for 3 requests to queue behind it on a loaded
-	// machine: 100 ms was not, under make test's race target (13:40 UTC).
-	go func() { busy <- slowRun(q, slow, time.Second) }()
-	waitFor(t, "the worker is busy", func() bool { return q.Busy() == 1 })
+	release = hold()
 	for i := range 3 {
 		wg.Add(1)
 		go func() { defer wg.Done(); _, errs[i] = q.Run(lin, &RunRequest{Inputs: reqs[0].Inputs}) }()
 	}
 	waitFor(t, "3 requests are queued", func() bool { return q.Pending() == 3 })
+	release()
 	wg.Wait()
-	<-busy
 	if len(rec.groups) != 0 {
 		t.Errorf("groups %v for a model whose runs are long", rec.groups)
 	}
