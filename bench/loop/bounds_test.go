@@ -162,3 +162,30 @@ func TestBoundsFrontEnd(t *testing.T) {
 		t.Errorf("%q: want floor-go's bound before floor-ea's", got)
 	}
 }
+
+// TestBoundsTakeTheCheapestRun: where a run with a pool cost less CPU
+// than one thread (two cores' caches holding weights one core's does not),
+// the 32-client bound takes it, unbatched and batched.
+func TestBoundsTakeTheCheapestRun(t *testing.T) {
+	r := boundsReport()
+	u := time.Microsecond
+	run := func(cpu time.Duration) sample { return sample{lat: []time.Duration{20 * u}, cpuPerOp: cpu} }
+	r.loops.runs[loopKey("ort", 32)] = []sample{run(29 * u), run(31 * u)}
+	r.loops.runs[loopKey("ort-2thr-nospin", 32)] = []sample{run(45 * u), run(45 * u)}
+	r.loops.runs[loopKey("ort-b32", 32)] = []sample{run(32 * 9 * u), run(32 * 11 * u)}
+	b := newBounds(r)
+	// Per round (19 + 29) / (19 + 29 + 29) and (21 + 31) / (21 + 31 + 31):
+	// 0.62 without the wall.
+	if got := b.loop("mlp-off", 32, 0.5); !strings.Contains(got, "at best 0.62x") || !strings.Contains(got, "20.0 + 30.0 + 0.0 = 50.0") {
+		t.Errorf("mlp-off with ort at 30 µs: %q, want ort's run", got)
+	}
+	// Per round 48 / (19 + 9 + 29) and 52 / (21 + 11 + 31): 0.83.
+	if got := b.loop("mlp-off-batch32", 32, 0.8); !strings.Contains(got, "at best 0.83x") || !strings.Contains(got, "20.0 + 10.0 + 0.0 = 30.0") {
+		t.Errorf("mlp-off-batch32 with ort-b32 at 10 µs a row: %q, want ort-b32's run", got)
+	}
+	// A pool's run dearer than one thread's leaves the bound as it was.
+	r.loops.runs[loopKey("ort", 32)] = []sample{run(60 * u), run(60 * u)}
+	if got := newBounds(r).loop("mlp-off", 32, 0.5); !strings.Contains(got, "20.0 + 40.0 + 0.0 = 60.0") {
+		t.Errorf("mlp-off with ort at 60 µs: %q, want ort-1thr's 40", got)
+	}
+}

@@ -113,9 +113,14 @@ type latency struct {
 // modelRuns are the model run in this process, the kinds the bounds
 // read: "ort" (ORT's default options), "ort-1thr" (one intra-op thread)
 // and "ort-1thr-b32" (the same, a full batch of 32 rows: what a batched row
-// costs at best); and "ort-2thr-nospin", a pool of two threads that do not
-// spin (the most a server's run may use here under issue 9's thread policy,
-// which forbids ORT threads that spin against the network's).
+// costs at best), "ort-b32" (ORT's default options, a full batch); and
+// "ort-2thr-nospin", a pool of two threads that do not spin (the most a
+// server's run may use here under issue 9's thread policy, which forbids
+// ORT threads that spin against the network's). The bounds take whichever
+// is the cheapest in CPU: a pool's run can be, where the model's weights
+// outgrow one core's cache and fit in two (the MLP's 2.6 MB against 2 MB
+// a core on one machine of ours ran in 25 µs on two spinning threads,
+// 80-110 µs on one), though there its spinning cost more than it saved.
 type modelRuns struct {
 	calls map[string]func() error
 	close []func()
@@ -128,7 +133,7 @@ var modelRunKinds = []struct {
 	kind           string
 	threads, batch int
 	spin           bool
-}{{"ort", 0, 1, true}, {"ort-1thr", 1, 1, true}, {"ort-1thr-b32", 1, batchSize, true}, {"ort-2thr-nospin", 2, 1, false}}
+}{{"ort", 0, 1, true}, {"ort-1thr", 1, 1, true}, {"ort-1thr-b32", 1, batchSize, true}, {"ort-b32", 0, batchSize, true}, {"ort-2thr-nospin", 2, 1, false}}
 
 func newModelRuns(onnx []byte) (*modelRuns, error) {
 	m := &modelRuns{calls: map[string]func() error{}}
@@ -150,13 +155,15 @@ func (m *modelRuns) Close() {
 }
 
 // time runs kind n times after warm untimed runs, one at a time, after
-// pause (untimed, if not nil). For the one-thread kinds it records the
-// calling thread's CPU time a call, which is the run's: ORT runs them on
-// the calling thread, to which the goroutine is locked meanwhile (only
-// meanwhile: a goroutine locked to its thread waits for the network
-// slower, on a thread that must be woken for it). After "ort" it waits
-// for ORT's pool threads, which spin for a while after a run, to stop
-// before anything else is timed.
+// pause (untimed, if not nil), and records the CPU time a call (without
+// pause). For the one-thread kinds that is the calling thread's, which is
+// the run's: ORT runs them on the calling thread, to which the goroutine
+// is locked meanwhile (only meanwhile: a goroutine locked to its thread
+// waits for the network slower, on a thread that must be woken for it).
+// For the kinds with a pool it is the process's, taken once the pool's
+// threads, which spin for a while after a run, have stopped: their
+// spinning is part of what such a run costs. Nothing else of this
+// process runs meanwhile.
 func (m *modelRuns) time(kind string, n, warm int, pause func()) (sample, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -166,15 +173,19 @@ func (m *modelRuns) time(kind string, n, warm int, pause func()) (sample, error)
 			return sample{}, fmt.Errorf("%s: %w", kind, err)
 		}
 	}
-	cpu0 := threadCPU()
+	time.Sleep(20 * time.Millisecond)
+	thread0, proc0 := threadCPU(), processCPU()
 	s, err := timeCalls(n, pause, f)
 	if err != nil {
 		return sample{}, fmt.Errorf("%s: %w", kind, err)
 	}
-	if (kind == "ort-1thr" || kind == "ort-1thr-b32") && pause == nil {
-		s.cpuPerOp = (threadCPU() - cpu0) / time.Duration(n)
-	} else {
-		time.Sleep(20 * time.Millisecond)
+	oneThread := kind == "ort-1thr" || kind == "ort-1thr-b32"
+	if oneThread && pause == nil {
+		s.cpuPerOp = (threadCPU() - thread0) / time.Duration(n)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if !oneThread && pause == nil {
+		s.cpuPerOp = (processCPU() - proc0) / time.Duration(n)
 	}
 	return s, nil
 }
@@ -206,7 +217,7 @@ func measureLatency(o *options, addr, offAddr string, runs *modelRuns, blob []by
 		},
 		"PING": func() error { return conn.Ping(ctx).Err() },
 	}
-	l := &latency{kinds: []string{"ort", "ort-1thr", "ort-1thr-b32", "ort-1thr-idle", "ort-2thr-nospin", "MODELEXECUTE", "MODELEXECUTE-off", "PING"}, by: map[string]sample{}}
+	l := &latency{kinds: []string{"ort", "ort-1thr", "ort-1thr-b32", "ort-b32", "ort-1thr-idle", "ort-2thr-nospin", "MODELEXECUTE", "MODELEXECUTE-off", "PING"}, by: map[string]sample{}}
 	const blocks, warm = 4, 50
 	per := max(o.latencyN/blocks, 1)
 	parts := map[string][]sample{}
@@ -221,7 +232,7 @@ func measureLatency(o *options, addr, offAddr string, runs *modelRuns, blob []by
 				// its core idles (or runs something else) meanwhile and
 				// the run starts cold.
 				s, err = runs.time("ort-1thr", per, warm, func() { time.Sleep(100 * time.Microsecond) })
-			case "ort", "ort-1thr", "ort-1thr-b32", "ort-2thr-nospin":
+			case "ort", "ort-1thr", "ort-1thr-b32", "ort-b32", "ort-2thr-nospin":
 				s, err = runs.time(k, per, warm, nil)
 			default:
 				f := calls[k]
@@ -247,9 +258,14 @@ func measureLatency(o *options, addr, offAddr string, runs *modelRuns, blob []by
 }
 
 // threadCPU is the CPU time the calling thread has used so far.
-func threadCPU() time.Duration {
+func threadCPU() time.Duration { return clockCPU(unix.CLOCK_THREAD_CPUTIME_ID) }
+
+// processCPU is the CPU time this process's threads have used so far.
+func processCPU() time.Duration { return clockCPU(unix.CLOCK_PROCESS_CPUTIME_ID) }
+
+func clockCPU(clock int32) time.Duration {
 	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+	if err := unix.ClockGettime(clock, &ts); err != nil {
 		return 0
 	}
 	return time.Duration(ts.Nano())
