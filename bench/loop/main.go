@@ -57,8 +57,10 @@
 // allows it at best from the same run's figures (bounds.go): which targets
 // no server could meet here.
 //
-// The server's environment is this process's: ENCLAVEAI_CPUPROFILE=file
-// gets a CPU profile of the server over the sections run.
+// The servers' environment is this process's: ENCLAVEAI_CPUPROFILE=file
+// gets a CPU profile of each EnclaveAI server over the sections run, in
+// file.default, file.off, file.nolog (and file.tls, section core), one
+// for each (serverEnv).
 package main
 
 import (
@@ -97,6 +99,18 @@ type options struct {
 	warm, dur                                         time.Duration
 	sections                                          map[string]bool
 	latencyN, rbRequests                              int
+}
+
+// env is the environment of the EnclaveAI server named role: -server-env's
+// settings, and a CPU profile file of its own when ENCLAVEAI_CPUPROFILE is
+// set (the servers would otherwise all write the one file, and the last
+// to stop would leave a mix of theirs).
+func (o *options) env(role string) []string {
+	env := slices.Clone(o.serverEnv)
+	if path := os.Getenv("ENCLAVEAI_CPUPROFILE"); path != "" {
+		env = append(env, "ENCLAVEAI_CPUPROFILE="+path+"."+role)
+	}
+	return env
 }
 
 func main() {
@@ -215,17 +229,17 @@ func run(o *options) (*report, error) {
 		return nil, err
 	}
 
-	ea, err := benchproc.Start("enclaveai-server", o.server, o.serverEnv, o.serverArgs...)
+	ea, err := benchproc.Start("enclaveai-server", o.server, o.env("default"), o.serverArgs...)
 	if err != nil {
 		return nil, err
 	}
 	defer ea.Stop()
-	off, err := benchproc.Start("enclaveai-server", o.server, o.serverEnv, append(slices.Clone(o.serverArgs), "--engine-isolation", "off")...)
+	off, err := benchproc.Start("enclaveai-server", o.server, o.env("off"), append(slices.Clone(o.serverArgs), "--engine-isolation", "off")...)
 	if err != nil {
 		return nil, err
 	}
 	defer off.Stop()
-	nolog, err := benchproc.Start("enclaveai-server", o.server, o.serverEnv, append(slices.Clone(o.serverArgs), "--appendonly", "no")...)
+	nolog, err := benchproc.Start("enclaveai-server", o.server, o.env("nolog"), append(slices.Clone(o.serverArgs), "--appendonly", "no")...)
 	if err != nil {
 		return nil, err
 	}

@@ -546,7 +546,7 @@ func startTLS(o *options, dir string) (rd, ea *benchproc.Proc, rdPort, eaPort st
 	if err != nil {
 		return nil, nil, "", "", err
 	}
-	ea, err = benchproc.Start("enclaveai-server", o.server, o.serverEnv, append(slices.Clone(o.serverArgs), "--appendonly", "no", "--tls-port", ports[1])...)
+	ea, err = benchproc.Start("enclaveai-server", o.server, o.env("tls"), append(slices.Clone(o.serverArgs), "--appendonly", "no", "--tls-port", ports[1])...)
 	if err != nil {
 		rd.Stop()
 		return nil, nil, "", "", err
