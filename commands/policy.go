@@ -29,7 +29,9 @@ import (
 //     or, for a resumable upload, aborted or expired. The models' bytes
 //     are the keyspace's count per owner (Keyspace.ModelBytes), so a check
 //     costs the same however many keys there are, and nothing is paid
-//     without the limit.
+//     without the limit. A model whose TTL has passed no longer counts,
+//     whether or not active expiry has removed it yet: it is gone for
+//     every command (ModelBytes removes it).
 //
 // max-models (per user when users exist, so per tenant with tokens) is
 // enforced after the store by evicting the user's oldest model

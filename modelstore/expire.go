@@ -49,8 +49,10 @@ func (k *Keyspace) SetExpire(allow Allow, key string, at int64) (bool, Value, er
 	if k.journal != nil {
 		k.journal.Expire(key, at)
 	}
+	k.models.add(key, e, -1)
 	e.expireAt = at
 	k.m[key] = e
+	k.models.add(key, e, 1)
 	k.setTTLLocked(key, at)
 	return true, nil, nil
 }

@@ -99,13 +99,14 @@ func (k *Keyspace) Cut(retain func(Value), at func()) []Item {
 // the values it replaced.
 func (k *Keyspace) Replace(items []Item) []Value {
 	m := make(map[string]entry, len(items))
-	order, ttl, models := newOrder(), map[string]int64{}, map[string]int64{}
+	order, ttl, models := newOrder(), map[string]int64{}, newModelCount()
 	var used int64
 	for _, it := range items {
-		m[it.Key] = entry{v: it.Value, expireAt: it.ExpireAt}
+		e := entry{v: it.Value, expireAt: it.ExpireAt}
+		m[it.Key] = e
 		order.Set(slot{k.scanHash(it.Key), it.Key})
 		used += entrySize(it.Key, it.Value)
-		countModel(models, it.Value, 1)
+		models.add(it.Key, e, 1)
 		if it.ExpireAt != 0 {
 			ttl[it.Key] = it.ExpireAt
 		}

@@ -62,8 +62,10 @@ type Keyspace struct {
 	used atomic.Int64 // bytes accounted for values and keys
 	// models is the bytes of the model blobs at each owner's keys
 	// (Model.Owner), kept in step with m: a quota on them is checked, and
-	// reserved against, in O(1), not by a walk of every key.
-	models    map[string]int64
+	// reserved against, in O(1), not by a walk of every key; and the
+	// owner's models that have a TTL, which stop counting once it passes
+	// (modelbytes.go).
+	models    modelCount
 	dirty     atomic.Int64 // writes since the last snapshot
 	maxmemory func() int64
 	now       func() int64 // unix ms; replaceable in tests
@@ -115,7 +117,7 @@ func NewKeyspace(maxmemory func() int64) *Keyspace {
 	if maxmemory == nil {
 		maxmemory = func() int64 { return 0 }
 	}
-	return &Keyspace{m: make(map[string]entry), order: newOrder(), ttl: map[string]int64{}, models: map[string]int64{}, maxmemory: maxmemory,
+	return &Keyspace{m: make(map[string]entry), order: newOrder(), ttl: map[string]int64{}, models: newModelCount(), maxmemory: maxmemory,
 		now: func() int64 { return time.Now().UnixMilli() }, seed: maphash.MakeSeed()}
 }
 
@@ -318,46 +320,14 @@ func (k *Keyspace) CheckMemory(n int64) error {
 func (k *Keyspace) setLocked(key string, e entry) {
 	if prev, ok := k.m[key]; ok {
 		k.used.Add(-entrySize(key, prev.v))
-		countModel(k.models, prev.v, -1)
+		k.models.add(key, prev, -1)
 	} else {
 		k.order.Set(slot{k.scanHash(key), key})
 	}
 	k.m[key] = e
 	k.used.Add(entrySize(key, e.v))
-	countModel(k.models, e.v, 1)
+	k.models.add(key, e, 1)
 	k.setTTLLocked(key, e.expireAt)
-}
-
-// countModel adds (sign 1) or takes away (-1) v's blob bytes in its
-// owner's total in models (Keyspace.models), if v is a model.
-func countModel(models map[string]int64, v Value, sign int64) {
-	m, ok := v.(*Model)
-	if !ok || m.Blob == nil {
-		return
-	}
-	n := models[m.Owner] + sign*int64(len(m.Blob.Data))
-	if n == 0 {
-		delete(models, m.Owner)
-	} else {
-		models[m.Owner] = n
-	}
-}
-
-// ModelBytes is the bytes of the model blobs at owner's keys (a blob that
-// several keys share counts at each), but for the model at key except, if
-// it is owner's. A model whose TTL has passed counts until it is removed:
-// when its key is next read or written, or active expiry's sweep finds
-// it.
-func (k *Keyspace) ModelBytes(owner, except string) int64 {
-	k.mu.RLock()
-	defer k.mu.RUnlock()
-	n := k.models[owner]
-	if e, ok := k.m[except]; ok {
-		if m, ok := e.v.(*Model); ok && m.Owner == owner && m.Blob != nil {
-			n -= int64(len(m.Blob.Data))
-		}
-	}
-	return n
 }
 
 func (k *Keyspace) deleteLocked(key string) (Value, bool) {
@@ -369,7 +339,7 @@ func (k *Keyspace) deleteLocked(key string) (Value, bool) {
 	k.order.Delete(slot{k.scanHash(key), key})
 	delete(k.ttl, key)
 	k.used.Add(-entrySize(key, e.v))
-	countModel(k.models, e.v, -1)
+	k.models.add(key, e, -1)
 	return e.v, true
 }
 
@@ -516,7 +486,7 @@ func (k *Keyspace) Flush(allow Allow) ([]Value, error) {
 	}
 	old := k.m
 	k.m = make(map[string]entry)
-	k.order, k.ttl, k.models = newOrder(), map[string]int64{}, map[string]int64{}
+	k.order, k.ttl, k.models = newOrder(), map[string]int64{}, newModelCount()
 	k.touchAllLocked(old)
 	k.used.Store(0)
 	k.dirty.Add(int64(len(old)))

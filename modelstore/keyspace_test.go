@@ -64,13 +64,25 @@ func checkAccounting(t *testing.T, k *Keyspace) {
 	if k.order.Len() != len(k.m) {
 		t.Errorf("SCAN order holds %d keys, the map %d", k.order.Len(), len(k.m))
 	}
-	models := map[string]int64{}
-	for _, e := range k.m {
-		countModel(models, e.v, 1)
+	models := newModelCount()
+	for key, e := range k.m {
+		models.add(key, e, 1)
 	}
-	if !maps.Equal(k.models, models) {
-		t.Errorf("model bytes by owner %v, the entries' models add up to %v", k.models, models)
+	if !maps.Equal(k.models.bytes, models.bytes) {
+		t.Errorf("model bytes by owner %v, the entries' models add up to %v", k.models.bytes, models.bytes)
 	}
+	if got, want := expiringModels(k.models), expiringModels(models); !maps.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("models with a TTL by owner %v, the entries hold %v", got, want)
+	}
+}
+
+// expiringModels lists c's models with a TTL by owner, in order of expiry.
+func expiringModels(c modelCount) map[string][]expiring {
+	out := map[string][]expiring{}
+	for owner, tr := range c.expiring {
+		out[owner] = tr.Items()
+	}
+	return out
 }
 
 func TestSetSameType(t *testing.T) {
@@ -519,12 +531,29 @@ func TestModelBytes(t *testing.T) {
 	want("bob", "", 0)
 	del(k, "a1")
 	want("alice", "", 30)
-	// An expired model counts until it is removed.
+	// An expired model stops counting as its TTL passes, before active
+	// expiry finds it: ModelBytes removes it, for the sweep to release.
 	setExpire(k, "b1", c.ms+10)
+	k.Set("a3", newOwnedModel("alice", 5), true)
+	setExpire(k, "a3", c.ms+1000)
+	want("alice", "", 35)
 	c.ms += 20
-	want("alice", "", 30)
-	k.SweepExpired()
-	want("alice", "", 0)
+	want("alice", "", 5)
+	if _, ok := k.Expiry("b1"); ok {
+		t.Error("the expired model is still there")
+	}
+	if keys, expires := k.Len(); keys != 2 || expires != 1 {
+		t.Errorf("Len() = %d keys, %d with a TTL; want 2 (t, a3), 1", keys, expires)
+	}
+	if got := k.SweepExpired(); len(got) != 1 {
+		t.Errorf("SweepExpired() = %v, want the expired model, for release", got)
+	} else if m, ok := got[0].(*Model); !ok || len(m.Blob.Data) != 30 {
+		t.Errorf("SweepExpired() = %v, want the expired model of 30 bytes", got)
+	}
+	setExpire(k, "a3", 0) // persisted: no longer expiring
+	c.ms += 2000
+	want("alice", "", 5)
+	del(k, "a3")
 	k.Set("m", newOwnedModel("", 5), true)
 	k.Replace([]Item{{Key: "x", Value: newOwnedModel("bob", 3)}, {Key: "y", Value: newOwnedModel("bob", 4)}})
 	want("", "", 0)

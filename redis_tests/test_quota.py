@@ -142,6 +142,42 @@ class QuotaTest(unittest.TestCase):
         self.assertEqual(self.store(bob, "other", 1), b"OK")
         self.assertEqual(bob.exists("cut"), 0)
 
+    def test_an_expired_model_stops_counting_at_once(self):
+        """A model whose TTL has passed is gone for every command, so it
+        counts against its owner's limit no longer, whether or not active
+        expiry has removed it yet: it counted until then, and the owner's
+        next model was refused though the old one could not be read."""
+        bob = self.user("bob", "pb")
+        # Keys with a TTL for active expiry to sample, so that it is
+        # unlikely to find the model between its expiry and the store
+        # below (each sweep samples 20 keys with a TTL).
+        p = bob.pipeline(transaction=False)
+        for i in range(20000):
+            p.execute_command("AI.TENSORSET", "t%d" % i, "INT8", 1, "VALUES", 1)
+            p.pexpire("t%d" % i, 3600_000)
+        p.execute()
+        admin = self.srv.client()
+        base = admin.info("memory")["used_memory"]
+        self.assertEqual(self.store(bob, "old", 0), b"OK")
+        self.assertRefused(self.store, bob, "new", 1)  # the limit holds one model
+        self.assertEqual(bob.pexpire("old", 300), True)
+        poll(lambda: bob.exists("old") == 0, timeout=5, interval=0.005, what="the model to expire")
+        self.assertEqual(admin.info("stats")["expired_keys"], 0,
+                         "active expiry removed the model first: the store below proves nothing")
+        self.assertEqual(self.store(bob, "new", 1), b"OK")
+        with self.assertRaises(redis.ResponseError):
+            bob.execute_command("AI.MODELGET", "old", "BLOB")
+        # The expired model was removed and its bytes given back: one
+        # model's blob is held, not two.
+        poll(lambda: admin.info("stats")["expired_keys"] == 1, timeout=5, what="the expired model counted as expired")
+        poll(lambda: admin.info("memory")["used_memory"] < base + 1.5 * self.size, timeout=5,
+             what="the expired model's blob released")
+        # And a resumable upload's BEGIN is measured the same way.
+        self.assertEqual(bob.pexpire("new", 300), True)
+        poll(lambda: bob.exists("new") == 0, timeout=5, interval=0.005, what="the model to expire")
+        uid = bob.execute_command("AI.UPLOAD", "BEGIN", self.size)
+        self.assertEqual(bob.execute_command("AI.UPLOAD", "ABORT", uid), b"OK")
+
 
 if __name__ == "__main__":
     unittest.main()
