@@ -328,6 +328,7 @@ func (c *modelStoreCmd) compile(x *Ctx) (*modelstore.Model, error) {
 	}
 	var data []byte
 	var buf *modelstore.ModelBuffer
+	var held uploadRoom
 	if c.fromUpload {
 		// The upload ends here whatever the store's outcome: a refused
 		// model is not kept for a retry. Its claim stays until the store
@@ -340,21 +341,28 @@ func (c *modelStoreCmd) compile(x *Ctx) (*modelstore.Model, error) {
 		c.claim = &c.own
 		defer x.dropUpload(u)
 		data, buf = u.buf.Bytes(), u.buf
+		held = uploadRoom{int64(u.held), func() { x.handOverUpload(u) }}
 	} else {
 		var err error
 		if data, buf, err = c.modelBytes(x); err != nil {
 			return nil, err
 		}
-		// Stores queued in MULTI claimed nothing: their chunks' claims
-		// were given back once queued.
-		c.claim = x.C.claim
+		// Stores queued in MULTI claimed and reserved nothing: their
+		// chunks' claims and room were given back once queued (their
+		// bytes count with the queue).
+		if p := x.C.payload; p != nil {
+			c.claim = &p.claim
+			if buf != nil && buf == c.upload {
+				held = uploadRoom{p.reserved, p.handOver}
+			}
+		}
 	}
 	if err := x.checkQuota(x.C, c.key, int64(len(data)), c.claim); err != nil {
 		return nil, err
 	}
 	meta := c.meta
 	meta.Owner = x.stamp()
-	return x.compileModel(c.key, meta, c.optimize, data, buf)
+	return x.compileModel(c.key, meta, c.optimize, data, buf, held)
 }
 
 // modelBytes assembles the model: chunks the front end read into one
@@ -417,11 +425,21 @@ func readModelFile(dir, path string, max int64) ([]byte, error) {
 	return os.ReadFile(real)
 }
 
+// uploadRoom is what an upload that brought a model's bytes holds against
+// maxmemory (reserved, in App.uploading), and how it gives that back
+// (handOver); zero for bytes that hold nothing.
+type uploadRoom struct {
+	reserved int64
+	handOver func()
+}
+
 // compileModel makes a Model from bytes through the shared blob registry,
 // which compiles only bytes it has not seen, after checking that they fit
-// in maxmemory (bytes it already holds add nothing). key names the model
-// in the engine's logs.
-func (x *Ctx) compileModel(key string, meta modelstore.ModelMeta, optimize bool, data []byte, buf *modelstore.ModelBuffer) (*modelstore.Model, error) {
+// in maxmemory (bytes it already holds add nothing; those held, the
+// reservation of the upload that brought them, are in it already). Once
+// the blob holds the bytes, the upload hands its reservation over: the
+// registry counts them. key names the model in the engine's logs.
+func (x *Ctx) compileModel(key string, meta modelstore.ModelMeta, optimize bool, data []byte, buf *modelstore.ModelBuffer, held uploadRoom) (*modelstore.Model, error) {
 	from := modelstore.Origin{Owner: meta.Owner, Key: key}
 	opts := modelstore.SessionOptions{
 		Optimize:       optimize,
@@ -443,12 +461,16 @@ func (x *Ctx) compileModel(key string, meta modelstore.ModelMeta, optimize bool,
 			return nil, err
 		}
 	}
+	room := func(n int64) error { return x.Keys.CheckMemory(n - held.reserved) }
 	var blob *modelstore.Blob
 	switch {
 	case buf != nil:
-		blob, err = x.Models.AcquireBuffer(buf, from, opts, x.Keys.CheckMemory)
+		blob, err = x.Models.AcquireBuffer(buf, from, opts, room)
 	default:
-		blob, err = x.Models.AcquireIfRoom(data, from, opts, x.Keys.CheckMemory)
+		blob, err = x.Models.AcquireIfRoom(data, from, opts, room)
+	}
+	if err == nil && held.handOver != nil {
+		held.handOver()
 	}
 	if err != nil {
 		mf.abort()

@@ -145,13 +145,14 @@ func NewApp(opts *config.Options, log *slog.Logger) *App {
 	s.AI = newAISettings(opts)
 	s.Queue = modelstore.NewRunQueue(int(s.AI.ThreadsPerQueue.Load()))
 	// Model blobs are accounted once by the registry, however many keys
-	// share them: the keyspace's budget is what they leave.
+	// share them, and uploads in progress and queued transactions apart
+	// (heldApart): the keyspace's budget is what they leave.
 	s.Keys = modelstore.NewKeyspace(func() int64 {
 		limit := opts.MaxMemory.Load()
 		if limit == 0 {
 			return 0
 		}
-		return max(1, limit-s.Models.Bytes())
+		return max(1, limit-s.Models.Bytes()-s.heldApart())
 	})
 	s.setClock(time.Now())
 	s.Snapshot.lastStatus.Store(true)
@@ -333,11 +334,13 @@ type Client struct {
 	monOwn   [][]byte
 	internal bool // the server's own client (loadmodel): no upload policy
 
-	// upload is the running command's payload buffer (DispatchUpload),
-	// claim what its chunks claimed against max-model-bytes-per-user
-	// (Upload.Admit), which the store hands back as the model is stored.
-	upload *modelstore.ModelBuffer
-	claim  *claim
+	// upload is the running command's payload buffer (DispatchUpload);
+	// payload is an AI.MODELSTORE's Upload, whose claim against
+	// max-model-bytes-per-user (Upload.Admit) the store hands back as the
+	// model is stored, and whose maxmemory reservation (Upload.Reserve)
+	// the model's blob takes over (compileModel).
+	upload  *modelstore.ModelBuffer
+	payload *Upload
 	// ctx is the running command's Ctx (Dispatch): one per client rather
 	// than one allocated per command. No Runner keeps its Ctx past Run.
 	ctx Ctx
@@ -1140,8 +1143,9 @@ func (s *App) clientInfo(c *Client) string {
 }
 
 // UsedMemory is the memory accounted to keys, values and model blobs, and
-// to the commands that transactions hold queued.
-func (s *App) UsedMemory() int64 { return s.Keys.Used() + s.Models.Bytes() + s.queuedMem.Load() }
+// held apart from them (heldApart): the uploads in progress and the
+// commands that transactions hold queued.
+func (s *App) UsedMemory() int64 { return s.Keys.Used() + s.Models.Bytes() + s.heldApart() }
 
 // sampleOps records the commands run so far, for opsPerSec.
 func (s *App) sampleOps() {

@@ -97,7 +97,7 @@ func (s *App) StartUpload(c *Client, spec *Spec, prev [][]byte) (*Upload, error)
 			return nil, err
 		}
 		u.key, u.quota = string(prev[1]), true
-		c.claim = &u.claim
+		c.payload = u
 	}
 	return u, nil
 }
@@ -160,9 +160,9 @@ func (u *Upload) Reserve(n int64) error {
 
 // reserveUpload accounts for n bytes of an upload against maxmemory, if
 // they fit next to what the keyspace holds and every upload in flight or
-// held.
+// held (the keyspace's budget leaves them out: heldApart).
 func (s *App) reserveUpload(n int64) error {
-	if err := s.Keys.CheckMemory(s.heldApart() + n); err != nil {
+	if err := s.Keys.CheckMemory(n); err != nil {
 		return err
 	}
 	s.uploading.Add(n)
@@ -170,9 +170,18 @@ func (s *App) reserveUpload(n int64) error {
 }
 
 // heldApart is the memory held for commands outside the keyspace that
-// maxmemory bounds with it: uploads in flight and resumable uploads
-// (uploading), and the commands transactions hold queued (queuedMem).
+// maxmemory bounds with it, and used_memory shows: uploads in flight and
+// resumable uploads (uploading), and the commands transactions hold
+// queued (queuedMem).
 func (s *App) heldApart() int64 { return s.uploading.Load() + s.queuedMem.Load() }
+
+// handOver gives back what the upload reserved against maxmemory once a
+// model's blob holds its bytes (compileModel): the registry counts them
+// from then on, and they would count twice until End.
+func (u *Upload) handOver() {
+	u.app.uploading.Add(-u.reserved)
+	u.reserved = 0
+}
 
 // NewBuffer is a model buffer for the upload (modelstore.NewModelBuffer),
 // whose model file the append-only log writes as it fills.
@@ -194,8 +203,8 @@ func (u *Upload) Reserved() int64 { return u.reserved }
 // connection closed) or queued in MULTI, nothing once the model is stored
 // (the store hands the claim back); the command is over.
 func (u *Upload) End() {
-	if u.c.claim == &u.claim {
-		u.c.claim = nil
+	if u.c.payload == u {
+		u.c.payload = nil
 	}
 	u.app.releaseQuota(&u.claim)
 	if u.sess != nil {

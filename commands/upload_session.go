@@ -64,8 +64,10 @@ type uploadSession struct {
 	size  int64  // announced at BEGIN, claimed against the user's quota
 	buf   *modelstore.ModelBuffer
 	claim claim // the size claimed (policy.go); a store takes it
-	// held is the bytes the upload holds: the end of the last APPEND that
-	// completed. busy is set while an APPEND's bytes arrive.
+	// held is the bytes the upload holds, the end of the last APPEND that
+	// completed, and holds against maxmemory (uploading) until a store's
+	// model blob takes them over (handOverUpload: 0 then). busy is set
+	// while an APPEND's bytes arrive.
 	held int
 	busy bool
 	// last is when an APPEND last added bytes (or BEGIN), marked what it
@@ -175,6 +177,14 @@ func (s *App) dropUpload(u *uploadSession) {
 	u.buf.Unref()
 	s.uploading.Add(-int64(u.held))
 	s.releaseQuota(&u.claim)
+}
+
+// handOverUpload gives back what u, taken for a store (takeUpload), holds
+// against maxmemory once the model's blob holds its bytes
+// (compileModel): the registry counts them from then on.
+func (s *App) handOverUpload(u *uploadSession) {
+	s.uploading.Add(-int64(u.held))
+	u.held = 0
 }
 
 // expireUploads drops the uploads idle for longer than
@@ -312,7 +322,7 @@ func (c uploadCmd) begin(x *Ctx) error {
 	}
 	// A model that maxmemory could not hold now is refused before a byte
 	// is sent; the room is reserved as the bytes arrive (append).
-	if err := x.Keys.CheckMemory(x.heldApart() + c.size); err != nil {
+	if err := x.Keys.CheckMemory(c.size); err != nil {
 		x.releaseQuota(&cl)
 		return err
 	}

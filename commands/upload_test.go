@@ -96,6 +96,74 @@ func TestModelBytesFromUpload(t *testing.T) {
 	}
 }
 
+// A model's blob takes over the maxmemory reservation of the upload that
+// brought its bytes as it is acquired: until the upload ended (after the
+// reply), its bytes counted twice, in the registry and in the upload's
+// reservation, in used_memory and against maxmemory. Stored twice, the
+// bytes are one blob, and the second upload's room is given back too.
+func TestStoredModelTakesOverItsUploadsRoom(t *testing.T) {
+	model := loadTestRuntime(t)
+	if model == nil {
+		t.Skip("no ONNX Runtime")
+	}
+	h := newHarness(t)
+	n := int64(len(model))
+	store := func(key string) {
+		t.Helper()
+		prev := words("AI.MODELSTORE " + key + " ONNX CPU BLOB")
+		spec := Commands().Lookup(prev[0])
+		// What the front end does (server/ingest.go): the chunk is
+		// admitted and reserved on its length header, then read into a
+		// model buffer.
+		u, err := h.s.StartUpload(h.c, spec, prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf, err := modelstore.NewModelBuffer(n, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := u.Admit(n); err != nil {
+			t.Fatal(err)
+		}
+		if err := u.Reserve(n); err != nil {
+			t.Fatal(err)
+		}
+		dst, err := buf.Extend(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		copy(dst, model)
+		buf.Filled(len(dst))
+		buf.Seal()
+		if got, want := h.s.UsedMemory(), h.s.Keys.Used()+h.s.Models.Bytes()+n; got != want {
+			t.Errorf("%s arrived: UsedMemory() = %d, want %d (the upload's %d bytes counted)", key, got, want, n)
+		}
+		h.s.DispatchUpload(h.c, spec, append(prev, dst), OwnedFunc(func(int) bool { return true }), buf)
+		h.s.CommitClient(h.c)
+		if got := string(h.c.W.Bytes()); got != "+OK\r\n" {
+			t.Fatalf("AI.MODELSTORE %s: %q", key, got)
+		}
+		h.c.W.Reset()
+		if got := h.s.uploading.Load(); got != 0 {
+			t.Errorf("%s stored, its upload not yet ended: uploads hold %d bytes, want 0 (the blob holds them)", key, got)
+		}
+		if got, want := h.s.UsedMemory(), h.s.Keys.Used()+h.s.Models.Bytes(); got != want {
+			t.Errorf("%s stored: UsedMemory() = %d, want %d", key, got, want)
+		}
+		u.End()
+		buf.Unref()
+		if got := h.s.uploading.Load(); got != 0 {
+			t.Errorf("%s's upload ended: uploads hold %d bytes, want 0", key, got)
+		}
+	}
+	store("a")
+	store("b")
+	if got := h.s.Models.Bytes(); got != n {
+		t.Errorf("registry holds %d bytes, want the one blob's %d", got, n)
+	}
+}
+
 // BulkStream sends large bulk strings past the reply buffer, after what
 // is pending, and keeps small ones in it.
 func TestBulkStream(t *testing.T) {

@@ -69,7 +69,7 @@ var table = []directive{
 		doc:   "largest command, each argument counting 80 bytes beyond its own (what the server spends on it); the bytes of a model upload's BLOB chunks are bounded by max-model-size instead",
 		value: memory(func(o *Options) *atomic.Int64 { return &o.ClientQueryBufferLimit }, 1<<20, 1<<62)},
 	{name: "maxmemory", def: "0", mutable: true,
-		doc:   "writes that would pass it get -OOM (0: no limit); model blobs count once however many keys share them, and the commands a transaction holds queued count too",
+		doc:   "writes that would pass it get -OOM (0: no limit); model blobs count once however many keys share them, and the commands a transaction holds queued and the uploads in progress (the chunks reserved on their length headers, the bytes a resumable upload holds) count too, as in INFO's used_memory",
 		value: memory(func(o *Options) *atomic.Int64 { return &o.MaxMemory }, 0, 1<<62)},
 	{name: "maxmemory-policy", def: "noeviction", mutable: true,
 		doc:   "noeviction only: nothing is evicted, writes over maxmemory get -OOM",

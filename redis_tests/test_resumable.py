@@ -182,6 +182,48 @@ class ResumableTest(unittest.TestCase):
         poll(lambda: self.stored_unless_oom(store, "m2"), timeout=2, what="the expired upload's bytes to be given back")
         self.assertRefused(NO_UPLOAD, "AI.UPLOAD", "APPEND", uids[0], 6_000_000, "BLOB", b"x", r=idle)
 
+    def test_uploads_count_in_used_memory(self):
+        """What uploads in progress hold is in INFO's used_memory, and
+        maxmemory counts it for every write, not only for other uploads:
+        a tensor that fits only without an upload's room is refused while
+        the upload holds it. It is given back when the upload ends:
+        aborted, or its connection closed mid-upload."""
+        used = lambda: self.r.info("memory")["used_memory"]
+        base = used()
+        # A resumable upload holds what it received.
+        uid = self.up("BEGIN", 3_000_000).decode()
+        self.up("APPEND", uid, 0, "BLOB", b"x" * 2_000_000)
+        self.assertGreaterEqual(used(), base + 2_000_000)
+        self.assertEqual(self.up("ABORT", uid), b"OK")
+        self.assertLess(used(), base + 100_000)
+        # An AI.MODELSTORE whose chunk arrives holds the chunk's length.
+        data = mlp()
+        self.r.config_set("maxmemory", base + 4_000_000)
+        s = socket.create_connection(("127.0.0.1", self.srv.port))
+        self.addCleanup(s.close)
+        words = [b"AI.MODELSTORE", b"m", b"ONNX", b"CPU", b"BLOB"]
+        s.sendall(b"*6\r\n" + b"".join(b"$%d\r\n%s\r\n" % (len(w), w) for w in words))
+        s.sendall(b"$%d\r\n" % len(data) + data[:1_000_000])
+        poll(lambda: used() >= base + len(data), timeout=10, what="the upload's room in used_memory")
+        # 2 MB fit in maxmemory, not next to the upload's 2.7 MB.
+        self.assertRefused(OOM, "AI.TENSORSET", "t", "FLOAT", 500_000, "BLOB", b"\0" * 2_000_000)
+        s.close()
+        poll(lambda: used() < base + 100_000, timeout=10, what="the cut-off upload's room given back")
+        self.assertEqual(self.r.execute_command("AI.TENSORSET", "t", "FLOAT", 500_000, "BLOB", b"\0" * 2_000_000), b"OK")
+        # A stored model counts once, its blob, not its upload too: it
+        # needs no room for itself twice (maxmemory holds 1.5 of it).
+        self.r.delete("t")
+        self.r.config_set("maxmemory", base + len(data) * 3 // 2)
+        uid = self.up("BEGIN", len(data)).decode()
+        self.up("APPEND", uid, 0, "BLOB", data)
+        self.assertEqual(self.r.execute_command("AI.MODELSTORE", "m", "ONNX", "CPU", "UPLOAD", uid), b"OK")
+        self.assertLess(used(), base + len(data) + 100_000)
+        self.r.delete("m")
+        poll(lambda: used() < base + 100_000, timeout=10, what="the deleted model's blob released")
+        chunks = [data[i:i + 1_000_000] for i in range(0, len(data), 1_000_000)]
+        self.assertEqual(self.r.execute_command("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", *chunks), b"OK")
+        self.assertLess(used(), base + len(data) + 100_000)
+
     @staticmethod
     def stored_unless_oom(store, key):
         try:
