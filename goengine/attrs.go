@@ -34,6 +34,7 @@ var attrTypes = map[string]map[string]gonnxproto.AttributeProto_AttributeType{
 	"Constant":           {"sparse_value": aSparse, "value": aTensor, "value_float": aFloat, "value_floats": aFloats, "value_int": aInt, "value_ints": aInts, "value_string": aString, "value_strings": aStrings},
 	"ConstantOfShape":    {"value": aTensor},
 	"Conv":               {"auto_pad": aString, "dilations": aInts, "group": aInt, "kernel_shape": aInts, "pads": aInts, "strides": aInts},
+	"ConvTranspose":      {"auto_pad": aString, "dilations": aInts, "group": aInt, "kernel_shape": aInts, "output_padding": aInts, "output_shape": aInts, "pads": aInts, "strides": aInts},
 	"Cos":                {},
 	"Cosh":               {},
 	"Div":                {"axis": aInt, "broadcast": aInt, "consumed_inputs": aInts},

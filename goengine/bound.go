@@ -25,8 +25,9 @@ const DefaultMaxTensorBytes = 2 << 30
 // by an input's values (ConstantOfShape, Expand, Tile, Range), and those
 // whose output dimensions multiply (MatMul and Gemm, [100000, 1] x [1,
 // 100000] is 40 GB from 800 KB, the broadcasting binary operators,
-// Concat), and those whose attributes pad or widen it (Conv and MaxPool:
-// sizer; RNN, GRU, LSTM: hidden_size), and Gather (a row per index); and
+// Concat), and those whose attributes pad or widen it (Conv, ConvTranspose
+// and MaxPool: sizer; RNN, GRU, LSTM: hidden_size), and Gather (a row per
+// index); and
 // what gonnx allocates on the way: Conv's padded copies (scratcher), the
 // copies of the inputs its broadcasting operators repeat to the output's
 // shape (broadcastCopies). Cast makes as
@@ -201,9 +202,11 @@ func badShape(t tensor.Tensor) string {
 	return ""
 }
 
-// sizer is implemented by the operators of ops.go whose output size their
-// attributes decide (Conv and MaxPool: pads): outputElems bounds the
-// elements of their output for these inputs, saturating at MaxInt64.
+// sizer is implemented by the operators whose output size their
+// attributes or an input's values decide (Conv and MaxPool: pads;
+// ConvTranspose: strides, dilations, output_padding, output_shape; Pad):
+// outputElems bounds the elements of their output for these inputs,
+// saturating at MaxInt64.
 type sizer interface {
 	outputElems(in []tensor.Tensor) int64
 }

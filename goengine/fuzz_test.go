@@ -112,11 +112,11 @@ var fuzzOps = []string{"Abs", "Acos", "Acosh", "Add", "And", "Asin", "Asinh", "A
 	"Dropout", "GlobalAveragePool", "BatchNormalization", "Clip", "ReduceSum", "ReduceMax", "ReduceMin", "Min", "Max",
 	"LeakyRelu", "Expand", "Tile", "Split", "Range",
 	"Floor", "Ceil", "Round", "Reciprocal", "Sign", "Softplus", "Elu", "HardSigmoid", "HardSwish", "LogSoftmax",
-	"AveragePool", "Pad", "ArgMax", "ArgMin"}
+	"AveragePool", "Pad", "ArgMax", "ArgMin", "ConvTranspose"}
 
 // fuzzAttrs are the attributes FuzzGoEngineOps may give a node, any
-// operator; each takes ints or an int from the fuzzer's bytes (direction
-// and mode one of their strings, alpha a float).
+// operator; each takes ints or an int from the fuzzer's bytes (direction,
+// mode and auto_pad one of their strings, alpha a float).
 var fuzzAttrs = []struct {
 	name string
 	list bool
@@ -125,7 +125,8 @@ var fuzzAttrs = []struct {
 	{"to", false}, {"keepdims", false}, {"direction", false}, {"layout", false}, {"ceil_mode", false},
 	{"stash_type", false}, {"allowzero", false}, {"start", false}, {"end", false},
 	{"training_mode", false}, {"seed", false}, {"noop_with_empty_axes", false}, {"split", true},
-	{"count_include_pad", false}, {"select_last_index", false}, {"mode", false}, {"alpha", false}}
+	{"count_include_pad", false}, {"select_last_index", false}, {"mode", false}, {"alpha", false},
+	{"output_padding", true}, {"output_shape", true}, {"auto_pad", false}}
 
 // FuzzGoEngineOps builds one-node models from the fuzzer's bytes: an
 // operator, its attributes, inputs that are initializers of any shape and
@@ -142,6 +143,8 @@ func FuzzGoEngineOps(f *testing.F) {
 	f.Add(uint8(52), []byte{0, 4, 1, 1, 4, 4}, []byte{3, 2, 2, 2, 4, 2, 2, 2}, []byte{1, 1, 4, 4}) // MaxPool
 	f.Add(uint8(85), []byte{0}, []byte{3, 2, 2, 2, 24, 1}, []byte{1, 1, 4, 4})                     // AveragePool
 	f.Add(uint8(86), []byte{0, 2, 1, 4}, []byte{26, 2}, []byte{2, 3})                              // Pad, reflect
+	// ConvTranspose of a [1, 2, 2, 2] kernel, strides 2, output_padding 1.
+	f.Add(uint8(89), []byte{0, 1, 4, 1, 2, 2, 2, 128}, []byte{4, 2, 2, 2, 28, 2, 1, 1}, []byte{1, 1, 3, 3})
 	f.Fuzz(func(t *testing.T, op uint8, spec, attrs, xdims []byte) {
 		// The operator, and from the byte's rest the opset: the nodes of
 		// opsets 11 and 12 are rewritten (opsets.go).
@@ -270,6 +273,9 @@ func fuzzModel(op string, spec, attrs, xdims []byte) ([]byte, []*modelstore.Tens
 		case a.name == "mode":
 			ap = &gonnxproto.AttributeProto{Name: a.name, Type: gonnxproto.AttributeProto_STRING,
 				S: []byte([]string{"constant", "reflect", "edge", "wrap"}[v%4])}
+		case a.name == "auto_pad":
+			ap = &gonnxproto.AttributeProto{Name: a.name, Type: gonnxproto.AttributeProto_STRING,
+				S: []byte([]string{"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID", ""}[v%5])}
 		case a.name == "alpha":
 			ap = &gonnxproto.AttributeProto{Name: a.name, Type: gonnxproto.AttributeProto_FLOAT, F: float32(int8(v)) / 16}
 		case a.list:

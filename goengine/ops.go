@@ -35,6 +35,7 @@ var extraOps = map[string]func() (ops.Operator, error){
 	"Cast":               newCast,
 	"Clip":               func() (ops.Operator, error) { return &clip{}, nil },
 	"Conv":               newConv,
+	"ConvTranspose":      func() (ops.Operator, error) { return &convTranspose{}, nil },
 	"Dropout":            func() (ops.Operator, error) { return &dropout{}, nil },
 	"Erf":                newErf,
 	"Exp":                newExp,

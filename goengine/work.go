@@ -14,10 +14,11 @@ import (
 // bounds (bound.go) leave room for operators whose work grows faster than
 // their tensors: a MatMul of three 12000x12000 matrices holds 1.7 GB but
 // does 1.7e12 multiply-adds, many minutes here. So before an operator
-// whose work is a product of its dimensions runs (MatMul, Gemm, Conv, RNN,
-// GRU, LSTM; MaxPool and AveragePool, whose window their attributes size,
-// counting a comparison or an addition as a multiply-add; Pow, whose every element takes a
-// logarithm and an exponential, powWork; MatMul's batches and the
+// whose work is a product of its dimensions runs (MatMul, Gemm, Conv,
+// ConvTranspose, RNN, GRU, LSTM; MaxPool and AveragePool, whose window
+// their attributes size, counting a comparison or an addition as a
+// multiply-add; Pow, whose every element takes a logarithm and an
+// exponential, powWork; MatMul's batches and the
 // recurrent operators' steps besides, batchWork and stepWork), its work is
 // counted from its inputs, and it is refused when the engine could not
 // do them in the time left before the deadline even at workFactor times
@@ -104,6 +105,15 @@ func opWork(opType string, op any, in []tensor.Tensor) (int64, bool) {
 		// Each output element is a dot product over one group's input
 		// channels and the kernel: W's size over its output channels.
 		return mul(sz.outputElems(in), elems(1)/int64(w[0])), true
+	case "ConvTranspose":
+		w := dims(1)
+		if len(w) < 2 || w[0] == 0 {
+			return 0, false
+		}
+		// Each input element is multiplied by its group's kernels, W's
+		// size over its input channels, at most (scatter visits only the
+		// taps that land inside the output).
+		return mul(elems(0), elems(1)/int64(w[0])), true
 	case "MaxPool", "AveragePool":
 		if p, ok := op.(interface {
 			work([]tensor.Tensor) (int64, bool)
@@ -131,7 +141,7 @@ func opWork(opType string, op any, in []tensor.Tensor) (int64, bool) {
 func checkWork(opType string, op any, in []tensor.Tensor, left time.Duration, r rates) error {
 	w, ok := opWork(opType, op, in)
 	rate := r.matMul
-	if opType == "Conv" || opType == "MaxPool" || opType == "AveragePool" || opType == "Pow" || opType == "MatMul" && len(in) > 0 && in[0] != nil && intTypes[in[0].Dtype()] {
+	if opType == "Conv" || opType == "ConvTranspose" || opType == "MaxPool" || opType == "AveragePool" || opType == "Pow" || opType == "MatMul" && len(in) > 0 && in[0] != nil && intTypes[in[0].Dtype()] {
 		rate = r.conv // loops of the same kind, in ops.go
 	}
 	if !ok || float64(w) <= left.Seconds()*workFactor*rate {

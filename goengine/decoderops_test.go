@@ -1,0 +1,83 @@
+package goengine
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	gonnxproto "github.com/advancedclimatesystems/gonnx/onnx"
+
+	"github.com/enclaveai/enclaveai/modelstore"
+)
+
+// The decoder operators refuse at AI.MODELSTORE, with an error naming
+// it, the types ONNX Runtime's CPU provider has no kernel for and what
+// this engine does not implement.
+func TestDecoderOperatorsRefuse(t *testing.T) {
+	const (
+		f32 = gonnxproto.TensorProto_FLOAT
+		f64 = gonnxproto.TensorProto_DOUBLE
+	)
+	str := func(name, v string) *gonnxproto.AttributeProto {
+		return &gonnxproto.AttributeProto{Name: name, Type: gonnxproto.AttributeProto_STRING, S: []byte(v)}
+	}
+	convT := func(ty gonnxproto.TensorProto_DataType, attrs ...*gonnxproto.AttributeProto) []byte {
+		return typedModel(t, "ConvTranspose", 13, attrs, []string{"x", "w"}, []gonnxproto.TensorProto_DataType{ty, ty}, nil, ty)
+	}
+	for _, c := range []struct {
+		what  string
+		model []byte
+		want  string
+	}{
+		{"DOUBLE ConvTranspose", convT(f64), "input 0 (x) is DOUBLE, which this engine's ConvTranspose does not take (FLOAT)"},
+		{"ConvTranspose auto_pad FOO", convT(f32, str("auto_pad", "FOO")), "auto_pad=FOO"},
+		{"ConvTranspose pads and auto_pad", convT(f32, str("auto_pad", "SAME_UPPER"), ints("pads", 1, 1, 1, 1)), "pads with auto_pad=SAME_UPPER"},
+		{"ConvTranspose output_padding 2^40", convT(f32, ints("output_padding", 1<<40, 0)), "output_padding (each must be in [0, 2^31], not 1099511627776)"},
+		{"ConvTranspose output_shape 2^40", convT(f32, ints("output_shape", 1<<40, 4)), "output_shape (each must be in [1, 2^31], not 1099511627776)"},
+		{"ConvTranspose group 2^40", convT(f32, intAttr("group", 1<<40)), "group (it must be in [1, 2^31])"},
+		{"ConvTranspose with an attribute of another operator", convT(f32, intAttr("ceil_mode", 1)), "ceil_mode"},
+		{"ConvTranspose of 2 outputs", typedModel(t, "ConvTranspose", 13, nil, []string{"x", "w"}, []gonnxproto.TensorProto_DataType{f32, f32}, nil, f32, f32),
+			"2 outputs, where it has 1"},
+	} {
+		_, err := Engine{}.Compile(modelstore.ModelSource{Data: c.model}, modelstore.SessionOptions{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.what, err, c.want)
+		}
+	}
+}
+
+// ConvTranspose refuses at its run, before it allocates, shapes that do
+// not fit each other or its attributes, pads that crop the whole output
+// and an output past the memory bound (strides of 2^20, output_padding
+// and output_shape of 2^31); none of them panics.
+func TestConvTransposeRefuses(t *testing.T) {
+	f32 := gonnxproto.TensorProto_FLOAT
+	for _, c := range []struct {
+		attrs []*gonnxproto.AttributeProto
+		x, w  *modelstore.Tensor
+		b     *modelstore.Tensor // nil: none
+		want  string
+	}{
+		{nil, floatT(1, 2), floatT(2, 3), nil, "X of shape (1, 2); it takes N x C x D1 x ..."},
+		{nil, floatT(1, 2, 4, 4), floatT(2, 3, 3), nil, "W of shape (2, 3, 3) for X of shape (1, 2, 4, 4): their ranks differ"},
+		{nil, floatT(1, 2, 4, 4), floatT(3, 3, 3, 3), nil, "W's first dimension must be X's channels"},
+		{[]*gonnxproto.AttributeProto{intAttr("group", 3)}, floatT(1, 2, 4, 4), floatT(2, 3, 3, 3), nil, "group 3 does not divide X's 2 channels"},
+		{[]*gonnxproto.AttributeProto{ints("kernel_shape", 2, 2)}, floatT(1, 2, 4, 4), floatT(2, 3, 3, 3), nil, "kernel_shape [2 2], but W has shape (2, 3, 3, 3)"},
+		{[]*gonnxproto.AttributeProto{ints("strides", 2)}, floatT(1, 2, 4, 4), floatT(2, 3, 3, 3), nil, "strides has 1 entries for 2 spatial axes"},
+		{[]*gonnxproto.AttributeProto{ints("pads", 3, 3, 3, 3)}, floatT(1, 2, 2, 2), floatT(2, 3, 3, 3), nil, "an output of -2 elements along spatial axis 0: the pads crop all of it"},
+		{[]*gonnxproto.AttributeProto{intAttr("group", 2)}, floatT(1, 2, 4, 4), floatT(2, 3, 3, 3), floatT(3), "B of shape (3), where it takes the 6 output channels"},
+		{[]*gonnxproto.AttributeProto{ints("strides", 1<<20, 1<<20)}, floatT(1, 1, 4, 4), floatT(1, 1, 1, 1), nil, "ConvTranspose would make a tensor of 9895610941441 elements"},
+		{[]*gonnxproto.AttributeProto{ints("output_padding", 1<<31, 1<<31)}, floatT(1, 1, 1, 1), floatT(1, 1, 1, 1), nil, "ConvTranspose would make a tensor of 4611686022722355201 elements"},
+		{[]*gonnxproto.AttributeProto{ints("output_shape", 1<<31, 1<<31)}, floatT(1, 1, 1, 1), floatT(1, 1, 1, 1), nil, "ConvTranspose would make a tensor of 4611686018427387904 elements"},
+	} {
+		in, feeds := []string{"x", "w"}, []*modelstore.Tensor{c.x, c.w}
+		if c.b != nil {
+			in, feeds = append(in, "b"), append(feeds, c.b)
+		}
+		model := typedModel(t, "ConvTranspose", 13, c.attrs, in, []gonnxproto.TensorProto_DataType{f32, f32, f32}, nil, f32)
+		_, err := compileGo(t, model).Run(context.Background(), feeds)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v x %v w %v: %v, want an error with %q", c.attrs, c.x.Shape, c.w.Shape, err, c.want)
+		}
+	}
+}
