@@ -99,3 +99,49 @@ func TestConvTransposeMatchesONNXRuntime(t *testing.T) {
 		}
 	}
 }
+
+// InstanceNormalization (FLOAT, as ONNX Runtime has it) gives ONNX
+// Runtime's outputs over 1, 2 and 3 spatial dimensions, its default
+// epsilon and others, a channel of one value (its variance 0), and NaN
+// and infinities in some channels (all NaN there, as in ONNX Runtime), at
+// opsets 11 to 17: the pure-Go engine refused every model with one
+// ("unsupported operator InstanceNormalization").
+func TestInstanceNormalizationMatchesONNXRuntime(t *testing.T) {
+	requireORT(t)
+	r := rand.New(rand.NewSource(51))
+	f32 := []gonnxproto.TensorProto_DataType{gonnxproto.TensorProto_FLOAT}
+	eps := func(v float32) []*gonnxproto.AttributeProto {
+		return []*gonnxproto.AttributeProto{{Name: "epsilon", Type: gonnxproto.AttributeProto_FLOAT, F: v}}
+	}
+	for v := int64(MinOpset); v <= MaxOpset; v++ {
+		for _, s := range [][]int64{{2, 3, 7}, {1, 4, 5, 6}, {2, 3, 1, 1}, {2, 2, 3, 4, 5}, {3, 1, 2}} {
+			c := s[1]
+			inits := []*gonnxproto.TensorProto{
+				floatInit("scale", floatElems[0], func(int) float64 { return r.NormFloat64() }, c),
+				floatInit("b", floatElems[0], func(int) float64 { return r.NormFloat64() }, c),
+			}
+			for _, attrs := range [][]*gonnxproto.AttributeProto{nil, eps(0.1), eps(1e-3)} {
+				n := node{op: "InstanceNormalization", opset: v, attrs: attrs, in: []string{"x", "scale", "b"}, inTypes: f32, inits: inits, out: f32}
+				what := fmt.Sprint("InstanceNormalization opset ", v, " ", s, " ", attrs)
+				x := floatTensor(modelstore.Float, func(int) float64 { return 2 + 3*r.NormFloat64() }, s...)
+				likeORT(t, what, n, x)
+				// The first plane of one value; a NaN, an infinity and a
+				// -infinity in others.
+				inner, planes := int(modelstore.ShapeLen(s[2:])), int(s[0]*s[1])
+				likeORT(t, what+" edges", n, floatTensor(modelstore.Float, func(i int) float64 {
+					switch p, j := i/inner, i%inner; {
+					case p == 0:
+						return 0.75
+					case p == 1 && j == 0:
+						return math.NaN()
+					case p == 2 && j == inner-1:
+						return math.Inf(1)
+					case p == planes-1 && j == 0:
+						return math.Inf(-1)
+					}
+					return 2 + 3*r.NormFloat64()
+				}, s...))
+			}
+		}
+	}
+}

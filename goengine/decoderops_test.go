@@ -24,6 +24,9 @@ func TestDecoderOperatorsRefuse(t *testing.T) {
 	convT := func(ty gonnxproto.TensorProto_DataType, attrs ...*gonnxproto.AttributeProto) []byte {
 		return typedModel(t, "ConvTranspose", 13, attrs, []string{"x", "w"}, []gonnxproto.TensorProto_DataType{ty, ty}, nil, ty)
 	}
+	instNorm := func(ty gonnxproto.TensorProto_DataType, attrs ...*gonnxproto.AttributeProto) []byte {
+		return typedModel(t, "InstanceNormalization", 13, attrs, []string{"x", "s", "b"}, []gonnxproto.TensorProto_DataType{ty, ty, ty}, nil, ty)
+	}
 	for _, c := range []struct {
 		what  string
 		model []byte
@@ -38,6 +41,8 @@ func TestDecoderOperatorsRefuse(t *testing.T) {
 		{"ConvTranspose with an attribute of another operator", convT(f32, intAttr("ceil_mode", 1)), "ceil_mode"},
 		{"ConvTranspose of 2 outputs", typedModel(t, "ConvTranspose", 13, nil, []string{"x", "w"}, []gonnxproto.TensorProto_DataType{f32, f32}, nil, f32, f32),
 			"2 outputs, where it has 1"},
+		{"DOUBLE InstanceNormalization", instNorm(f64), "input 0 (x) is DOUBLE, which this engine's InstanceNormalization does not take (FLOAT)"},
+		{"InstanceNormalization consumed_inputs", instNorm(f32, ints("consumed_inputs", 0)), "consumed_inputs"},
 	} {
 		_, err := Engine{}.Compile(modelstore.ModelSource{Data: c.model}, modelstore.SessionOptions{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -78,6 +83,27 @@ func TestConvTransposeRefuses(t *testing.T) {
 		_, err := compileGo(t, model).Run(context.Background(), feeds)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v x %v w %v: %v, want an error with %q", c.attrs, c.x.Shape, c.w.Shape, err, c.want)
+		}
+	}
+}
+
+// InstanceNormalization refuses at its run an input of fewer than 3
+// dimensions and a scale or B of another shape than [C]; none of them
+// panics.
+func TestInstanceNormalizationRefuses(t *testing.T) {
+	f32 := gonnxproto.TensorProto_FLOAT
+	s := compileGo(t, typedModel(t, "InstanceNormalization", 13, nil, []string{"x", "s", "b"}, []gonnxproto.TensorProto_DataType{f32, f32, f32}, nil, f32))
+	for _, c := range []struct {
+		x, scale, b *modelstore.Tensor
+		want        string
+	}{
+		{floatT(2, 3), floatT(3), floatT(3), "input of shape (2, 3); it takes N x C x D1 x ..."},
+		{floatT(2, 3, 4), floatT(2), floatT(3), "input 1 has shape (2), not [3] (X's channels)"},
+		{floatT(2, 3, 4), floatT(3), floatT(1, 3), "input 2 has shape (1, 3), not [3] (X's channels)"},
+	} {
+		_, err := s.Run(context.Background(), []*modelstore.Tensor{c.x, c.scale, c.b})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("x %v scale %v b %v: %v, want an error with %q", c.x.Shape, c.scale.Shape, c.b.Shape, err, c.want)
 		}
 	}
 }

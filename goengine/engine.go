@@ -9,11 +9,12 @@
 // Identity, Neg, Pow, LogSoftmax; unary.go: Erf, Exp, Log, Floor, Ceil,
 // Round, Reciprocal, Sign, Softplus, Elu, HardSigmoid, HardSwish,
 // LeakyRelu, Clip, Min, Max; norm.go: Dropout, GlobalAveragePool,
-// BatchNormalization, at inference; reduce.go: ReduceSum, ReduceMax,
-// ReduceMin, ArgMax, ArgMin; expand.go: Expand, Tile, Split, Range,
-// Slice; pad.go: Pad; convtranspose.go: ConvTranspose), each for the
-// types ONNX Runtime's CPU provider has it for (but Range's INT16). A
-// model is checked at Compile: one with an operator
+// BatchNormalization, at inference, InstanceNormalization; reduce.go:
+// ReduceSum, ReduceMax, ReduceMin, ArgMax, ArgMin; expand.go: Expand,
+// Tile, Split, Range, Slice; pad.go: Pad; convtranspose.go:
+// ConvTranspose), each for the types ONNX Runtime's CPU provider has it
+// for (but Range's INT16). A model is checked at Compile: one with an
+// operator
 // neither has, an opset before 11 or after 17 (opsets.go), a node using
 // what its operator's version differs in from opset 13's (older nodes are
 // rewritten where they can be), or an operator given an input of a type

@@ -112,11 +112,11 @@ var fuzzOps = []string{"Abs", "Acos", "Acosh", "Add", "And", "Asin", "Asinh", "A
 	"Dropout", "GlobalAveragePool", "BatchNormalization", "Clip", "ReduceSum", "ReduceMax", "ReduceMin", "Min", "Max",
 	"LeakyRelu", "Expand", "Tile", "Split", "Range",
 	"Floor", "Ceil", "Round", "Reciprocal", "Sign", "Softplus", "Elu", "HardSigmoid", "HardSwish", "LogSoftmax",
-	"AveragePool", "Pad", "ArgMax", "ArgMin", "ConvTranspose"}
+	"AveragePool", "Pad", "ArgMax", "ArgMin", "ConvTranspose", "InstanceNormalization"}
 
 // fuzzAttrs are the attributes FuzzGoEngineOps may give a node, any
 // operator; each takes ints or an int from the fuzzer's bytes (direction,
-// mode and auto_pad one of their strings, alpha a float).
+// mode and auto_pad one of their strings, alpha and epsilon a float).
 var fuzzAttrs = []struct {
 	name string
 	list bool
@@ -126,7 +126,7 @@ var fuzzAttrs = []struct {
 	{"stash_type", false}, {"allowzero", false}, {"start", false}, {"end", false},
 	{"training_mode", false}, {"seed", false}, {"noop_with_empty_axes", false}, {"split", true},
 	{"count_include_pad", false}, {"select_last_index", false}, {"mode", false}, {"alpha", false},
-	{"output_padding", true}, {"output_shape", true}, {"auto_pad", false}}
+	{"output_padding", true}, {"output_shape", true}, {"auto_pad", false}, {"epsilon", false}}
 
 // FuzzGoEngineOps builds one-node models from the fuzzer's bytes: an
 // operator, its attributes, inputs that are initializers of any shape and
@@ -145,6 +145,8 @@ func FuzzGoEngineOps(f *testing.F) {
 	f.Add(uint8(86), []byte{0, 2, 1, 4}, []byte{26, 2}, []byte{2, 3})                              // Pad, reflect
 	// ConvTranspose of a [1, 2, 2, 2] kernel, strides 2, output_padding 1.
 	f.Add(uint8(89), []byte{0, 1, 4, 1, 2, 2, 2, 128}, []byte{4, 2, 2, 2, 28, 2, 1, 1}, []byte{1, 1, 3, 3})
+	// InstanceNormalization of x [1, 2, 3], its scale and B [2], epsilon 1/16.
+	f.Add(uint8(90), []byte{0, 1, 1, 2, 128, 1, 1, 2, 128}, []byte{31, 1}, []byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, op uint8, spec, attrs, xdims []byte) {
 		// The operator, and from the byte's rest the opset: the nodes of
 		// opsets 11 and 12 are rewritten (opsets.go).
@@ -276,7 +278,7 @@ func fuzzModel(op string, spec, attrs, xdims []byte) ([]byte, []*modelstore.Tens
 		case a.name == "auto_pad":
 			ap = &gonnxproto.AttributeProto{Name: a.name, Type: gonnxproto.AttributeProto_STRING,
 				S: []byte([]string{"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID", ""}[v%5])}
-		case a.name == "alpha":
+		case a.name == "alpha" || a.name == "epsilon":
 			ap = &gonnxproto.AttributeProto{Name: a.name, Type: gonnxproto.AttributeProto_FLOAT, F: float32(int8(v)) / 16}
 		case a.list:
 			ap = &gonnxproto.AttributeProto{Name: a.name, Type: gonnxproto.AttributeProto_INTS}

@@ -11,7 +11,8 @@ import (
 
 // What CNNs exported for inference use beside convolutions and pools,
 // and gonnx lacks: Dropout (the identity outside training),
-// GlobalAveragePool and BatchNormalization in their inference forms. A
+// GlobalAveragePool and BatchNormalization in their inference forms, and
+// InstanceNormalization (style transfer, GANs). A
 // model that would train (Dropout's training_mode true, a
 // BatchNormalization of training_mode 1 or with its running statistics
 // as outputs) is refused: this engine does not train.
@@ -289,4 +290,79 @@ func batchNormTraining(e *edit, n *gonnxproto.NodeProto, reached bool) error {
 		}
 	}
 	return nil
+}
+
+// instanceNorm is InstanceNormalization (version 6, the same at opsets
+// 11 to 17), FLOAT as in ONNX Runtime's CPU provider: each channel of
+// each item of N x C x D1 x ... x Dn input (n at least 1) is normalized
+// to a mean of 0 and a variance of 1 (epsilon, 1e-5 by default, added to
+// the variance), then multiplied by scale[c] and shifted by B[c], both of
+// C elements; the sums are in float64. A NaN or an infinity in a channel
+// makes it all NaN, as in ONNX Runtime. PyTorch exports InstanceNorm1d,
+// 2d and 3d as it (style transfer, GANs), with a scale of ones and a B of
+// zeros when they have no affine parameters.
+type instanceNorm struct{ epsilon float64 }
+
+func (o *instanceNorm) Init(n *gonnxproto.NodeProto) error {
+	o.epsilon = 1e-5
+	for _, a := range n.GetAttribute() {
+		if a.GetName() != "epsilon" {
+			return ops.ErrUnsupportedAttribute(a.GetName(), o)
+		}
+		o.epsilon = float64(a.GetF())
+	}
+	if len(n.GetOutput()) != 1 {
+		return fmt.Errorf("%s: %d outputs, where it has 1", o, len(n.GetOutput()))
+	}
+	return nil
+}
+
+func (o *instanceNorm) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	return ops.ValidateInputs(o, in)
+}
+func (*instanceNorm) GetMinInputs() int { return 3 }
+func (*instanceNorm) GetMaxInputs() int { return 3 }
+func (*instanceNorm) GetInputTypeConstraints() [][]tensor.Dtype {
+	return [][]tensor.Dtype{float32Only, float32Only, float32Only}
+}
+func (*instanceNorm) String() string { return "instancenormalization operator" }
+
+func (o *instanceNorm) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	x := dense(in[0])
+	s := x.Shape().Clone()
+	xs, ok := x.Data().([]float32)
+	if !ok || x.IsScalar() || len(s) < 3 {
+		return nil, ops.ErrInvalidInput(fmt.Sprintf("input of shape %v; it takes N x C x D1 x ...", s), o)
+	}
+	params := make([][]float32, 2) // scale, B
+	for i := range params {
+		p := dense(in[i+1])
+		v, ok := p.Data().([]float32)
+		if !ok || p.IsScalar() || len(p.Shape()) != 1 || len(v) != s[1] {
+			return nil, ops.ErrInvalidInput(fmt.Sprintf("input %d has shape %v, not [%d] (X's channels)", i+1, p.Shape(), s[1]), o)
+		}
+		params[i] = v
+	}
+	inner := len(xs) / (s[0] * s[1])
+	y := make([]float32, len(xs))
+	for plane := range s[0] * s[1] {
+		v, out := xs[plane*inner:(plane+1)*inner], y[plane*inner:(plane+1)*inner]
+		sum := 0.0
+		for _, e := range v {
+			sum += float64(e)
+		}
+		mean := sum / float64(inner)
+		sq := 0.0
+		for _, e := range v {
+			d := float64(e) - mean
+			sq += d * d
+		}
+		c := plane % s[1]
+		a := float64(params[0][c]) / math.Sqrt(sq/float64(inner)+o.epsilon)
+		b := float64(params[1][c]) - mean*a
+		for j, e := range v {
+			out[j] = float32(float64(e)*a + b)
+		}
+	}
+	return []tensor.Tensor{tensor.New(tensor.WithShape(s...), tensor.WithBacking(y))}, nil
 }
