@@ -37,6 +37,7 @@ var attrTypes = map[string]map[string]gonnxproto.AttributeProto_AttributeType{
 	"ConvTranspose":         {"auto_pad": aString, "dilations": aInts, "group": aInt, "kernel_shape": aInts, "output_padding": aInts, "output_shape": aInts, "pads": aInts, "strides": aInts},
 	"Cos":                   {},
 	"Cosh":                  {},
+	"CumSum":                {"exclusive": aInt, "reverse": aInt},
 	"Div":                   {"axis": aInt, "broadcast": aInt, "consumed_inputs": aInts},
 	"Dropout":               {"consumed_inputs": aInts, "is_test": aInt, "ratio": aFloat, "seed": aInt},
 	"Elu":                   {"alpha": aFloat, "consumed_inputs": aInts},

@@ -17,6 +17,7 @@ func TestDecoderOperatorsRefuse(t *testing.T) {
 	const (
 		f32 = gonnxproto.TensorProto_FLOAT
 		f64 = gonnxproto.TensorProto_DOUBLE
+		i64 = gonnxproto.TensorProto_INT64
 	)
 	str := func(name, v string) *gonnxproto.AttributeProto {
 		return &gonnxproto.AttributeProto{Name: name, Type: gonnxproto.AttributeProto_STRING, S: []byte(v)}
@@ -26,6 +27,9 @@ func TestDecoderOperatorsRefuse(t *testing.T) {
 	}
 	instNorm := func(ty gonnxproto.TensorProto_DataType, attrs ...*gonnxproto.AttributeProto) []byte {
 		return typedModel(t, "InstanceNormalization", 13, attrs, []string{"x", "s", "b"}, []gonnxproto.TensorProto_DataType{ty, ty, ty}, nil, ty)
+	}
+	cumSum := func(ty, axis gonnxproto.TensorProto_DataType, attrs ...*gonnxproto.AttributeProto) []byte {
+		return typedModel(t, "CumSum", 13, attrs, []string{"x", "axis"}, []gonnxproto.TensorProto_DataType{ty, axis}, nil, ty)
 	}
 	for _, c := range []struct {
 		what  string
@@ -43,6 +47,11 @@ func TestDecoderOperatorsRefuse(t *testing.T) {
 			"2 outputs, where it has 1"},
 		{"DOUBLE InstanceNormalization", instNorm(f64), "input 0 (x) is DOUBLE, which this engine's InstanceNormalization does not take (FLOAT)"},
 		{"InstanceNormalization consumed_inputs", instNorm(f32, ints("consumed_inputs", 0)), "consumed_inputs"},
+		{"UINT32 CumSum", cumSum(gonnxproto.TensorProto_UINT32, i64), "input 0 (x) is UINT32, which this engine's CumSum does not take (FLOAT, DOUBLE, INT32, INT64)"},
+		{"CumSum of a FLOAT axis", cumSum(f32, f32), "input 1 (axis) is FLOAT, which this engine's CumSum does not take (INT32, INT64)"},
+		{"CumSum exclusive 2", cumSum(f32, i64, intAttr("exclusive", 2)), "exclusive 2 (it is 0 or 1)"},
+		{"CumSum reverse -1", cumSum(f32, i64, intAttr("reverse", -1)), "reverse -1 (it is 0 or 1)"},
+		{"CumSum axis attribute", cumSum(f32, i64, intAttr("axis", 0)), "axis"},
 	} {
 		_, err := Engine{}.Compile(modelstore.ModelSource{Data: c.model}, modelstore.SessionOptions{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -104,6 +113,29 @@ func TestInstanceNormalizationRefuses(t *testing.T) {
 		_, err := s.Run(context.Background(), []*modelstore.Tensor{c.x, c.scale, c.b})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("x %v scale %v b %v: %v, want an error with %q", c.x.Shape, c.scale.Shape, c.b.Shape, err, c.want)
+		}
+	}
+}
+
+// CumSum refuses at its run a scalar input, an axis out of range and an
+// axis of other than one element; none of them panics.
+func TestCumSumRefuses(t *testing.T) {
+	s := compileGo(t, typedModel(t, "CumSum", 13, nil, []string{"x", "axis"},
+		[]gonnxproto.TensorProto_DataType{gonnxproto.TensorProto_FLOAT, gonnxproto.TensorProto_INT64}, nil, gonnxproto.TensorProto_FLOAT))
+	scalarAxis := func(v int64) *modelstore.Tensor { a := int64s(v); a.Shape = []int64{}; return a }
+	for _, c := range []struct {
+		x, axis *modelstore.Tensor
+		want    string
+	}{
+		{floatT(), scalarAxis(0), "a scalar input: there is no axis to sum along"},
+		{floatT(2, 3), scalarAxis(2), "axis out of range"},
+		{floatT(2, 3), scalarAxis(-3), "axis out of range"},
+		{floatT(2, 3), int64s(0, 1), "axis of shape (2), where it takes one element"},
+		{floatT(2, 3), &modelstore.Tensor{DType: modelstore.Int64, Shape: []int64{1, 1}, Data: make([]byte, 8)}, "axis of shape (1, 1), where it takes one element"},
+	} {
+		_, err := s.Run(context.Background(), []*modelstore.Tensor{c.x, c.axis})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("x %v axis %v: %v, want an error with %q", c.x.Shape, c.axis.Shape, err, c.want)
 		}
 	}
 }

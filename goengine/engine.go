@@ -12,15 +12,14 @@
 // BatchNormalization, at inference, InstanceNormalization; reduce.go:
 // ReduceSum, ReduceMax, ReduceMin, ArgMax, ArgMin; expand.go: Expand,
 // Tile, Split, Range, Slice; pad.go: Pad; convtranspose.go:
-// ConvTranspose), each for the types ONNX Runtime's CPU provider has it
-// for (but Range's INT16). A model is checked at Compile: one with an
-// operator
-// neither has, an opset before 11 or after 17 (opsets.go), a node using
-// what its operator's version differs in from opset 13's (older nodes are
-// rewritten where they can be), or an operator given an input of a type
-// it does not take (where the type is known before a run), is refused
-// with an error that names it, so AI.MODELSTORE fails and nothing fails
-// later.
+// ConvTranspose; cumsum.go: CumSum), each for the types ONNX Runtime's
+// CPU provider has it for (but Range's INT16). A model is checked at
+// Compile: one with an operator neither has, an opset before 11 or after
+// 17 (opsets.go), a node using what its operator's version differs in
+// from opset 13's (older nodes are rewritten where they can be), or an
+// operator given an input of a type it does not take (where the type is
+// known before a run), is refused with an error that names it, so
+// AI.MODELSTORE fails and nothing fails later.
 //
 // Costs, measured in docs/BENCHMARKS.md: runs are slower than ONNX
 // Runtime's (no SIMD kernels, one core), and gonnx holds the weights as Go

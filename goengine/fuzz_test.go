@@ -112,7 +112,7 @@ var fuzzOps = []string{"Abs", "Acos", "Acosh", "Add", "And", "Asin", "Asinh", "A
 	"Dropout", "GlobalAveragePool", "BatchNormalization", "Clip", "ReduceSum", "ReduceMax", "ReduceMin", "Min", "Max",
 	"LeakyRelu", "Expand", "Tile", "Split", "Range",
 	"Floor", "Ceil", "Round", "Reciprocal", "Sign", "Softplus", "Elu", "HardSigmoid", "HardSwish", "LogSoftmax",
-	"AveragePool", "Pad", "ArgMax", "ArgMin", "ConvTranspose", "InstanceNormalization"}
+	"AveragePool", "Pad", "ArgMax", "ArgMin", "ConvTranspose", "InstanceNormalization", "CumSum"}
 
 // fuzzAttrs are the attributes FuzzGoEngineOps may give a node, any
 // operator; each takes ints or an int from the fuzzer's bytes (direction,
@@ -126,7 +126,8 @@ var fuzzAttrs = []struct {
 	{"stash_type", false}, {"allowzero", false}, {"start", false}, {"end", false},
 	{"training_mode", false}, {"seed", false}, {"noop_with_empty_axes", false}, {"split", true},
 	{"count_include_pad", false}, {"select_last_index", false}, {"mode", false}, {"alpha", false},
-	{"output_padding", true}, {"output_shape", true}, {"auto_pad", false}, {"epsilon", false}}
+	{"output_padding", true}, {"output_shape", true}, {"auto_pad", false}, {"epsilon", false},
+	{"exclusive", false}, {"reverse", false}}
 
 // FuzzGoEngineOps builds one-node models from the fuzzer's bytes: an
 // operator, its attributes, inputs that are initializers of any shape and
@@ -147,6 +148,8 @@ func FuzzGoEngineOps(f *testing.F) {
 	f.Add(uint8(89), []byte{0, 1, 4, 1, 2, 2, 2, 128}, []byte{4, 2, 2, 2, 28, 2, 1, 1}, []byte{1, 1, 3, 3})
 	// InstanceNormalization of x [1, 2, 3], its scale and B [2], epsilon 1/16.
 	f.Add(uint8(90), []byte{0, 1, 1, 2, 128, 1, 1, 2, 128}, []byte{31, 1}, []byte{1, 2, 3})
+	// CumSum of x [2, 3] along an INT64 scalar axis of -1, exclusive and reverse.
+	f.Add(uint8(91), []byte{0, 2, 0, 128}, []byte{32, 1, 33, 1}, []byte{2, 3})
 	f.Fuzz(func(t *testing.T, op uint8, spec, attrs, xdims []byte) {
 		// The operator, and from the byte's rest the opset: the nodes of
 		// opsets 11 and 12 are rewritten (opsets.go).

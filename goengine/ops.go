@@ -36,6 +36,7 @@ var extraOps = map[string]func() (ops.Operator, error){
 	"Clip":                  func() (ops.Operator, error) { return &clip{}, nil },
 	"Conv":                  newConv,
 	"ConvTranspose":         func() (ops.Operator, error) { return &convTranspose{}, nil },
+	"CumSum":                func() (ops.Operator, error) { return &cumSum{}, nil },
 	"Dropout":               func() (ops.Operator, error) { return &dropout{}, nil },
 	"Erf":                   newErf,
 	"Exp":                   newExp,

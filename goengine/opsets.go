@@ -95,6 +95,8 @@ var changes = map[string][]change{
 	"ReduceMax": {{12, nil}, {13, nil}}, "ReduceMin": {{12, nil}, {13, nil}},
 	// 16: BFLOAT16 (and, in ONNX Runtime, DOUBLE).
 	"LeakyRelu": {{16, nil}},
+	// 14: BFLOAT16 and FLOAT16.
+	"CumSum": {{14, nil}},
 	// 13: the axes are an input; before, an attribute.
 	"Squeeze": {{13, axesToInput}},
 	// 13: the sizes are an input; before, an attribute.
