@@ -59,7 +59,9 @@ func closeToORT(t *testing.T, what string, want, got []*modelstore.Tensor) {
 // The engine refused them all ("runs opset 13 only"). And the vision
 // classifier PyTorch exported at opsets 11, 13 and 14 (Pad, its pads
 // reversed by a Slice of step -1, AveragePool, HardSwish and the like),
-// which it refused too ("unsupported operator Pad").
+// which it refused too ("unsupported operator Pad"), and the decoder it
+// exported at the same opsets (ConvTranspose, InstanceNormalization,
+// CumSum).
 func TestLaterOpsetsMatchONNXRuntime(t *testing.T) {
 	requireORT(t)
 	r := rand.New(rand.NewSource(3))
@@ -78,7 +80,8 @@ func TestLaterOpsetsMatchONNXRuntime(t *testing.T) {
 	runs = append(runs, run{"torch17.onnx", 0, []int64{1, 8, 32}}, run{"torch17.onnx", 0, []int64{5, 8, 32}},
 		run{"torch11.onnx", 0, []int64{3, 8, 32}},
 		run{"transformer17.onnx", 0, []int64{1, 64, 256}}, run{"transformer.onnx", 11, []int64{1, 64, 256}},
-		run{"vision11.onnx", 0, []int64{2, 3, 15, 15}}, run{"vision13.onnx", 0, []int64{1, 3, 15, 15}}, run{"vision14.onnx", 0, []int64{4, 3, 15, 15}})
+		run{"vision11.onnx", 0, []int64{2, 3, 15, 15}}, run{"vision13.onnx", 0, []int64{1, 3, 15, 15}}, run{"vision14.onnx", 0, []int64{4, 3, 15, 15}},
+		run{"decoder11.onnx", 0, []int64{2, 4, 5, 5}}, run{"decoder13.onnx", 0, []int64{1, 4, 5, 5}}, run{"decoder14.onnx", 0, []int64{3, 4, 5, 5}})
 	for _, c := range runs {
 		model := readTestModel(t, c.model)
 		if c.opset != 0 {

@@ -477,6 +477,27 @@ class GoEngineTest(unittest.TestCase):
             self.assertEqual(execute(self.g, name, ["x"], ["y"]), b"OK")
             np.testing.assert_allclose(tget(self.g, "y"), y, rtol=1e-4, atol=1e-5, err_msg=name)
 
+    def test_decoder_models_give_torchs_outputs(self):
+        """A decoder PyTorch exported at opsets 11, 13 and 14 with the
+        layers upsampling nets use (ConvTranspose2d with output_padding,
+        groups and dilation, ConvTranspose1d; InstanceNorm2d with and
+        without its affine parameters, InstanceNorm1d; torch.cumsum) gives
+        torch's outputs in the cgo-free build, which refused it
+        ("unsupported operator ConvTranspose, CumSum,
+        InstanceNormalization"), and in the usual build's pure-Go
+        engine."""
+        for opset in (11, 13, 14):
+            name = "decoder%d" % opset
+            data = model_bytes(name + ".onnx")
+            ops = {n.op_type for n in onnx.load_from_string(data).graph.node}
+            self.assertLessEqual({"ConvTranspose", "InstanceNormalization", "CumSum"}, ops, name)
+            x, y = reference(name)
+            for r in (self.g, self.gi):
+                self.assertEqual(r.execute_command("AI.MODELSTORE", name, "ONNX", "CPU", "BLOB", data), b"OK", name)
+                tset(r, "x", x)
+                self.assertEqual(execute(r, name, ["x"], ["y"]), b"OK")
+                np.testing.assert_allclose(tget(r, "y"), y, rtol=1e-4, atol=1e-5, err_msg=name)
+
     def test_string_model_refused(self):
         with self.assertRaises(Exception) as cm:
             self.g.execute_command("AI.MODELSTORE", "s", "ONNX", "CPU", "BLOB", model_bytes("string_identity.onnx"))

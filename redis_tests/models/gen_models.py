@@ -690,6 +690,52 @@ def vision_model_and_reference(opset):
     return model, ({"x": x}, {"y": y})
 
 
+def decoder_model_and_reference(opset):
+    """A small decoder of the layers upsampling nets are made of, as
+    PyTorch exports them at opset: ConvTranspose2d (stride, padding and
+    output_padding; groups and dilation) and ConvTranspose1d, InstanceNorm2d
+    with its affine parameters and without, InstanceNorm1d, and
+    torch.cumsum along the channels and along the last axis; with torch's
+    outputs."""
+    try:
+        import torch
+        from torch import nn
+    except ImportError:
+        return None
+    torch.manual_seed(16)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.up = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1)
+            self.norm = nn.InstanceNorm2d(6, affine=True)
+            self.up2 = nn.ConvTranspose2d(6, 4, (2, 3), stride=(1, 2), groups=2, dilation=(2, 1))
+            self.norm2 = nn.InstanceNorm2d(4)
+            self.up1d = nn.ConvTranspose1d(4, 2, 3, stride=2, padding=1)
+            self.norm1d = nn.InstanceNorm1d(2, eps=1e-3)
+            with torch.no_grad():  # not the identity the defaults are
+                self.norm.weight.add_(0.1 * torch.randn_like(self.norm.weight))
+                self.norm.bias.add_(0.1 * torch.randn_like(self.norm.bias))
+
+        def forward(self, x):  # x: [N, 4, 5, 5]
+            h = torch.relu(self.norm(self.up(x)))  # [N, 6, 10, 10]
+            h = self.norm2(self.up2(h))  # [N, 4, 12, 19]
+            a = torch.cumsum(h, dim=1) + torch.cumsum(h, dim=-1)
+            b = self.norm1d(self.up1d(h.mean(dim=2)))  # [N, 2, 37]
+            return torch.cat([a.flatten(1), torch.cumsum(b, dim=2).flatten(1)], dim=1)
+
+    net = Net().eval()
+    x = np.random.default_rng(17).standard_normal((3, 4, 5, 5)).astype(np.float32)
+    buf = io.BytesIO()
+    with torch.no_grad():
+        y = net(torch.from_numpy(x)).numpy().astype(np.float32)
+        torch.onnx.export(net, torch.from_numpy(x), buf, input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "N"}, "y": {0: "N"}}, opset_version=opset)
+    model = onnx.load_from_string(buf.getvalue())
+    model.producer_name = "enclaveai-gen_models (pytorch %s)" % torch.__version__
+    return model, ({"x": x}, {"y": y})
+
+
 def onnx_versions():
     """Every default-domain operator's versions up to the newest opset this
     onnx knows, and the types of its attributes over them, as JSON:
@@ -758,6 +804,10 @@ def write_redis_models(outdir):
         if v is not None:
             save(v[0], outdir, "vision%d.onnx" % opset)
             refs["vision%d" % opset] = v[1]
+        d = decoder_model_and_reference(opset)
+        if d is not None:
+            save(d[0], outdir, "decoder%d.onnx" % opset)
+            refs["decoder%d" % opset] = d[1]
     save_refs(outdir, refs)
 
 
