@@ -2,8 +2,9 @@
 // hash (CRC16 with hash tags, as Redis Cluster's), the slot topology an
 // external controller pushes (kvrocks's CLUSTERX SETNODES format), and the
 // file that keeps a node's id, topology and version across restarts,
-// authenticated with a key derived from the seal key (state.go). It
-// knows nothing of RESP: package commands holds the CLUSTER and CLUSTERX
+// authenticated with a key derived from the seal key (state.go), and the
+// TLS with which a node connects to another (peer.go). It knows nothing
+// of RESP: package commands holds the CLUSTER and CLUSTERX
 // handlers and the redirects.
 package cluster
 

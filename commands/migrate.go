@@ -29,7 +29,9 @@ import (
 // MIGRATE starts a goroutine on the source and answers OK; CLUSTER INFO's
 // migrating_slot, migrating_state (start, success, fail) and
 // destination_node say how it goes. The source dials the target (the
-// address the topology gives; AUTH as masteruser with masterauth, or with
+// address the topology gives; under tls-cluster over TLS, the target's
+// certificate verified against tls-ca-cert-file before anything is sent:
+// cluster.DialPeer; AUTH as masteruser with masterauth, or with
 // this node's requirepass, which the nodes of a cluster without them
 // share: peerAuth), tells it to import the slot, then moves the
 // slot's keys, each model alone and small tensors in batches: they travel
@@ -345,7 +347,9 @@ func (cs *ClusterState) movingState(id string, version int64, top *cluster.Topol
 }
 
 func (s *App) migrateKeys(m *migration) error {
-	conn, err := net.DialTimeout("tcp", m.target.Addr(), 5*time.Second)
+	// Under tls-cluster the target's certificate is verified before a
+	// byte is sent: AUTH and the keys reach only a node of the cluster's CA.
+	conn, err := cluster.DialPeer(m.target.Addr(), s.PeerTLS, 5*time.Second)
 	if err != nil {
 		return err
 	}

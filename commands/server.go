@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"sort"
@@ -87,6 +88,10 @@ type App struct {
 	Cluster *ClusterState
 	// Enclave is set by the front end at start.
 	Enclave EnclaveInfo
+	// PeerTLS is how this node connects to another (a slot migration's
+	// target) under tls-cluster, set by the front end at start
+	// (cluster.PeerTLS); nil: over plain TCP.
+	PeerTLS *tls.Config
 	// jwt checks tokens; nil without jwt-public-key-file (jwt.go).
 	jwt *jwtauth.Verifier
 	// refusedTokens spaces the log's "token refused" lines (jwt.go).

@@ -90,6 +90,24 @@ type Options struct {
 	TLSPort     int64
 	TLSCertFile string
 	TLSKeyFile  string
+	// TLSCACertFile is the PEM bundle of the CAs that other nodes'
+	// certificates (tls-cluster) and clients' certificates
+	// (TLSAuthClients) must chain to; "" for none.
+	TLSCACertFile string
+	// TLSClientCertFile and TLSClientKeyFile are the key pair this node
+	// presents when it connects to another node; without them it presents
+	// its listener's (tls-cert-file's, or marble mode's).
+	TLSClientCertFile string
+	TLSClientKeyFile  string
+	// TLSAuthClients is "yes" (a TLS client must present a certificate
+	// that chains to TLSCACertFile), "optional" (one it presents must) or
+	// "no" (none is asked). Without TLSCACertFile none is asked.
+	TLSAuthClients string
+	// TLSCluster makes a slot migration's source connect to its target
+	// over TLS, at the port the topology names (the target's tls-port),
+	// and verify the target's certificate chain against TLSCACertFile
+	// before it sends AUTH (docs/CLUSTER.md).
+	TLSCluster bool
 	// AttestRate bounds AI.ATTEST from clients that have not
 	// authenticated: at most this many a second, server-wide (0: no
 	// bound). In SGX each one has the quoting enclave sign a report.
@@ -361,6 +379,20 @@ func (o *Options) Validate() error {
 	}
 	if o.Marble && (o.TLSPort == 0 || o.TLSCertFile != "") {
 		return errors.New("marble yes needs tls-port, and takes its certificate from MarbleRun, not tls-cert-file")
+	}
+	if (o.TLSClientCertFile == "") != (o.TLSClientKeyFile == "") {
+		return errors.New("tls-client-cert-file and tls-client-key-file go together")
+	}
+	if o.TLSCluster {
+		switch {
+		case o.TLSPort == 0:
+			return errors.New("tls-cluster yes needs tls-port: other nodes reach this one at its TLS port (the port the topology names)")
+		case o.TLSCACertFile == "":
+			return errors.New("tls-cluster yes needs tls-ca-cert-file: the CA that every node's certificate must chain to")
+		case o.TLSCertFile == "" && !o.Marble:
+			return errors.New("tls-cluster yes needs tls-cert-file and tls-key-file (or marble yes): " +
+				"the key pair made at start chains to no CA, so no other node could verify this one")
+		}
 	}
 	return nil
 }

@@ -203,6 +203,39 @@ timeout 5
 	}
 }
 
+// The TLS directives of node-to-node connections, as Redis names them:
+// tls-cluster off and client certificates required (once a CA is given)
+// by default; immutable, so that CONFIG SET cannot turn a cluster's TLS
+// off; read back as set.
+func TestTLSClusterDirectives(t *testing.T) {
+	o := Default()
+	for name, want := range map[string]string{"tls-cluster": "no", "tls-auth-clients": "yes", "tls-ca-cert-file": "",
+		"tls-client-cert-file": "", "tls-client-key-file": ""} {
+		if got, ok := o.Get(name); !ok || got != want {
+			t.Errorf("default %s = %q %v, want %q", name, got, ok, want)
+		}
+		if err := o.Set(name, want); !errors.Is(err, ErrImmutable) {
+			t.Errorf("CONFIG SET %s: %v, want ErrImmutable", name, err)
+		}
+	}
+	o, err := Load([]string{"--tls-cluster", "yes", "--tls-port", "6380", "--tls-ca-cert-file", "/etc/ca.pem",
+		"--tls-cert-file", "c.pem", "--tls-key-file", "k.pem", "--tls-client-cert-file", "cc.pem",
+		"--tls-client-key-file", "ck.pem", "--tls-auth-clients", "OPTIONAL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.TLSCluster || o.TLSCACertFile != "/etc/ca.pem" || o.TLSClientCertFile != "cc.pem" || o.TLSClientKeyFile != "ck.pem" {
+		t.Errorf("options: %+v", o)
+	}
+	if got, _ := o.Get("tls-auth-clients"); got != "optional" {
+		t.Errorf("tls-auth-clients = %q, want optional", got)
+	}
+	// A marble presents the certificate its Coordinator issued.
+	if _, err := Load([]string{"--tls-cluster", "yes", "--tls-port", "6380", "--tls-ca-cert-file", "ca.pem", "--marble", "yes"}); err != nil {
+		t.Errorf("tls-cluster in marble mode: %v", err)
+	}
+}
+
 func TestLoadErrors(t *testing.T) {
 	rows := []struct {
 		at   string
@@ -224,6 +257,16 @@ func TestLoadErrors(t *testing.T) {
 		{at(), "", []string{"--dir", ""}, "dir must not be empty"},
 		{at(), "", []string{"--save", "1"}, "pairs"},
 		{at(), "", []string{"--tls-cert-file", "c.pem"}, "go together"},
+		{at(), "", []string{"--tls-client-key-file", "k.pem"}, "tls-client-cert-file and tls-client-key-file go together"},
+		{at(), "", []string{"--tls-auth-clients", "maybe"}, "yes, no, optional"},
+		{at(), "", []string{"--tls-cluster", "on"}, `directive "tls-cluster"`},
+		// tls-cluster without what it needs stops the start, naming it.
+		{at(), "", []string{"--tls-cluster", "yes", "--tls-ca-cert-file", "ca.pem", "--tls-cert-file", "c.pem", "--tls-key-file", "k.pem"},
+			"tls-cluster yes needs tls-port"},
+		{at(), "", []string{"--tls-cluster", "yes", "--tls-port", "6380", "--tls-cert-file", "c.pem", "--tls-key-file", "k.pem"},
+			"tls-cluster yes needs tls-ca-cert-file"},
+		{at(), "", []string{"--tls-cluster", "yes", "--tls-port", "6380", "--tls-ca-cert-file", "ca.pem"},
+			"tls-cluster yes needs tls-cert-file and tls-key-file (or marble yes)"},
 		// A worker could not load ONNX Runtime at 64mb nor at 128mb, and
 		// died making threads at 256mb (minWorkerMemory).
 		{at(), "", []string{"--engine-worker-memory", "64mb"}, "at least 512mb"},

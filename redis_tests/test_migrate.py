@@ -15,19 +15,24 @@ gives the slot to node 1 ends it.
 import logging
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
 
 import numpy as np
 import redis
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from redis.cluster import ClusterNode, RedisCluster
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import REPO, RawConn, poll  # noqa: E402
+from harness import REPO, RawConn, free_port, poll  # noqa: E402
 from test_cluster import IDS, MODELS, RANGES, Node  # noqa: E402
+from test_marble import make_cert, pem  # noqa: E402
 
 SEAL_KEY = "5a" * 32
 
@@ -564,6 +569,182 @@ class TestMigrateWithUsers(unittest.TestCase):
         self.assertNotIn(wrong, err)
         self.assertEqual(self.nodes[1].cmd("KEYS", "*"), [])
         self.assertEqual(self.alice.execute_command("AI.TENSORGET", "{b}x", "VALUES"), [b"1", b"2", b"3", b"4"])
+
+
+class TLSNode(Node):
+    """A node with a TLS listener on a port of its own (tls_port), a key
+    pair issued by ca, which the topology names by that port."""
+
+    def __init__(self, ca, *args, ca_file=None):
+        tls_port = free_port()
+        cert, key = ca.issue("node%d" % tls_port)
+        super().__init__("--tls-port", str(tls_port), "--tls-cert-file", cert, "--tls-key-file", key,
+                         "--tls-ca-cert-file", ca_file or ca.file, *args)
+        self.tls_port = tls_port
+
+
+class CA:
+    """A test CA whose certificate and issued key pairs are PEM files."""
+
+    def __init__(self, name):
+        self.dir = tempfile.mkdtemp(prefix="enclaveai-tlscluster-")
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        self.cert = make_cert(name, self.key, None, None, True)
+        self.file = self.write("ca.pem", pem(self.cert))
+
+    def write(self, name, data):
+        path = os.path.join(self.dir, name)
+        with open(path, "wb") as f:
+            f.write(data)
+        return path
+
+    def issue(self, name):
+        """A key pair for name (no address in it: nodes verify the chain,
+        not the host name): its cert and key files."""
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = make_cert(name, key, self.cert, self.key, False)
+        return (self.write(name + ".pem", pem(cert)),
+                self.write(name + ".key", key.private_bytes(serialization.Encoding.PEM,
+                                                            serialization.PrivateFormat.PKCS8,
+                                                            serialization.NoEncryption())))
+
+
+def push_ports(nodes, ports, ranges, version):
+    """push, with the topology naming each node by the port given."""
+    text = "".join("%s 127.0.0.1 %d master - %s\n" % (IDS[i], ports[i], ranges[i]) for i in range(len(nodes)))
+    for i, n in enumerate(nodes):
+        assert n.cmd("clusterx", "setnodeid", IDS[i]) == "OK"
+        assert n.cmd("clusterx", "setnodes", text, str(version)) == "OK"
+
+
+class TestMigrateTLS(unittest.TestCase):
+    """tls-cluster yes: the topology names each node by its TLS port (as
+    Redis Cluster announces its TLS port under tls-cluster), and a
+    migrating source reaches its target only over TLS, verifying the
+    target's chain against tls-ca-cert-file and presenting its own
+    certificate (the target asks for one: tls-auth-clients yes), before
+    AUTH masteruser masterauth and the keys."""
+
+    PASSWORD = "node-pw-Tl5c"
+    MOVED = ["0-3299 3301-5460 8943", "3300 5461-8942 8944-10921", "10922-16383"]
+
+    def setUp(self):
+        self.ca = CA("cluster CA")
+        self.addCleanup(shutil.rmtree, self.ca.dir, True)
+        self.nodes = [self.node(self.ca) for _ in range(3)]
+        push_ports(self.nodes, [n.tls_port for n in self.nodes], RANGES, 1)
+        # A model and a tensor in slot 3300 ({b}), on node 0.
+        with open(os.path.join(MODELS, "linear.onnx"), "rb") as f:
+            self.linear = f.read()
+        src = self.nodes[0]
+        self.assertEqual(src.cmd("AI.MODELSTORE", "{b}m", "ONNX", "CPU", "BLOB", self.linear), "OK")
+        self.assertEqual(src.cmd("AI.TENSORSET", "{b}x", "FLOAT", 1, 4, "VALUES", 1, 2, 3, 4), "OK")
+
+    def node(self, ca, ca_file=None):
+        n = TLSNode(ca, "--tls-cluster", "yes", "--user", "node", "on", ">" + self.PASSWORD, "+@admin",
+                    "--masteruser", "node", "--masterauth", self.PASSWORD, ca_file=ca_file)
+        self.addCleanup(n.remove)
+        self.addCleanup(n.stop)
+        start_sharing_key(n)
+        return n
+
+    def migrate(self, target_id):
+        src = self.nodes[0]
+        self.assertEqual(src.cmd("clusterx", "migrate", "3300", target_id), "OK")
+        poll(lambda: info(src)["migrating_state"] != "start", timeout=30, what="the migration")
+        return info(src)["migrating_state"]
+
+    def assert_source_keeps_the_slot(self):
+        src = self.nodes[0]
+        self.assertEqual(sorted(src.cmd("KEYS", "{b}*")), [b"{b}m", b"{b}x"])
+        self.assertEqual(src.cmd("AI.TENSORGET", "{b}x", "VALUES"), [b"1", b"2", b"3", b"4"])
+        self.assertEqual(src.cmd("AI.MODELEXECUTE", "{b}m", "INPUTS", 1, "{b}x", "OUTPUTS", 1, "{b}y"), "OK")
+        self.assertNotIn(self.PASSWORD, src.stderr())
+
+    def test_a_slot_moves_between_tls_nodes(self):
+        self.assertEqual(self.migrate(IDS[1]), "success")
+        src, dst = self.nodes[0], self.nodes[1]
+        self.assertEqual(info(dst)["import_state"], "success")
+        self.assertEqual(src.cmd("KEYS", "{b}*"), [])
+        self.assertEqual(sorted(dst.cmd("KEYS", "{b}*")), [b"{b}m", b"{b}x"])
+        # Redirects name the target's TLS port, the one the topology gives.
+        self.assertEqual(getattr(src.cmd("AI.TENSORGET", "{b}x", "VALUES"), "text", None),
+                         "MOVED 3300 127.0.0.1:%d" % dst.tls_port)
+        push_ports(self.nodes, [n.tls_port for n in self.nodes], self.MOVED, 2)
+        # A cluster client over TLS, with a certificate of the CA (the
+        # nodes require one), follows the slot to the target's TLS port.
+        cert, key = self.ca.issue("client")
+        rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", src.tls_port)], ssl=True,
+                          ssl_certfile=cert, ssl_keyfile=key, ssl_ca_certs=self.ca.file,
+                          ssl_check_hostname=False, socket_timeout=10)
+        self.addCleanup(rc.close)
+        self.assertEqual(rc.execute_command("AI.MODELEXECUTE", "{b}m", "INPUTS", 1, "{b}x", "OUTPUTS", 1, "{b}y"),
+                         b"OK")
+        self.assertEqual(rc.execute_command("AI.TENSORGET", "{b}y", "VALUES"), [b"7", b"9", b"11"])
+        for n in (src, dst):
+            self.assertNotIn(self.PASSWORD, n.stderr())
+
+    def test_a_target_of_another_ca_is_refused_and_keeps_nothing(self):
+        # In node 2's place, a node whose certificate another CA issued
+        # (it trusts the cluster's CA for its own clients).
+        other = CA("another CA")
+        self.addCleanup(shutil.rmtree, other.dir, True)
+        stranger = self.node(other, ca_file=self.ca.file)
+        self.nodes[2] = stranger
+        push_ports(self.nodes, [n.tls_port for n in self.nodes], RANGES, 2)
+        self.assertEqual(self.migrate(IDS[2]), "fail")
+        err = self.nodes[0].stderr()
+        self.assertIn("does not chain to tls-ca-cert-file", err)
+        self.assertIn("TLS to 127.0.0.1:%d" % stranger.tls_port, err)
+        self.assertEqual(stranger.cmd("DBSIZE"), 0)
+        self.assertEqual(info(stranger)["import_state"], "none")
+        self.assert_source_keeps_the_slot()
+
+    def test_nothing_in_clear_reaches_the_target(self):
+        # Node 1's address in the topology is a plain TCP listener that
+        # records what arrives, then hangs up.
+        fake = socket.socket()
+        fake.bind(("127.0.0.1", 0))
+        fake.listen(1)
+        self.addCleanup(fake.close)
+        push_ports(self.nodes, [self.nodes[0].tls_port, fake.getsockname()[1], self.nodes[2].tls_port], RANGES, 2)
+        self.assertEqual(self.nodes[0].cmd("clusterx", "migrate", "3300", IDS[1]), "OK")
+        fake.settimeout(10)
+        conn, _ = fake.accept()
+        got = b""
+        conn.settimeout(1)
+        try:
+            while True:  # until the source waits for a reply
+                chunk = conn.recv(65536)
+                if not chunk:
+                    break
+                got += chunk
+        except socket.timeout:
+            pass
+        conn.close()
+        self.assertGreater(len(got), 5)
+        self.assertEqual(got[0], 0x16, "a TLS handshake record (a ClientHello), not %r" % got[:20])
+        self.assertNotIn(b"AUTH", got.upper())
+        self.assertNotIn(self.PASSWORD.encode(), got)
+        self.assertNotIn(b"CLUSTERX", got.upper())
+        poll(lambda: info(self.nodes[0])["migrating_state"] == "fail", timeout=10, what="the migration's failure")
+        self.assert_source_keeps_the_slot()
+
+    def test_tls_cluster_needs_a_tls_listener_and_a_ca(self):
+        cert, key = self.ca.issue("lone")
+        for args, want in [
+            (["--tls-cluster", "yes", "--tls-ca-cert-file", self.ca.file, "--tls-cert-file", cert, "--tls-key-file", key],
+             "tls-cluster yes needs tls-port"),
+            (["--tls-cluster", "yes", "--tls-port", str(free_port()), "--tls-cert-file", cert, "--tls-key-file", key],
+             "tls-cluster yes needs tls-ca-cert-file"),
+            (["--tls-cluster", "yes", "--tls-port", str(free_port()), "--tls-ca-cert-file", self.ca.file],
+             "tls-cluster yes needs tls-cert-file and tls-key-file (or marble yes)"),
+        ]:
+            n = Node(*args)
+            self.addCleanup(n.remove)
+            rc, err = n.start_fails()
+            self.assertNotEqual(rc, 0)
+            self.assertIn(want, err)
 
 
 if __name__ == "__main__":

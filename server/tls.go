@@ -10,12 +10,14 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/edgelesssys/ego/marble"
 
+	"github.com/enclaveai/enclaveai/cluster"
 	"github.com/enclaveai/enclaveai/enclave"
 )
 
@@ -56,15 +58,34 @@ func (s *Server) setupEnclave() error {
 	return nil
 }
 
-// listenTLS opens the TLS listener when tls-port is set. With no cert and
-// key files, a self-signed key pair is generated in memory, so inside an
-// enclave the private key never leaves it; clients bind to it through the
-// attestation report (AI.ATTEST), not through a CA. A marble serves the
-// certificate MarbleRun's Coordinator issued it (marble yes).
+// listenTLS opens the TLS listener when tls-port is set (tlsConfig).
 func (s *Server) listenTLS() error {
 	if s.opts.TLSPort == 0 {
 		return nil
 	}
+	cfg, err := s.tlsConfig()
+	if err != nil {
+		return err
+	}
+	addr := net.JoinHostPort(s.opts.Bind, strconv.FormatInt(s.opts.TLSPort, 10))
+	ln, err := tls.Listen("tcp", addr, cfg)
+	if err != nil {
+		return err
+	}
+	s.tlsLn = ln
+	return nil
+}
+
+// tlsConfig is the TLS listener's configuration. With no cert and key
+// files, a self-signed key pair is generated in memory, so inside an
+// enclave the private key never leaves it; clients bind to it through the
+// attestation report (AI.ATTEST), not through a CA. A marble serves the
+// certificate MarbleRun's Coordinator issued it (marble yes). With
+// tls-ca-cert-file, clients are asked for a certificate that chains to it
+// as tls-auth-clients says, and under tls-cluster the command layer is
+// given the configuration it connects to other nodes with (PeerTLS): the
+// CA, and tls-client-cert-file's key pair or else the listener's.
+func (s *Server) tlsConfig() (*tls.Config, error) {
 	var cert tls.Certificate
 	var err error
 	switch {
@@ -81,24 +102,61 @@ func (s *Server) listenTLS() error {
 		cert, err = SelfSignedCert()
 	}
 	if err != nil {
-		return fmt.Errorf("TLS key pair: %w", err)
+		return nil, fmt.Errorf("TLS key pair: %w", err)
 	}
 	leaf, err := x509.ParseCertificate(cert.Certificate[0])
 	if err != nil {
-		return err
+		return nil, err
 	}
 	pub, err := x509.MarshalPKIXPublicKey(leaf.PublicKey)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.Cmds.Enclave.TLSPublicKey = pub
-	addr := net.JoinHostPort(s.opts.Bind, strconv.FormatInt(s.opts.TLSPort, 10))
-	ln, err := tls.Listen("tcp", addr, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
-	if err != nil {
-		return err
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if s.opts.TLSCACertFile == "" {
+		return cfg, nil // config.Validate refuses tls-cluster without it
 	}
-	s.tlsLn = ln
-	return nil
+	roots, err := loadCAs(s.opts.TLSCACertFile)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ClientCAs = roots
+	cfg.ClientAuth = clientAuth[s.opts.TLSAuthClients]
+	if s.opts.TLSCluster {
+		own := cert
+		if s.opts.TLSClientCertFile != "" {
+			if own, err = tls.LoadX509KeyPair(s.opts.TLSClientCertFile, s.opts.TLSClientKeyFile); err != nil {
+				return nil, fmt.Errorf("tls-client-cert-file: %w", err)
+			}
+		}
+		s.Cmds.PeerTLS = cluster.PeerTLS(roots, own)
+		s.log.Info("tls-cluster: slot migrations connect to their targets over TLS, verified against tls-ca-cert-file",
+			"tls_auth_clients", s.opts.TLSAuthClients)
+	}
+	return cfg, nil
+}
+
+// clientAuth is what tls-auth-clients asks of a TLS client, with
+// tls-ca-cert-file set: Go verifies a certificate that a client presents
+// against it, for client authentication.
+var clientAuth = map[string]tls.ClientAuthType{
+	"yes":      tls.RequireAndVerifyClientCert,
+	"optional": tls.VerifyClientCertIfGiven,
+	"no":       tls.NoClientCert,
+}
+
+// loadCAs reads tls-ca-cert-file, a PEM file of CA certificates.
+func loadCAs(path string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("tls-ca-cert-file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("tls-ca-cert-file %s: no PEM certificate in it", path)
+	}
+	return pool, nil
 }
 
 // SelfSignedCert returns a fresh P-256 key and a certificate for it,
