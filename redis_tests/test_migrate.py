@@ -747,5 +747,80 @@ class TestMigrateTLS(unittest.TestCase):
             self.assertIn(want, err)
 
 
+class TestCliTLS(unittest.TestCase):
+    """enclaveai-cli over TLS, as redis-cli's --tls --cacert --cert --key:
+    two nodes with tls-cluster yes and a CA, whose TLS listeners ask every
+    client for a certificate of it (tls-auth-clients yes, the default).
+    The subcommands run with a client certificate and are refused without
+    one."""
+
+    PASSWORD = "cli-pw-Tl5c"
+    CLI = os.path.join(REPO, "bin", "enclaveai-cli")
+
+    def setUp(self):
+        self.ca = CA("cluster CA")
+        self.addCleanup(shutil.rmtree, self.ca.dir, True)
+        self.nodes = []
+        for _ in range(2):
+            n = TLSNode(self.ca, "--tls-cluster", "yes", "--user", "node", "on", ">" + self.PASSWORD, "+@all",
+                        "--masteruser", "node", "--masterauth", self.PASSWORD)
+            self.addCleanup(n.remove)
+            self.addCleanup(n.stop)
+            start_sharing_key(n)
+            self.nodes.append(n)
+        self.cert, self.key = self.ca.issue("admin")
+        self.auth = ["-user", "node", "-a", self.PASSWORD]
+        self.tls = ["-tls", "-cacert", self.ca.file, "-cert", self.cert, "-key", self.key] + self.auth
+
+    def cli(self, *args):
+        p = subprocess.run([self.CLI] + list(args), capture_output=True, text=True, timeout=60,
+                           stdin=subprocess.DEVNULL)
+        return p.returncode, p.stdout + p.stderr
+
+    def test_certificates_that_do_not_verify_are_named(self):
+        other = CA("another CA")
+        self.addCleanup(shutil.rmtree, other.dir, True)
+        ocert, okey = other.issue("stranger")
+        for flags, want in [
+            # The server's certificate against another CA.
+            (["-tls", "-cacert", other.file, "-cert", self.cert, "-key", self.key],
+             "does not verify against -cacert %s" % other.file),
+            # No client certificate: the node asks for one.
+            (["-tls", "-cacert", self.ca.file], "the server wants a client certificate"),
+            # One of another CA: the node refuses it.
+            (["-tls", "-cacert", self.ca.file, "-cert", ocert, "-key", okey],
+             "the server refused this client's certificate"),
+        ]:
+            rc, out = self.cli("info", "-port", str(self.nodes[0].tls_port), *flags, *self.auth)
+            self.assertEqual(rc, 1, (flags, out))
+            self.assertIn(want, out, flags)
+            self.assertNotIn("redis_version", out)
+
+    def test_the_cli_runs_commands_with_a_client_certificate(self):
+        push_ports(self.nodes, [n.tls_port for n in self.nodes], ["0-8191", "8192-16383"], 1)
+        port = str(self.nodes[0].tls_port)
+        rc, out = self.cli("info", "-port", port, *self.tls)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("tcp_port: %d" % self.nodes[0].port, out)
+        # upload attests the server first: the evidence binds the key of
+        # the CA's certificate that this connection verified.
+        rc, out = self.cli("upload", "-port", port, "-tls", "-cacert", self.ca.file, "-cert", self.cert,
+                           "-cert-key", self.key, *self.auth, "-allow-simulated", "-q", "-key", "{b}up",
+                           os.path.join(MODELS, "linear.onnx"))
+        self.assertEqual(rc, 0, out)
+        self.assertIn("SIMULATED: bound to this nonce and TLS key", out)
+        self.assertEqual(self.nodes[0].cmd("EXISTS", "{b}up"), 1)
+        rc, out = self.cli("info", "-port", port, *self.tls, "{b}up")
+        self.assertEqual(rc, 0, out)
+        # Without the certificate the node refuses the connection.
+        rc, out = self.cli("info", "-port", port, "-tls", "-cacert", self.ca.file, *self.auth)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("certificate required", out)
+        # The flags need -tls.
+        rc, out = self.cli("info", "-port", str(self.nodes[0].port), "-cert", self.cert, *self.auth)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("need -tls", out)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -102,7 +102,7 @@ func attest(args []string, out io.Writer) error {
 	fs := newFlags("attest")
 	var cf connFlags
 	var pf policyFlags
-	cf.register(fs, true)
+	cf.register(fs, true, "key")
 	pf.register(fs, false)
 	if err := parse(fs, args); err != nil {
 		return err

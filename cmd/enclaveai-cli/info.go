@@ -15,7 +15,7 @@ import (
 func info(args []string, out io.Writer) error {
 	fs := newFlags("info")
 	var cf connFlags
-	cf.register(fs, false)
+	cf.register(fs, false, "key")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

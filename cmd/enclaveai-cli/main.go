@@ -10,6 +10,8 @@
 //
 // Every subcommand takes -h (or --help). upload and run check the server's
 // attestation first, with attest's policy flags (-no-attest skips it).
+// Those that connect take redis-cli's TLS flags (conn.go): -tls, -cacert,
+// -cert and -key (-cert-key in upload, whose -key names the model), -sni.
 package main
 
 import (

@@ -11,8 +11,10 @@ import (
 	"errors"
 	"math/big"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,21 +30,47 @@ import (
 type fakeServer struct {
 	port   int
 	tlsKey []byte // DER SubjectPublicKeyInfo of the listener's key; nil for plain TCP
+
+	mu      sync.Mutex
+	clients []string // with TLS, the common name of each client certificate presented
+}
+
+// presented is the common names of the client certificates it was shown.
+func (fs *fakeServer) presented() []string {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return slices.Clone(fs.clients)
 }
 
 type evidenceFunc func(nonce, tlsKey []byte) (reply []byte)
 
 func startFake(t *testing.T, useTLS bool, evidence evidenceFunc) *fakeServer {
 	t.Helper()
+	if !useTLS {
+		return startFakeTLS(t, nil, evidence)
+	}
+	cert, _ := selfSigned(t)
+	return startFakeTLS(t, &tls.Config{Certificates: []tls.Certificate{cert}}, evidence)
+}
+
+// startFakeTLS is startFake with the TLS configuration given (nil: plain
+// TCP).
+func startFakeTLS(t *testing.T, cfg *tls.Config, evidence evidenceFunc) *fakeServer {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	fs := &fakeServer{port: ln.Addr().(*net.TCPAddr).Port}
-	if useTLS {
-		cert, pub := selfSigned(t)
-		fs.tlsKey = pub
-		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}})
+	if cfg != nil {
+		leaf, err := x509.ParseCertificate(cfg.Certificates[0].Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fs.tlsKey, err = x509.MarshalPKIXPublicKey(leaf.PublicKey); err != nil {
+			t.Fatal(err)
+		}
+		ln = tls.NewListener(ln, cfg)
 	}
 	t.Cleanup(func() { ln.Close() })
 	go func() {
@@ -53,6 +81,16 @@ func startFake(t *testing.T, useTLS bool, evidence evidenceFunc) *fakeServer {
 			}
 			go func() {
 				defer conn.Close()
+				if tc, ok := conn.(*tls.Conn); ok {
+					if tc.Handshake() != nil {
+						return
+					}
+					if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
+						fs.mu.Lock()
+						fs.clients = append(fs.clients, certs[0].Subject.CommonName)
+						fs.mu.Unlock()
+					}
+				}
 				rd := redcon.NewReader(conn)
 				for {
 					cmd, err := rd.ReadCommand()

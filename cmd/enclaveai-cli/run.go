@@ -23,7 +23,7 @@ func run(args []string, out io.Writer) error {
 	fs := newFlags("run")
 	var cf connFlags
 	var pf policyFlags
-	cf.register(fs, true)
+	cf.register(fs, true, "key")
 	pf.register(fs, true)
 	var outs stringList
 	fs.Var(&outs, "o", "output file, repeatable, in the model's output order (default <output name>.npy)")

@@ -23,7 +23,7 @@ func upload(args []string, out io.Writer) error {
 	fs := newFlags("upload")
 	var cf connFlags
 	var pf policyFlags
-	cf.register(fs, true)
+	cf.register(fs, true, "cert-key") // -key is the model's key
 	pf.register(fs, true)
 	key := fs.String("key", "*", "key to store the model under (* for a new UUID, which is printed)")
 	tag := fs.String("tag", "", "the model's TAG")
