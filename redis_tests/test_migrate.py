@@ -14,6 +14,7 @@ gives the slot to node 1 ends it.
 
 import logging
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -751,8 +752,10 @@ class TestCliTLS(unittest.TestCase):
     """enclaveai-cli over TLS, as redis-cli's --tls --cacert --cert --key:
     two nodes with tls-cluster yes and a CA, whose TLS listeners ask every
     client for a certificate of it (tls-auth-clients yes, the default).
-    The subcommands run with a client certificate and are refused without
-    one."""
+    cluster create names the nodes by the TLS ports it dials, cluster move
+    has a slot holding a model migrate over TLS, cluster show shows it;
+    the other subcommands run with a client certificate and are refused
+    without one."""
 
     PASSWORD = "cli-pw-Tl5c"
     CLI = os.path.join(REPO, "bin", "enclaveai-cli")
@@ -768,6 +771,7 @@ class TestCliTLS(unittest.TestCase):
             self.addCleanup(n.stop)
             start_sharing_key(n)
             self.nodes.append(n)
+        self.addrs = ["127.0.0.1:%d" % n.tls_port for n in self.nodes]
         self.cert, self.key = self.ca.issue("admin")
         self.auth = ["-user", "node", "-a", self.PASSWORD]
         self.tls = ["-tls", "-cacert", self.ca.file, "-cert", self.cert, "-key", self.key] + self.auth
@@ -776,6 +780,57 @@ class TestCliTLS(unittest.TestCase):
         p = subprocess.run([self.CLI] + list(args), capture_output=True, text=True, timeout=60,
                            stdin=subprocess.DEVNULL)
         return p.returncode, p.stdout + p.stderr
+
+    def test_cluster_create_move_show_over_tls(self):
+        rc, out = self.cli("cluster", "create", *self.tls, *self.addrs)
+        self.assertEqual(rc, 0, out)
+        # The topology names the TLS ports dialled, as tls-cluster needs.
+        for n, slots in zip(self.nodes, ["0-8191", "8192-16383"]):
+            self.assertIn(" 127.0.0.1 %d master - %s\n" % (n.tls_port, slots), out)
+        src, dst = self.nodes
+        with open(os.path.join(MODELS, "linear.onnx"), "rb") as f:
+            self.assertEqual(src.cmd("AI.MODELSTORE", "{b}m", "ONNX", "CPU", "BLOB", f.read()), "OK")
+        self.assertEqual(src.cmd("AI.TENSORSET", "{b}x", "FLOAT", 1, 4, "VALUES", 1, 2, 3, 4), "OK")
+
+        rc, out = self.cli("cluster", "move", *self.tls, "-slot", "3300", "-to", self.addrs[1], *self.addrs)
+        self.assertEqual(rc, 0, out)
+        self.assertRegex(out, r"moved slot 3300 from %s to %s in [\d.]+ s; pushed version 1 to 2 nodes\n"
+                         % (self.addrs[0], self.addrs[1]))
+        self.assertEqual(src.cmd("KEYS", "{b}*"), [])
+        self.assertEqual(sorted(dst.cmd("KEYS", "{b}*")), [b"{b}m", b"{b}x"])
+        self.assertEqual(dst.cmd("AI.MODELEXECUTE", "{b}m", "INPUTS", 1, "{b}x", "OUTPUTS", 1, "{b}y"), "OK")
+        self.assertEqual(dst.cmd("AI.TENSORGET", "{b}y", "VALUES"), [b"7", b"9", b"11"])
+        self.assertEqual(getattr(src.cmd("AI.TENSORGET", "{b}x", "VALUES"), "text", None),
+                         "MOVED 3300 127.0.0.1:%d" % dst.tls_port)
+
+        rc, out = self.cli("cluster", "show", *self.tls, *self.addrs)
+        self.assertEqual(rc, 0, out)
+        self.assertTrue(out.endswith("all nodes agree\n"), out)
+        self.assertIn("%s: version 1\n" % self.addrs[0], out)
+        # Both views give the slot to the target, named by its TLS port.
+        self.assertEqual(len(re.findall(r" 127\.0\.0\.1:%d@\d+ (?:myself,)?master - 0 0 1 connected 3300 8192-16383\n"
+                                        % dst.tls_port, out)), 2, out)
+        for n in self.nodes:
+            self.assertNotIn(self.PASSWORD, n.stderr())
+
+    def test_cluster_create_names_the_ports_the_nodes_migrate_to(self):
+        """A migrating source dials the address the topology names, over
+        TLS under tls-cluster yes, plainly without: create refuses the
+        other kind of port."""
+        plain = ["127.0.0.1:%d" % n.port for n in self.nodes]
+        rc, out = self.cli("cluster", "create", *self.auth, *plain)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("%s runs tls-cluster yes" % plain[0], out)
+        self.assertEqual(self.nodes[0].cmd("clusterx", "version"), -1)
+        # A node with a TLS listener and a CA, without tls-cluster.
+        n = TLSNode(self.ca, "--user", "node", "on", ">" + self.PASSWORD, "+@all")
+        self.addCleanup(n.remove)
+        self.addCleanup(n.stop)
+        n.start()
+        rc, out = self.cli("cluster", "create", *self.tls, "127.0.0.1:%d" % n.tls_port)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("runs tls-cluster no", out)
+        self.assertEqual(n.cmd("clusterx", "version"), -1)
 
     def test_certificates_that_do_not_verify_are_named(self):
         other = CA("another CA")
@@ -791,10 +846,12 @@ class TestCliTLS(unittest.TestCase):
             (["-tls", "-cacert", self.ca.file, "-cert", ocert, "-key", okey],
              "the server refused this client's certificate"),
         ]:
-            rc, out = self.cli("info", "-port", str(self.nodes[0].tls_port), *flags, *self.auth)
-            self.assertEqual(rc, 1, (flags, out))
-            self.assertIn(want, out, flags)
-            self.assertNotIn("redis_version", out)
+            for args in (["info", "-port", str(self.nodes[0].tls_port)], ["cluster", "show"]):
+                extra = [self.addrs[0]] if args[0] == "cluster" else []
+                rc, out = self.cli(*args, *flags, *self.auth, *extra)
+                self.assertEqual(rc, 1, (flags, out))
+                self.assertIn(want, out, flags)
+                self.assertNotIn("redis_version", out)
 
     def test_the_cli_runs_commands_with_a_client_certificate(self):
         push_ports(self.nodes, [n.tls_port for n in self.nodes], ["0-8191", "8192-16383"], 1)

@@ -38,8 +38,9 @@ func clusterCmd(args []string, out io.Writer) error {
 	return fmt.Errorf("cluster: unknown subcommand %q: want create, show or move", args[0])
 }
 
-// clusterFlags: -a and -user as the other subcommands; nodes are
-// host:port arguments.
+// clusterFlags: -a, -user, -tls, -cacert, -cert, -key and -sni as the
+// other subcommands; nodes are host:port arguments (their tls-ports with
+// -tls).
 func clusterFlags(name string) (*flag.FlagSet, *connFlags) {
 	fs := newFlags("cluster")
 	fs.Usage = func() {
@@ -49,6 +50,8 @@ func clusterFlags(name string) (*flag.FlagSet, *connFlags) {
 	cf := &connFlags{}
 	fs.StringVar(&cf.password, "a", "", "password (requirepass, or the user's with -user)")
 	fs.StringVar(&cf.user, "user", "", "user name for AUTH")
+	fs.BoolVar(&cf.tls, "tls", false, "connect to the nodes with TLS, at their tls-ports, which create then names in the topology (as tls-cluster yes needs)")
+	cf.tlsFlags.register(fs, "key")
 	return fs, cf
 }
 
@@ -82,6 +85,9 @@ func dialCluster(cf *connFlags, addrs []string) (nodes []clusterNode, done func(
 		for _, n := range nodes {
 			n.c.Close()
 		}
+	}
+	if err := cf.load(cf.tls); err != nil {
+		return nil, done, err
 	}
 	for _, a := range addrs {
 		c, err := dialNode(cf, a)
@@ -130,6 +136,9 @@ func clusterCreate(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := sameTransport(nodes, cf.tls); err != nil {
+		return err
+	}
 	var topo strings.Builder
 	ranges := splitSlots(len(addrs))
 	top := int64(-1)
@@ -154,6 +163,26 @@ func clusterCreate(args []string, out io.Writer) error {
 	return nil
 }
 
+// sameTransport checks that the nodes migrate slots over the transport
+// create dials them with, since the topology names the addresses dialled
+// and a migrating source dials its target at the one the topology names:
+// over TLS under tls-cluster yes (the nodes' tls-ports), plain otherwise.
+func sameTransport(nodes []clusterNode, useTLS bool) error {
+	for _, n := range nodes {
+		r, err := n.c.do("CONFIG", "GET", "tls-cluster")
+		if err != nil {
+			return fmt.Errorf("%s: CONFIG GET tls-cluster: %w", n.addr, err)
+		}
+		switch on := field(r, "tls-cluster").String() == "yes"; {
+		case on && !useTLS:
+			return fmt.Errorf("%s runs tls-cluster yes: its nodes migrate slots over TLS to the addresses in the topology, so name them by their tls-ports, with -tls (and -cacert, -cert, -key)", n.addr)
+		case !on && useTLS:
+			return fmt.Errorf("%s runs tls-cluster no: its nodes migrate slots over plain TCP to the addresses in the topology, so name them by their plain ports, without -tls", n.addr)
+		}
+	}
+	return nil
+}
+
 func clusterShow(args []string, out io.Writer) error {
 	fs, cf := clusterFlags("show")
 	if err := parse(fs, args); err != nil {
@@ -161,6 +190,9 @@ func clusterShow(args []string, out io.Writer) error {
 	}
 	if fs.NArg() == 0 {
 		return errors.New("cluster show: name the nodes as host:port")
+	}
+	if err := cf.load(cf.tls); err != nil {
+		return err
 	}
 	var first string
 	agree := true

@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"fmt"
 	"math/big"
 	"net"
 	"slices"
@@ -54,7 +55,8 @@ func startFake(t *testing.T, useTLS bool, evidence evidenceFunc) *fakeServer {
 }
 
 // startFakeTLS is startFake with the TLS configuration given (nil: plain
-// TCP).
+// TCP); it also answers CLUSTERX VERSION and CLUSTER NODES as one node
+// of a cluster that serves every slot.
 func startFakeTLS(t *testing.T, cfg *tls.Config, evidence evidenceFunc) *fakeServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -73,6 +75,7 @@ func startFakeTLS(t *testing.T, cfg *tls.Config, evidence evidenceFunc) *fakeSer
 		ln = tls.NewListener(ln, cfg)
 	}
 	t.Cleanup(func() { ln.Close() })
+	nodes := fmt.Sprintf("%040d 10.0.0.1:6379@16379 myself,master - 0 0 3 connected 0-16383\n", 1)
 	go func() {
 		for {
 			conn, err := ln.Accept()
@@ -103,6 +106,10 @@ func startFakeTLS(t *testing.T, cfg *tls.Config, evidence evidenceFunc) *fakeSer
 						out = evidence(cmd.Args[1], fs.tlsKey)
 					case "AUTH":
 						out = redcon.AppendOK(nil)
+					case "CLUSTERX":
+						out = redcon.AppendInt(nil, 3)
+					case "CLUSTER":
+						out = redcon.AppendBulkString(nil, nodes)
 					default:
 						out = redcon.AppendError(nil, "ERR unknown command")
 					}

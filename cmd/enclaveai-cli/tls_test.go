@@ -184,6 +184,10 @@ func TestTLSFlagErrors(t *testing.T) {
 		if err := info(args, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("info %v: error %v, want %q", tc.args, err, tc.want)
 		}
+		if err := clusterCmd(append([]string{"show"}, append(tc.args, "127.0.0.1:1")...), &bytes.Buffer{}); err == nil ||
+			!strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "127.0.0.1:1") {
+			t.Errorf("cluster show %v: error %v, want %q, before any node is dialled", tc.args, err, tc.want)
+		}
 	}
 }
 
@@ -206,5 +210,35 @@ func TestUploadCertKey(t *testing.T) {
 	}
 	if got := node.presented(); !slices.Equal(got, []string{"uploader"}) {
 		t.Errorf("client certificates %q, want uploader's", got)
+	}
+}
+
+// TestClusterTLS: the cluster subcommands take the same TLS flags and
+// dial every node with them.
+func TestClusterTLS(t *testing.T) {
+	ca := newCA(t, "cluster CA")
+	cert, key, _ := ca.issue("admin")
+	a, b := startCANode(t, ca, 0), startCANode(t, ca, 0)
+	addrs := []string{"127.0.0.1:" + strconv.Itoa(a.port), "127.0.0.1:" + strconv.Itoa(b.port)}
+	var out bytes.Buffer
+	args := append([]string{"show", "-tls", "-cacert", ca.file, "-cert", cert, "-key", key}, addrs...)
+	if err := clusterCmd(args, &out); err != nil {
+		t.Fatalf("cluster show: %v; output:\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), addrs[1]+": version 3\n") || !strings.HasSuffix(out.String(), "all nodes agree\n") {
+		t.Errorf("cluster show output:\n%s", out.String())
+	}
+	for _, n := range []*fakeServer{a, b} {
+		if got := n.presented(); !slices.Equal(got, []string{"admin"}) {
+			t.Errorf("node %d: client certificates %q, want admin's", n.port, got)
+		}
+	}
+	err := clusterCmd(append([]string{"show", "-tls", "-cacert", ca.file}, addrs...), &out)
+	if err == nil || !strings.Contains(err.Error(), addrs[0]+": the server wants a client certificate") {
+		t.Errorf("cluster show without -cert: %v", err)
+	}
+	// Without -tls a TLS port answers nothing a client can read.
+	if err := clusterCmd(append([]string{"show"}, addrs...), &out); err == nil {
+		t.Error("cluster show over plain TCP to a TLS port succeeded")
 	}
 }
