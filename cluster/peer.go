@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"time"
 )
 
@@ -37,18 +38,50 @@ func PeerTLS(roots *x509.CertPool, cert tls.Certificate) *tls.Config {
 // chains to roots and allows usage (a certificate without extended key
 // usages allows any).
 func verifyChain(roots *x509.CertPool, certs []*x509.Certificate, usage x509.ExtKeyUsage) error {
+	if err := VerifyChain(roots, certs, usage, ""); err != nil {
+		if len(certs) == 0 {
+			return errors.New("the node sent no certificate")
+		}
+		return fmt.Errorf("the node's certificate (%s) does not chain to tls-ca-cert-file: %w", certs[0].Subject, err)
+	}
+	return nil
+}
+
+// VerifyChain checks that certs[0], with the intermediates that follow
+// it, chains to roots, allows usage (a certificate without extended key
+// usages allows any) and, when name is not empty, carries name. It is the
+// check of a peer's certificate wherever one is checked against a CA
+// file rather than by Go's own verification, which compares a host name
+// (nodes, and enclaveai-cli's -cacert without -sni). The error is x509's,
+// for the caller to name what failed; ErrNoCertificate when there is no
+// certificate.
+func VerifyChain(roots *x509.CertPool, certs []*x509.Certificate, usage x509.ExtKeyUsage, name string) error {
 	if len(certs) == 0 {
-		return errors.New("the node sent no certificate")
+		return ErrNoCertificate
 	}
 	inter := x509.NewCertPool()
 	for _, c := range certs[1:] {
 		inter.AddCert(c)
 	}
-	_, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{usage}})
+	_, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, DNSName: name, KeyUsages: []x509.ExtKeyUsage{usage}})
+	return err
+}
+
+// ErrNoCertificate is VerifyChain's error for a peer that sent none.
+var ErrNoCertificate = errors.New("no certificate")
+
+// LoadCAs reads a PEM file of CA certificates (path, given as what: a
+// directive or a flag, which the errors name).
+func LoadCAs(what, path string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("the node's certificate (%s) does not chain to tls-ca-cert-file: %w", certs[0].Subject, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	return nil
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("%s %s: no PEM certificate in it", what, path)
+	}
+	return pool, nil
 }
 
 // DialPeer connects to another node at addr: over TLS with cfg (PeerTLS),

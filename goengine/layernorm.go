@@ -99,17 +99,8 @@ func (o *layerNorm) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	means, invs := make([]float32, rows), make([]float32, rows)
 	for row := range rows {
 		v := xs[row*n : (row+1)*n]
-		sum := 0.0
-		for _, e := range v {
-			sum += float64(e)
-		}
-		mean := sum / float64(n)
-		sq := 0.0
-		for _, e := range v {
-			d := float64(e) - mean
-			sq += d * d
-		}
-		inv := 1 / math.Sqrt(sq/float64(n)+o.epsilon)
+		mean, variance := moments(v)
+		inv := 1 / math.Sqrt(variance+o.epsilon)
 		out := y[row*n : (row+1)*n]
 		for j, e := range v {
 			z := (float64(e) - mean) * inv * float64(scale[j])

@@ -347,22 +347,30 @@ func (o *instanceNorm) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	y := make([]float32, len(xs))
 	for plane := range s[0] * s[1] {
 		v, out := xs[plane*inner:(plane+1)*inner], y[plane*inner:(plane+1)*inner]
-		sum := 0.0
-		for _, e := range v {
-			sum += float64(e)
-		}
-		mean := sum / float64(inner)
-		sq := 0.0
-		for _, e := range v {
-			d := float64(e) - mean
-			sq += d * d
-		}
+		mean, variance := moments(v)
 		c := plane % s[1]
-		a := float64(params[0][c]) / math.Sqrt(sq/float64(inner)+o.epsilon)
+		a := float64(params[0][c]) / math.Sqrt(variance+o.epsilon)
 		b := float64(params[1][c]) - mean*a
 		for j, e := range v {
 			out[j] = float32(float64(e)*a + b)
 		}
 	}
 	return []tensor.Tensor{tensor.New(tensor.WithShape(s...), tensor.WithBacking(y))}, nil
+}
+
+// moments is the mean and the variance (over len(v), not len(v) − 1) of
+// v, summed in float64: LayerNormalization's and InstanceNormalization's
+// statistics.
+func moments(v []float32) (mean, variance float64) {
+	sum := 0.0
+	for _, e := range v {
+		sum += float64(e)
+	}
+	mean = sum / float64(len(v))
+	sq := 0.0
+	for _, e := range v {
+		d := float64(e) - mean
+		sq += d * d
+	}
+	return mean, sq / float64(len(v))
 }

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"math/big"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -117,7 +116,7 @@ func (s *Server) tlsConfig() (*tls.Config, error) {
 	if s.opts.TLSCACertFile == "" {
 		return cfg, nil // config.Validate refuses tls-cluster without it
 	}
-	roots, err := loadCAs(s.opts.TLSCACertFile)
+	roots, err := cluster.LoadCAs("tls-ca-cert-file", s.opts.TLSCACertFile)
 	if err != nil {
 		return nil, err
 	}
@@ -144,19 +143,6 @@ var clientAuth = map[string]tls.ClientAuthType{
 	"yes":      tls.RequireAndVerifyClientCert,
 	"optional": tls.VerifyClientCertIfGiven,
 	"no":       tls.NoClientCert,
-}
-
-// loadCAs reads tls-ca-cert-file, a PEM file of CA certificates.
-func loadCAs(path string) (*x509.CertPool, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("tls-ca-cert-file: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(b) {
-		return nil, fmt.Errorf("tls-ca-cert-file %s: no PEM certificate in it", path)
-	}
-	return pool, nil
 }
 
 // SelfSignedCert returns a fresh P-256 key and a certificate for it,

@@ -9,12 +9,13 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/tidwall/redcon"
+
+	"github.com/enclaveai/enclaveai/cluster"
 )
 
 // connFlags are the flags that say how to reach the server.
@@ -81,7 +82,7 @@ func (tf *tlsFlags) load(useTLS bool) error {
 		// chain, in VerifyConnection, which runs on every handshake.
 		InsecureSkipVerify: true}
 	if tf.caCert != "" {
-		roots, err := loadCAs(tf.caCert)
+		roots, err := cluster.LoadCAs("-cacert", tf.caCert)
 		if err != nil {
 			return err
 		}
@@ -115,32 +116,13 @@ func (tf *tlsFlags) load(useTLS bool) error {
 // it, chains to roots (-cacert, read from file), for server
 // authentication, and carries name when one is given (-sni).
 func verifyServer(roots *x509.CertPool, name, file string, certs []*x509.Certificate) error {
-	if len(certs) == 0 {
-		return errors.New("the server sent no certificate")
-	}
-	inter := x509.NewCertPool()
-	for _, c := range certs[1:] {
-		inter.AddCert(c)
-	}
-	_, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, DNSName: name,
-		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
-	if err != nil {
+	if err := cluster.VerifyChain(roots, certs, x509.ExtKeyUsageServerAuth, name); err != nil {
+		if len(certs) == 0 {
+			return errors.New("the server sent no certificate")
+		}
 		return fmt.Errorf("the server's certificate (%s) does not verify against -cacert %s: %w", certs[0].Subject, file, err)
 	}
 	return nil
-}
-
-// loadCAs reads -cacert, a PEM file of CA certificates.
-func loadCAs(path string) (*x509.CertPool, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("-cacert: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(b) {
-		return nil, fmt.Errorf("-cacert %s: no PEM certificate in it", path)
-	}
-	return pool, nil
 }
 
 // client is one connection to the server.
