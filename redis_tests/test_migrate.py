@@ -33,6 +33,7 @@ from redis.cluster import ClusterNode, RedisCluster
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import REPO, RawConn, free_port, poll  # noqa: E402
 from test_cluster import IDS, MODELS, RANGES, Node  # noqa: E402
+from test_jwt import Keys  # noqa: E402
 from test_marble import make_cert, pem  # noqa: E402
 
 SEAL_KEY = "5a" * 32
@@ -570,6 +571,64 @@ class TestMigrateWithUsers(unittest.TestCase):
         self.assertNotIn(wrong, err)
         self.assertEqual(self.nodes[1].cmd("KEYS", "*"), [])
         self.assertEqual(self.alice.execute_command("AI.TENSORGET", "{b}x", "VALUES"), [b"1", b"2", b"3", b"4"])
+
+
+
+class TestMigrateWithTokens(unittest.TestCase):
+    """Tenants who sign in with tokens (JWT, docs/GUIDE.md) and no user
+    list of their own: a tenant's model migrates with its owner, whom the
+    target knows only by her token's subject, and stays hers there."""
+
+    PASSWORD = "node-pw-Jt5w"
+    LIMIT = 300  # linear.onnx is 219 bytes: one model a tenant on a node
+
+    def setUp(self):
+        self.keys = Keys()
+        self.addCleanup(shutil.rmtree, self.keys.dir, True)
+        self.nodes = [Node(*self.keys.server_args("--user", "node", "on", ">" + self.PASSWORD, "+@admin",
+                                                  "--masteruser", "node", "--masterauth", self.PASSWORD,
+                                                  "--max-model-bytes-per-user", str(self.LIMIT)))
+                      for _ in range(3)]
+        for n in self.nodes:
+            self.addCleanup(n.remove)
+            self.addCleanup(n.stop)
+            start_sharing_key(n)
+        push(self.nodes, RANGES, 1)
+        with open(os.path.join(MODELS, "linear.onnx"), "rb") as f:
+            self.linear = f.read()
+        alice = self.tenant("alice")
+        alice.execute_command("AI.MODELSTORE", "{b}m", "ONNX", "CPU", "BLOB", self.linear)  # slot 3300, node 0
+        alice.execute_command("AI.TENSORSET", "{b}x", "FLOAT", 1, 4, "VALUES", 1, 2, 3, 4)
+
+    def tenant(self, sub):
+        rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", self.nodes[0].port)], socket_timeout=10,
+                          username=sub, password=self.keys.token(sub))
+        self.addCleanup(rc.close)
+        return rc
+
+    def test_a_token_tenants_slot_moves_and_stays_hers(self):
+        src = self.nodes[0]
+        self.assertEqual(src.cmd("clusterx", "migrate", "3300", IDS[1]), "OK")
+        poll(lambda: info(src)["migrating_state"] != "start", timeout=30, what="the migration")
+        self.assertEqual(info(src)["migrating_state"], "success")
+        push(self.nodes, ["0-3299 3301-5460 8943", "3300 5461-8942 8944-10921", "10922-16383"], 2)
+        self.assertEqual(sorted(self.nodes[1].cmd("KEYS", "{b}*")), [b"{b}m", b"{b}x"])
+        # On the target, with a fresh token, she runs her model.
+        alice = self.tenant("alice")
+        self.assertEqual(alice.execute_command("AI.MODELEXECUTE", "{b}m", "INPUTS", 1, "{b}x", "OUTPUTS", 1, "{b}y"),
+                         b"OK")
+        self.assertEqual(alice.execute_command("AI.TENSORGET", "{b}y", "VALUES"), [b"7", b"9", b"11"])
+        # Another tenant may not read it, nor overwrite it.
+        bob = self.tenant("bob")
+        for cmd in (("AI.MODELGET", "{b}m", "META"), ("AI.TENSORGET", "{b}x", "VALUES"),
+                    ("AI.TENSORSET", "{b}x", "FLOAT", 1, "VALUES", 0)):
+            with self.assertRaises(redis.exceptions.NoPermissionError):
+                bob.execute_command(*cmd)
+        # It counts against her max-model-bytes-per-user on the target.
+        with self.assertRaisesRegex(redis.ResponseError, "max-model-bytes-per-user"):
+            alice.execute_command("AI.MODELSTORE", "{b}m2", "ONNX", "CPU", "BLOB", self.linear)
+        # Bob's own room there is untouched.
+        self.assertEqual(bob.execute_command("AI.MODELSTORE", "{b}bm", "ONNX", "CPU", "BLOB", self.linear), b"OK")
 
 
 class TLSNode(Node):
