@@ -58,6 +58,7 @@ class Node:
         self.port = free_port()
         self.proc = None
         self.args = list(args)  # more directives, at every start
+        self.password = None  # what the tests' own connections AUTH with, if set
 
     def argv(self, *args):
         return [server_binary(), "--port", str(self.port), "--dir", self.dir, "--cluster-enabled", "yes",
@@ -73,6 +74,8 @@ class Node:
                 raise AssertionError("server exited: " + self.stderr())
             try:
                 with RawConn(self.port, timeout=1) as c:
+                    if self.password is not None:
+                        c.cmd("AUTH", self.password)
                     return isinstance(c.cmd("DBSIZE"), int)
             except OSError:
                 return False
@@ -89,7 +92,7 @@ class Node:
             return f.read().decode(errors="replace")
 
     def cmd(self, *args):
-        return _raw(self.port, *args)
+        return _raw(self.port, *args, password=self.password)
 
     def stop(self):
         """SHUTDOWN (the append-only log keeps the data); fails on a crash."""
@@ -97,6 +100,8 @@ class Node:
             return
         try:
             with RawConn(self.port, timeout=2) as c:
+                if self.password is not None:
+                    c.cmd("AUTH", self.password)
                 c.send(RawConn.encode("SHUTDOWN"))
                 c.read_until_closed(timeout=5)
         except (AssertionError, OSError):
@@ -510,9 +515,12 @@ def _pings(port):
         return False
 
 
-def _raw(port, *args):
-    """One command on a fresh connection; bulk text replies decoded."""
+def _raw(port, *args, password=None):
+    """One command on a fresh connection (after AUTH password, if given);
+    bulk text replies decoded."""
     with RawConn(port) as c:
+        if password is not None:
+            c.cmd("AUTH", password)
         r = c.cmd(*args)
     if isinstance(r, bytes) and (args[0].upper() == "INFO" or
                                  args[0].upper() == "CLUSTER" and args[1].upper() in ("INFO", "NODES")):

@@ -574,6 +574,60 @@ class TestMigrateWithUsers(unittest.TestCase):
 
 
 
+
+class TestMigrateWithRequirepass(unittest.TestCase):
+    """Nodes with requirepass and no users, as most Redis deployments run:
+    a migrating source authenticates to its target with masterauth (AUTH
+    <password>, the default user), and a wrong one fails the migration
+    naming AUTH, never the password, the source keeping the slot."""
+
+    PASSWORD = "node-pw-Rq8v"
+
+    def setUp(self):
+        self.nodes = [Node("--requirepass", self.PASSWORD, "--masterauth", self.PASSWORD) for _ in range(3)]
+        for n in self.nodes:
+            n.password = self.PASSWORD
+            self.addCleanup(n.remove)
+            self.addCleanup(n.stop)
+            start_sharing_key(n)
+        push(self.nodes, RANGES, 1)
+        src = self.nodes[0]
+        with open(os.path.join(MODELS, "linear.onnx"), "rb") as f:
+            self.assertEqual(src.cmd("AI.MODELSTORE", "{b}m", "ONNX", "CPU", "BLOB", f.read()), "OK")
+        self.assertEqual(src.cmd("AI.TENSORSET", "{b}x", "FLOAT", 1, 4, "VALUES", 1, 2, 3, 4), "OK")
+
+    def migrate(self):
+        src = self.nodes[0]
+        self.assertEqual(src.cmd("clusterx", "migrate", "3300", IDS[1]), "OK")
+        poll(lambda: info(src)["migrating_state"] != "start", timeout=30, what="the migration")
+        return info(src)["migrating_state"]
+
+    def test_a_slot_moves_between_nodes_with_requirepass(self):
+        self.assertEqual(self.migrate(), "success")
+        push(self.nodes, ["0-3299 3301-5460 8943", "3300 5461-8942 8944-10921", "10922-16383"], 2)
+        dst = self.nodes[1]
+        self.assertEqual(sorted(dst.cmd("KEYS", "{b}*")), [b"{b}m", b"{b}x"])
+        self.assertEqual(dst.cmd("AI.MODELEXECUTE", "{b}m", "INPUTS", 1, "{b}x", "OUTPUTS", 1, "{b}y"), "OK")
+        self.assertEqual(dst.cmd("AI.TENSORGET", "{b}y", "VALUES"), [b"7", b"9", b"11"])
+        self.assertEqual(self.nodes[0].cmd("KEYS", "{b}*"), [])
+        for n in self.nodes[:2]:
+            self.assertNotIn(self.PASSWORD, n.stderr())
+        # Without the password the target refuses a client, as before.
+        with RawConn(dst.port) as c:
+            self.assertIn("NOAUTH", str(c.cmd("KEYS", "*")))
+
+    def test_a_wrong_masterauth_fails_the_migration(self):
+        wrong = "not-the-pw-Vb2c"
+        self.assertEqual(self.nodes[0].cmd("CONFIG", "SET", "masterauth", wrong), "OK")
+        self.assertEqual(self.migrate(), "fail")
+        err = self.nodes[0].stderr()
+        self.assertIn("AUTH to the target", err)
+        self.assertIn("WRONGPASS", err)
+        self.assertNotIn(wrong, err)
+        self.assertEqual(self.nodes[1].cmd("KEYS", "*"), [])
+        self.assertEqual(sorted(self.nodes[0].cmd("KEYS", "{b}*")), [b"{b}m", b"{b}x"])
+
+
 class TestMigrateWithTokens(unittest.TestCase):
     """Tenants who sign in with tokens (JWT, docs/GUIDE.md) and no user
     list of their own: a tenant's model migrates with its owner, whom the
