@@ -28,13 +28,18 @@ import (
 //
 // Requests wait in one lane per owner of their models (ModelMeta.Owner:
 // the user who stored the model, when users are configured), each lane in
-// arrival order, and the workers take from the lanes in turn (next), so
-// that a user with more clients than workers cannot keep every slot for
-// his backlog while another user's request waits: that request waits for
-// one run to end, not for the backlog (red-team review: another tenant's
-// 4 ms run waited 25-29 s behind a user's 12 clients running a model of
-// 3 s). A batch or a group is of one model, so of one lane. Without users
-// every model has the one owner, and its lane is RedisAI's queue.
+// arrival order, and the workers take next from the lane whose owner has
+// had the least run time while the lane has waited (lane.used; owners
+// within fairQuantum of it take turns), so that a user with more clients than
+// workers cannot keep every slot for his backlog while another user's
+// request waits: that request waits for one run to end, not for the
+// backlog (red-team review: another tenant's 4 ms run waited 25-29 s
+// behind a user's 12 clients running a model of 3 s); and one whose runs
+// are long cannot take the workers' time from one whose runs are short
+// by taking as many turns (by turns, a tenant's 10 ms runs took ten times
+// the time of another's 1 ms runs). A batch or a group is of one model, so
+// of one lane. Without users every model has the one owner, and its lane
+// is RedisAI's queue.
 //
 // Only the CPU device exists, so the server has one queue.
 type RunQueue struct {
@@ -54,13 +59,29 @@ type RunQueue struct {
 	// workers (zero: none armed).
 	timerAt time.Time
 	closed  bool // Close: no workers, no requests
+	// quantum is how far ahead of the least used lane waiting a lane may
+	// be and still take its turn (fairQuantum; tests set their own).
+	quantum time.Duration
 }
 
+// fairQuantum: an owner whose lane has had more than this of run time
+// beyond the least served owner waiting lets the others run first
+// (next). Owners within it take turns, so that runs of about the same
+// time alternate as they arrive whatever their few microseconds of
+// difference; an 8 ms run puts its owner 8 ms ahead, and owners of 1 ms
+// runs then run about eight times before it runs again.
+const fairQuantum = time.Millisecond
+
 // lane is the requests waiting for the models of one owner, in arrival
-// order.
+// order. used is the run time charged to the owner since the lane was
+// made: a run's expected time when a worker takes it, corrected by what it
+// took when it ends (chargeLocked). A new lane starts level with the least
+// used of the lanes waiting (laneLocked): an owner gets no credit for the
+// time it had nothing queued, and keeps no debt once its lane empties.
 type lane struct {
 	owner string
 	jobs  []*job
+	used  time.Duration
 }
 
 // job is one request in the queue.
@@ -83,7 +104,7 @@ func (j *job) finish(outs []*Tensor, err error) { j.done <- jobResult{outs, err}
 
 // NewRunQueue returns a queue served by n workers (at least 1).
 func NewRunQueue(n int) *RunQueue {
-	q := &RunQueue{}
+	q := &RunQueue{quantum: fairQuantum}
 	q.cond.L = &q.mu
 	q.SetWorkers(n)
 	return q
@@ -359,6 +380,9 @@ func (q *RunQueue) work() {
 			continue
 		}
 		q.busy++
+		owner, expected := batch[0].m.Owner, expectedRun(batch, gathered)
+		q.chargeLocked(owner, expected)
+		start := time.Now()
 		q.mu.Unlock()
 		switch {
 		case gathered && len(batch) > 1:
@@ -367,12 +391,12 @@ func (q *RunQueue) work() {
 			runGroup(batch)
 		default:
 			j := batch[0]
-			start := time.Now()
 			outs, err := j.m.runSession(j.req.Inputs, j.req.ExecTimeout, j.req.MaxOutput)
 			j.m.account(start, outs, err)
 			j.finish(outs, err)
 		}
 		q.mu.Lock()
+		q.chargeLocked(owner, time.Since(start)-expected)
 		q.busy--
 		if gathered {
 			batch[0].m.batching--
@@ -430,7 +454,9 @@ func (q *RunQueue) settleLocked() bool {
 
 // next removes and returns the first runnable work in the queue, taking
 // the lanes in turn: the oldest runnable request of the first lane that
-// has one, which then goes last in the turn. It runs alone, or with the
+// has one, passing over a lane that has had more than a quantum of run
+// time beyond the least used lane waiting (lane.used, fairQuantum) while
+// another has work to run; that lane then goes last in the turn. It runs alone, or with the
 // compatible requests behind it in its lane when its model is batched
 // (gathered), or with its share of the requests for its model when they
 // go to its session in one round trip (groupLocked). A batched model has
@@ -457,18 +483,40 @@ func (q *RunQueue) next(now time.Time) (batch []*job, gathered bool, at time.Tim
 		q.tidyLocked()
 	}
 	var wake time.Time
-	for i, l := range q.lanes {
+	take := func(l *lane) (batch []*job, gathered bool) {
 		batch, gathered, at := q.nextIn(l, now)
 		if batch != nil {
 			q.served = l.owner
-			if len(q.lanes) > 1 { // l goes last in the turn
+			if i := slices.Index(q.lanes, l); len(q.lanes) > 1 { // l goes last in the turn
 				copy(q.lanes[i:], q.lanes[i+1:])
 				q.lanes[len(q.lanes)-1] = l
 			}
+		} else if !at.IsZero() && (wake.IsZero() || at.Before(wake)) {
+			wake = at
+		}
+		return batch, gathered
+	}
+	// A lane more than a quantum ahead of the least used one waiting is
+	// passed over, and looked at only if no other has work to run.
+	least := time.Duration(-1)
+	for _, l := range q.lanes {
+		if len(l.jobs) > 0 && (least < 0 || l.used < least) {
+			least = l.used
+		}
+	}
+	var ahead []*lane
+	for _, l := range q.lanes {
+		if l.used > least+q.quantum {
+			ahead = append(ahead, l)
+			continue
+		}
+		if batch, gathered := take(l); batch != nil {
 			return batch, gathered, time.Time{}
 		}
-		if !at.IsZero() && (wake.IsZero() || at.Before(wake)) {
-			wake = at
+	}
+	for _, l := range ahead {
+		if batch, gathered := take(l); batch != nil {
+			return batch, gathered, time.Time{}
 		}
 	}
 	return nil, false, wake
@@ -519,9 +567,10 @@ func (q *RunQueue) nextIn(l *lane, now time.Time) (batch []*job, gathered bool, 
 
 // laneLocked is owner's lane. A new one goes last in the turn, but before
 // the lane of the owner served last: the owners already waiting go first,
-// and then the new one, before the one just served has another turn. The
-// only lane, when empty, is reused (a server without users makes it once).
-// q.mu is held.
+// and then the new one, before the one just served has another turn; it
+// starts level with the least used of the lanes waiting. The only lane,
+// when empty, is reused (a server without users makes it once). q.mu is
+// held.
 func (q *RunQueue) laneLocked(owner string) *lane {
 	for _, l := range q.lanes {
 		if l.owner == owner {
@@ -529,16 +578,45 @@ func (q *RunQueue) laneLocked(owner string) *lane {
 		}
 	}
 	if len(q.lanes) == 1 && len(q.lanes[0].jobs) == 0 {
-		q.lanes[0].owner = owner
+		q.lanes[0].owner, q.lanes[0].used = owner, 0
 		return q.lanes[0]
 	}
-	l := &lane{owner: owner}
+	l := &lane{owner: owner, used: -1}
+	for _, o := range q.lanes {
+		if len(o.jobs) > 0 && (l.used < 0 || o.used < l.used) {
+			l.used = o.used
+		}
+	}
+	l.used = max(l.used, 0)
 	if n := len(q.lanes); n > 0 && q.lanes[n-1].owner == q.served {
 		q.lanes = slices.Insert(q.lanes, n-1, l)
 	} else {
 		q.lanes = append(q.lanes, l)
 	}
 	return l
+}
+
+// chargeLocked adds d (which may be negative: a correction) to what
+// owner's lane has used, if it still has one (tidyLocked drops an empty
+// lane, whose owner keeps no debt). q.mu is held.
+func (q *RunQueue) chargeLocked(owner string, d time.Duration) {
+	for _, l := range q.lanes {
+		if l.owner == owner {
+			l.used = max(l.used+d, 0)
+			return
+		}
+	}
+}
+
+// expectedRun is how long the work a worker took is expected to run: its
+// model's mean run for a single request or a batch, that times the
+// requests of a group (0 before the model's first run).
+func expectedRun(batch []*job, gathered bool) time.Duration {
+	mean, _ := batch[0].m.meanRun()
+	if gathered {
+		return mean
+	}
+	return mean * time.Duration(len(batch))
 }
 
 // tidyLocked drops the empty lanes, but one when all are, so that the

@@ -591,6 +591,7 @@ func TestRunQueueTakesOwnersInTurn(t *testing.T) {
 		t.Run(tc.queued, func(t *testing.T) {
 			o := &runOrder{labels: map[*Tensor]string{}, open: make(chan struct{})}
 			q := NewRunQueue(1)
+			q.quantum = time.Hour // runs of one model take turns, however long each took
 			t.Cleanup(q.Close)
 			models := map[string]*Model{}
 			count := map[string]int{}
@@ -630,6 +631,96 @@ func TestRunQueueTakesOwnersInTurn(t *testing.T) {
 				t.Errorf("%d lanes and %d requests left, want one empty lane", len(q.lanes), q.waiting)
 			}
 		})
+	}
+}
+
+// timedSession takes d a run and records each run's owner and the time it
+// took, in the order they ran.
+type timedSession struct {
+	EngineSession
+	d     time.Duration
+	owner string
+	log   *runLog
+}
+
+type runLog struct {
+	mu   sync.Mutex
+	runs []timedRun
+}
+
+type timedRun struct {
+	owner string
+	took  time.Duration
+}
+
+func (s timedSession) Run(ctx context.Context, in []*Tensor) ([]*Tensor, error) {
+	start := time.Now()
+	time.Sleep(s.d)
+	s.log.mu.Lock()
+	s.log.runs = append(s.log.runs, timedRun{s.owner, time.Since(start)})
+	s.log.mu.Unlock()
+	return s.EngineSession.Run(ctx, in)
+}
+
+// Owners share the workers' time, not their turns: with heavy's runs
+// taking 8 ms and light's 1 ms, both with a backlog on one worker, light
+// runs until it has had as much run time as heavy before heavy runs again.
+// By turns (the queue before) they alternated, and heavy had eight times
+// light's time.
+func TestRunQueueSharesRunTimeBetweenOwners(t *testing.T) {
+	q := NewRunQueue(1)
+	t.Cleanup(q.Close)
+	log := &runLog{}
+	model := func(owner string, d time.Duration) *Model {
+		m := queueModel(t, "linear.onnx", ModelMeta{Owner: owner})
+		m.Blob.Session = timedSession{m.Blob.Session, d, owner, log}
+		return m
+	}
+	heavy, light := model("heavy", 8*time.Millisecond), model("light", time.Millisecond)
+	gate := queueModel(t, "linear.onnx", ModelMeta{Owner: "gate"})
+	g := &gatedSession{EngineSession: gate.Blob.Session, open: make(chan struct{})}
+	gate.Blob.Session = g
+	var wg sync.WaitGroup
+	run := func(m *Model) {
+		wg.Go(func() {
+			if _, err := q.Run(m, &RunRequest{Inputs: []*Tensor{floats([]int64{1, 4}, 1, 2, 3, 4)}}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	run(gate) // holds the one worker's slot while the backlogs queue
+	waitFor(t, "the gate runs", func() bool { return g.held() == 1 })
+	const heavies, lights = 4, 40
+	for range heavies {
+		run(heavy)
+	}
+	for range lights {
+		run(light)
+	}
+	waitFor(t, "the backlogs are queued", func() bool { return q.Pending() == heavies+lights })
+	close(g.open)
+	wg.Wait()
+	// Each time heavy runs again while light still has requests queued,
+	// light has had at least (nearly) as much run time as heavy so far.
+	var heavyTime, lightTime time.Duration
+	lightRuns, checked := 0, 0
+	for i, r := range log.runs {
+		if r.owner == "heavy" {
+			if i > 0 && lightRuns < lights {
+				checked++
+				if lightTime < heavyTime*8/10 {
+					t.Errorf("run %d is heavy's after %v of its own and %v of light's (%d runs): want light's at least 0.8 of heavy's",
+						i, heavyTime, lightTime, lightRuns)
+				}
+			}
+			heavyTime += r.took
+		} else {
+			lightTime += r.took
+			lightRuns++
+		}
+	}
+	if checked < 2 {
+		t.Errorf("heavy ran again %d times while light had requests queued, want at least 2 (runs %v)", checked, log.runs)
 	}
 }
 
