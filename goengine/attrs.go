@@ -7,7 +7,8 @@ import (
 // The attribute types ONNX gives each operator the engine runs, over all
 // its versions (no operator's attribute changed type between versions):
 // TestAttributeTypesMatchTheSchemas checks the table against the onnx
-// package's schemas (redis_tests/models/onnx_versions.json). The
+// package's schemas, and opset 18's as gen_models.py lists them
+// (redis_tests/models/onnx_versions.json). The
 // operators' Init read an attribute by the type they expect, and one
 // declared of another type read as zero: an ArgMax whose axis was FLOAT 1
 // ran over axis 0, a HardSigmoid or Elu whose alpha was INT ran with
@@ -78,9 +79,9 @@ var attrTypes = map[string]map[string]gonnxproto.AttributeProto_AttributeType{
 	"RNN":                   {"activation_alpha": aFloats, "activation_beta": aFloats, "activations": aStrings, "clip": aFloat, "direction": aString, "hidden_size": aInt, "layout": aInt, "output_sequence": aInt},
 	"Range":                 {},
 	"Reciprocal":            {"consumed_inputs": aInts},
-	"ReduceMax":             {"axes": aInts, "keepdims": aInt},
-	"ReduceMean":            {"axes": aInts, "keepdims": aInt},
-	"ReduceMin":             {"axes": aInts, "keepdims": aInt},
+	"ReduceMax":             {"axes": aInts, "keepdims": aInt, "noop_with_empty_axes": aInt},
+	"ReduceMean":            {"axes": aInts, "keepdims": aInt, "noop_with_empty_axes": aInt},
+	"ReduceMin":             {"axes": aInts, "keepdims": aInt, "noop_with_empty_axes": aInt},
 	"ReduceSum":             {"axes": aInts, "keepdims": aInt, "noop_with_empty_axes": aInt},
 	"Relu":                  {"consumed_inputs": aInts},
 	"Reshape":               {"allowzero": aInt, "consumed_inputs": aInts, "shape": aInts},
@@ -93,7 +94,7 @@ var attrTypes = map[string]map[string]gonnxproto.AttributeProto_AttributeType{
 	"Slice":                 {"axes": aInts, "ends": aInts, "starts": aInts},
 	"Softmax":               {"axis": aInt},
 	"Softplus":              {},
-	"Split":                 {"axis": aInt, "split": aInts},
+	"Split":                 {"axis": aInt, "num_outputs": aInt, "split": aInts},
 	"Sqrt":                  {"consumed_inputs": aInts},
 	"Squeeze":               {"axes": aInts},
 	"Sub":                   {"axis": aInt, "broadcast": aInt, "consumed_inputs": aInts},

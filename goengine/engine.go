@@ -5,18 +5,18 @@
 //
 // The operators are github.com/advancedclimatesystems/gonnx's (opset 13, on
 // gorgonia tensors) plus those our models and common published ones need
-// that it lacks (ops.go: MaxPool, AveragePool, ReduceMean, Sqrt,
-// Identity, Neg, Pow, LogSoftmax; unary.go: Erf, Exp, Log, Floor, Ceil,
-// Round, Reciprocal, Sign, Softplus, Elu, HardSigmoid, HardSwish,
-// LeakyRelu, Clip, Min, Max; norm.go: Dropout, GlobalAveragePool,
-// BatchNormalization, at inference, InstanceNormalization; reduce.go:
-// ReduceSum, ReduceMax, ReduceMin, ArgMax, ArgMin; expand.go: Expand,
+// that it lacks (ops.go: MaxPool, AveragePool, Sqrt, Identity, Neg, Pow,
+// LogSoftmax; unary.go: Erf, Exp, Log, Floor, Ceil, Round, Reciprocal,
+// Sign, Softplus, Elu, HardSigmoid, HardSwish, LeakyRelu, Clip, Min, Max;
+// norm.go: Dropout, GlobalAveragePool, BatchNormalization, at inference,
+// InstanceNormalization; reduce.go: ReduceSum, ReduceMax, ReduceMin,
+// ReduceMean, ArgMax, ArgMin; expand.go: Expand,
 // Tile, Split, Range, Slice; pad.go: Pad; convtranspose.go:
 // ConvTranspose; cumsum.go: CumSum), each for the types ONNX Runtime's
 // CPU provider has it for (but Range's INT16). A model is checked at
 // Compile: one with an operator neither has, an opset before 11 or after
-// 17 (opsets.go), a node using what its operator's version differs in
-// from opset 13's (older nodes are rewritten where they can be), or an
+// 18 (opsets.go), a node using what its operator's version differs in
+// from the engine's (older nodes are rewritten where they can be), or an
 // operator given an input of a type it does not take (where the type is
 // known before a run), is refused with an error that names it, so
 // AI.MODELSTORE fails and nothing fails later.

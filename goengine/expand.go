@@ -286,23 +286,40 @@ func (o *squeeze) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 
 // split is Split (opset 13: the sizes an optional INT64 input; before,
 // an attribute, which the rewrite of opsets 11 and 12 makes the input,
-// splitToInput): the input cut along axis into as many outputs as the
-// node has, of the sizes given, or equal ones (the dimension must divide
-// evenly, as ONNX Runtime has it). Every type but FLOAT16 and STRING; no
-// output outgrows the input. A size of 0 is refused, as the engine makes
-// no empty tensors.
+// splitToInput; 18: num_outputs): the input cut along axis into as many
+// outputs as the node has, of the sizes given, or equal ones (the
+// dimension must divide evenly, as ONNX Runtime has it), or with
+// num_outputs as ONNX Runtime cuts it: each ceil(dimension / outputs),
+// the last the remainder, if any, of the dimension by that (and refused
+// where they do not add up to it, as ONNX Runtime refuses them). ONNX
+// defines num_outputs as the node's outputs, and not with the sizes:
+// other uses are refused when the model is stored (ONNX Runtime refuses
+// them where it knows the dimension then). Every type but FLOAT16 and
+// STRING; no output outgrows the input. A size of 0 is refused, as the
+// engine makes no empty tensors.
 type split struct {
-	axis    int
-	outputs int
+	axis       int
+	outputs    int
+	numOutputs bool // num_outputs (opset 18), as many as outputs
 }
 
 func (o *split) Init(n *gonnxproto.NodeProto) error {
-	o.axis, o.outputs = 0, len(n.GetOutput())
+	o.axis, o.outputs, o.numOutputs = 0, len(n.GetOutput()), false
 	for _, a := range n.GetAttribute() {
-		if a.GetName() != "axis" {
+		switch a.GetName() {
+		case "axis":
+			o.axis = int(a.GetI())
+		case "num_outputs":
+			if a.GetI() != int64(o.outputs) {
+				return fmt.Errorf("%s: num_outputs %d for a node of %d outputs", o, a.GetI(), o.outputs)
+			}
+			if len(n.GetInput()) > 1 && n.GetInput()[1] != "" {
+				return fmt.Errorf("%s: both the input split and num_outputs", o)
+			}
+			o.numOutputs = true
+		default:
 			return ops.ErrUnsupportedAttribute(a.GetName(), o)
 		}
-		o.axis = int(a.GetI())
 	}
 	if o.outputs < 1 || o.outputs > maxVariadic {
 		return fmt.Errorf("%s: %d outputs, where this engine takes 1 to %d", o, o.outputs, maxVariadic)
@@ -319,6 +336,29 @@ func (*split) GetInputTypeConstraints() [][]tensor.Dtype {
 }
 func (*split) String() string { return "split operator" }
 
+// sizes is the sizes of the outputs along a dimension of dim elements,
+// unchecked: the input split's, or num_outputs's as ONNX Runtime 1.24
+// computes them (the quotient in float, as ONNX Runtime's); false for
+// equal parts.
+func (o *split) sizes(in []tensor.Tensor, dim int) ([]int64, bool) {
+	if o.numOutputs {
+		size := int(math.Ceil(float64(float32(dim) / float32(o.outputs))))
+		v := make([]int64, o.outputs)
+		for i := range v {
+			v[i] = int64(size)
+		}
+		if r := dim % size; r != 0 {
+			v[len(v)-1] = int64(r)
+		}
+		return v, true
+	}
+	if len(in) > 1 && in[1] != nil {
+		v, _ := flat(in[1]).([]int64) // INT64, checked (GetInputTypeConstraints)
+		return v, true
+	}
+	return nil, false
+}
+
 func (o *split) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	x := dense(in[0])
 	if x.IsScalar() {
@@ -329,12 +369,11 @@ func (o *split) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.numOutputs && o.outputs > shape[axis] {
+		return nil, ops.ErrInvalidInput(fmt.Sprintf("num_outputs %d of a dimension of %d", o.outputs, shape[axis]), o)
+	}
 	sizes := make([]int, o.outputs)
-	if len(in) > 1 && in[1] != nil {
-		v, ok := flat(in[1]).([]int64)
-		if !ok {
-			return nil, ops.ErrInvalidInputType(1, in[1].Dtype().Name(), o)
-		}
+	if v, ok := o.sizes(in, shape[axis]); ok {
 		if len(v) != o.outputs {
 			return nil, ops.ErrInvalidInput(fmt.Sprintf("%d sizes for %d outputs", len(v), o.outputs), o)
 		}

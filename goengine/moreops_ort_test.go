@@ -336,25 +336,27 @@ func TestMinMaxMatchONNXRuntime(t *testing.T) {
 	}
 }
 
-// ReduceSum (FLOAT, DOUBLE, INT32, INT64; integer sums wrap), ReduceMax and
-// ReduceMin (those, INT8 and UINT8) give ONNX Runtime's outputs over each
-// set of axes, keepdims 0 and 1, at opsets 11 (ReduceSum's axes an
-// attribute, rewritten as an input) to 17, ReduceSum's
-// noop_with_empty_axes too.
+// ReduceSum and ReduceMean (FLOAT, DOUBLE, INT32, INT64; integer sums
+// wrap, integer means truncate), ReduceMax and ReduceMin (those, INT8 and
+// UINT8) give ONNX Runtime's outputs over each set of axes, keepdims 0
+// and 1, at opsets 11, 12, 13, 17 and 18 (the axes an attribute before
+// 13, for ReduceSum, and before 18, for the others, rewritten as an
+// input), noop_with_empty_axes too (ReduceSum's from 13, the others' at
+// 18), and axes fed at the run at 18.
 func TestReduceMatchesONNXRuntime(t *testing.T) {
 	requireORT(t)
 	r := rand.New(rand.NewSource(27))
-	for _, op := range []string{"ReduceSum", "ReduceMax", "ReduceMin"} {
+	for _, op := range []string{"ReduceSum", "ReduceMax", "ReduceMin", "ReduceMean"} {
 		for _, ty := range numericElems {
 			switch ty.dt {
 			case modelstore.Int16, modelstore.Uint16, modelstore.Uint32, modelstore.Uint64:
 				continue
 			case modelstore.Int8, modelstore.Uint8:
-				if op == "ReduceSum" {
+				if op == "ReduceSum" || op == "ReduceMean" {
 					continue
 				}
 			}
-			for v := int64(MinOpset); v <= MaxOpset; v++ {
+			for _, v := range []int64{11, 12, 13, 17, 18} { // their versions, and the last before 18
 				if v == 11 && (ty.dt == modelstore.Int8 || ty.dt == modelstore.Uint8) {
 					continue // ONNX Runtime has them from 12
 				}
@@ -362,9 +364,10 @@ func TestReduceMatchesONNXRuntime(t *testing.T) {
 					for _, keep := range []int64{0, 1} {
 						n := node{op: op, opset: v, in: []string{"x"}, inTypes: []gonnxproto.TensorProto_DataType{ty.elem},
 							out: []gonnxproto.TensorProto_DataType{ty.elem}, attrs: []*gonnxproto.AttributeProto{intAttr("keepdims", keep)}}
+						inputAxes := op == "ReduceSum" && v >= 13 || v >= 18
 						switch {
 						case axes == nil:
-						case op == "ReduceSum" && v >= 13:
+						case inputAxes:
 							n.in = append(n.in, "axes")
 							n.inits = []*gonnxproto.TensorProto{{Name: "axes", DataType: int32(gonnxproto.TensorProto_INT64), Dims: []int64{int64(len(axes))}, Int64Data: axes}}
 						default:
@@ -376,10 +379,17 @@ func TestReduceMatchesONNXRuntime(t *testing.T) {
 						likeORT(t, fmt.Sprint(op, " ", ty.dt, " opset ", v, " axes ", axes, " keepdims ", keep), n, valuesOf(r, ty, false, 3, 4, 5))
 					}
 				}
-				if op == "ReduceSum" && v >= 13 {
+				if op == "ReduceSum" && v >= 13 || v >= 18 {
 					n := node{op: op, opset: v, in: []string{"x"}, inTypes: []gonnxproto.TensorProto_DataType{ty.elem},
 						out: []gonnxproto.TensorProto_DataType{ty.elem}, attrs: []*gonnxproto.AttributeProto{intAttr("noop_with_empty_axes", 1)}}
 					likeORT(t, fmt.Sprint(op, " ", ty.dt, " opset ", v, " noop_with_empty_axes"), n, valuesOf(r, ty, false, 3, 4, 5))
+				}
+				if v >= 18 { // the axes fed, with noop_with_empty_axes either way
+					for _, noop := range []int64{0, 1} {
+						n := node{op: op, opset: v, in: []string{"x", "axes"}, inTypes: []gonnxproto.TensorProto_DataType{ty.elem, gonnxproto.TensorProto_INT64},
+							out: []gonnxproto.TensorProto_DataType{ty.elem}, attrs: []*gonnxproto.AttributeProto{intAttr("noop_with_empty_axes", noop)}}
+						likeORT(t, fmt.Sprint(op, " ", ty.dt, " opset ", v, " fed axes, noop ", noop), n, valuesOf(r, ty, false, 3, 4, 5), int64s(-1, 0))
+					}
 				}
 			}
 		}

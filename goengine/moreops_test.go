@@ -171,7 +171,8 @@ func TestVisionOperatorsRefuse(t *testing.T) {
 // cropped whole, reflect pads as large as what is left of the axis (past
 // which ONNX Runtime reads memory it never wrote), a constant_value of
 // more than one element and an output past the memory bound, before it
-// allocates; none of them panics.
+// allocates, and (opset 18) axes out of range, not a list, or not matching
+// the pads; none of them panics.
 func TestPadRefuses(t *testing.T) {
 	x := &modelstore.Tensor{DType: modelstore.Float, Shape: []int64{2, 3}, Data: make([]byte, 24)}
 	for _, c := range []struct {
@@ -210,6 +211,26 @@ func TestPadRefuses(t *testing.T) {
 		_, err := compileGo(t, model).Run(context.Background(), feeds)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s %v: %v, want an error with %q", c.mode, c.pads, err, c.want)
+		}
+	}
+	// Opset 18's axes: in range, a list, two pads for each.
+	i64 := gonnxproto.TensorProto_INT64
+	model := typedModel(t, "Pad", 18, nil, []string{"x", "p", "", "a"},
+		[]gonnxproto.TensorProto_DataType{gonnxproto.TensorProto_FLOAT, i64, i64, i64}, nil, gonnxproto.TensorProto_FLOAT)
+	matrix := int64s(0, 1)
+	matrix.Shape = []int64{1, 2}
+	for _, c := range []struct {
+		pads, axes *modelstore.Tensor
+		want       string
+	}{
+		{int64s(1, 1), int64s(2), "axis 2 of an input of rank 2"},
+		{int64s(1, 1), int64s(-3), "axis -3 of an input of rank 2"},
+		{int64s(1, 1, 1, 1), matrix, "axes of shape (1, 2), where it takes a list"},
+		{int64s(1, 1, 1, 1), int64s(1), "pads of shape (4) for 1 axes, where it takes 2"},
+	} {
+		_, err := compileGo(t, model).Run(context.Background(), []*modelstore.Tensor{x, c.pads, c.axes})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("axes %v: %v, want an error with %q", c.axes, err, c.want)
 		}
 	}
 }

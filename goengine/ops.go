@@ -1,7 +1,8 @@
 package goengine
 
 // Operators gonnx v1.1.0 lacks that the benchmark models use: MaxPool (the
-// CNN), ReduceMean, Sqrt and Identity (the transformer's norms and output);
+// CNN), ReduceMean (reduce.go), Sqrt and Identity (the transformer's norms
+// and output);
 // Where, which the sanitizer's guard of an integer Div needs, and a Cast
 // of unsigned scalars; Neg and Pow (pow.go), and MaxPool's and
 // ReduceMean's integer types, as ONNX Runtime's CPU provider has them;
@@ -49,16 +50,16 @@ var extraOps = map[string]func() (ops.Operator, error){
 	"LeakyRelu":             func() (ops.Operator, error) { return &leakyRelu{}, nil },
 	"Max":                   func() (ops.Operator, error) { return &extreme{greatest: true}, nil },
 	"Min":                   func() (ops.Operator, error) { return &extreme{}, nil },
-	"ReduceMax":             newReduce("max", extremeType, false),
-	"ReduceMin":             newReduce("min", extremeType, false),
-	"ReduceSum":             newReduce("sum", sumTypes, true),
+	"ReduceMax":             newReduce("max", extremeType),
+	"ReduceMin":             newReduce("min", extremeType),
+	"ReduceSum":             newReduce("sum", sumTypes),
 	"LayerNormalization":    func() (ops.Operator, error) { return &layerNorm{}, nil },
 	"Log":                   newLog,
 	"MatMul":                newMatMul,
 	"MaxPool":               func() (ops.Operator, error) { return &maxPool{}, nil },
 	"Neg":                   func() (ops.Operator, error) { return &neg{}, nil },
 	"Pow":                   func() (ops.Operator, error) { return &pow{}, nil },
-	"ReduceMean":            func() (ops.Operator, error) { return &reduceMean{keepDims: true}, nil },
+	"ReduceMean":            newReduce("mean", sumTypes),
 	"Softmax":               func() (ops.Operator, error) { return &softmax{axis: -1}, nil },
 	"LogSoftmax":            func() (ops.Operator, error) { return &softmax{axis: -1, log: true}, nil },
 	"Sqrt":                  func() (ops.Operator, error) { return &sqrt{}, nil },
@@ -1075,104 +1076,6 @@ func (o *sqrt) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 }
 func (o *sqrt) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	return ops.ValidateInputs(o, in)
-}
-
-// reduceMean averages over the axes attribute (every axis when absent):
-// FLOAT and DOUBLE, and INT32 and INT64 as ONNX Runtime's CPU provider
-// does them (intMeanOver), which a model of an integer ReduceMean was
-// refused for.
-type reduceMean struct {
-	unary
-	axes     []int
-	keepDims bool
-}
-
-func (o *reduceMean) Init(n *gonnxproto.NodeProto) error {
-	o.name = "reducemean"
-	for _, a := range n.GetAttribute() {
-		switch a.GetName() {
-		case "axes":
-			for _, v := range a.GetInts() {
-				o.axes = append(o.axes, int(v))
-			}
-		case "keepdims":
-			o.keepDims = a.GetI() != 0
-		default:
-			return ops.ErrUnsupportedAttribute(a.GetName(), o)
-		}
-	}
-	return nil
-}
-
-// GetInputTypeConstraints implements ops.Operator.
-func (o *reduceMean) GetInputTypeConstraints() [][]tensor.Dtype {
-	return [][]tensor.Dtype{{tensor.Float32, tensor.Float64, tensor.Int32, tensor.Int64}}
-}
-
-func (o *reduceMean) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
-	return ops.ValidateInputs(o, in)
-}
-
-func (o *reduceMean) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
-	x := dense(in[0])
-	shape := x.Shape().Clone()
-	rank := len(shape)
-	reduced := make([]bool, rank)
-	if len(o.axes) == 0 {
-		for i := range reduced {
-			reduced[i] = true
-		}
-	}
-	for _, a := range o.axes {
-		if a < -rank || a >= rank {
-			return nil, ops.ErrAxisOutOfRange(-rank, rank, a)
-		}
-		reduced[(a+rank)%rank] = true
-	}
-	outShape := make([]int, 0, rank) // with the reduced axes kept as 1
-	count := 1
-	for i, d := range shape {
-		if reduced[i] {
-			outShape = append(outShape, 1)
-			count *= d
-		} else {
-			outShape = append(outShape, d)
-		}
-	}
-	// The guard refuses empty tensors before any operator runs; a count
-	// of 0 here, or past INT32's range, would divide an integer by 0.
-	if count < 1 || x.Dtype() == tensor.Int32 && count > math.MaxInt32 {
-		return nil, ops.ErrInvalidInput(fmt.Sprintf("a mean over %d elements", count), o)
-	}
-	var backing any
-	switch v := x.Data().(type) {
-	case []float32:
-		backing = meanOver(v, shape, outShape, count)
-	case []float64:
-		backing = meanOver(v, shape, outShape, count)
-	case []int32:
-		backing = intMeanOver(v, shape, outShape, count)
-	case []int64:
-		backing = intMeanOver(v, shape, outShape, count)
-	default:
-		return nil, ops.ErrInvalidInputType(0, x.Dtype().Name(), o)
-	}
-	out := tensor.New(tensor.WithShape(outShape...), tensor.WithBacking(backing))
-	if !o.keepDims {
-		var kept []int
-		for i, d := range outShape {
-			if !reduced[i] {
-				kept = append(kept, d)
-			}
-		}
-		if len(kept) == 0 {
-			kept = []int{1} // gorgonia has no rank-0 dense result here
-		}
-		if err := out.Reshape(kept...); err != nil {
-			return nil, err
-		}
-	}
-	return []tensor.Tensor{out}, nil
 }
 
 // meanOver is the mean of x (of shape) over the axes that have size 1 in

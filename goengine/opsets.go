@@ -3,34 +3,41 @@ package goengine
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	gonnxproto "github.com/advancedclimatesystems/gonnx/onnx"
 )
 
-// The engine's operators are opset 13's (gonnx's, and ours in ops.go). A
-// model names, for each node, the operator's latest version at or below
-// the opset it imports, which is what ONNX Runtime runs. From MinOpset to
-// MaxOpset, each operator the engine has either is the same at every
-// opset, or has versions there (changes) whose differences are types
-// (checked against each operator's own list, as at opset 13), or that
-// adaptNodes makes good: it refuses a node that uses what a version after
-// 13 added, and rewrites one of a model older than a version up to 13 into
-// opset 13's terms (Softmax's 2-D coercion, Squeeze's and Unsqueeze's axes
-// as an attribute). PyTorch exports at opset 17 by default since 2.0, and
-// many published models are of opset 11 or 12; the enclave build refused
-// them all ("runs opset 13 only").
+// The engine's operators are opset 13's (gonnx's, and ours in ops.go),
+// but for ReduceMax, ReduceMin and ReduceMean, which are opset 18's (their
+// axes an input), and Pad and Split, which take what 18 added too (Pad's
+// input axes, Split's num_outputs). A model names, for each node, the operator's latest
+// version at or below the opset it imports, which is what ONNX Runtime
+// runs. From MinOpset to MaxOpset, each operator the engine has either is
+// the same at every opset, or has versions there (changes) whose
+// differences are types (checked against each operator's own list, as at
+// opset 13), or that adaptNodes makes good: it refuses a node that uses
+// what a version after the engine's added (by name), and rewrites one of
+// a model older than the engine's version into its terms (Softmax's 2-D
+// coercion, Squeeze's, Unsqueeze's and the Reduce operators' axes as an
+// attribute). PyTorch exports at opset 17 by default since 2.0, its dynamo
+// exporter (torch.onnx.export(dynamo=True)) and onnx's version converter
+// at 18, and many published models are of opset 11 or 12; the enclave
+// build refused them all ("runs opset 13 only").
 //
-// The versions are the ONNX operator schemas' (onnx 1.12, up to opset 17);
-// TestChangesMatchTheSchemas checks the table against them
+// The versions are the ONNX operator schemas' (onnx 1.12, up to opset 17,
+// and opset 18's as gen_models.py lists them for an onnx that predates
+// it); TestChangesMatchTheSchemas checks the table against them
 // (redis_tests/models/onnx_versions.json, written by gen_models.py).
 const (
 	// MinOpset is the oldest default-domain opset the engine runs:
 	// before 11 more operators differ (Slice's starts and ends as
 	// attributes, the axes that could not be negative).
 	MinOpset = 11
-	// MaxOpset is the newest: at 18 the Reduce operators take their axes
-	// as an input, and Split and Pad change.
-	MaxOpset = 17
+	// MaxOpset is the newest: at 19 Pad gains its wrap mode,
+	// AveragePool dilations, and Cast, Constant, Equal, Identity, Reshape
+	// and Shape new types.
+	MaxOpset = 18
 )
 
 // change is a version of an operator after MinOpset up to MaxOpset: at is
@@ -39,8 +46,10 @@ const (
 // node of the operator, reached telling whether the model's opset has the
 // version: it refuses what the version added (unknown attributes before
 // it, which ONNX Runtime refuses too, where gonnx's Reshape and Shape
-// would ignore them). For a version up to 13 it runs on the nodes of a
-// model whose opset is older than at, and rewrites or refuses them.
+// would ignore them), or, where the engine's operator is that version's
+// (the Reduce operators' 18), rewrites an older node into its terms. For
+// a version up to 13 it runs on the nodes of a model whose opset is older
+// than at, and rewrites or refuses them.
 type change struct {
 	at    int64
 	apply func(e *edit, n *gonnxproto.NodeProto, reached bool) error
@@ -75,10 +84,10 @@ var changes = map[string][]change{
 	"Abs": {{13, nil}}, "Cast": {{13, nil}}, "Concat": {{13, nil}}, "Equal": {{13, nil}},
 	"Erf": {{13, nil}}, "Exp": {{13, nil}}, "Log": {{13, nil}},
 	"Flatten": {{13, nil}}, "Gather": {{13, nil}}, "Gemm": {{13, nil}}, "Greater": {{13, nil}},
-	"Less": {{13, nil}}, "MatMul": {{13, nil}}, "Neg": {{13, nil}}, "ReduceMean": {{13, nil}},
+	"Less": {{13, nil}}, "MatMul": {{13, nil}}, "Neg": {{13, nil}},
 	"Sigmoid": {{13, nil}}, "Slice": {{13, nil}}, "Sqrt": {{13, nil}}, "Tanh": {{13, nil}},
 	"Transpose": {{13, nil}}, "Expand": {{13, nil}}, "Tile": {{13, nil}},
-	"Floor": {{13, nil}}, "Ceil": {{13, nil}}, "Reciprocal": {{13, nil}}, "Sign": {{13, nil}}, "Pad": {{13, nil}},
+	"Floor": {{13, nil}}, "Ceil": {{13, nil}}, "Reciprocal": {{13, nil}}, "Sign": {{13, nil}},
 	// 13: Softmax and LogSoftmax over one axis; before, over all the
 	// dimensions from axis on (by default 1), as a 2-D matrix.
 	"Softmax":    {{13, coercedSoftmax}},
@@ -92,17 +101,23 @@ var changes = map[string][]change{
 	// 12: more types (Clip, Min and Max: the integers; ReduceMax and
 	// ReduceMin: INT8 and UINT8); 13: BFLOAT16.
 	"Clip": {{12, nil}, {13, nil}}, "Min": {{12, nil}, {13, nil}}, "Max": {{12, nil}, {13, nil}},
-	"ReduceMax": {{12, nil}, {13, nil}}, "ReduceMin": {{12, nil}, {13, nil}},
+	// 18: the axes an input, and noop_with_empty_axes (ReduceSum's at 13).
+	"ReduceMax":  {{12, nil}, {13, nil}, {18, axesToInput(18)}},
+	"ReduceMin":  {{12, nil}, {13, nil}, {18, axesToInput(18)}},
+	"ReduceMean": {{13, nil}, {18, axesToInput(18)}},
+	// 13: BFLOAT16; 18: the optional input axes, the axes that pads pad.
+	"Pad": {{13, nil}, {18, padAxes}},
 	// 16: BFLOAT16 (and, in ONNX Runtime, DOUBLE).
 	"LeakyRelu": {{16, nil}},
 	// 14: BFLOAT16 and FLOAT16.
 	"CumSum": {{14, nil}},
 	// 13: the axes are an input; before, an attribute.
-	"Squeeze": {{13, axesToInput}},
-	// 13: the sizes are an input; before, an attribute.
-	"Split":     {{13, splitToInput}},
-	"Unsqueeze": {{13, axesToInput}},
-	"ReduceSum": {{13, axesToInput}},
+	"Squeeze": {{13, axesToInput(13)}},
+	// 13: the sizes are an input; before, an attribute. 18: num_outputs,
+	// equal parts but the last, which may be smaller.
+	"Split":     {{13, splitToInput}, {18, numOutputs}},
+	"Unsqueeze": {{13, axesToInput(13)}},
+	"ReduceSum": {{13, axesToInput(13)}},
 	// 13: BFLOAT16; 14: allowzero, where a 0 in the shape means a
 	// dimension of 0 rather than the input's own.
 	"Reshape": {{13, nil}, {14, func(e *edit, n *gonnxproto.NodeProto, _ bool) error {
@@ -192,44 +207,73 @@ func lastIndexBefore12(e *edit, n *gonnxproto.NodeProto, _ bool) error {
 	return nil
 }
 
-// axesToInput moves Squeeze's, Unsqueeze's or ReduceSum's axes attribute
-// (before opset 13) into an initializer given as their second input
-// (opset 13's). A Squeeze without axes (or with none listed) removes
-// every dimension of 1, a ReduceSum without them reduces every axis, at
-// both; an Unsqueeze of no axes is its input. ReduceSum's
-// noop_with_empty_axes is opset 13's, refused before it.
-func axesToInput(e *edit, n *gonnxproto.NodeProto, _ bool) error {
-	var axes []int64
-	found := false
-	for _, a := range n.GetAttribute() {
-		if a.GetName() == "axes" {
-			axes, found = a.GetInts(), true
+// axesToInput(at) moves the axes attribute of Squeeze, Unsqueeze or a
+// Reduce operator in a model older than opset at (13 for Squeeze,
+// Unsqueeze and ReduceSum, 18 for ReduceMax, ReduceMin and ReduceMean)
+// into an initializer given as their second input (version at's). A
+// Squeeze without axes (or with none listed) removes every dimension of 1,
+// a Reduce operator without them reduces every axis, in both forms; an
+// Unsqueeze of no axes is its input. noop_with_empty_axes, which came with
+// the input, is refused before it, and an axes attribute from it on, as
+// ONNX Runtime refuses them.
+func axesToInput(at int64) func(e *edit, n *gonnxproto.NodeProto, reached bool) error {
+	return func(e *edit, n *gonnxproto.NodeProto, reached bool) error {
+		if reached { // a version after 13, and the model's opset has it
+			if slices.ContainsFunc(n.GetAttribute(), func(a *gonnxproto.AttributeProto) bool { return a.GetName() == "axes" }) {
+				return refuse("node %q (%s): attribute axes, which opset %d made an input", n.GetName(), n.GetOpType(), at)
+			}
+			return nil
 		}
-	}
-	switch {
-	case len(n.GetInput()) != 1 || len(n.GetOutput()) != 1:
-		return e.cannot(n, "other inputs than the data before opset 13")
-	case n.GetOpType() == "ReduceSum" && slices.ContainsFunc(n.GetAttribute(), func(a *gonnxproto.AttributeProto) bool {
-		return a.GetName() == "noop_with_empty_axes"
-	}):
-		return e.cannot(n, "noop_with_empty_axes before opset 13")
-	case !found && n.GetOpType() == "Unsqueeze":
-		return e.cannot(n, "no axes")
-	case len(axes) == 0 && n.GetOpType() == "Unsqueeze":
-		// No axis to insert: the input as it is, as ONNX Runtime has it.
+		var axes []int64
+		found := false
+		for _, a := range n.GetAttribute() {
+			if a.GetName() == "axes" {
+				axes, found = a.GetInts(), true
+			}
+		}
+		switch {
+		case len(n.GetInput()) != 1 || len(n.GetOutput()) != 1:
+			return e.absent(n, fmt.Sprintf("other inputs than the data before opset %d", at))
+		case strings.HasPrefix(n.GetOpType(), "Reduce") && slices.ContainsFunc(n.GetAttribute(), func(a *gonnxproto.AttributeProto) bool {
+			return a.GetName() == "noop_with_empty_axes"
+		}):
+			return e.absent(n, fmt.Sprintf("noop_with_empty_axes before opset %d", at))
+		case !found && n.GetOpType() == "Unsqueeze":
+			return e.cannot(n, "no axes")
+		case len(axes) == 0 && n.GetOpType() == "Unsqueeze":
+			// No axis to insert: the input as it is, as ONNX Runtime has it.
+			n.Attribute = dropAttr(n.GetAttribute(), "axes")
+			e.emit(&gonnxproto.NodeProto{Name: n.GetName(), OpType: "Identity", Input: n.GetInput(), Output: n.GetOutput()})
+			return nil
+		case len(axes) == 0:
+			// Squeeze every dimension of 1, reduce every axis.
+			n.Attribute = dropAttr(n.GetAttribute(), "axes")
+			return nil
+		}
+		name := e.fresh(n.GetOutput()[0] + "/axes")
+		e.g.Initializer = append(e.g.Initializer, &gonnxproto.TensorProto{Name: name, Dims: []int64{int64(len(axes))},
+			DataType: int32(gonnxproto.TensorProto_INT64), Int64Data: slices.Clone(axes)})
+		n.Input = append(n.Input, name)
 		n.Attribute = dropAttr(n.GetAttribute(), "axes")
-		e.emit(&gonnxproto.NodeProto{Name: n.GetName(), OpType: "Identity", Input: n.GetInput(), Output: n.GetOutput()})
-		return nil
-	case len(axes) == 0:
-		// Squeeze every dimension of 1, ReduceSum every axis.
-		n.Attribute = dropAttr(n.GetAttribute(), "axes")
 		return nil
 	}
-	name := e.fresh(n.GetOutput()[0] + "/axes")
-	e.g.Initializer = append(e.g.Initializer, &gonnxproto.TensorProto{Name: name, Dims: []int64{int64(len(axes))},
-		DataType: int32(gonnxproto.TensorProto_INT64), Int64Data: slices.Clone(axes)})
-	n.Input = append(n.Input, name)
-	n.Attribute = dropAttr(n.GetAttribute(), "axes")
+}
+
+// padAxes refuses Pad's input axes (its fourth) in a model older than
+// opset 18, which added it, as ONNX Runtime refuses a fourth input there.
+func padAxes(e *edit, n *gonnxproto.NodeProto, reached bool) error {
+	if !reached && len(n.GetInput()) > 3 {
+		return e.absent(n, "input axes (opset 18)")
+	}
+	return nil
+}
+
+// numOutputs refuses Split's num_outputs in a model older than opset 18,
+// which added it.
+func numOutputs(e *edit, n *gonnxproto.NodeProto, reached bool) error {
+	if !reached && slices.ContainsFunc(n.GetAttribute(), func(a *gonnxproto.AttributeProto) bool { return a.GetName() == "num_outputs" }) {
+		return e.absent(n, "attribute num_outputs (opset 18)")
+	}
 	return nil
 }
 
@@ -253,7 +297,7 @@ func splitToInput(e *edit, n *gonnxproto.NodeProto, _ bool) error {
 	return nil
 }
 
-// edit is a graph being adapted to opset 13's operators.
+// edit is a graph being adapted to the engine's operators.
 type edit struct {
 	g     *gonnxproto.GraphProto
 	names map[string]bool         // every value name of the graph
@@ -276,6 +320,12 @@ func (e *edit) emit(nodes ...*gonnxproto.NodeProto) { e.repl = append(e.repl, no
 // cannot is the error for node n using what this engine does not run.
 func (e *edit) cannot(n *gonnxproto.NodeProto, what string) error {
 	return refuse("node %q (%s) uses %s, which this engine does not run (inference-engine onnxruntime does)", n.GetName(), n.GetOpType(), what)
+}
+
+// absent is the error for node n using what its operator's version at
+// the model's opset does not have, which ONNX Runtime refuses too.
+func (e *edit) absent(n *gonnxproto.NodeProto, what string) error {
+	return refuse("node %q (%s) uses %s, which its version at the model's opset does not have", n.GetName(), n.GetOpType(), what)
 }
 
 // adaptNodes applies the changes of each node's operator for a model of

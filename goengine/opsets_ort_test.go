@@ -3,10 +3,12 @@
 package goengine
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand"
+	"strings"
 	"testing"
 
 	gonnxproto "github.com/advancedclimatesystems/gonnx/onnx"
@@ -61,7 +63,9 @@ func closeToORT(t *testing.T, what string, want, got []*modelstore.Tensor) {
 // reversed by a Slice of step -1, AveragePool, HardSwish and the like),
 // which it refused too ("unsupported operator Pad"), and the decoder it
 // exported at the same opsets (ConvTranspose, InstanceNormalization,
-// CumSum).
+// CumSum). And opset18.onnx: Pad with its input axes, the Reduce
+// operators with theirs, Split with num_outputs, which the engine refused
+// ("this engine runs opsets 11 to 17").
 func TestLaterOpsetsMatchONNXRuntime(t *testing.T) {
 	requireORT(t)
 	r := rand.New(rand.NewSource(3))
@@ -81,7 +85,8 @@ func TestLaterOpsetsMatchONNXRuntime(t *testing.T) {
 		run{"torch11.onnx", 0, []int64{3, 8, 32}},
 		run{"transformer17.onnx", 0, []int64{1, 64, 256}}, run{"transformer.onnx", 11, []int64{1, 64, 256}},
 		run{"vision11.onnx", 0, []int64{2, 3, 15, 15}}, run{"vision13.onnx", 0, []int64{1, 3, 15, 15}}, run{"vision14.onnx", 0, []int64{4, 3, 15, 15}},
-		run{"decoder11.onnx", 0, []int64{2, 4, 5, 5}}, run{"decoder13.onnx", 0, []int64{1, 4, 5, 5}}, run{"decoder14.onnx", 0, []int64{3, 4, 5, 5}})
+		run{"decoder11.onnx", 0, []int64{2, 4, 5, 5}}, run{"decoder13.onnx", 0, []int64{1, 4, 5, 5}}, run{"decoder14.onnx", 0, []int64{3, 4, 5, 5}},
+		run{"opset18.onnx", 0, []int64{1, 4, 6, 5}}, run{"opset18.onnx", 0, []int64{3, 4, 6, 5}})
 	for _, c := range runs {
 		model := readTestModel(t, c.model)
 		if c.opset != 0 {
@@ -270,8 +275,9 @@ func TestReviewedOpsMatchONNXRuntime(t *testing.T) {
 }
 
 // Split gives ONNX Runtime's outputs, byte for byte, at opsets 11 (its
-// sizes an attribute, rewritten) and 13 (an input), with sizes and in
-// equal parts, along every axis, for several types.
+// sizes an attribute, rewritten), 13 and 18 (an input), with sizes and in
+// equal parts, along every axis, for several types; at 18 with
+// num_outputs too, in equal parts and in uneven ones (the last smaller).
 func TestSplitMatchesONNXRuntime(t *testing.T) {
 	requireORT(t)
 	r := rand.New(rand.NewSource(10))
@@ -283,7 +289,7 @@ func TestSplitMatchesONNXRuntime(t *testing.T) {
 			sizes []int64 // nil: equal parts
 			outs  int
 		}{{0, nil, 2}, {1, nil, 3}, {-1, nil, 2}, {1, []int64{1, 5}, 2}, {0, []int64{2, 1, 1}, 3}, {-2, []int64{6}, 1}} {
-			for _, v := range []int64{11, 13} {
+			for _, v := range []int64{11, 13, 18} {
 				n := node{op: "Split", opset: v, in: []string{"x"}, inTypes: []gonnxproto.TensorProto_DataType{ty.elem},
 					attrs: []*gonnxproto.AttributeProto{intAttr("axis", c.axis)}}
 				for range c.outs {
@@ -296,7 +302,23 @@ func TestSplitMatchesONNXRuntime(t *testing.T) {
 					n.inits = []*gonnxproto.TensorProto{{Name: "s", Dims: []int64{int64(len(c.sizes))}, DataType: int32(gonnxproto.TensorProto_INT64), Int64Data: c.sizes}}
 				}
 				likeORT(t, fmt.Sprint("Split ", ty.dt, " at ", v, " ", c), n, randomOf(r, ty.dt, x...))
+				if v == 18 && c.sizes == nil {
+					n.attrs = append(n.attrs, intAttr("num_outputs", int64(c.outs)))
+					likeORT(t, fmt.Sprint("Split ", ty.dt, " at ", v, " num_outputs ", c), n, randomOf(r, ty.dt, x...))
+				}
 			}
+		}
+		// Uneven parts: a dimension of 5 in 2 or 3, 7 in 2, 3 or 4.
+		for _, c := range []struct {
+			axis int64
+			outs int
+		}{{0, 2}, {0, 3}, {1, 3}, {1, 4}, {-2, 2}, {2, 2}, {1, 1}} {
+			n := node{op: "Split", opset: 18, in: []string{"x"}, inTypes: []gonnxproto.TensorProto_DataType{ty.elem},
+				attrs: []*gonnxproto.AttributeProto{intAttr("axis", c.axis), intAttr("num_outputs", int64(c.outs))}}
+			for range c.outs {
+				n.out = append(n.out, ty.elem)
+			}
+			likeORT(t, fmt.Sprint("Split ", ty.dt, " at 18 uneven ", c), n, randomOf(r, ty.dt, 5, 7, 2))
 		}
 	}
 }
@@ -332,6 +354,76 @@ func TestRangeMatchesONNXRuntime(t *testing.T) {
 			n := node{op: "Range", opset: 11, in: []string{"s", "l", "d"}, inTypes: []gonnxproto.TensorProto_DataType{ty.elem, ty.elem, ty.elem},
 				out: []gonnxproto.TensorProto_DataType{ty.elem}}
 			likeORT(t, fmt.Sprint("Range ", ty.dt, c), n, scalarT(ty.dt, c[0]), scalarT(ty.dt, c[1]), scalarT(ty.dt, c[2]))
+		}
+	}
+}
+
+// What ONNX Runtime refuses of opset 18's changes the engine refuses too:
+// when the model is stored, an axes attribute of a Reduce operator at 18,
+// and what 18 added in a model before it (the Reduce operators' axes input
+// and noop_with_empty_axes, Pad's axes, Split's num_outputs); at the run,
+// num_outputs parts that do not add up to the dimension or outnumber it,
+// and Pad's axes out of range or not matching its pads.
+func TestOpset18RefusalsMatchONNXRuntime(t *testing.T) {
+	requireORT(t)
+	f32, i64 := gonnxproto.TensorProto_FLOAT, gonnxproto.TensorProto_INT64
+	out := []gonnxproto.TensorProto_DataType{f32}
+	axes := []*gonnxproto.TensorProto{{Name: "axes", Dims: []int64{1}, DataType: int32(i64), Int64Data: []int64{1}}}
+	pads := []*gonnxproto.TensorProto{{Name: "pads", Dims: []int64{2}, DataType: int32(i64), Int64Data: []int64{1, 1}}, axes[0]}
+	for _, c := range []struct {
+		what string
+		n    node
+		want string
+	}{
+		{"ReduceMax axes attribute at 18", node{op: "ReduceMax", opset: 18, in: []string{"x"}, inTypes: out, out: out,
+			attrs: []*gonnxproto.AttributeProto{ints("axes", 1)}}, "attribute axes, which opset 18 made an input"},
+		{"ReduceMin axes input at 17", node{op: "ReduceMin", opset: 17, in: []string{"x", "axes"}, inTypes: out, inits: axes, out: out},
+			"uses other inputs than the data before opset 18"},
+		{"ReduceMean noop_with_empty_axes at 17", node{op: "ReduceMean", opset: 17, in: []string{"x"}, inTypes: out, out: out,
+			attrs: []*gonnxproto.AttributeProto{intAttr("noop_with_empty_axes", 1)}}, "uses noop_with_empty_axes before opset 18"},
+		{"Pad axes at 17", node{op: "Pad", opset: 17, in: []string{"x", "pads", "", "axes"}, inTypes: out, inits: pads, out: out},
+			"uses input axes (opset 18)"},
+		{"Split num_outputs at 17", node{op: "Split", opset: 17, in: []string{"x"}, inTypes: out, out: []gonnxproto.TensorProto_DataType{f32, f32},
+			attrs: []*gonnxproto.AttributeProto{intAttr("num_outputs", 2)}}, "uses attribute num_outputs (opset 18)"},
+	} {
+		src := modelstore.ModelSource{Data: c.n.model(t)}
+		if s, err := (modelstore.InProcess{}).Compile(src, modelstore.SessionOptions{}); err == nil {
+			s.Close()
+			t.Errorf("%s: ONNX Runtime took it", c.what)
+		}
+		if _, err := (Engine{}).Compile(src, modelstore.SessionOptions{}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.what, err, c.want)
+		}
+	}
+
+	splitNode := func(outs int) node {
+		n := node{op: "Split", opset: 18, in: []string{"x"}, inTypes: out, attrs: []*gonnxproto.AttributeProto{intAttr("num_outputs", int64(outs))}}
+		for range outs {
+			n.out = append(n.out, f32)
+		}
+		return n
+	}
+	padFed := node{op: "Pad", opset: 18, in: []string{"x", "pads", "", "axes"}, inTypes: []gonnxproto.TensorProto_DataType{f32, i64, i64}, out: out}
+	r := rand.New(rand.NewSource(18))
+	for _, c := range []struct {
+		what string
+		n    node
+		in   []*modelstore.Tensor
+		want string
+	}{
+		{"6 in 4 parts", splitNode(4), []*modelstore.Tensor{randomFloats(r, 6)}, "sizes summing to 8 of a dimension of 6"},
+		{"7 in 5 parts", splitNode(5), []*modelstore.Tensor{randomFloats(r, 7, 2)}, "sizes summing to 9 of a dimension of 7"},
+		{"2 in 3 parts", splitNode(3), []*modelstore.Tensor{randomFloats(r, 2, 2)}, "num_outputs 3 of a dimension of 2"},
+		{"Pad axis 3 of rank 3", padFed, []*modelstore.Tensor{randomFloats(r, 2, 3, 4), int64s(1, 1), int64s(3)}, "axis 3 of an input of rank 3"},
+		{"Pad axis -4 of rank 3", padFed, []*modelstore.Tensor{randomFloats(r, 2, 3, 4), int64s(1, 1), int64s(-4)}, "axis -4 of an input of rank 3"},
+		{"Pad 2 pads for 2 axes", padFed, []*modelstore.Tensor{randomFloats(r, 2, 3, 4), int64s(1, 1), int64s(0, 1)}, "pads of shape (2) for 2 axes, where it takes 4"},
+	} {
+		ort, gos := compileBoth(t, c.n.model(t))
+		if _, err := ort.Run(context.Background(), c.in); err == nil {
+			t.Errorf("%s: ONNX Runtime ran it", c.what)
+		}
+		if _, err := gos.Run(context.Background(), c.in); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.what, err, c.want)
 		}
 	}
 }

@@ -206,15 +206,46 @@ func reshapeModel(t *testing.T, opset int64, attrs ...*gonnxproto.AttributeProto
 
 // What a later opset's operators mean and this engine does not run is
 // refused at Compile, naming it, as is an operator older than the model's
-// opset; opsets before 11 and after 17 are refused.
+// opset, and what opset 18 added to Pad, Split and the Reduce operators
+// in a model before it (an axes attribute at 18); opsets before 11 and
+// after 18 are refused.
 func TestLaterVersionsRefused(t *testing.T) {
+	f32, i64 := gonnxproto.TensorProto_FLOAT, gonnxproto.TensorProto_INT64
+	axes := []*gonnxproto.TensorProto{{Name: "axes", Dims: []int64{1}, DataType: int32(i64), Int64Data: []int64{1}}}
+	reduceAt := func(op string, opset int64, in []string, attrs ...*gonnxproto.AttributeProto) []byte {
+		return node{op: op, opset: opset, in: in, inTypes: []gonnxproto.TensorProto_DataType{f32}, inits: axes, attrs: attrs,
+			out: []gonnxproto.TensorProto_DataType{f32}}.model(t)
+	}
+	pads := []*gonnxproto.TensorProto{{Name: "pads", Dims: []int64{2}, DataType: int32(i64), Int64Data: []int64{1, 1}},
+		{Name: "axes", Dims: []int64{1}, DataType: int32(i64), Int64Data: []int64{1}}}
+	padAt := func(opset int64) []byte {
+		return node{op: "Pad", opset: opset, in: []string{"x", "pads", "", "axes"}, inTypes: []gonnxproto.TensorProto_DataType{f32},
+			inits: pads, out: []gonnxproto.TensorProto_DataType{f32}}.model(t)
+	}
+	splitAt := func(opset int64, in []string, outs int, attrs ...*gonnxproto.AttributeProto) []byte {
+		n := node{op: "Split", opset: opset, in: in, inTypes: []gonnxproto.TensorProto_DataType{f32, i64}, attrs: attrs}
+		for range outs {
+			n.out = append(n.out, f32)
+		}
+		return n.model(t)
+	}
 	for _, c := range []struct {
 		what  string
 		model []byte
 		want  string // "" runs
 	}{
-		{"opset 10", withOpset(t, readTestModel(t, "mlp.onnx"), 10), "imports ONNX opset 10; this engine runs opsets 11 to 17"},
-		{"opset 18", withOpset(t, readTestModel(t, "mlp.onnx"), 18), "imports ONNX opset 18; this engine runs opsets 11 to 17"},
+		{"opset 10", withOpset(t, readTestModel(t, "mlp.onnx"), 10), "imports ONNX opset 10; this engine runs opsets 11 to 18"},
+		{"opset 19", withOpset(t, readTestModel(t, "mlp.onnx"), 19), "imports ONNX opset 19; this engine runs opsets 11 to 18"},
+		{"ReduceMax axes input at 17", reduceAt("ReduceMax", 17, []string{"x", "axes"}), "uses other inputs than the data before opset 18"},
+		{"ReduceMean noop_with_empty_axes at 17", reduceAt("ReduceMean", 17, []string{"x"}, intAttr("noop_with_empty_axes", 1)), "uses noop_with_empty_axes before opset 18"},
+		{"ReduceMin axes attribute at 18", reduceAt("ReduceMin", 18, []string{"x"}, ints("axes", 1)), "attribute axes, which opset 18 made an input"},
+		{"ReduceMean axes attribute at 18", reduceAt("ReduceMean", 18, []string{"x"}, ints("axes", 1)), "attribute axes, which opset 18 made an input"},
+		{"Pad axes at 17", padAt(17), "uses input axes (opset 18)"},
+		{"Pad axes at 11", padAt(11), "uses input axes (opset 18)"},
+		{"Split num_outputs at 17", splitAt(17, []string{"x"}, 2, intAttr("num_outputs", 2)), "uses attribute num_outputs (opset 18)"},
+		{"Split num_outputs of another count", splitAt(18, []string{"x"}, 2, intAttr("num_outputs", 3)), "num_outputs 3 for a node of 2 outputs"},
+		{"Split num_outputs 0", splitAt(18, []string{"x"}, 1, intAttr("num_outputs", 0)), "num_outputs 0 for a node of 1 outputs"},
+		{"Split num_outputs and split", splitAt(18, []string{"x", "s"}, 2, intAttr("num_outputs", 2)), "both the input split and num_outputs"},
 		{"GreaterOrEqual at 11", withOpset(t, oneNode(t, "GreaterOrEqual", []int64{2, 3}, []*modelstore.Tensor{{DType: modelstore.Float, Shape: []int64{3}, Data: make([]byte, 12)}}), 11), "no such operator in the model's opset"},
 		{"Unsqueeze without axes at 11", withOpset(t, oneNode(t, "Unsqueeze", []int64{2, 3}, nil), 11), "uses no axes"},
 		{"Reshape allowzero", reshapeModel(t, 14, intAttr("allowzero", 1)), "uses allowzero 1 (opset 14)"},
@@ -304,8 +335,9 @@ func TestReviewedRefusals(t *testing.T) {
 }
 
 // Split refuses sizes of 0, sizes that do not sum to the dimension or do
-// not match its outputs, and equal parts of a dimension they do not
-// divide, before it allocates; none of them panics.
+// not match its outputs, equal parts of a dimension they do not divide,
+// and num_outputs parts (opset 18) that do not add up to it or outnumber
+// it, before it allocates; none of them panics.
 func TestSplitRefuses(t *testing.T) {
 	x := &modelstore.Tensor{DType: modelstore.Float, Shape: []int64{2, 6}, Data: make([]byte, 48)}
 	model := func(outs int, inputs ...string) []byte {
@@ -335,6 +367,22 @@ func TestSplitRefuses(t *testing.T) {
 		_, err := compileGo(t, model(c.outs, in...)).Run(context.Background(), feeds)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%d outputs, sizes %v: %v, want an error with %q", c.outs, c.sizes, err, c.want)
+		}
+	}
+	// Opset 18's num_outputs: parts of ceil(6 / outputs), the last the
+	// remainder, must add up to the dimension, as ONNX Runtime's must.
+	for _, c := range []struct {
+		outs int
+		want string
+	}{{4, "sizes summing to 8 of a dimension of 6"}, {5, "sizes summing to 10 of a dimension of 6"}, {7, "num_outputs 7 of a dimension of 6"}} {
+		n := node{op: "Split", opset: 18, in: []string{"x"}, inTypes: []gonnxproto.TensorProto_DataType{gonnxproto.TensorProto_FLOAT},
+			attrs: []*gonnxproto.AttributeProto{intAttr("axis", 1), intAttr("num_outputs", int64(c.outs))}}
+		for range c.outs {
+			n.out = append(n.out, gonnxproto.TensorProto_FLOAT)
+		}
+		_, err := compileGo(t, n.model(t)).Run(context.Background(), []*modelstore.Tensor{x})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("num_outputs %d: %v, want an error with %q", c.outs, err, c.want)
 		}
 	}
 }

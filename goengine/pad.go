@@ -14,9 +14,12 @@ import (
 var padTypes = []tensor.Dtype{tensor.Float32, tensor.Float64, tensor.Int8, tensor.Int32, tensor.Int64,
 	tensor.Uint8, tensor.Uint32, tensor.Uint64, tensor.Bool}
 
-// pad is Pad at opsets 11 to 17 (13 added BFLOAT16): x widened along each
-// axis by the INT64 input pads, 2 x rank of them, the begins then the
-// ends, as ONNX Runtime pads: a negative one crops. mode is constant (the
+// pad is Pad at opsets 11 to 18 (13 added BFLOAT16, 18 the input axes):
+// x widened along each axis by the INT64 input pads, 2 x rank of them, the
+// begins then the ends, as ONNX Runtime pads: a negative one crops. With
+// axes (INT32 or INT64, negative from the end), pads has 2 x len(axes)
+// and pads those axes only, a repeated one by its last pads, as ONNX
+// Runtime's (ONNX leaves it undefined). mode is constant (the
 // optional input constant_value, one element of x's type, 0 by default),
 // reflect (mirrored about the edge, which is not repeated) or edge (the
 // edge repeated); wrap is opset 19's. PyTorch exports ZeroPad2d,
@@ -46,9 +49,9 @@ func (o *pad) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	return ops.ValidateInputs(o, in)
 }
 func (*pad) GetMinInputs() int { return 2 }
-func (*pad) GetMaxInputs() int { return 3 }
+func (*pad) GetMaxInputs() int { return 4 }
 func (*pad) GetInputTypeConstraints() [][]tensor.Dtype {
-	return [][]tensor.Dtype{padTypes, {tensor.Int64}, padTypes}
+	return [][]tensor.Dtype{padTypes, {tensor.Int64}, padTypes, {tensor.Int32, tensor.Int64}}
 }
 func (*pad) String() string { return "pad operator" }
 
@@ -58,9 +61,9 @@ func (o *pad) outputElems(in []tensor.Tensor) int64 {
 	if len(in) < 2 || in[0] == nil || in[1] == nil {
 		return 0
 	}
-	p, ok := flat(in[1]).([]int64)
 	s := in[0].Shape()
-	if !ok || len(p) != 2*len(s) {
+	p, err := padsOf(in, len(s))
+	if err != nil {
 		return 0
 	}
 	n := int64(1)
@@ -88,12 +91,9 @@ func (o *pad) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	}
 	shape := x.Shape().Clone()
 	r := len(shape)
-	// Pads of shape [2r] or [1, 2r], as ONNX Runtime takes them: [2, r]
-	// has the count but is no list of pads.
-	ps := in[1].Shape()
-	p, ok := flat(in[1]).([]int64)
-	if !ok || len(p) != 2*r || len(ps) > 2 || len(ps) == 2 && ps[0] != 1 {
-		return nil, ops.ErrInvalidInput(fmt.Sprintf("pads of shape %v for an input of rank %d, where it takes %d", in[1].Shape(), r, 2*r), o)
+	p, err := padsOf(in, r)
+	if err != nil {
+		return nil, ops.ErrInvalidInput(err.Error(), o)
 	}
 	outShape := make([]int, r)
 	for i, d := range shape {
@@ -145,6 +145,37 @@ func (o *pad) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 		return nil, ops.ErrInvalidInputType(0, x.Dtype().Name(), o)
 	}
 	return []tensor.Tensor{tensor.New(tensor.WithShape(outShape...), tensor.WithBacking(backing))}, nil
+}
+
+// padsOf is Pad's pads for each of the r axes of its input, the begins
+// then the ends: its input pads, of shape [2n] or [1, 2n] as ONNX Runtime
+// takes them ([2, n] has the count but is no list of pads), n r or, with
+// the input axes (1-D, each in [-r, r)), the number of axes.
+func padsOf(in []tensor.Tensor, r int) ([]int64, error) {
+	ps := in[1].Shape()
+	p, ok := flat(in[1]).([]int64)
+	if len(in) < 4 || in[3] == nil {
+		if !ok || len(p) != 2*r || len(ps) > 2 || len(ps) == 2 && ps[0] != 1 {
+			return nil, fmt.Errorf("pads of shape %v for an input of rank %d, where it takes %d", ps, r, 2*r)
+		}
+		return p, nil
+	}
+	axes := numbers(in[3])
+	if len(in[3].Shape()) != 1 || axes == nil {
+		return nil, fmt.Errorf("axes of shape %v, where it takes a list", in[3].Shape())
+	}
+	if !ok || len(p) != 2*len(axes) || len(ps) > 2 || len(ps) == 2 && ps[0] != 1 {
+		return nil, fmt.Errorf("pads of shape %v for %d axes, where it takes %d", ps, len(axes), 2*len(axes))
+	}
+	all := make([]int64, 2*r)
+	for i, a := range axes {
+		if a < float64(-r) || a >= float64(r) {
+			return nil, fmt.Errorf("axis %v of an input of rank %d", a, r)
+		}
+		k := (int(a) + r) % r
+		all[k], all[k+r] = p[i], p[i+len(axes)]
+	}
+	return all, nil
 }
 
 // padIndex is the index along an axis of d elements that position j

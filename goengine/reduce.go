@@ -1,6 +1,7 @@
 package goengine
 
 import (
+	"fmt"
 	"math"
 	"slices"
 
@@ -9,19 +10,17 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// reduce is ReduceSum (opset 13: the axes an optional INT64 input, and
-// noop_with_empty_axes; older nodes' axes attribute is rewritten into
-// the input, axesToInput), ReduceMax and ReduceMin (the axes an
-// attribute up to opset 17): over the axes (every axis when there are
-// none), keepdims 1 by default. The types are ONNX Runtime's CPU
-// provider's: ReduceSum FLOAT, DOUBLE, INT32 and INT64, summed as
-// sumOver does (an integer sum wraps around, as ONNX Runtime's); ReduceMax
-// and ReduceMin those and INT8 and UINT8.
+// reduce is ReduceSum (its opset 13), ReduceMax, ReduceMin and ReduceMean
+// (their opset 18): over the axes, an optional INT64 input (every axis when
+// there are none, or none with noop_with_empty_axes), keepdims 1 by
+// default. Older nodes' axes attribute is rewritten into the input
+// (axesToInput). The types are ONNX Runtime's CPU provider's: ReduceSum
+// and ReduceMean FLOAT, DOUBLE, INT32 and INT64, summed as sumOver does
+// (an integer sum wraps around, as ONNX Runtime's, and an integer mean
+// truncates); ReduceMax and ReduceMin those and INT8 and UINT8.
 type reduce struct {
-	op        string // "sum", "max" or "min"
+	op        string // "sum", "max", "min" or "mean"
 	types     []tensor.Dtype
-	axesInput bool
-	axes      []int
 	keepDims  bool
 	noopEmpty bool
 }
@@ -31,22 +30,18 @@ var (
 	extremeType = []tensor.Dtype{tensor.Float32, tensor.Float64, tensor.Int32, tensor.Int64, tensor.Int8, tensor.Uint8}
 )
 
-func newReduce(op string, types []tensor.Dtype, axesInput bool) func() (ops.Operator, error) {
+func newReduce(op string, types []tensor.Dtype) func() (ops.Operator, error) {
 	return func() (ops.Operator, error) {
-		return &reduce{op: op, types: types, axesInput: axesInput, keepDims: true}, nil
+		return &reduce{op: op, types: types, keepDims: true}, nil
 	}
 }
 
 func (o *reduce) Init(n *gonnxproto.NodeProto) error {
 	for _, a := range n.GetAttribute() {
-		switch {
-		case a.GetName() == "axes" && !o.axesInput:
-			for _, v := range a.GetInts() {
-				o.axes = append(o.axes, int(v))
-			}
-		case a.GetName() == "keepdims":
+		switch a.GetName() {
+		case "keepdims":
 			o.keepDims = a.GetI() != 0
-		case a.GetName() == "noop_with_empty_axes" && o.axesInput:
+		case "noop_with_empty_axes":
 			o.noopEmpty = a.GetI() != 0
 		default:
 			return ops.ErrUnsupportedAttribute(a.GetName(), o)
@@ -59,12 +54,7 @@ func (o *reduce) ValidateInputs(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	return ops.ValidateInputs(o, in)
 }
 func (*reduce) GetMinInputs() int { return 1 }
-func (o *reduce) GetMaxInputs() int {
-	if o.axesInput {
-		return 2
-	}
-	return 1
-}
+func (*reduce) GetMaxInputs() int { return 2 }
 func (o *reduce) GetInputTypeConstraints() [][]tensor.Dtype {
 	return [][]tensor.Dtype{o.types, {tensor.Int64}}
 }
@@ -72,9 +62,8 @@ func (o *reduce) String() string { return "reduce" + o.op + " operator" }
 
 func (o *reduce) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	x := dense(in[0])
-	axes := o.axes
+	var axes []int
 	if len(in) > 1 && in[1] != nil {
-		axes = nil
 		for _, v := range numbers(in[1]) {
 			axes = append(axes, int(max(min(v, math.MaxInt32), math.MinInt32)))
 		}
@@ -90,20 +79,31 @@ func (o *reduce) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	count := 1 // the elements each output element reduces
+	for i, d := range shape {
+		if reduced[i] {
+			count *= d
+		}
+	}
+	// The guard refuses empty tensors before any operator runs; a count
+	// of 0 here, or past INT32's range, would divide an integer by 0.
+	if o.op == "mean" && (count < 1 || x.Dtype() == tensor.Int32 && count > math.MaxInt32) {
+		return nil, ops.ErrInvalidInput(fmt.Sprintf("a mean over %d elements", count), o)
+	}
 	var backing any
 	switch v := flat(x).(type) {
 	case []float32:
-		backing = reduceAs(o, v, shape, outShape)
+		backing = reduceAs(o, v, shape, outShape, count)
 	case []float64:
-		backing = reduceAs(o, v, shape, outShape)
+		backing = reduceAs(o, v, shape, outShape, count)
 	case []int32:
-		backing = reduceAs(o, v, shape, outShape)
+		backing = reduceAs(o, v, shape, outShape, count)
 	case []int64:
-		backing = reduceAs(o, v, shape, outShape)
+		backing = reduceAs(o, v, shape, outShape, count)
 	case []int8:
-		backing = reduceAs(o, v, shape, outShape)
+		backing = reduceAs(o, v, shape, outShape, count)
 	case []uint8:
-		backing = reduceAs(o, v, shape, outShape)
+		backing = reduceAs(o, v, shape, outShape, count)
 	}
 	if backing == nil {
 		return nil, ops.ErrInvalidInputType(0, x.Dtype().Name(), o)
@@ -117,11 +117,24 @@ func (o *reduce) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	return []tensor.Tensor{tensor.New(tensor.WithShape(outShape...), tensor.WithBacking(backing))}, nil
 }
 
-// reduceAs is o's reduction of x (of shape) to outShape, nil for a sum
-// of a type it does not take.
-func reduceAs[T int8 | uint8 | int32 | int64 | float32 | float64](o *reduce, x []T, shape, outShape []int) any {
-	if o.op != "sum" {
+// reduceAs is o's reduction of x (of shape) to outShape, count elements
+// each, nil for a sum or mean of a type it does not take.
+func reduceAs[T int8 | uint8 | int32 | int64 | float32 | float64](o *reduce, x []T, shape, outShape []int, count int) any {
+	switch o.op {
+	case "max", "min":
 		return extremeOver(x, shape, outShape, o.op == "max")
+	case "mean":
+		switch v := any(x).(type) {
+		case []float32:
+			return meanOver(v, shape, outShape, count)
+		case []float64:
+			return meanOver(v, shape, outShape, count)
+		case []int32:
+			return intMeanOver(v, shape, outShape, count)
+		case []int64:
+			return intMeanOver(v, shape, outShape, count)
+		}
+		return nil
 	}
 	switch v := any(x).(type) {
 	case []float32:

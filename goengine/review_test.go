@@ -1206,6 +1206,8 @@ func TestNegIntegerMeanInt8Pool(t *testing.T) {
 		{"ReduceMean", []*gonnxproto.AttributeProto{ints("axes", 1), intAttr("keepdims", 0)}, I32,
 			le(modelstore.Int32, []int64{2, 3}, math.MaxInt32, math.MaxInt32, 2, -7, 1, -1), le(modelstore.Int32, []int64{2}, 0, -2)},
 		{"ReduceMean", nil, I32, le(modelstore.Int32, []int64{2, 2}, 1, 2, 3, 5), le(modelstore.Int32, []int64{1, 1}, 2)},
+		// Every axis, keepdims 0: a scalar, as ONNX defines it (it was [1]).
+		{"ReduceMean", []*gonnxproto.AttributeProto{intAttr("keepdims", 0)}, I32, le(modelstore.Int32, []int64{2, 2}, 1, 2, 3, 5), le(modelstore.Int32, []int64{}, 2)},
 		{"MaxPool", []*gonnxproto.AttributeProto{ints("kernel_shape", 2, 2), ints("pads", 1, 1, 1, 1)}, I8,
 			le(modelstore.Int8, []int64{1, 1, 2, 2}, -128, -100, -3, -4),
 			le(modelstore.Int8, []int64{1, 1, 3, 3}, -128, -100, -100, -3, -3, -4, -3, -3, -4)},
@@ -1226,7 +1228,7 @@ func TestNegIntegerMeanInt8Pool(t *testing.T) {
 		!strings.Contains(err.Error(), "does not run empty tensors") {
 		t.Errorf("an empty INT64 ReduceMean: %v", err)
 	}
-	rm := &reduceMean{keepDims: true}
+	rm := &reduce{op: "mean", types: sumTypes, keepDims: true}
 	if _, err := rm.Apply([]tensor.Tensor{tensor.New(tensor.WithShape(2, 0), tensor.Of(tensor.Int64))}); err == nil ||
 		!strings.Contains(err.Error(), "a mean over 0 elements") {
 		t.Errorf("ReduceMean's Apply over an empty axis: %v", err)

@@ -3,6 +3,7 @@
 package goengine
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand"
@@ -202,7 +203,9 @@ func TestAveragePoolMatchesONNXRuntime(t *testing.T) {
 // Pad of each type ONNX Runtime has it for gives its outputs byte for
 // byte in each mode, with pads that widen, crop (negative) or leave an
 // axis, a constant_value given or not, at opsets 11 (BOOL from 13, as
-// ONNX Runtime has it) to 17.
+// ONNX Runtime has it) to 18; at 18 with its input axes too (INT64 and
+// INT32, negative, in any order, a repeated one taking its last pads, as
+// ONNX Runtime's), constant or fed at the run.
 func TestPadMatchesONNXRuntime(t *testing.T) {
 	requireORT(t)
 	r := rand.New(rand.NewSource(45))
@@ -212,7 +215,7 @@ func TestPadMatchesONNXRuntime(t *testing.T) {
 		if ty.dt == modelstore.Int16 || ty.dt == modelstore.Uint16 {
 			continue
 		}
-		for _, v := range []int64{11, 12, 13, 17} {
+		for _, v := range []int64{11, 12, 13, 17, 18} {
 			if ty.dt == modelstore.Bool && v < 13 {
 				continue
 			}
@@ -248,6 +251,46 @@ func TestPadMatchesONNXRuntime(t *testing.T) {
 						likeORT(t, fmt.Sprint("Pad ", ty.dt, " opset ", v, " mode ", mode, " pads ", pads, " value ", withValue), n, feeds...)
 					}
 				}
+			}
+		}
+		x := valuesOf(r, ty, true, 2, 3, 4)
+		if ty.dt == modelstore.Bool {
+			x = &modelstore.Tensor{DType: modelstore.Bool, Shape: []int64{2, 3, 4}, Data: make([]byte, 24)}
+			for i := range x.Data {
+				x.Data[i] = byte(r.Intn(2))
+			}
+		}
+		for _, mode := range []string{"constant", "reflect", "edge"} {
+			for _, c := range []struct {
+				axes, pads []int64
+				i32, fed   bool // axes INT32; pads and axes graph inputs
+			}{
+				{[]int64{1}, []int64{1, 2}, false, false},
+				{[]int64{-1, 0}, []int64{2, 0, 1, 1}, true, false},
+				{[]int64{2, 2}, []int64{1, 3, 0, 1}, false, false},
+				{[]int64{0, 2, 1}, []int64{1, -1, 0, 0, 2, 1}, true, false},
+				{[]int64{-2}, []int64{1, -1}, false, true},
+				{[]int64{2, 0}, []int64{3, 0, 1, 1}, true, true},
+			} {
+				axesType, axes := gonnxproto.TensorProto_INT64, int64s(c.axes...)
+				if c.i32 {
+					axesType, axes = gonnxproto.TensorProto_INT32, &modelstore.Tensor{DType: modelstore.Int32, Shape: []int64{int64(len(c.axes))}}
+					for _, a := range c.axes {
+						axes.Data = binary.LittleEndian.AppendUint32(axes.Data, uint32(int32(a)))
+					}
+				}
+				n := node{op: "Pad", opset: 18, in: []string{"x", "pads", "", "axes"}, inTypes: []gonnxproto.TensorProto_DataType{ty.elem},
+					attrs: []*gonnxproto.AttributeProto{{Name: "mode", Type: gonnxproto.AttributeProto_STRING, S: []byte(mode)}},
+					out:   []gonnxproto.TensorProto_DataType{ty.elem}}
+				feeds := []*modelstore.Tensor{x}
+				if c.fed {
+					n.inTypes = append(n.inTypes, gonnxproto.TensorProto_INT64, axesType)
+					feeds = append(feeds, int64s(c.pads...), axes)
+				} else {
+					n.inits = []*gonnxproto.TensorProto{{Name: "pads", DataType: int32(gonnxproto.TensorProto_INT64), Dims: []int64{int64(len(c.pads))}, Int64Data: c.pads},
+						{Name: "axes", DataType: int32(axesType), Dims: axes.Shape, RawData: axes.Data}}
+				}
+				likeORT(t, fmt.Sprint("Pad ", ty.dt, " opset 18 mode ", mode, " ", c), n, feeds...)
 			}
 		}
 	}

@@ -49,6 +49,9 @@ Redis-test models (OUTDIR):
                         layers (4-head self-attention, 1024-wide Relu FFN,
                         residuals, mean/variance norms); about 0.4 GFLOP a
                         run, a heavy model for bench/loop
+  opset18.onnx          x FLOAT [N,4,6,5] -> y FLOAT [N,328] at opset 18: Pad with
+                        its input axes, ReduceMean/Max/Min with their axes an
+                        input, Split with num_outputs (numpy's reference)
   <name>_ref.npz        reference inputs/outputs for linear, mlp (and cnn),
                         arrays named after the model's inputs and outputs
   reference.json        the same, as {model: {"inputs": {name: {"dtype",
@@ -736,19 +739,95 @@ def decoder_model_and_reference(opset):
     return model, ({"x": x}, {"y": y})
 
 
+def opset18_model_and_reference():
+    """x FLOAT [N, 4, 6, 5] -> y FLOAT [N, 328] at opset 18, written with
+    onnx.helper (this onnx knows opsets to 17, and PyTorch 1.13 exports to
+    17; PyTorch 2's dynamo exporter writes 18), with the operators whose
+    version 18 changed: a reflect Pad of two axes named by its input axes;
+    ReduceMean, ReduceMax and ReduceMin with their axes an input (an
+    initializer, and a Constant node as exporters write them), keepdims 0
+    and 1, and a ReduceMax of no axes with noop_with_empty_axes 1 (its
+    input); a Split into num_outputs 3 uneven parts, and one by its input
+    split. The reference is numpy's."""
+    i64 = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)
+    inits = [i64("pads", [1, 2, 0, 1]), i64("pad_axes", [2, -1]), i64("hw", [2, 3]), i64("last", [-1]),
+             i64("ch", [1]), i64("rows", [5, 2])]
+    nodes = [
+        helper.make_node("Pad", ["x", "pads", "", "pad_axes"], ["p"], mode="reflect"),  # [N, 4, 7, 8]
+        helper.make_node("ReduceMean", ["p", "hw"], ["m"]),
+        helper.make_node("Sub", ["p", "m"], ["c"]),
+        helper.make_node("Constant", [], ["one"], value=helper.make_tensor("one", TensorProto.INT64, [1], [1])),
+        helper.make_node("ReduceMax", ["c", "one"], ["mx"], keepdims=0),  # [N, 7, 8]
+        helper.make_node("ReduceMin", ["c", "last"], ["mn"], name="rmin"),  # [N, 4, 7, 1]
+        helper.make_node("ReduceMax", ["c"], ["same"], noop_with_empty_axes=1),
+        helper.make_node("Split", ["same"], ["s0", "s1", "s2"], axis=3, num_outputs=3),  # 3, 3, 2
+        helper.make_node("Split", ["c", "rows"], ["t0", "t1"], axis=2),  # 5, 2
+        helper.make_node("Mul", ["s0", "s1"], ["prod"]),
+        helper.make_node("ReduceMean", ["t0", "ch"], ["tm"], keepdims=0),  # [N, 5, 8]
+    ]
+    parts = ["mx", "mn", "prod", "s2", "t1", "tm"]
+    for name in parts:
+        nodes.append(helper.make_node("Flatten", [name], [name + "_flat"]))
+    nodes.append(helper.make_node("Concat", [n + "_flat" for n in parts], ["y"], axis=1))
+    graph = helper.make_graph(nodes, "opset18", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 6, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 328])], inits)
+    model = make_model(graph, opset=18)
+
+    x = np.random.default_rng(18).standard_normal((3, 4, 6, 5)).astype(np.float32)
+    p = np.pad(x, ((0, 0), (0, 0), (1, 0), (2, 1)), mode="reflect")
+    c = p - p.mean(axis=(2, 3), keepdims=True)
+    s0, s1, s2 = c[..., :3], c[..., 3:6], c[..., 6:]
+    flat = lambda a: a.reshape(a.shape[0], -1)
+    y = np.concatenate([flat(c.max(axis=1)), flat(c.min(axis=-1, keepdims=True)), flat(s0 * s1), flat(s2),
+                        flat(c[:, :, 5:]), flat(c[:, :, :5].mean(axis=1))], axis=1).astype(np.float32)
+    return model, ({"x": x}, {"y": y})
+
+
+# Opset 18 (ONNX 1.13), for an onnx package that stops at opset 17 (Debian
+# 12's python3-onnx is 1.12): the operators that have a version 18 (onnx's
+# onnx/defs/operator_sets.h, OpSet_Onnx_ver18), and the attributes version
+# 18 added to those of them goengine runs (the Reduce operators took
+# noop_with_empty_axes with their axes input, Split num_outputs; Pad's
+# change is its input axes). With an onnx that knows opset 18,
+# onnx_versions() checks these against its schemas instead.
+OPSET18_OPERATORS = [
+    "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor", "CenterCropPad", "Col2Im", "GroupNormalization",
+    "LpPool", "Mish", "OptionalGetElement", "OptionalHasElement", "Pad", "ReduceL1", "ReduceL2", "ReduceLogSum",
+    "ReduceLogSumExp", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSumSquare", "Resize",
+    "ScatterElements", "ScatterND", "Split",
+]
+OPSET18_ATTRIBUTES = {
+    "ReduceMax": {"noop_with_empty_axes": "INT"},
+    "ReduceMean": {"noop_with_empty_axes": "INT"},
+    "ReduceMin": {"noop_with_empty_axes": "INT"},
+    "Split": {"num_outputs": "INT"},
+}
+
+
 def onnx_versions():
-    """Every default-domain operator's versions up to the newest opset this
-    onnx knows, and the types of its attributes over them, as JSON:
-    goengine checks its table of later versions (opsets.go) and of
-    attribute types (attrs.go) against it."""
+    """Every default-domain operator's versions up to opset 18, and the
+    types of its attributes over them, as JSON: goengine checks its table
+    of later versions (opsets.go) and of attribute types (attrs.go) against
+    it. They are the onnx package's schemas, and, where it predates opset
+    18, OPSET18_OPERATORS and OPSET18_ATTRIBUTES."""
     out, attrs = {}, {}
     for schema in onnx.defs.get_all_schemas_with_history():
-        if schema.domain in ("", "ai.onnx"):
+        if schema.domain in ("", "ai.onnx") and schema.since_version <= 18:
             out.setdefault(schema.name, []).append(schema.since_version)
             for name, a in schema.attributes.items():
                 attrs.setdefault(schema.name, {})[name] = onnx.AttributeProto.AttributeType.Name(a.type)
+    if onnx.defs.onnx_opset_version() >= 18:
+        known = sorted(k for k, v in out.items() if 18 in v)
+        assert known == OPSET18_OPERATORS, "opset 18's operators: onnx has %s" % known
+        for op, want in OPSET18_ATTRIBUTES.items():
+            assert want.items() <= attrs[op].items(), "%s at 18: onnx has %s" % (op, attrs[op])
+    else:
+        for op in OPSET18_OPERATORS:
+            out.setdefault(op, []).append(18)
+        for op, extra in OPSET18_ATTRIBUTES.items():
+            attrs[op].update(extra)
     doc = {
-        "max_opset": onnx.defs.onnx_opset_version(),
+        "max_opset": 18,
         "versions": {k: sorted(v) for k, v in sorted(out.items())},
         "attributes": {k: dict(sorted(v.items())) for k, v in sorted(attrs.items())},
     }
@@ -808,6 +887,9 @@ def write_redis_models(outdir):
         if d is not None:
             save(d[0], outdir, "decoder%d.onnx" % opset)
             refs["decoder%d" % opset] = d[1]
+    o18 = opset18_model_and_reference()
+    save(o18[0], outdir, "opset18.onnx", check=False)  # this onnx knows opsets to 17
+    refs["opset18"] = o18[1]
     save_refs(outdir, refs)
 
 
