@@ -436,13 +436,60 @@ class GoEngineTest(unittest.TestCase):
         self.assertTrue(r.ping())
 
     def test_other_opset_refused(self):
-        for v in (10, 18):
+        for v in (10, 19):
             m = onnx.load_from_string(model_bytes("linear.onnx"))
             m.opset_import[0].version = v
             with self.assertRaises(Exception) as cm:
                 self.g.execute_command("AI.MODELSTORE", "m", "ONNX", "CPU", "BLOB", m.SerializeToString())
-            self.assertEqual(str(cm.exception), "pure-Go engine: the model imports ONNX opset %d; this engine runs opsets 11 to 17" % v)
+            self.assertEqual(str(cm.exception), "pure-Go engine: the model imports ONNX opset %d; this engine runs opsets 11 to 18" % v)
         self.assertTrue(self.g.ping())
+
+    def test_opset18_model_gives_onnxruntimes_outputs(self):
+        """Opset 18, which PyTorch 2's dynamo exporter and onnx's version
+        converter write, changed operators the engine runs: Pad took an
+        input axes, ReduceMean, ReduceMax and ReduceMin their axes as an
+        input (with noop_with_empty_axes), Split num_outputs. opset18.onnx
+        (gen_models.py) uses each, and gives ONNX Runtime's outputs (and
+        numpy's) in the cgo-free build and the usual build's pure-Go
+        engine, which refused it ("this engine runs opsets 11 to 17").
+        What opset 18 dropped, a Reduce operator's axes attribute, is
+        refused by both engines, naming it."""
+        data = model_bytes("opset18.onnx")
+        model = onnx.load_from_string(data)
+        self.assertEqual([(o.domain, o.version) for o in model.opset_import], [("", 18)])
+        ops = {n.op_type for n in model.graph.node}
+        self.assertLessEqual({"Pad", "ReduceMean", "ReduceMax", "ReduceMin", "Split"}, ops)
+        x, y = reference("opset18")
+        rng = np.random.default_rng(18)
+        for r in (self.o, self.g, self.gi):
+            self.assertEqual(r.execute_command("AI.MODELSTORE", "m18", "ONNX", "CPU", "BLOB", data), b"OK")
+        for batch in (x, rng.standard_normal((1, 4, 6, 5)).astype(np.float32)):
+            outs = []
+            for r in (self.o, self.g, self.gi):
+                tset(r, "x", batch)
+                self.assertEqual(execute(r, "m18", ["x"], ["y"]), b"OK")
+                outs.append(tget(r, "y"))
+            self.assertEqual(outs[0].shape, (len(batch), 328))
+            for got in outs[1:]:
+                self.assertEqual(got.shape, outs[0].shape)
+                np.testing.assert_allclose(got, outs[0], rtol=1e-4, atol=1e-5)
+            if batch is x:
+                for got in outs:
+                    np.testing.assert_allclose(got, y, rtol=1e-4, atol=1e-5)
+
+        # An axes attribute at opset 18 (where it is an input): both refuse it.
+        node = next(n for n in model.graph.node if n.op_type == "ReduceMin")
+        del node.input[1:]
+        node.attribute.append(helper.make_attribute("axes", [-1]))
+        bad = model.SerializeToString()
+        for r in (self.g, self.gi, self.o):
+            with self.assertRaises(redis.ResponseError) as cm:
+                r.execute_command("AI.MODELSTORE", "bad", "ONNX", "CPU", "BLOB", bad)
+            self.assertIn("axes", str(cm.exception))
+            if r is not self.o:
+                self.assertEqual(str(cm.exception), 'pure-Go engine: node "rmin" (ReduceMin): attribute axes, which opset 18 made an input')
+            self.assertEqual(r.exists("bad"), 0)
+            self.assertTrue(r.ping())
 
     def test_pytorch_models_give_torchs_outputs(self):
         """torch.onnx.export's default opset since PyTorch 2.0 is 17, and
