@@ -10,6 +10,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -531,18 +532,35 @@ func (p *peer) do(args ...string) error {
 	return p.reply()
 }
 
+// maxPeerLine bounds a reply line from the target: +OK, or an error of a
+// line. Whatever listens at the address the topology names answers here,
+// so its reply is read with a bound, and taken apart without trusting it.
+const maxPeerLine = 64 << 10
+
+// reply reads the target's reply: nil for +OK, else its error line, or
+// an error saying what came instead.
 func (p *peer) reply() error {
-	line, err := p.rd.ReadString('\n')
-	if err != nil {
-		return err
+	var line []byte
+	for {
+		frag, err := p.rd.ReadSlice('\n')
+		line = append(line, frag...)
+		if err == nil {
+			break
+		}
+		if err != bufio.ErrBufferFull {
+			return err
+		}
+		if len(line) > maxPeerLine {
+			return fmt.Errorf("the target's reply passes %d bytes without a line end", maxPeerLine)
+		}
 	}
-	if len(line) > 0 && line[0] == '-' {
-		return errors.New(line[1 : len(line)-2])
+	if string(line) == "+OK\r\n" {
+		return nil
 	}
-	if line != "+OK\r\n" {
-		return fmt.Errorf("unexpected reply %q", line)
+	if msg := strings.TrimRight(string(line), "\r\n"); len(msg) > 1 && msg[0] == '-' {
+		return errors.New(msg[1:])
 	}
-	return nil
+	return fmt.Errorf("the target's reply %q is neither +OK nor an error", line)
 }
 
 // restore sends keys as one CLUSTERX RESTORE slot <snapshot of them>,

@@ -1,8 +1,10 @@
 package commands
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -223,5 +225,68 @@ func TestPeerAuth(t *testing.T) {
 			t.Errorf("masteruser %q masterauth %q requirepass %q: %q as %s, want %q as %s",
 				c.user, c.auth, c.requirepass, got, as, c.want, c.as)
 		}
+	}
+}
+
+// countingConn counts the bytes read through it.
+type countingConn struct {
+	net.Conn
+	n int64
+}
+
+func (c *countingConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.n += int64(n)
+	return n, err
+}
+
+// A migration's source reads its target's replies as lines of a bounded
+// length, and any line that is not +OK is the target's refusal: a target
+// (whatever listens at the address the topology names) that answered
+// "-\n" panicked the migration's goroutine, which ended the process, and
+// one that sent bytes without a line end had them all buffered until the
+// deadline, 30 s at the wire's speed.
+func TestPeerReplyFromAHostileTarget(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		sent []byte
+		want string
+	}{
+		{"+OK", []byte("+OK\r\n"), ""},
+		{"an error", []byte("-ERR no\r\n"), "ERR no"},
+		{"an error without its CR", []byte("-ERR no\n"), "ERR no"},
+		{"a lone minus", []byte("-\n"), "neither +OK nor an error"},
+		{"a minus and CR", []byte("-\r\n"), "neither +OK nor an error"},
+		{"another reply", []byte(":1\r\n"), "neither +OK nor an error"},
+		{"no line end", bytes.Repeat([]byte("A"), 8<<20), "without a line end"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src, dst := net.Pipe()
+			defer src.Close()
+			go func() {
+				dst.Write(c.sent)
+				dst.Close()
+			}()
+			cc := &countingConn{Conn: src}
+			p := &peer{conn: cc, rd: bufio.NewReader(cc)}
+			var err error
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Fatalf("reply of %q panicked: %v", c.sent[:min(len(c.sent), 16)], r)
+					}
+				}()
+				err = p.reply()
+			}()
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("reply: %v", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("reply: %v, want an error with %q", err, c.want)
+			}
+			if cc.n > 2*maxPeerLine {
+				t.Errorf("read %d bytes of a reply, more than a line's bound of %d", cc.n, maxPeerLine)
+			}
+		})
 	}
 }

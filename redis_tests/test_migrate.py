@@ -487,6 +487,32 @@ class TestMigrate(unittest.TestCase):
         self.assertEqual(rc.execute_command("AI.TENSORGET", "{b}x", "VALUES"), [b"1"])
         self.assertEqual(stranger.cmd("DBSIZE"), 0)
 
+    def test_a_target_that_answers_a_lone_minus_fails_the_migration_not_the_source(self):
+        # Node 1's address in the topology is whatever listens there: here
+        # a plain TCP listener that answers the source's first command with
+        # "-\n". The source took that apart as line[1:len(line)-2], a
+        # panic in the migration's goroutine that ended the process.
+        fake = socket.socket()
+        fake.bind(("127.0.0.1", 0))
+        fake.listen(1)
+        self.addCleanup(fake.close)
+        ports = [n.port for n in self.nodes]
+        ports[1] = fake.getsockname()[1]
+        push_ports(self.nodes, ports, RANGES, 2)
+        src = self.nodes[0]
+        self.assertEqual(src.cmd("AI.TENSORSET", "{b}x", "FLOAT", 1, "VALUES", 1), "OK")
+        self.assertEqual(src.cmd("clusterx", "migrate", "3300", IDS[1]), "OK")
+        fake.settimeout(10)
+        conn, _ = fake.accept()
+        conn.settimeout(10)
+        self.assertTrue(conn.recv(65536))
+        conn.sendall(b"-\n")
+        poll(lambda: info(src)["migrating_state"] == "fail", timeout=10, what="the migration's failure")
+        conn.close()
+        self.assertEqual(src.cmd("PING"), "PONG")
+        self.assertEqual(src.cmd("AI.TENSORGET", "{b}x", "VALUES"), [b"1"])
+        self.assertIn("neither +OK nor an error", src.stderr())
+
 
 class TestMigrateWithUsers(unittest.TestCase):
     """Nodes with users and no requirepass: a migrating source
