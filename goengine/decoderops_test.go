@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	gonnxproto "github.com/advancedclimatesystems/gonnx/onnx"
 
@@ -137,5 +138,38 @@ func TestCumSumRefuses(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("x %v axis %v: %v, want an error with %q", c.x.Shape, c.axis.Shape, err, c.want)
 		}
+	}
+}
+
+// A ConvTranspose whose every input plane is one element does a tap, a
+// row and a multiply-add for each pair of channels: counted as the
+// multiply-add alone, [300, 300, 1] by [300, 300, 1] (2.7e7 of them) was
+// let run with 50 ms left and took about 0.45 s here, nine times the
+// deadline where workFactor allows four. Counted with its taps and rows
+// (tapWork, rowWork), it is refused at once; given the time, it runs.
+func TestConvTransposeWorkCountsTaps(t *testing.T) {
+	workRate() // measured now, not inside the run
+	m := oneNode(t, "ConvTranspose", []int64{300, 300, 1}, []*modelstore.Tensor{floatT(300, 300, 1)})
+	s, err := Engine{}.Compile(modelstore.ModelSource{Data: m}, modelstore.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	run := func(left time.Duration) (time.Duration, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), left)
+		defer cancel()
+		start := time.Now()
+		_, err := s.Run(ctx, []*modelstore.Tensor{floatT(300, 300, 1)})
+		return time.Since(start), err
+	}
+	took, err := run(50 * time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "ConvTranspose would do") {
+		t.Fatalf("with 50 ms left: %v after %v, want the work refused", err, took)
+	}
+	if took > 50*time.Millisecond {
+		t.Errorf("refused after %v: it should not have started", took)
+	}
+	if took, err := run(time.Minute); err != nil {
+		t.Errorf("with a minute left: %v after %v", err, took)
 	}
 }

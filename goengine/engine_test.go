@@ -332,7 +332,11 @@ func TestWorkBound(t *testing.T) {
 		{"Gemm", nil, []tensor.Tensor{f32(100, 20), f32(20, 50)}, 100 * 20 * 50},
 		{"Conv", conv, []tensor.Tensor{f32(1, 2, 10, 10), f32(8, 2, 3, 3)}, 8 * 111 * 111 * 2 * 9}, // spatialElems: (size + pads) / stride + 1, the kernel left out
 		// Each input element times its group's kernels.
-		{"ConvTranspose", &convTranspose{group: 1}, []tensor.Tensor{f32(1, 2, 100, 100), f32(2, 4, 3, 3)}, 2 * 100 * 100 * 4 * 9},
+		// Each input plane meets each tap of its group's kernels: the
+		// tap's cost, and at most its rows' and its elements'.
+		{"ConvTranspose", &convTranspose{group: 1}, []tensor.Tensor{f32(1, 2, 100, 100), f32(2, 4, 3, 3)}, 2 * 4 * 9 * (tapWork + 100*rowWork + 100*100)},
+		// One element a plane: 8000 multiply-adds, each a tap and a row.
+		{"ConvTranspose", &convTranspose{group: 1}, []tensor.Tensor{f32(20, 20, 1), f32(20, 20, 1)}, 20 * 20 * 20 * (tapWork + rowWork + 1)},
 		{"LSTM", nil, []tensor.Tensor{f32(5, 2, 10), f32(1, 64, 10), f32(1, 64, 16)}, 5*2*(640+1024) + 5*stepWork["LSTM"]},
 		{"Relu", nil, []tensor.Tensor{f32(1000, 1000)}, 0},
 	} {

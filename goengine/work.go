@@ -2,6 +2,7 @@ package goengine
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -50,6 +51,24 @@ var stepWork = map[string]int64{"RNN": 5e4, "GRU": 2e5, "LSTM": 2.5e5}
 // (100,000 batches of 1x1 and 4x4 matrices, best of 3, in 3 runs): 1.5 to
 // 2.1 us a batch, at least 9.2e3 multiply-adds; rounded down.
 const batchWork = 8e3
+
+// tapWork and rowWork are what ConvTranspose costs beyond its
+// multiply-adds (convtranspose.go), counted in multiply-adds at the
+// convolution's rate: for each kernel tap of each pair of input and
+// output channels, scatter works out which input positions land inside
+// the output (a division an axis), and for each row of those it works
+// out their offsets. Counted by its multiply-adds alone, a ConvTranspose
+// of [100, 100, 1] by [100, 100, 1] (one tap, one row and one
+// multiply-add a pair) took 16 to 34 times what they counted for, so a
+// run overran its deadline by that much times workFactor. Measured here
+// (best rates 9.8e8 a second): 16 to 17 multiply-adds a pair of that
+// one, 7 to 10 a tap that lands nowhere ([1, 10, 1] by [10, 10, 1000],
+// dilation 1000), 5 to 7 a row of one element ([1, 1, 1000, 1] by [1,
+// 100, 10, 1]); rounded down, as stepWork is.
+const (
+	tapWork = 10
+	rowWork = 6
+)
 
 // powWork is what Pow costs an element, counted in multiply-adds at the
 // rate of the direct convolution: cPow's double-double logarithm and
@@ -106,14 +125,19 @@ func opWork(opType string, op any, in []tensor.Tensor) (int64, bool) {
 		// channels and the kernel: W's size over its output channels.
 		return mul(sz.outputElems(in), elems(1)/int64(w[0])), true
 	case "ConvTranspose":
-		w := dims(1)
-		if len(w) < 2 || w[0] == 0 {
+		x, w := dims(0), dims(1)
+		if len(x) < 3 || len(w) < 2 || w[0] == 0 || slices.Contains(x, 0) {
 			return 0, false
 		}
-		// Each input element is multiplied by its group's kernels, W's
-		// size over its input channels, at most (scatter visits only the
-		// taps that land inside the output).
-		return mul(elems(0), elems(1)/int64(w[0])), true
+		// Each input plane meets each tap of its group's kernels (W's
+		// size over its input channels): a tap costs tapWork, and at most
+		// each row of the plane rowWork and each of its elements a
+		// multiply-add (scatter visits only those that land inside the
+		// output).
+		plane := elems(0) / (int64(x[0]) * int64(x[1]))
+		rows := plane / int64(x[len(x)-1])
+		taps := mul(int64(x[0])*int64(x[1]), elems(1)/int64(w[0]))
+		return mul(taps, add(add(tapWork, mul(rows, rowWork)), plane)), true
 	case "MaxPool", "AveragePool":
 		if p, ok := op.(interface {
 			work([]tensor.Tensor) (int64, bool)
