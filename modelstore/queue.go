@@ -28,18 +28,18 @@ import (
 //
 // Requests wait in one lane per owner of their models (ModelMeta.Owner:
 // the user who stored the model, when users are configured), each lane in
-// arrival order, and the workers take next from the lane whose owner has
-// had the least run time while the lane has waited (lane.used; owners
-// within fairQuantum of it take turns), so that a user with more clients than
-// workers cannot keep every slot for his backlog while another user's
-// request waits: that request waits for one run to end, not for the
-// backlog (red-team review: another tenant's 4 ms run waited 25-29 s
-// behind a user's 12 clients running a model of 3 s); and one whose runs
-// are long cannot take the workers' time from one whose runs are short
-// by taking as many turns (by turns, a tenant's 10 ms runs took ten times
-// the time of another's 1 ms runs). A batch or a group is of one model, so
-// of one lane. Without users every model has the one owner, and its lane
-// is RedisAI's queue.
+// arrival order, and the workers take from the lanes in turn (next),
+// passing over an owner who has had more than fairQuantum of run time
+// beyond the least served owner waiting (lane.used), so that a user with
+// more clients than workers cannot keep every slot for his backlog while
+// another user's request waits: that request waits for one run to end,
+// not for the backlog (red-team review: another tenant's 4 ms run waited
+// 25-29 s behind a user's 12 clients running a model of 3 s); and one
+// whose runs are long cannot take the workers' time from one whose runs
+// are short by taking as many turns (by turns alone, a tenant's 8 ms runs
+// had eight times the worker of another's 1 ms runs). A batch or a group
+// is of one model, so of one lane. Without users every model has the one
+// owner, and its lane is RedisAI's queue.
 //
 // Only the CPU device exists, so the server has one queue.
 type RunQueue struct {
@@ -456,10 +456,10 @@ func (q *RunQueue) settleLocked() bool {
 // the lanes in turn: the oldest runnable request of the first lane that
 // has one, passing over a lane that has had more than a quantum of run
 // time beyond the least used lane waiting (lane.used, fairQuantum) while
-// another has work to run; that lane then goes last in the turn. It runs alone, or with the
-// compatible requests behind it in its lane when its model is batched
-// (gathered), or with its share of the requests for its model when they
-// go to its session in one round trip (groupLocked). A batched model has
+// another has work to run; that lane then goes last in the turn. It runs
+// alone, or with the compatible requests behind it in its lane when its
+// model is batched (gathered), or with its share of the requests for its
+// model when they go to its session in one round trip (groupLocked). A batched model has
 // one batch running at a time while at least half the slots are busy
 // (spareLocked): its requests wait in the
 // queue meanwhile, to form the next batch with the ones that arrive during
