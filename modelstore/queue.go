@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"sync"
@@ -62,6 +63,14 @@ type RunQueue struct {
 	// quantum is how far ahead of the least used lane waiting a lane may
 	// be and still take its turn (fairQuantum; tests set their own).
 	quantum time.Duration
+	// vtime is the least run time used of the lanes waiting, as last seen
+	// (leastLocked): it only grows. idle holds what the owners whose lanes
+	// emptied while ahead of it had used: such an owner's lane made again
+	// starts there (laneLocked), so that emptying its lane between
+	// requests, as one client waiting for each reply does, clears no debt.
+	// An entry goes once vtime reaches it (tidyLocked).
+	vtime time.Duration
+	idle  map[string]time.Duration
 }
 
 // fairQuantum: an owner whose lane has had more than this of run time
@@ -73,11 +82,12 @@ type RunQueue struct {
 const fairQuantum = time.Millisecond
 
 // lane is the requests waiting for the models of one owner, in arrival
-// order. used is the run time charged to the owner since the lane was
-// made: a run's expected time when a worker takes it, corrected by what it
-// took when it ends (chargeLocked). A new lane starts level with the least
-// used of the lanes waiting (laneLocked): an owner gets no credit for the
-// time it had nothing queued, and keeps no debt once its lane empties.
+// order. used is the run time charged to the owner: a run's expected time
+// when a worker takes it, corrected by what it took when it ends
+// (chargeLocked). A new lane starts level with the least used of the lanes
+// waiting, or where its owner's last lane was if that is further
+// (laneLocked): an owner gets no credit for the time it had nothing
+// queued, and keeps its debt when its lane empties.
 type lane struct {
 	owner string
 	jobs  []*job
@@ -498,12 +508,7 @@ func (q *RunQueue) next(now time.Time) (batch []*job, gathered bool, at time.Tim
 	}
 	// A lane more than a quantum ahead of the least used one waiting is
 	// passed over, and looked at only if no other has work to run.
-	least := time.Duration(-1)
-	for _, l := range q.lanes {
-		if len(l.jobs) > 0 && (least < 0 || l.used < least) {
-			least = l.used
-		}
-	}
+	least := q.leastLocked()
 	var ahead []*lane
 	for _, l := range q.lanes {
 		if l.used > least+q.quantum {
@@ -568,26 +573,23 @@ func (q *RunQueue) nextIn(l *lane, now time.Time) (batch []*job, gathered bool, 
 // laneLocked is owner's lane. A new one goes last in the turn, but before
 // the lane of the owner served last: the owners already waiting go first,
 // and then the new one, before the one just served has another turn; it
-// starts level with the least used of the lanes waiting. The only lane,
-// when empty, is reused (a server without users makes it once). q.mu is
-// held.
+// starts level with the least used of the lanes waiting, or with what its
+// owner had used (idle) if more. The only lane, when empty, is reused (a
+// server without users makes it once). q.mu is held.
 func (q *RunQueue) laneLocked(owner string) *lane {
 	for _, l := range q.lanes {
 		if l.owner == owner {
 			return l
 		}
 	}
+	start := max(q.leastLocked(), q.idle[owner])
+	delete(q.idle, owner)
 	if len(q.lanes) == 1 && len(q.lanes[0].jobs) == 0 {
-		q.lanes[0].owner, q.lanes[0].used = owner, 0
+		q.idleLocked(q.lanes[0])
+		q.lanes[0].owner, q.lanes[0].used = owner, start
 		return q.lanes[0]
 	}
-	l := &lane{owner: owner, used: -1}
-	for _, o := range q.lanes {
-		if len(o.jobs) > 0 && (l.used < 0 || o.used < l.used) {
-			l.used = o.used
-		}
-	}
-	l.used = max(l.used, 0)
+	l := &lane{owner: owner, used: start}
 	if n := len(q.lanes); n > 0 && q.lanes[n-1].owner == q.served {
 		q.lanes = slices.Insert(q.lanes, n-1, l)
 	} else {
@@ -597,8 +599,8 @@ func (q *RunQueue) laneLocked(owner string) *lane {
 }
 
 // chargeLocked adds d (which may be negative: a correction) to what
-// owner's lane has used, if it still has one (tidyLocked drops an empty
-// lane, whose owner keeps no debt). q.mu is held.
+// owner has used: to its lane's, or, when its lane has gone, to its entry
+// in idle (which starts at vtime). q.mu is held.
 func (q *RunQueue) chargeLocked(owner string, d time.Duration) {
 	for _, l := range q.lanes {
 		if l.owner == owner {
@@ -606,6 +608,33 @@ func (q *RunQueue) chargeLocked(owner string, d time.Duration) {
 			return
 		}
 	}
+	q.idleLocked(&lane{owner: owner, used: max(q.idle[owner], q.vtime) + d})
+}
+
+// leastLocked is the least run time used of the lanes waiting, and vtime
+// when none waits; vtime follows it. q.mu is held.
+func (q *RunQueue) leastLocked() time.Duration {
+	least := time.Duration(-1)
+	for _, l := range q.lanes {
+		if len(l.jobs) > 0 && (least < 0 || l.used < least) {
+			least = l.used
+		}
+	}
+	q.vtime = max(q.vtime, least)
+	return q.vtime
+}
+
+// idleLocked keeps what l's owner has used once l goes, if it is ahead
+// of vtime (idle), and forgets it otherwise. q.mu is held.
+func (q *RunQueue) idleLocked(l *lane) {
+	if l.used <= q.vtime {
+		delete(q.idle, l.owner)
+		return
+	}
+	if q.idle == nil {
+		q.idle = make(map[string]time.Duration)
+	}
+	q.idle[l.owner] = l.used
 }
 
 // expectedRun is how long the work a worker took is expected to run: its
@@ -621,13 +650,23 @@ func expectedRun(batch []*job, gathered bool) time.Duration {
 
 // tidyLocked drops the empty lanes, but one when all are, so that the
 // lanes are those of the owners with requests waiting (with JWT users,
-// owners come and go). q.mu is held.
+// owners come and go); what their owners had used is kept in idle while
+// ahead of vtime. q.mu is held.
 func (q *RunQueue) tidyLocked() {
 	keep := q.lanes[0]
-	q.lanes = slices.DeleteFunc(q.lanes, func(l *lane) bool { return len(l.jobs) == 0 })
+	q.lanes = slices.DeleteFunc(q.lanes, func(l *lane) bool {
+		if len(l.jobs) > 0 {
+			return false
+		}
+		q.idleLocked(l)
+		return true
+	})
 	if len(q.lanes) == 0 {
+		delete(q.idle, keep.owner) // kept in its lane
 		q.lanes = append(q.lanes, keep)
 	}
+	v := q.leastLocked()
+	maps.DeleteFunc(q.idle, func(_ string, used time.Duration) bool { return used <= v })
 }
 
 // heldBackLocked reports whether m's requests wait for its running batch

@@ -724,6 +724,66 @@ func TestRunQueueSharesRunTimeBetweenOwners(t *testing.T) {
 	}
 }
 
+// An owner keeps its debt when its lane empties between requests: heavy's
+// one client sends its next 8 ms run only once the last is answered, so
+// its lane is empty, and dropped, every time light's four clients' 1 ms
+// runs are taken. Before, its next request made a new lane level with
+// light's, and heavy ran after every light run or two: 80-90% of the
+// worker's time. Now the lane made again starts where heavy's was.
+func TestRunQueueKeepsTheDebtOfAnEmptiedLane(t *testing.T) {
+	q := NewRunQueue(1)
+	t.Cleanup(q.Close)
+	log := &runLog{}
+	model := func(owner string, d time.Duration) *Model {
+		m := queueModel(t, "linear.onnx", ModelMeta{Owner: owner})
+		m.Blob.Session = timedSession{m.Blob.Session, d, owner, log}
+		return m
+	}
+	heavy, light := model("heavy", 8*time.Millisecond), model("light", time.Millisecond)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	client := func(m *Model) {
+		wg.Go(func() {
+			for !stop.Load() {
+				if _, err := q.Run(m, &RunRequest{Inputs: []*Tensor{floats([]int64{1, 4}, 1, 2, 3, 4)}}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	for range 4 {
+		client(light)
+	}
+	client(heavy)
+	waitFor(t, "heavy runs 25 times", func() bool {
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		n := 0
+		for _, r := range log.runs {
+			if r.owner == "heavy" {
+				n++
+			}
+		}
+		return n >= 25
+	})
+	stop.Store(true)
+	wg.Wait()
+	var heavyTime, lightTime time.Duration
+	for _, r := range log.runs[5:] { // past the first runs, which have no mean yet
+		if r.owner == "heavy" {
+			heavyTime += r.took
+		} else {
+			lightTime += r.took
+		}
+	}
+	share := float64(heavyTime) / float64(heavyTime+lightTime)
+	t.Logf("heavy %v, light %v of run time (%.0f%% heavy)", heavyTime, lightTime, 100*share)
+	if share > 0.65 {
+		t.Errorf("heavy had %v of run time against light's %v (%.0f%%), want about half", heavyTime, lightTime, 100*share)
+	}
+}
+
 // A request withdrawn (its Cancel closed: CLIENT KILL) while it waits for
 // MINBATCHSIZE leaves the queue at once, and its rows do not make up a
 // later request's batch (models review: the killed client's connection
