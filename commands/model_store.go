@@ -438,7 +438,9 @@ type uploadRoom struct {
 // in maxmemory (bytes it already holds add nothing; those held, the
 // reservation of the upload that brought them, are in it already). Once
 // the blob holds the bytes, the upload hands its reservation over: the
-// registry counts them. key names the model in the engine's logs.
+// registry counts them. A blob that holds other bytes (the same model,
+// stored before) takes nothing over: the upload's buffer counts until
+// the upload ends. key names the model in the engine's logs.
 func (x *Ctx) compileModel(key string, meta modelstore.ModelMeta, optimize bool, data []byte, buf *modelstore.ModelBuffer, held uploadRoom) (*modelstore.Model, error) {
 	from := modelstore.Origin{Owner: meta.Owner, Key: key}
 	opts := modelstore.SessionOptions{
@@ -469,7 +471,7 @@ func (x *Ctx) compileModel(key string, meta modelstore.ModelMeta, optimize bool,
 	default:
 		blob, err = x.Models.AcquireIfRoom(data, from, opts, room)
 	}
-	if err == nil && held.handOver != nil {
+	if err == nil && held.handOver != nil && blob.Holds(data) {
 		held.handOver()
 	}
 	if err != nil {

@@ -100,7 +100,9 @@ func TestModelBytesFromUpload(t *testing.T) {
 // brought its bytes as it is acquired: until the upload ended (after the
 // reply), its bytes counted twice, in the registry and in the upload's
 // reservation, in used_memory and against maxmemory. Stored twice, the
-// bytes are one blob, and the second upload's room is given back too.
+// bytes are one blob, the first upload's; the second upload's buffer is
+// not taken over and counts until its upload ends (it was given back at
+// once, and its bytes counted nowhere until then).
 func TestStoredModelTakesOverItsUploadsRoom(t *testing.T) {
 	model := loadTestRuntime(t)
 	if model == nil {
@@ -108,7 +110,7 @@ func TestStoredModelTakesOverItsUploadsRoom(t *testing.T) {
 	}
 	h := newHarness(t)
 	n := int64(len(model))
-	store := func(key string) {
+	store := func(key string, dup bool) {
 		t.Helper()
 		prev := words("AI.MODELSTORE " + key + " ONNX CPU BLOB")
 		spec := Commands().Lookup(prev[0])
@@ -145,10 +147,14 @@ func TestStoredModelTakesOverItsUploadsRoom(t *testing.T) {
 			t.Fatalf("AI.MODELSTORE %s: %q", key, got)
 		}
 		h.c.W.Reset()
-		if got := h.s.uploading.Load(); got != 0 {
-			t.Errorf("%s stored, its upload not yet ended: uploads hold %d bytes, want 0 (the blob holds them)", key, got)
+		held := int64(0) // the blob holds the upload's bytes
+		if dup {
+			held = n // the blob holds another's: the upload's buffer lives on
 		}
-		if got, want := h.s.UsedMemory(), h.s.Keys.Used()+h.s.Models.Bytes(); got != want {
+		if got := h.s.uploading.Load(); got != held {
+			t.Errorf("%s stored, its upload not yet ended: uploads hold %d bytes, want %d", key, got, held)
+		}
+		if got, want := h.s.UsedMemory(), h.s.Keys.Used()+h.s.Models.Bytes()+held; got != want {
 			t.Errorf("%s stored: UsedMemory() = %d, want %d", key, got, want)
 		}
 		u.End()
@@ -157,8 +163,8 @@ func TestStoredModelTakesOverItsUploadsRoom(t *testing.T) {
 			t.Errorf("%s's upload ended: uploads hold %d bytes, want 0", key, got)
 		}
 	}
-	store("a")
-	store("b")
+	store("a", false)
+	store("b", true)
 	if got := h.s.Models.Bytes(); got != n {
 		t.Errorf("registry holds %d bytes, want the one blob's %d", got, n)
 	}

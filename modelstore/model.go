@@ -282,6 +282,12 @@ func (b *Blob) Quarantined() error {
 	return nil
 }
 
+// Holds reports whether b's bytes are data itself: not a copy of it, nor
+// the same bytes that another upload brought first.
+func (b *Blob) Holds(data []byte) bool {
+	return len(data) > 0 && len(b.Data) == len(data) && &b.Data[0] == &data[0]
+}
+
 // Retain adds a reference (a run in flight, a second model).
 func (b *Blob) Retain() {
 	b.reg.mu.Lock()
