@@ -86,7 +86,8 @@ func getOperator(opType string) (ops.Operator, error) {
 var mlOps = map[string]bool{"LinearRegressor": true, "Scaler": true}
 
 // guarded checks an operator's inputs before it runs: required inputs are
-// there, and none is empty. gorgonia indexes
+// there, and none is empty (but a list the operator takes empty as left
+// out, listInput, which it is then given as nil). gorgonia indexes
 // tensors by their shapes, in goroutines of its own for some operators
 // (Softmax), where a panic cannot be recovered and ends the process: an
 // empty tensor (a zero dimension) reaching Softmax did that
@@ -155,7 +156,14 @@ func (g *guarded) Apply(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 			return nil, fmt.Errorf("%s: input %d %s", g.String(), i, why)
 		}
 		if slices.Contains(t.Shape(), 0) {
-			return nil, fmt.Errorf("%s: input %d has shape %v: this engine does not run empty tensors", g.String(), i, t.Shape())
+			if !emptyList(g.Operator, i, t) {
+				return nil, fmt.Errorf("%s: input %d has shape %v: this engine does not run empty tensors", g.String(), i, t.Shape())
+			}
+			// gorgonia's Data of an empty tensor indexes its first
+			// element: the operator, and the checks below, see the
+			// list left out, which ONNX makes the same.
+			inputs = slices.Clone(inputs)
+			inputs[i] = nil
 		}
 	}
 	if r, ok := outputRank(g.opType, inputs); ok && r > maxRank {
@@ -195,6 +203,18 @@ func (g *guarded) Apply(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 		}
 	}
 	return outs, err
+}
+
+// listInput is an operator whose input i is a list that ONNX lets be
+// empty, meaning what leaving it out means: a Reduce operator's axes
+// (every axis, or none with noop_with_empty_axes).
+type listInput interface{ emptyIsLeftOut(i int) bool }
+
+// emptyList reports whether t, input i of op, is an empty list that op
+// takes as left out: a 1-D tensor of no elements.
+func emptyList(op ops.Operator, i int, t tensor.Tensor) bool {
+	l, ok := op.(listInput)
+	return ok && l.emptyIsLeftOut(i) && len(t.Shape()) == 1 && t.Shape()[0] == 0
 }
 
 // ownHeaders gives an operator tensor headers of its own, the data

@@ -1,12 +1,14 @@
 package goengine
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -128,6 +130,49 @@ func TestEmptyTensorRefused(t *testing.T) {
 	defer s.Close()
 	if _, err := s.Run(context.Background(), inputs); err == nil || !strings.Contains(err.Error(), "does not run empty tensors") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// An empty axes list is the one empty tensor an operator takes, as left
+// out: a ReduceSum given one, an initializer or fed, sums every element
+// (as ONNX Runtime does: TestReduceEmptyAxesMatchONNXRuntime),
+// or none with noop_with_empty_axes; an empty list the operator does not
+// take as one (an empty x, a list of rank 2) is still refused. The engine
+// refused every empty axes list.
+func TestEmptyAxesReduceEveryAxis(t *testing.T) {
+	i64, f32 := gonnxproto.TensorProto_INT64, gonnxproto.TensorProto_FLOAT
+	x := &modelstore.Tensor{DType: modelstore.Int64, Shape: []int64{2, 3}, Data: int64s(1, 2, 3, 4, 5, 60).Data}
+	empty := &gonnxproto.TensorProto{Name: "axes", DataType: int32(i64), Dims: []int64{0}}
+	for _, c := range []struct {
+		what string
+		n    node
+		in   []*modelstore.Tensor
+		want *modelstore.Tensor
+	}{
+		{"an empty initializer", node{op: "ReduceSum", opset: 13, in: []string{"x", "axes"}, inTypes: []gonnxproto.TensorProto_DataType{i64},
+			inits: []*gonnxproto.TensorProto{empty}, out: []gonnxproto.TensorProto_DataType{i64}},
+			[]*modelstore.Tensor{x}, &modelstore.Tensor{DType: modelstore.Int64, Shape: []int64{1, 1}, Data: int64s(75).Data}},
+		{"fed empty", node{op: "ReduceMax", opset: 18, in: []string{"x", "axes"}, inTypes: []gonnxproto.TensorProto_DataType{i64, i64},
+			attrs: []*gonnxproto.AttributeProto{intAttr("keepdims", 1)}, out: []gonnxproto.TensorProto_DataType{i64}},
+			[]*modelstore.Tensor{x, int64s()}, &modelstore.Tensor{DType: modelstore.Int64, Shape: []int64{1, 1}, Data: int64s(60).Data}},
+		{"fed empty, noop_with_empty_axes", node{op: "ReduceMean", opset: 18, in: []string{"x", "axes"}, inTypes: []gonnxproto.TensorProto_DataType{i64, i64},
+			attrs: []*gonnxproto.AttributeProto{intAttr("noop_with_empty_axes", 1)}, out: []gonnxproto.TensorProto_DataType{i64}},
+			[]*modelstore.Tensor{x, int64s()}, x},
+	} {
+		out, err := compileGo(t, c.n.model(t)).Run(context.Background(), c.in)
+		if err != nil || !slices.Equal(out[0].Shape, c.want.Shape) || !bytes.Equal(out[0].Data, c.want.Data) {
+			t.Errorf("%s: %v %v, want %v", c.what, out, err, c.want)
+		}
+	}
+	n := node{op: "ReduceSum", opset: 13, in: []string{"x", "axes"}, inTypes: []gonnxproto.TensorProto_DataType{f32, i64}, out: []gonnxproto.TensorProto_DataType{f32}}
+	s := compileGo(t, n.model(t))
+	for _, in := range [][]*modelstore.Tensor{
+		{{DType: modelstore.Float, Shape: []int64{2, 0}}, int64s()},
+		{{DType: modelstore.Float, Shape: []int64{2, 1}, Data: make([]byte, 8)}, {DType: modelstore.Int64, Shape: []int64{1, 0}}},
+	} {
+		if _, err := s.Run(context.Background(), in); err == nil || !strings.Contains(err.Error(), "does not run empty tensors") {
+			t.Errorf("%v %v: %v", in[0].Shape, in[1].Shape, err)
+		}
 	}
 }
 

@@ -336,6 +336,55 @@ func TestMinMaxMatchONNXRuntime(t *testing.T) {
 	}
 }
 
+// A Reduce operator given an empty axes input, an initializer or fed at
+// the run, reduces every axis, or none with noop_with_empty_axes, and one
+// whose optional axes input is left out (an empty name) the same, as
+// ONNX Runtime has it: ReduceSum from opset 13, ReduceMax, ReduceMin and
+// ReduceMean at 18, of each type they take. The engine refused every
+// empty axes tensor ("this engine does not run empty tensors").
+func TestReduceEmptyAxesMatchONNXRuntime(t *testing.T) {
+	requireORT(t)
+	r := rand.New(rand.NewSource(28))
+	i64 := gonnxproto.TensorProto_INT64
+	empty := &gonnxproto.TensorProto{Name: "axes", DataType: int32(i64), Dims: []int64{0}}
+	for _, op := range []string{"ReduceSum", "ReduceMax", "ReduceMin", "ReduceMean"} {
+		for _, ty := range numericElems {
+			switch ty.dt {
+			case modelstore.Int16, modelstore.Uint16, modelstore.Uint32, modelstore.Uint64:
+				continue
+			case modelstore.Int8, modelstore.Uint8:
+				if op == "ReduceSum" || op == "ReduceMean" {
+					continue
+				}
+			}
+			for _, v := range []int64{13, 18} {
+				if v == 13 && op != "ReduceSum" {
+					continue // their axes an input from 18
+				}
+				for _, noop := range []int64{0, 1} {
+					for _, keep := range []int64{0, 1} {
+						if keep == 0 && noop == 0 {
+							continue // a scalar, which the binding does not read
+						}
+						attrs := []*gonnxproto.AttributeProto{intAttr("keepdims", keep), intAttr("noop_with_empty_axes", noop)}
+						what := fmt.Sprint(op, " ", ty.dt, " opset ", v, " noop_with_empty_axes ", noop, " keepdims ", keep)
+						x := valuesOf(r, ty, false, 2, 3, 4)
+						likeORT(t, what+" axes an empty initializer", node{op: op, opset: v, in: []string{"x", "axes"},
+							inTypes: []gonnxproto.TensorProto_DataType{ty.elem}, inits: []*gonnxproto.TensorProto{empty}, attrs: attrs,
+							out: []gonnxproto.TensorProto_DataType{ty.elem}}, x)
+						likeORT(t, what+" axes fed empty", node{op: op, opset: v, in: []string{"x", "axes"},
+							inTypes: []gonnxproto.TensorProto_DataType{ty.elem, i64}, attrs: attrs,
+							out: []gonnxproto.TensorProto_DataType{ty.elem}}, x, int64s())
+						likeORT(t, what+" axes left out", node{op: op, opset: v, in: []string{"x", ""},
+							inTypes: []gonnxproto.TensorProto_DataType{ty.elem}, attrs: attrs,
+							out: []gonnxproto.TensorProto_DataType{ty.elem}}, x)
+					}
+				}
+			}
+		}
+	}
+}
+
 // ReduceSum and ReduceMean (FLOAT, DOUBLE, INT32, INT64; integer sums
 // wrap, integer means truncate), ReduceMax and ReduceMin (those, INT8 and
 // UINT8) give ONNX Runtime's outputs over each set of axes, keepdims 0

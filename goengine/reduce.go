@@ -12,7 +12,8 @@ import (
 
 // reduce is ReduceSum (its opset 13), ReduceMax, ReduceMin and ReduceMean
 // (their opset 18): over the axes, an optional INT64 input (every axis when
-// there are none, or none with noop_with_empty_axes), keepdims 1 by
+// it is left out or empty, which the guard gives as left out, listInput;
+// none with noop_with_empty_axes), keepdims 1 by
 // default. Older nodes' axes attribute is rewritten into the input
 // (axesToInput). The types are ONNX Runtime's CPU provider's: ReduceSum
 // and ReduceMean FLOAT, DOUBLE, INT32 and INT64, summed as sumOver does
@@ -59,6 +60,10 @@ func (o *reduce) GetInputTypeConstraints() [][]tensor.Dtype {
 	return [][]tensor.Dtype{o.types, {tensor.Int64}}
 }
 func (o *reduce) String() string { return "reduce" + o.op + " operator" }
+
+// emptyIsLeftOut implements listInput: empty axes are as if left out
+// (every axis, or none with noop_with_empty_axes), as in ONNX Runtime.
+func (*reduce) emptyIsLeftOut(i int) bool { return i == 1 }
 
 func (o *reduce) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	x := dense(in[0])
