@@ -133,13 +133,15 @@ func TestEmptyTensorRefused(t *testing.T) {
 	}
 }
 
-// An empty axes list is the one empty tensor an operator takes, as left
-// out: a ReduceSum given one, an initializer or fed, sums every element
-// (as ONNX Runtime does: TestReduceEmptyAxesMatchONNXRuntime),
-// or none with noop_with_empty_axes; an empty list the operator does not
-// take as one (an empty x, a list of rank 2) is still refused. The engine
-// refused every empty axes list.
-func TestEmptyAxesReduceEveryAxis(t *testing.T) {
+// An empty list is the one empty tensor an operator takes, as left out:
+// a ReduceSum given empty axes, an initializer or fed, sums every element
+// (as ONNX Runtime does: TestReduceEmptyAxesMatchONNXRuntime), or none
+// with noop_with_empty_axes; a Squeeze given empty axes squeezes every
+// dimension of 1, a Split given empty sizes cuts equal parts
+// (TestEmptyListsMatchONNXRuntime). An empty tensor the operator does not
+// take as one (an empty x, a list of rank 2, Unsqueeze's axes) is still
+// refused. The engine refused every empty list.
+func TestEmptyListsTakenAsLeftOut(t *testing.T) {
 	i64, f32 := gonnxproto.TensorProto_INT64, gonnxproto.TensorProto_FLOAT
 	x := &modelstore.Tensor{DType: modelstore.Int64, Shape: []int64{2, 3}, Data: int64s(1, 2, 3, 4, 5, 60).Data}
 	empty := &gonnxproto.TensorProto{Name: "axes", DataType: int32(i64), Dims: []int64{0}}
@@ -158,6 +160,12 @@ func TestEmptyAxesReduceEveryAxis(t *testing.T) {
 		{"fed empty, noop_with_empty_axes", node{op: "ReduceMean", opset: 18, in: []string{"x", "axes"}, inTypes: []gonnxproto.TensorProto_DataType{i64, i64},
 			attrs: []*gonnxproto.AttributeProto{intAttr("noop_with_empty_axes", 1)}, out: []gonnxproto.TensorProto_DataType{i64}},
 			[]*modelstore.Tensor{x, int64s()}, x},
+		{"Squeeze", node{op: "Squeeze", opset: 13, in: []string{"x", "axes"}, inTypes: []gonnxproto.TensorProto_DataType{i64, i64},
+			out: []gonnxproto.TensorProto_DataType{i64}},
+			[]*modelstore.Tensor{{DType: modelstore.Int64, Shape: []int64{1, 2, 1, 3}, Data: x.Data}, int64s()}, x},
+		{"Split", node{op: "Split", opset: 13, in: []string{"x", "axes"}, inTypes: []gonnxproto.TensorProto_DataType{i64, i64},
+			out: []gonnxproto.TensorProto_DataType{i64, i64}},
+			[]*modelstore.Tensor{x, int64s()}, &modelstore.Tensor{DType: modelstore.Int64, Shape: []int64{1, 3}, Data: int64s(1, 2, 3).Data}},
 	} {
 		out, err := compileGo(t, c.n.model(t)).Run(context.Background(), c.in)
 		if err != nil || !slices.Equal(out[0].Shape, c.want.Shape) || !bytes.Equal(out[0].Data, c.want.Data) {
@@ -173,6 +181,11 @@ func TestEmptyAxesReduceEveryAxis(t *testing.T) {
 		if _, err := s.Run(context.Background(), in); err == nil || !strings.Contains(err.Error(), "does not run empty tensors") {
 			t.Errorf("%v %v: %v", in[0].Shape, in[1].Shape, err)
 		}
+	}
+	n = node{op: "Unsqueeze", opset: 13, in: []string{"x", "axes"}, inTypes: []gonnxproto.TensorProto_DataType{f32, i64}, out: []gonnxproto.TensorProto_DataType{f32}}
+	in := []*modelstore.Tensor{{DType: modelstore.Float, Shape: []int64{2, 1}, Data: make([]byte, 8)}, int64s()}
+	if _, err := compileGo(t, n.model(t)).Run(context.Background(), in); err == nil || !strings.Contains(err.Error(), "does not run empty tensors") {
+		t.Errorf("Unsqueeze of no axes: %v", err)
 	}
 }
 

@@ -257,6 +257,11 @@ func (o *squeeze) Init(n *gonnxproto.NodeProto) error {
 	return o.Operator.Init(n)
 }
 
+// emptyIsLeftOut implements listInput: Squeeze's empty axes are as if
+// left out (every dimension of 1), as in ONNX Runtime; Unsqueeze's are
+// not (its axes are required), and are refused.
+func (o *squeeze) emptyIsLeftOut(i int) bool { return !o.unsqueeze && i == 1 }
+
 func (o *squeeze) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
 	if o.unsqueeze || len(in) < 2 || in[1] == nil {
 		return o.Operator.Apply(in)
@@ -335,6 +340,10 @@ func (*split) GetInputTypeConstraints() [][]tensor.Dtype {
 	return [][]tensor.Dtype{copyTypes, {tensor.Int64}}
 }
 func (*split) String() string { return "split operator" }
+
+// emptyIsLeftOut implements listInput: empty sizes are as if left out
+// (equal parts), as in ONNX Runtime.
+func (*split) emptyIsLeftOut(i int) bool { return i == 1 }
 
 // sizes is the sizes of the outputs along a dimension of dim elements,
 // unchecked: the input split's, or num_outputs's as ONNX Runtime 1.24

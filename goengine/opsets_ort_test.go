@@ -323,6 +323,69 @@ func TestSplitMatchesONNXRuntime(t *testing.T) {
 	}
 }
 
+// Split with num_outputs gives ONNX Runtime's outputs for every dimension
+// from 1 to 12 in 1 to 12 parts where ONNX Runtime runs it (parts of
+// ceil(dimension / outputs), the last the rest), and fails where ONNX
+// Runtime fails it: where those parts overrun the dimension or leave the
+// last one empty (6 in 4: 2, 2, 2 and 0), and where the parts outnumber
+// the dimension.
+func TestSplitNumOutputsMatchesONNXRuntime(t *testing.T) {
+	requireORT(t)
+	r := rand.New(rand.NewSource(11))
+	f32 := gonnxproto.TensorProto_FLOAT
+	ran := 0
+	for dim := int64(1); dim <= 12; dim++ {
+		for outs := 1; outs <= 12; outs++ {
+			n := node{op: "Split", opset: 18, in: []string{"x"}, inTypes: []gonnxproto.TensorProto_DataType{f32},
+				attrs: []*gonnxproto.AttributeProto{intAttr("axis", 1), intAttr("num_outputs", int64(outs))}}
+			for range outs {
+				n.out = append(n.out, f32)
+			}
+			x := randomFloats(r, 2, dim, 3)
+			what := fmt.Sprint("Split of ", dim, " in ", outs)
+			ort, gos := compileBoth(t, n.model(t))
+			if _, err := ort.Run(context.Background(), []*modelstore.Tensor{x}); err != nil {
+				if _, err := gos.Run(context.Background(), []*modelstore.Tensor{x}); err == nil {
+					t.Errorf("%s: the engine ran it, ONNX Runtime failed", what)
+				}
+				continue
+			}
+			ran++
+			likeORT(t, what, n, x)
+		}
+	}
+	if ran < 40 { // ONNX Runtime 1.24 runs 50 of them
+		t.Errorf("ONNX Runtime ran %d of the splits", ran)
+	}
+}
+
+// An empty list input that ONNX Runtime takes as left out: Split's sizes
+// (equal parts) and Squeeze's axes (every dimension of 1), an initializer
+// or fed, give its outputs; the engine refused both as empty tensors.
+func TestEmptyListsMatchONNXRuntime(t *testing.T) {
+	requireORT(t)
+	r := rand.New(rand.NewSource(12))
+	f32, i64 := gonnxproto.TensorProto_FLOAT, gonnxproto.TensorProto_INT64
+	empty := &gonnxproto.TensorProto{Name: "l", DataType: int32(i64), Dims: []int64{0}}
+	for _, v := range []int64{13, 18} {
+		x := randomFloats(r, 2, 1, 4, 1)
+		for _, c := range []struct {
+			op   string
+			outs int
+		}{{"Split", 2}, {"Squeeze", 1}} {
+			constant := node{op: c.op, opset: v, in: []string{"x", "l"}, inTypes: []gonnxproto.TensorProto_DataType{f32},
+				inits: []*gonnxproto.TensorProto{empty}}
+			fed := node{op: c.op, opset: v, in: []string{"x", "l"}, inTypes: []gonnxproto.TensorProto_DataType{f32, i64}}
+			for range c.outs {
+				constant.out = append(constant.out, f32)
+				fed.out = append(fed.out, f32)
+			}
+			likeORT(t, fmt.Sprint(c.op, " at ", v, " of an empty initializer"), constant, x)
+			likeORT(t, fmt.Sprint(c.op, " at ", v, " fed empty"), fed, x, int64s())
+		}
+	}
+}
+
 // scalarT is a rank-0 tensor of dt holding v.
 func scalarT(dt modelstore.DType, v float64) *modelstore.Tensor {
 	t := &modelstore.Tensor{DType: dt, Shape: []int64{}}
