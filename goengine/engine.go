@@ -206,8 +206,9 @@ func (g *guarded) Apply(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 }
 
 // listInput is an operator whose input i is a list that ONNX lets be
-// empty, meaning what leaving it out means: a Reduce operator's axes
-// (every axis, or none with noop_with_empty_axes).
+// empty, which the guard gives it as nil, as if left out: a Reduce
+// operator's axes (every axis, or none with noop_with_empty_axes),
+// Squeeze's and Unsqueeze's axes, Split's sizes.
 type listInput interface{ emptyIsLeftOut(i int) bool }
 
 // emptyList reports whether t, input i of op, is an empty list that op

@@ -258,11 +258,14 @@ func (o *squeeze) Init(n *gonnxproto.NodeProto) error {
 }
 
 // emptyIsLeftOut implements listInput: Squeeze's empty axes are as if
-// left out (every dimension of 1), as in ONNX Runtime; Unsqueeze's are
-// not (its axes are required), and are refused.
-func (o *squeeze) emptyIsLeftOut(i int) bool { return !o.unsqueeze && i == 1 }
+// left out (every dimension of 1), and Unsqueeze's, which it requires,
+// insert none (its input as it is, as Identity), as in ONNX Runtime.
+func (*squeeze) emptyIsLeftOut(i int) bool { return i == 1 }
 
 func (o *squeeze) Apply(in []tensor.Tensor) ([]tensor.Tensor, error) {
+	if o.unsqueeze && len(in) > 1 && in[1] == nil { // empty axes, which the guard gives as nil (it refuses them left out)
+		return []tensor.Tensor{in[0]}, nil
+	}
 	if o.unsqueeze || len(in) < 2 || in[1] == nil {
 		return o.Operator.Apply(in)
 	}

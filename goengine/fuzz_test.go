@@ -150,10 +150,11 @@ func FuzzGoEngineOps(f *testing.F) {
 	f.Add(uint8(90), []byte{0, 1, 1, 2, 128, 1, 1, 2, 128}, []byte{31, 1}, []byte{1, 2, 3})
 	// CumSum of x [2, 3] along an INT64 scalar axis of -1, exclusive and reverse.
 	f.Add(uint8(91), []byte{0, 2, 0, 128}, []byte{32, 1, 33, 1}, []byte{2, 3})
-	// ReduceSum, Squeeze and Split of x [2, 3] and an empty INT64 list
-	// (opset 18), which the guard gives them as left out.
+	// ReduceSum, Squeeze, Unsqueeze and Split of x [2, 3] and an empty
+	// INT64 list (opset 18), which the guard gives them as left out.
 	f.Add(uint8(65), []byte{0, 2, 1, 0, 128}, []byte{}, []byte{2, 3})
 	f.Add(uint8(43), []byte{0, 2, 1, 0, 128}, []byte{}, []byte{2, 1})
+	f.Add(uint8(48), []byte{0, 2, 1, 0, 128}, []byte{}, []byte{2, 3})
 	f.Add(uint8(73), []byte{0, 2, 1, 0, 128}, []byte{}, []byte{2, 3})
 	f.Fuzz(func(t *testing.T, op uint8, spec, attrs, xdims []byte) {
 		// The operator, and from the byte's rest and the other inputs'

@@ -359,9 +359,10 @@ func TestSplitNumOutputsMatchesONNXRuntime(t *testing.T) {
 	}
 }
 
-// An empty list input that ONNX Runtime takes as left out: Split's sizes
-// (equal parts) and Squeeze's axes (every dimension of 1), an initializer
-// or fed, give its outputs; the engine refused both as empty tensors.
+// An empty list input that ONNX Runtime takes as left out, Split's sizes
+// (equal parts) and Squeeze's axes (every dimension of 1), or as none,
+// Unsqueeze's axes (its input as it is), an initializer or fed, gives its
+// outputs; the engine refused them all as empty tensors.
 func TestEmptyListsMatchONNXRuntime(t *testing.T) {
 	requireORT(t)
 	r := rand.New(rand.NewSource(12))
@@ -372,7 +373,7 @@ func TestEmptyListsMatchONNXRuntime(t *testing.T) {
 		for _, c := range []struct {
 			op   string
 			outs int
-		}{{"Split", 2}, {"Squeeze", 1}} {
+		}{{"Split", 2}, {"Squeeze", 1}, {"Unsqueeze", 1}} {
 			constant := node{op: c.op, opset: v, in: []string{"x", "l"}, inTypes: []gonnxproto.TensorProto_DataType{f32},
 				inits: []*gonnxproto.TensorProto{empty}}
 			fed := node{op: c.op, opset: v, in: []string{"x", "l"}, inTypes: []gonnxproto.TensorProto_DataType{f32, i64}}
