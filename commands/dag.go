@@ -64,6 +64,11 @@ type dagOp struct {
 	kind   dagOpKind
 	name   string // TENSORSET/TENSORGET tensor name
 	tensor *tensorSpec
+	// set is a TENSORSET's tensor made from its BLOB or VALUES as the DAG
+	// is parsed, as RedisAI makes it (dag_parser.c, ParseTensorSetArgs):
+	// a bad value fails the whole command. A zero tensor (nil here) is
+	// made when the op runs, bounded by what the DAG has made by then.
+	set    *modelstore.Tensor
 	format tensorGetFormat
 	exec   *modelExecCmd
 }
@@ -226,7 +231,18 @@ func parseDAGOp(a Args, form dagForm) (dagOp, error) {
 		if t.blob != nil {
 			t.blob = a.Keep(t.blobAt)
 		}
-		return dagOp{kind: opTensorSet, name: name, tensor: t}, nil
+		op := dagOp{kind: opTensorSet, name: name, tensor: t}
+		if !t.zero() {
+			// A bad value or blob length is the command's error, not an
+			// error element of its reply followed by NA (compatibility
+			// review).
+			set, err := t.build(0, errTensorTooBig, nil)
+			if err != nil {
+				return dagOp{}, err
+			}
+			op.set = set
+		}
+		return op, nil
 	case a.Match("AI.TENSORGET"):
 		if a.Remaining() < 1 || a.Remaining() > 3 {
 			return dagOp{}, Reply("wrong number of arguments for 'AI.TENSORGET' command")
@@ -378,19 +394,21 @@ func (c *dagCmd) Run(x *Ctx) error {
 		r.ran = true
 		switch op.kind {
 		case opTensorSet:
-			// The DAG's zero tensors together are bounded as one
-			// command's arguments are (client-query-buffer-limit), and
-			// by maxmemory: they were bounded one by one only.
-			limit, tooBig := x.Opts.ProtoMaxBulkLen.Load(), errTensorTooBig
-			if left := x.Opts.ClientQueryBufferLimit.Load() - made; left < limit {
-				limit, tooBig = left, errDAGTooBig
-			}
-			t, err := op.tensor.build(limit, tooBig, func(n int64) error { return x.fits(made + n) })
-			if err != nil {
-				r.err, failed = err, true
-				continue
-			}
-			if op.tensor.zero() {
+			t := op.set
+			if t == nil {
+				// The DAG's zero tensors together are bounded as one
+				// command's arguments are (client-query-buffer-limit),
+				// and by maxmemory: they were bounded one by one only.
+				limit, tooBig := x.Opts.ProtoMaxBulkLen.Load(), errTensorTooBig
+				if left := x.Opts.ClientQueryBufferLimit.Load() - made; left < limit {
+					limit, tooBig = left, errDAGTooBig
+				}
+				var err error
+				t, err = op.tensor.build(limit, tooBig, func(n int64) error { return x.fits(made + n) })
+				if err != nil {
+					r.err, failed = err, true
+					continue
+				}
 				made += int64(len(t.Data))
 			}
 			local[op.name] = t
