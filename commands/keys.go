@@ -337,25 +337,19 @@ func (c expireCmd) Run(x *Ctx) error {
 	if at <= 0 {
 		at = 1 // in the past: deletes the key
 	}
-	cur, ok := x.Keys.Expiry(c.key)
-	if !ok {
-		x.W.Int(0)
-		return nil
+	// The condition is decided with the change, under the keyspace's lock
+	// (SetExpireIf), after the owner's check: another user's key is
+	// refused whatever the condition would answer (security review: NX,
+	// GT and LT answered 0 where XX got NOPERM).
+	var cond func(cur int64) bool
+	if c.nx || c.xx || c.gt || c.lt {
+		// As Redis, no TTL counts as infinite for GT and LT: GT never
+		// sets one, LT always does (even the latest time there is).
+		cond = func(cur int64) bool {
+			return !((c.nx && cur != 0) || (c.xx && cur == 0) || (c.gt && (cur == 0 || at <= cur)) || (c.lt && cur != 0 && at >= cur))
+		}
 	}
-	// Another user's key is refused whatever the condition would answer
-	// (security review: NX, GT and LT answered 0 where XX got NOPERM);
-	// SetExpire checks again under the keyspace's lock.
-	allow := x.allowChange()
-	if err := x.Keys.Allowed(allow, c.key); err != nil {
-		return err
-	}
-	// As Redis, no TTL counts as infinite for GT and LT: GT never sets
-	// one, LT always does (even the latest time there is).
-	if (c.nx && cur != 0) || (c.xx && cur == 0) || (c.gt && (cur == 0 || at <= cur)) || (c.lt && cur != 0 && at >= cur) {
-		x.W.Int(0)
-		return nil
-	}
-	ok, removed, err := x.Keys.SetExpire(allow, c.key, at)
+	ok, removed, err := x.Keys.SetExpireIf(x.allowChange(), c.key, at, cond)
 	if err != nil {
 		return err
 	}
@@ -414,29 +408,20 @@ func parsePersist(a Args) (Runner, error) { return persistCmd{key: a.NextString(
 
 // Run implements Runner.
 func (c persistCmd) Run(x *Ctx) error {
-	at, ok := x.Keys.Expiry(c.key)
-	if !ok {
-		x.W.Int(0)
-		return nil
-	}
 	// Another user's key is refused whether or not it has a TTL (red-team
 	// review: 0 without one, NOPERM with one, told its state), as EXPIRE's
-	// conditions are; SetExpire checks again under the keyspace's lock.
-	allow := x.allowChange()
-	if err := x.Keys.Allowed(allow, c.key); err != nil {
-		return err
-	}
-	if at == 0 {
-		x.W.Int(0)
-		return nil
-	}
-	ok, _, err := x.Keys.SetExpire(allow, c.key, 0)
+	// conditions are; whether it has one is decided with the change
+	// (SetExpireIf).
+	ok, _, err := x.Keys.SetExpireIf(x.allowChange(), c.key, 0, hasTTL)
 	if err != nil {
 		return err
 	}
 	x.W.Int(b2i(ok))
 	return nil
 }
+
+// hasTTL is PERSIST's condition: the key has a TTL to remove.
+func hasTTL(cur int64) bool { return cur != 0 }
 
 // dbsizeCmd is DBSIZE.
 type dbsizeCmd struct{}

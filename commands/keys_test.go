@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -400,5 +401,75 @@ func TestGlobManyStars(t *testing.T) {
 	}
 	if !globMatch(pattern[:len(pattern)-1], key) {
 		t.Fatal("*a repeated does not match a run of a")
+	}
+}
+
+// EXPIRE's NX, XX, GT and LT, and PERSIST, decide on the TTL and change it
+// in one step, as Redis does: clients run side by side under the read side
+// of the transaction lock, and the TTL was read apart from the change, so
+// two EXPIRE k n NX both answered 1, and of EXPIRE k 300 GT and EXPIRE k
+// 200 GT against a TTL of 100, the smaller could land last.
+func TestExpireConditionsAreAtomic(t *testing.T) {
+	h := newHarness(t)
+	s := h.s
+	const clients = 4
+	cs := make([]*Client, clients)
+	for i := range cs {
+		cs[i] = s.NewClient(fmt.Sprintf("127.0.0.1:%d", 50100+i), "127.0.0.1:6379", nil)
+	}
+	do := func(c *Client, line string) string {
+		args := strings.Fields(line)
+		argv := make([][]byte, len(args))
+		for i, a := range args {
+			argv[i] = []byte(a)
+		}
+		s.Dispatch(c, argv, nil)
+		s.CommitClient(c)
+		out := render(c.W.Bytes())
+		c.W.Reset()
+		return out
+	}
+	race := func(setup string, lines func(i int) string) []string {
+		do(cs[0], "DEL k")
+		do(cs[0], "AI.TENSORSET k INT8 1")
+		if setup != "" {
+			do(cs[0], setup)
+		}
+		got := make([]string, clients)
+		var start, wg sync.WaitGroup
+		start.Add(1)
+		for i, c := range cs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				start.Wait()
+				got[i] = do(c, lines(i))
+			}()
+		}
+		start.Done()
+		wg.Wait()
+		return got
+	}
+	ones := func(got []string) int {
+		n := 0
+		for _, g := range got {
+			if g == ":1" {
+				n++
+			}
+		}
+		return n
+	}
+	for round := 0; round < 300; round++ {
+		if got := race("", func(int) string { return "EXPIRE k 1000 NX" }); ones(got) != 1 {
+			t.Fatalf("round %d: EXPIRE NX side by side answered %v, want one :1", round, got)
+		}
+		if got := race("EXPIRE k 1000", func(int) string { return "PERSIST k" }); ones(got) != 1 {
+			t.Fatalf("round %d: PERSIST side by side answered %v, want one :1", round, got)
+		}
+		// Each sets a greater TTL than the last: the greatest one stays.
+		race("EXPIRE k 100", func(i int) string { return fmt.Sprintf("EXPIRE k %d GT", 1000+100*i) })
+		if ttl := do(cs[0], "TTL k"); ttl != fmt.Sprintf(":%d", 1000+100*(clients-1)) {
+			t.Fatalf("round %d: after EXPIRE GT side by side TTL is %s, want the greatest", round, ttl)
+		}
 	}
 }

@@ -27,6 +27,15 @@ func (k *Keyspace) dropIfExpired(key string, now *instant) {
 // returns false if the key does not exist. An expiry in the past deletes
 // the key and returns the value removed.
 func (k *Keyspace) SetExpire(allow Allow, key string, at int64) (bool, Value, error) {
+	return k.SetExpireIf(allow, key, at, nil)
+}
+
+// SetExpireIf is SetExpire when cond, given the key's expiry now (0:
+// none), allows it (nil: always): the expiry is read and changed in one
+// step, under the keyspace's lock, as EXPIRE's NX, XX, GT and LT and
+// PERSIST need (two EXPIRE k n NX side by side both set it). allow is
+// asked first: another user's key is refused whatever cond would answer.
+func (k *Keyspace) SetExpireIf(allow Allow, key string, at int64, cond func(cur int64) bool) (bool, Value, error) {
 	now := k.instant()
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -36,6 +45,9 @@ func (k *Keyspace) SetExpire(allow Allow, key string, at int64) (bool, Value, er
 	}
 	if err := k.allowedLocked(allow, now, key); err != nil {
 		return false, nil, err
+	}
+	if cond != nil && !cond(e.expireAt) {
+		return false, nil, nil
 	}
 	k.dirty.Add(1)
 	k.touchLocked(key)
