@@ -311,23 +311,31 @@ type dagResult struct {
 func (c *dagCmd) Run(x *Ctx) error {
 	start := time.Now()
 	local := map[string]*modelstore.Tensor{}
-	for _, k := range c.load {
-		t, err := x.getTensor(k)
-		if err != nil {
-			return err
-		}
-		local[k] = t
-	}
 	models := make([]*modelstore.Model, len(c.ops))
-	for i, op := range c.ops {
-		if op.kind != opModelExec {
-			continue
+	// Read as one (Ctx.view): a DAG read one LOADed key before a
+	// transaction wrote two and the other after it.
+	err := x.view(func() error {
+		for _, k := range c.load {
+			t, err := x.getTensor(k)
+			if err != nil {
+				return err
+			}
+			local[k] = t
 		}
-		m, err := op.exec.resolve(x)
-		if err != nil {
-			return err
+		for i, op := range c.ops {
+			if op.kind != opModelExec {
+				continue
+			}
+			m, err := op.exec.resolve(x)
+			if err != nil {
+				return err
+			}
+			models[i] = m
 		}
-		models[i] = m
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if c.syntaxErr != nil {
 		return c.syntaxErr

@@ -1,6 +1,11 @@
 package commands
 
-import "testing"
+import (
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+)
 
 // A DAG's AI.TENSORSET with a bad value or a blob of the wrong length fails
 // the whole command, as RedisAI makes the tensor while it parses the DAG
@@ -22,4 +27,41 @@ func TestDAGTensorSetBadDataFailsTheCommand(t *testing.T) {
 		row("AI.DAGEXECUTE LOAD 1 x PERSIST 1 a |> AI.TENSORSET a FLOAT 2 VALUES 1 2 |> AI.TENSORGET a VALUES", `[+OK ["1" "2"]]`),
 		row("AI.TENSORGET a VALUES", `["1" "2"]`),
 	)
+}
+
+// A DAG's LOADed keys are read as one, never in the middle of a
+// transaction: EXEC runs its queued commands under the write side of the
+// transaction lock, and a DAG, which runs outside it (NoTxLock), read one
+// key before a transaction wrote two and the other after it.
+func TestDAGLoadIsNotInsideATransaction(t *testing.T) {
+	h := newHarness(t)
+	w := h.client("127.0.0.1:50002")
+	h.run(row("AI.TENSORSET a INT8 1 VALUES 0", "+OK"), row("AI.TENSORSET b INT8 1 VALUES 0", "+OK"))
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 1; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			v := strconv.Itoa(i % 100)
+			w.do("MULTI")
+			w.do("AI.TENSORSET a INT8 1 VALUES " + v)
+			w.do("AI.TENSORSET b INT8 1 VALUES " + v)
+			w.do("EXEC")
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	pair := regexp.MustCompile(`^\[\[:(\d+)\] \[:(\d+)\]\]$`)
+	deadline := time.Now().Add(3 * time.Second)
+	for n := 0; n < 100000 && time.Now().Before(deadline); n++ {
+		got := render(h.do("AI.DAGEXECUTE_RO LOAD 2 a b |> AI.TENSORGET a VALUES |> AI.TENSORGET b VALUES"))
+		m := pair.FindStringSubmatch(got)
+		if m == nil || m[1] != m[2] {
+			t.Fatalf("run %d: the DAG read a and b apart from each other: %s", n, got)
+		}
+	}
 }

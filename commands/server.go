@@ -616,6 +616,19 @@ func (x *Ctx) Update(f func() error) error {
 	return f()
 }
 
+// view runs f under the transaction lock's read side when the command
+// runs outside it (NoTxLock), so that what f reads of the keyspace in
+// several steps (a DAG's LOADed keys and models) is read as one, never in
+// the middle of a transaction: RedisAI reads them on Redis's one thread.
+func (x *Ctx) view(f func() error) error {
+	if x.locked {
+		return f()
+	}
+	x.tx.RLock(x.C)
+	defer x.tx.RUnlock(x.C)
+	return f()
+}
+
 // errKilled ends a killed client's command; the client never reads it.
 var errKilled = Reply("ERR the client was killed while the command ran")
 
