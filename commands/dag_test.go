@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"math"
 	"regexp"
 	"strconv"
 	"testing"
@@ -63,5 +64,24 @@ func TestDAGLoadIsNotInsideATransaction(t *testing.T) {
 		if m == nil || m[1] != m[2] {
 			t.Fatalf("run %d: the DAG read a and b apart from each other: %s", n, got)
 		}
+	}
+}
+
+// A TIMEOUT too long to count in nanoseconds lasts as long as a Duration
+// can: its milliseconds were multiplied into a Duration that wrapped
+// around, so TIMEOUT 76480200929599801 (2.4 billion years) gave 64 ns,
+// and a DAG or AI.MODELEXECUTE asked to wait that long answered TIMEDOUT
+// at once.
+func TestParseTimeoutDoesNotWrap(t *testing.T) {
+	for _, ms := range []string{"76480200929599801", "9223372036854775807", "9223372036854776"} {
+		a := NewArgs([][]byte{[]byte("TIMEOUT"), []byte(ms)}, nil)
+		d, err := parseTimeout(&a)
+		if err != nil || d < time.Duration(math.MaxInt64) {
+			t.Errorf("TIMEOUT %s: %v, %v; want the longest Duration", ms, d, err)
+		}
+	}
+	a := NewArgs([][]byte{[]byte("TIMEOUT"), []byte("9223372036854")}, nil)
+	if d, err := parseTimeout(&a); err != nil || d != 9223372036854*time.Millisecond {
+		t.Errorf("TIMEOUT 9223372036854: %v, %v", d, err)
 	}
 }

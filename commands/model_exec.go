@@ -2,6 +2,7 @@ package commands
 
 import (
 	"errors"
+	"math"
 	"time"
 
 	"github.com/enclaveai/enclaveai/modelstore"
@@ -56,6 +57,12 @@ func parseTimeout(a *Args) (time.Duration, error) {
 	n, ok := parseInt(a.Next())
 	if !ok || n <= 0 {
 		return 0, errTimeoutValue
+	}
+	if n > int64(math.MaxInt64/time.Millisecond) {
+		// 292 years, for a time that never comes in RedisAI: its
+		// nanoseconds wrapped around (TIMEOUT 76480200929599801 was 64 ns,
+		// and answered TIMEDOUT at once).
+		return math.MaxInt64, nil
 	}
 	return time.Duration(n) * time.Millisecond, nil
 }

@@ -1262,6 +1262,21 @@ class DAGTest(ModelCase):
         self.assertLess(time.monotonic() - t0, 3)
         self.assertEqual(self.r.exists("o"), 0)
 
+    def test_huge_timeout_is_no_timeout(self):
+        # A TIMEOUT whose nanoseconds pass 2^63 waits as long as it can:
+        # they wrapped around, and this one (2.4 billion years) was 64 ns,
+        # so the run answered TIMEDOUT at once.
+        huge = 76480200929599801
+        rep = self.r.execute_command("AI.DAGEXECUTE", "ROUTING", "lin", "TIMEOUT", huge,
+                                     "|>", "AI.TENSORSET", "t", "FLOAT", 1, 4, "VALUES", 1, 2, 3, 4,
+                                     "|>", "AI.MODELEXECUTE", "lin", "INPUTS", 1, "t", "OUTPUTS", 1, "o",
+                                     "|>", "AI.TENSORGET", "o", "META")
+        self.assertEqual(rep[:2], [b"OK", b"OK"])
+        tset(self.r, "hx", np.ones((1, 4), np.float32))
+        self.assertEqual(self.r.execute_command("AI.MODELEXECUTE", "lin", "INPUTS", 1, "hx", "OUTPUTS", 1, "hy",
+                                                "TIMEOUT", huge), b"OK")
+        self.assertEqual(self.r.exists("hy"), 1)
+
     def test_ro_refuses_persist(self):
         self.assertErr("ERR PERSIST cannot be specified in a read-only DAG", "AI.DAGEXECUTE_RO", "ROUTING", "lin",
                        "PERSIST", 1, "t", "|>", "AI.TENSORSET", "t", "FLOAT", 1, "VALUES", 1)
