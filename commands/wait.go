@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"math"
 	"time"
 )
 
@@ -62,15 +63,21 @@ func parseWaitAOF(a Args) (Runner, error) {
 	return waitCmd{aof: true, numlocal: local, replicas: n, timeout: t}, err
 }
 
-// parseWaitTimeout reads a timeout in milliseconds, as Redis's
-// getTimeoutFromObjectOrReply.
+// parseWaitTimeout reads a timeout in milliseconds, as Redis 7.2's
+// getTimeoutFromObjectOrReply: refused past what can be added to the
+// clock. One past what a Duration counts in nanoseconds waits 146 years
+// (it was refused as not an integer).
 func parseWaitTimeout(b []byte) (time.Duration, error) {
 	ms, ok := parseInt(b)
 	switch {
-	case !ok || ms > int64(time.Duration(1<<62)/time.Millisecond):
+	case !ok:
 		return 0, Reply("ERR timeout is not an integer or out of range")
 	case ms < 0:
 		return 0, Reply("ERR timeout is negative")
+	case ms > math.MaxInt64-time.Now().UnixMilli():
+		return 0, Reply("ERR timeout is out of range")
+	case ms > int64(time.Duration(1<<62)/time.Millisecond):
+		return 1 << 62, nil
 	}
 	return time.Duration(ms) * time.Millisecond, nil
 }

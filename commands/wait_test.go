@@ -78,3 +78,22 @@ func TestWaitAOFAfterSwitchToAlways(t *testing.T) {
 		row("WAITAOF 1 0 1000", "[:1 :0]"),
 	)
 }
+
+// A timeout is refused only where Redis 7.2 refuses it: past what its
+// clock can add it to ("timeout is out of range"). One too long for a
+// Duration's nanoseconds (146 years and more) waits as long as one can:
+// WAIT 0 5000000000000 answered "timeout is not an integer or out of
+// range" where Redis answers 0.
+func TestWaitTimeoutRange(t *testing.T) {
+	h := newHarness(t)
+	h.run(
+		row("WAIT 0 5000000000000", ":0"),
+		row("WAITAOF 0 0 5000000000000", "[:0 :0]"),
+		row("WAIT 0 9223372036854775807", "-ERR timeout is out of range"),
+		row("WAITAOF 0 0 9223372036854775807", "-ERR timeout is out of range"),
+		row("WAIT 0 9223372036854775808", "-ERR timeout is not an integer or out of range"),
+	)
+	if d, err := parseWaitTimeout([]byte("5000000000000")); err != nil || d < 1<<62 {
+		t.Errorf("5000000000000 ms: %v, %v; want a wait as long as a Duration allows", d, err)
+	}
+}
