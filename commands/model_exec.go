@@ -221,17 +221,23 @@ func (c *modelExecCmd) resolve(x *Ctx) (*modelstore.Model, error) {
 // runs with no lock held, and the outputs are stored in one atomic update.
 func (c *modelExecCmd) Run(x *Ctx) error {
 	queued := time.Now()
-	m, err := c.resolve(x)
-	if err != nil {
-		return err
-	}
+	var m *modelstore.Model
 	inputs := make([]*modelstore.Tensor, len(c.inputs))
-	for i, k := range c.inputs {
-		if inputs[i], err = x.getTensor(k); err != nil {
+	// Read as one (Ctx.view): a run read one input before a transaction
+	// wrote two and the other after it.
+	err := x.view(func() error {
+		var err error
+		if m, err = c.resolve(x); err != nil {
 			return err
 		}
-	}
-	if err := x.checkOutputKeys(c.outputs); err != nil {
+		for i, k := range c.inputs {
+			if inputs[i], err = x.getTensor(k); err != nil {
+				return err
+			}
+		}
+		return x.checkOutputKeys(c.outputs)
+	})
+	if err != nil {
 		return err
 	}
 	outs, err := x.runModel(m, inputs, queued, c.timeout, x.outputLimit(0))

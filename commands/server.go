@@ -618,8 +618,9 @@ func (x *Ctx) Update(f func() error) error {
 
 // view runs f under the transaction lock's read side when the command
 // runs outside it (NoTxLock), so that what f reads of the keyspace in
-// several steps (a DAG's LOADed keys and models) is read as one, never in
-// the middle of a transaction: RedisAI reads them on Redis's one thread.
+// several steps (a DAG's LOADed keys and models, a run's model and
+// inputs) is read as one, never in the middle of a transaction: RedisAI
+// reads them on Redis's one thread.
 func (x *Ctx) view(f func() error) error {
 	if x.locked {
 		return f()
