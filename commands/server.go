@@ -830,9 +830,15 @@ func (s *App) dispatchOne(c *Client, spec *Spec, argv [][]byte, owned Ownership)
 		a = a.Detach()
 		var r Runner
 		var err error
-		if badArity(spec, argv) {
+		switch {
+		case spec.Has(Blocking) && isAI(spec):
+			// RedisAI refuses its blocking commands in a transaction
+			// before it reads their arguments (EXEC answered a queued
+			// one's arity or syntax error instead).
+			err = errInMulti
+		case badArity(spec, argv):
 			err = arityError(spec) // a RedisAI command's (check)
-		} else {
+		default:
 			r, err = spec.Parse(a)
 		}
 		if err == nil && spec.Has(Blocking) {

@@ -85,6 +85,25 @@ func TestMultiExec(t *testing.T) {
 
 // Commands queued by MULTI keep their arguments: the connection's buffer
 // is reused by the next command.
+// RedisAI refuses its blocking commands (model runs, DAGs) inside a
+// transaction before it reads their arguments: EXEC answered the arity or
+// syntax error of one queued with too few, not the refusal
+// (REDISAI.md 3.7: "1. MULTI/Lua").
+func TestMultiRefusesBlockingAICommandsFirst(t *testing.T) {
+	h := newHarness(t)
+	const inMulti = "-ERR Cannot run RedisAI command within a transaction or a LUA script"
+	h.run(
+		row("MULTI", "+OK"),
+		row("AI.MODELEXECUTE", "+QUEUED"),
+		row("AI.MODELEXECUTE m INPUTS 1 t", "+QUEUED"),
+		row("AI.MODELRUN m", "+QUEUED"),
+		row("AI.DAGEXECUTE", "+QUEUED"),
+		row("AI.DAGEXECUTE ROUTING r |> AI.TENSORGET", "+QUEUED"),
+		row("AI.DAGRUN_RO PERSIST 1 t |> AI.TENSORGET t", "+QUEUED"),
+		row("EXEC", "["+strings.Repeat(inMulti+" ", 5)+inMulti+"]"),
+	)
+}
+
 func TestMultiKeepsArguments(t *testing.T) {
 	h := newHarness(t)
 	h.run(row("MULTI", "+OK"))
