@@ -87,11 +87,12 @@ type existsCmd struct{ keys []string }
 
 func parseExists(a Args) (Runner, error) { return existsCmd{keys: keyStrings(a.Rest())}, nil }
 
-// Run implements Runner.
+// Run implements Runner. Expiry, not Get, tells whether a key exists: Get
+// pins a tensor, whose buffer is then never recycled (tensorbuf.go).
 func (c existsCmd) Run(x *Ctx) error {
 	n := 0
 	for _, k := range c.keys {
-		if _, ok := x.Keys.Get(k); ok {
+		if _, ok := x.Keys.Expiry(k); ok {
 			n++
 		}
 	}
@@ -152,8 +153,8 @@ func parseType(a Args) (Runner, error) { return typeCmd{key: a.NextString()}, ni
 
 // Run implements Runner.
 func (c typeCmd) Run(x *Ctx) error {
-	if v, ok := x.Keys.Get(c.key); ok {
-		x.W.Simple(v.TypeName())
+	if name, ok := x.Keys.TypeName(c.key); ok {
+		x.W.Simple(name)
 	} else {
 		x.W.Simple("none")
 	}

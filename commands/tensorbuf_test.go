@@ -244,3 +244,31 @@ func (*wholeSink) Delete(string) error              { return nil }
 func (*wholeSink) Expire(string, int64) error       { return nil }
 func (*wholeSink) Rename(string, string) error      { return nil }
 func (*wholeSink) Flush() error                     { return nil }
+
+// Commands that only look at a key (EXISTS, TOUCH, TYPE) do not pin its
+// tensor: its buffer is still recycled when AI.TENSORSET replaces it.
+// They read it through Get, which pins it for good, so a client that
+// sent EXISTS k before each AI.TENSORSET k recycled nothing (as EXPIRE
+// did before the diff review).
+func TestLookingAtAKeyKeepsItsBufferRecyclable(t *testing.T) {
+	h := newHarness(t)
+	for _, look := range []string{"EXISTS y", "TOUCH y", "TYPE y", ""} {
+		argv := [][]byte{[]byte("AI.TENSORSET"), []byte("y"), []byte("UINT8"), []byte("600"), []byte("BLOB"), checkedBlob(7, 600)}
+		h.s.Dispatch(h.c, argv, pooledFrom(5))
+		h.c.W.Reset()
+		var y *modelstore.Tensor
+		if err := h.s.Keys.ReadTensor("y", func(t *modelstore.Tensor) error {
+			y = t
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if look != "" {
+			h.do(look)
+		}
+		h.do("AI.TENSORSET y UINT8 1 VALUES 1")
+		if y.Data != nil {
+			t.Errorf("%q: the replaced tensor's buffer was not recycled", look)
+		}
+	}
+}

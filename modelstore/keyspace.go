@@ -163,6 +163,21 @@ func (k *Keyspace) Get(key string) (Value, bool) {
 	return e.v, true
 }
 
+// TypeName returns the type name of the live value at key, false if there
+// is none. It keeps nothing, so it does not pin a tensor as Get does
+// (TYPE: a client that asked for a key's type before each AI.TENSORSET
+// of it had no buffer recycled).
+func (k *Keyspace) TypeName(key string) (string, bool) {
+	now := k.instant()
+	k.mu.RLock()
+	e, ok := k.m[key]
+	k.mu.RUnlock()
+	if !ok || !e.live(now) {
+		return "", false
+	}
+	return e.v.TypeName(), true
+}
+
 // ReadTensor calls read with the live tensor at key and returns read's
 // error, or ErrNoTensor or ErrWrongType without calling it. read is done
 // with the tensor when it returns (AI.TENSORGET copies the data into its
