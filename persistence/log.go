@@ -114,8 +114,18 @@ type Log struct {
 	unwritten []byte     // sealed frames not yet written (kept for a retry)
 	upto      uint64     // seq the unwritten frames reach
 	broken    error      // the current file's tail is unknown: only a rewrite recovers
-	man       manifest
-	recent    map[string]bool // model files named by records written since the last rewrite
+	// held is set (to the broken file's error) when a rewrite's cut has
+	// moved appends off a broken file (switchLocked), until that
+	// rewrite's base is in place (finishLocked): the manifest still names
+	// the broken file, whose tail may be torn, before the new incr file,
+	// and a start refuses a torn file with a written one after it. So
+	// the records after the cut stay queued meanwhile (their Commits
+	// fail: MISCONF), and are written once the broken file is no longer
+	// named. Records before a later cut are dropped, as under broken:
+	// that cut's base holds them.
+	held   error
+	man    manifest
+	recent map[string]bool // model files named by records written since the last rewrite
 	// waiting is the incr file of a rewrite's cut not yet reached by the
 	// writes (switchLocked): while a write error holds records before the
 	// cut, no other rewrite begins, each with a new incr file.
@@ -500,6 +510,14 @@ func (l *Log) writeLocked() error {
 		}
 		l.mu.Unlock()
 	}()
+	lastCut := -1 // the last cut taken, while a switch may hold the rest (held)
+	if l.broken != nil || l.held != nil {
+		for i := range ops {
+			if ops[i].cut != nil {
+				lastCut = i
+			}
+		}
+	}
 	for i, op := range ops {
 		if op.cut != nil {
 			if err := l.switchLocked(op.cut); err != nil {
@@ -508,12 +526,16 @@ func (l *Log) writeLocked() error {
 			}
 			continue
 		}
+		if l.held != nil && i > lastCut {
+			l.requeue(ops[i:]) // written once the rewrite's base is in place
+			return heldError{l.held}
+		}
 		if op.Model != nil {
 			name := l.ModelFileName(op.Model.File)
 			l.unclaimLocked(name)
 			l.recent[name] = true
 		}
-		if l.broken != nil {
+		if l.broken != nil || l.held != nil {
 			ops[i].release()
 			continue // a rewrite's base will cover it (see switchLocked)
 		}
@@ -553,6 +575,11 @@ func (l *Log) writeLocked() error {
 	l.sealLocked()
 	if l.broken != nil {
 		return l.broken
+	}
+	if l.held != nil {
+		// Records were dropped for a rewrite's base not yet in place:
+		// they are not written yet.
+		return heldError{l.held}
 	}
 	if err := l.drainLocked(); err != nil {
 		return err
@@ -1398,7 +1425,20 @@ func frameFollows(b []byte) bool {
 // ---- rewrite ----
 
 // cutOp is the switch to a rewrite's new incr file.
-type cutOp struct{ next *logFile }
+type cutOp struct {
+	next *logFile
+	done bool // appends have switched to next (guarded by wmu)
+}
+
+// heldError is a write's error while appends wait for a rewrite's base
+// (Log.held); it wraps the broken file's error.
+type heldError struct{ cause error }
+
+func (e heldError) Error() string {
+	return "appends wait for the rewrite of the log after: " + e.cause.Error()
+}
+
+func (e heldError) Unwrap() error { return e.cause }
 
 // BeginRewrite starts a rewrite: it creates the next incr file, lists it
 // in the manifest after the current ones, and returns the op that switches
@@ -1497,12 +1537,17 @@ func (l *Log) switchLocked(c *cutOp) error {
 	l.cur.f.Close()
 	l.oldSize += l.cur.size
 	l.cur = c.next
+	c.done = true
 	if l.waiting == c.next.name {
 		l.waiting = ""
 	}
 	l.size.Add(c.next.size)
 	// The new file is whole; the old one's trouble ends with it. The
-	// error stays until FinishRewrite has the base in place.
+	// error stays until FinishRewrite has the base in place, and until
+	// then nothing is written to the new file (held).
+	if l.broken != nil && l.held == nil {
+		l.held = l.broken
+	}
 	l.broken = nil
 	return nil
 }
@@ -1515,11 +1560,15 @@ func (l *Log) switchLocked(c *cutOp) error {
 // base refers to). On error the log stays as BeginRewrite left it: the
 // old files, then the new incr; after Close, the error is ErrLogClosed.
 func (l *Log) FinishRewrite(cut Op, src func(yield func(Op) error) error, live map[[32]byte]bool) error {
-	// Records before the cut must be out of the old files before those go.
-	if err := l.Commit(l.Seq()); err != nil {
+	// Records before the cut must be out of the old files before those go
+	// (or, from a broken file, dropped: the base holds them). Those after
+	// the cut off a broken file wait for the base (held).
+	err := l.Commit(l.Seq())
+	l.wmu.Lock()
+	if err != nil && !(errors.As(err, new(heldError)) && cut.cut.done) {
+		l.wmu.Unlock()
 		return err
 	}
-	l.wmu.Lock()
 	n := l.man.next
 	l.man.next++
 	l.wmu.Unlock()
@@ -1566,6 +1615,12 @@ func (l *Log) finishLocked(cut Op, base string, size int64, live map[[32]byte]bo
 	l.removeModelsLocked(live)
 	if l.broken == nil {
 		l.werr.Store(nil)
+	}
+	if l.held != nil {
+		// The broken file is no longer named: the records that waited
+		// go to the new incr file (a failure is the log's error, Err).
+		l.held = nil
+		l.writeLocked()
 	}
 	return l.unnamedFiles(m), nil
 }

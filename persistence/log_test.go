@@ -741,6 +741,7 @@ type faultFS struct {
 	only      string // the file writeErr fails, by base name ("": every file)
 	syncErr   error
 	renameErr error
+	truncErr  error // cutting a file back fails with it
 }
 
 type faultFile struct {
@@ -797,6 +798,16 @@ func (f faultFile) Write(p []byte) (int, error) {
 		return n, err
 	}
 	return f.File.Write(p)
+}
+
+func (f faultFile) Truncate(size int64) error {
+	f.fs.mu.Lock()
+	err := f.fs.truncErr
+	f.fs.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return f.File.Truncate(size)
 }
 
 func (f faultFile) Sync() error {
@@ -927,6 +938,110 @@ func TestLogFsyncFailureNeedsRewrite(t *testing.T) {
 	st, _, err := replayed(t, dir, false)
 	if err != nil || len(st.keys) != 3 {
 		t.Fatalf("after recovery: %v %v", st.keys, err)
+	}
+}
+
+// A write cut short whose cutting back fails breaks the file with its
+// tail torn (drainLocked); the rewrite that mends it switches appends to a
+// new incr file at its cut, but until its base is in place the manifest
+// still names the broken file before the new one. Records written to the
+// new file meanwhile were acknowledged, and a kill -9 before the base was
+// in place left a torn file followed by a written one, which the next
+// start refuses as damage: the whole log was lost (or moved aside with
+// --load-bad-snapshot). They now wait, answered MISCONF, until the base
+// is in place, and are written then.
+func TestLogBrokenFileHoldsWritesUntilTheBase(t *testing.T) {
+	dir := t.TempDir()
+	l, fs := createdFaultLog(t, dir)
+	commitAll(t, l, tensorOp("before", "1"))
+	fs.set(func() { fs.writeErr, fs.short, fs.truncErr = syscall.EIO, 11, syscall.EIO })
+	if err := l.Commit(l.Append(tensorOp("torn", "2"))); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("commit with a short write not cut back: %v", err)
+	}
+	fs.set(func() { fs.writeErr, fs.truncErr = nil, nil })
+	cut, err := l.BeginRewrite()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Append(cut)
+	if err := l.Commit(l.Append(tensorOp("after", "3"))); err == nil {
+		t.Error("a write after the cut was acknowledged before the rewrite's base was in place")
+	}
+	if l.Err() == nil {
+		t.Error("writes accepted before the rewrite's base was in place")
+	}
+	// A kill -9 now: the next start loads the log, without the torn tail.
+	crashed := t.TempDir()
+	if err := os.CopyFS(crashed, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	st, info, err := replayed(t, crashed, true)
+	if err != nil {
+		t.Fatalf("start after a kill -9 before the rewrite's base: %v", err)
+	}
+	if st.keys["before"] != "tensor:1" || info.CutBytes != 11 {
+		t.Errorf("after the crash: %v, %d bytes cut", st.keys, info.CutBytes)
+	}
+	state := newLogState()
+	state.keys["before"], state.keys["torn"] = "tensor:1", "tensor:2"
+	if err := l.FinishRewrite(cut, state.source(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if l.Err() != nil {
+		t.Fatalf("Err after the rewrite: %v", l.Err())
+	}
+	commitAll(t, l, tensorOp("later", "4"))
+	st, _, err = replayed(t, dir, false)
+	if err != nil || len(st.keys) != 4 || st.keys["after"] != "tensor:3" {
+		t.Fatalf("after the rewrite: %v %v", st.keys, err)
+	}
+}
+
+// A rewrite that fails after its cut moved appends off a broken file
+// leaves the records after the cut waiting; the next rewrite's base holds
+// them, and the records after its own cut are written once it is in place.
+func TestLogHeldWritesSurviveAFailedRewrite(t *testing.T) {
+	dir := t.TempDir()
+	l, fs := createdFaultLog(t, dir)
+	commitAll(t, l, tensorOp("before", "1"))
+	fs.set(func() { fs.writeErr, fs.short, fs.truncErr = syscall.EIO, 11, syscall.EIO })
+	if err := l.Commit(l.Append(tensorOp("torn", "2"))); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("commit with a short write not cut back: %v", err)
+	}
+	fs.set(func() { fs.writeErr, fs.truncErr, fs.only = syscall.ENOSPC, nil, "base.3.log" })
+	cut, err := l.BeginRewrite()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Append(cut)
+	if err := l.Commit(l.Append(tensorOp("after", "3"))); err == nil {
+		t.Error("a write after the cut was acknowledged before the rewrite's base was in place")
+	}
+	state := newLogState()
+	state.keys["before"], state.keys["torn"] = "tensor:1", "tensor:2"
+	if err := l.FinishRewrite(cut, state.source(), nil); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("rewrite with its base failing: %v", err)
+	}
+	if err := l.Flush(); err == nil || l.Err() == nil {
+		t.Fatal("writes accepted after the rewrite failed")
+	}
+	fs.set(func() { fs.writeErr = nil })
+	cut, err = l.BeginRewrite()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Append(cut)
+	seq := l.Append(tensorOp("later", "4"))
+	state.keys["after"] = "tensor:3"
+	if err := l.FinishRewrite(cut, state.source(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Commit(seq); err != nil || l.Err() != nil {
+		t.Fatalf("after the rewrite: %v, Err %v", err, l.Err())
+	}
+	st, _, err := replayed(t, dir, false)
+	if err != nil || len(st.keys) != 4 || st.keys["later"] != "tensor:4" {
+		t.Fatalf("replayed: %v %v", st.keys, err)
 	}
 }
 
