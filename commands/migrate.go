@@ -134,7 +134,11 @@ type restoreCmd struct {
 }
 
 // parseMigrate parses the migration subcommands of CLUSTERX (rest: the
-// arguments after the subcommand).
+// arguments after the subcommand). While the data loads they answer
+// -LOADING, though CLUSTERX runs then for the controller's topology
+// pushes: a RESTORE put its keys in the keyspace that the loaded one
+// replaces, unlogged (the log is not open yet), and was answered OK, so
+// the source deleted its copy; a MIGRATE sent keys not loaded yet.
 func parseMigrate(sub string, a Args, rest [][]byte) (Runner, error) {
 	if len(rest) != 2 {
 		return nil, subArityOf("clusterx", sub)
@@ -170,6 +174,9 @@ func (c migrateCmd) Run(x *Ctx) error {
 	cs := x.Cluster
 	if cs == nil {
 		return errClusterDisabled
+	}
+	if x.loading.Load() {
+		return errLoading // no slot moves while loading (parseMigrate)
 	}
 	v := cs.view.Load()
 	if v.top == nil {
@@ -672,6 +679,9 @@ func (c importCmd) Run(x *Ctx) error {
 	if cs == nil {
 		return errClusterDisabled
 	}
+	if x.loading.Load() {
+		return errLoading // no slot moves while loading (parseMigrate)
+	}
 	if c.state == migStart {
 		im := &importing{slot: c.slot}
 		if v := cs.view.Load(); v.top != nil && v.top.Owner(c.slot) != nil {
@@ -715,6 +725,9 @@ func (c restoreCmd) Run(x *Ctx) error {
 	cs := x.Cluster
 	if cs == nil {
 		return errClusterDisabled
+	}
+	if x.loading.Load() {
+		return errLoading // no slot moves while loading (parseMigrate)
 	}
 	if im := cs.imp.Load(); im == nil || im.slot != c.slot || im.State() != migStart {
 		return errNotImporting

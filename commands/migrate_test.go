@@ -290,3 +290,44 @@ func TestPeerReplyFromAHostileTarget(t *testing.T) {
 		})
 	}
 }
+
+// While the data loads, no slot moves: CLUSTERX runs then for the
+// controller's topology pushes, but a RESTORE answered OK put its keys in
+// the keyspace that the loaded one then replaced, unlogged (the log was
+// not open yet), and the source, told the import was done, deleted its
+// copy: the slot's keys were gone from both nodes. A MIGRATE from a node
+// still loading would send the slot's keys not loaded yet.
+func TestNoMigrationWhileLoading(t *testing.T) {
+	h := newClusterHarness(t)
+	pushTopology(t, h, nodeB)
+	h.run(row("clusterx import 3300 0", "+OK"))
+	var p bytes.Buffer
+	src := &memTensorSource{key: "{b}t"}
+	if err := persistence.Write(&p, aofTestKey, src); err != nil {
+		t.Fatal(err)
+	}
+	h.s.SetLoading(true)
+	loading := "-" + string(errLoading)
+	h.s.Dispatch(h.c, [][]byte{[]byte("CLUSTERX"), []byte("RESTORE"), []byte("3300"), p.Bytes()}, nil)
+	h.s.CommitClient(h.c)
+	if got := render(h.c.W.Bytes()); got != loading {
+		t.Errorf("RESTORE while loading: %s", got)
+	}
+	h.c.W.Reset()
+	h.run(
+		row("clusterx import 3300 1", loading),
+		row("clusterx import 3301 0", loading),
+		row("clusterx migrate 6000 "+nodeC, loading),
+	)
+	h.s.SetLoading(false)
+	h.run(row("ASKING", "+OK"), row("EXISTS {b}t", ":0"))
+}
+
+// memTensorSource is a persistence.Source of one tensor key.
+type memTensorSource struct{ key string }
+
+func (s *memTensorSource) Tensors(yield func(persistence.TensorRecord) error) error {
+	return yield(persistence.TensorRecord{Key: s.key, DType: uint8(modelstore.Float), Shape: []int64{1}, Data: []byte{0, 0, 128, 63}})
+}
+
+func (s *memTensorSource) Models(func(persistence.ModelRecord, []byte) error) error { return nil }
