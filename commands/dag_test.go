@@ -3,7 +3,6 @@ package commands
 import (
 	"math"
 	"regexp"
-	"strconv"
 	"testing"
 	"time"
 )
@@ -38,24 +37,7 @@ func TestDAGLoadIsNotInsideATransaction(t *testing.T) {
 	h := newHarness(t)
 	w := h.client("127.0.0.1:50002")
 	h.run(row("AI.TENSORSET a INT8 1 VALUES 0", "+OK"), row("AI.TENSORSET b INT8 1 VALUES 0", "+OK"))
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for i := 1; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			v := strconv.Itoa(i % 100)
-			w.do("MULTI")
-			w.do("AI.TENSORSET a INT8 1 VALUES " + v)
-			w.do("AI.TENSORSET b INT8 1 VALUES " + v)
-			w.do("EXEC")
-		}
-	}()
-	defer func() { close(stop); <-done }()
+	defer w.setPairsInTransactions("INT8", 100)()
 	pair := regexp.MustCompile(`^\[\[:(\d+)\] \[:(\d+)\]\]$`)
 	deadline := time.Now().Add(3 * time.Second)
 	for n := 0; n < 100000 && time.Now().Before(deadline); n++ {

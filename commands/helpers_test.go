@@ -48,6 +48,30 @@ func (h *harness) client(addr string) *harness {
 // do runs one command line, split as redis-cli and inline commands split
 // it (config.SplitArgs: "double" and 'single' quotes, \xHH escapes), and
 // returns the raw RESP reply bytes.
+// setPairsInTransactions has h's client set tensors a and b of dtype to
+// one value, i % mod for i = 1, 2, ..., each time in one MULTI / EXEC,
+// until the function it returns is called (which waits for it to stop).
+func (h *harness) setPairsInTransactions(dtype string, mod int) (stop func()) {
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 1; ; i++ {
+			select {
+			case <-quit:
+				return
+			default:
+			}
+			v := strconv.Itoa(i % mod)
+			h.do("MULTI")
+			h.do("AI.TENSORSET a " + dtype + " 1 VALUES " + v)
+			h.do("AI.TENSORSET b " + dtype + " 1 VALUES " + v)
+			h.do("EXEC")
+		}
+	}()
+	return func() { close(quit); <-done }
+}
+
 func (h *harness) do(line string) []byte {
 	h.t.Helper()
 	args, err := config.SplitArgs(line)

@@ -33,24 +33,7 @@ func TestModelExecuteInputsAreNotInsideATransaction(t *testing.T) {
 		row("AI.MODELEXECUTE add INPUTS 2 a b OUTPUTS 1 c", "+OK"),
 		row("AI.TENSORGET c VALUES", "[:0]"),
 	)
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for i := 1; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			v := strconv.Itoa(i % 1000)
-			w.do("MULTI")
-			w.do("AI.TENSORSET a INT32 1 VALUES " + v)
-			w.do("AI.TENSORSET b INT32 1 VALUES " + v)
-			w.do("EXEC")
-		}
-	}()
-	defer func() { close(stop); <-done }()
+	defer w.setPairsInTransactions("INT32", 1000)()
 	sum := regexp.MustCompile(`^\[:(\d+)\]$`)
 	deadline := time.Now().Add(3 * time.Second)
 	for n := 0; n < 100000 && time.Now().Before(deadline); n++ {
