@@ -643,6 +643,13 @@ type timedSession struct {
 	log   *runLog
 }
 
+// timedModel is a model of owner's whose runs take d, logged in log.
+func timedModel(t *testing.T, owner string, d time.Duration, log *runLog) *Model {
+	m := queueModel(t, "linear.onnx", ModelMeta{Owner: owner})
+	m.Blob.Session = timedSession{m.Blob.Session, d, owner, log}
+	return m
+}
+
 type runLog struct {
 	mu   sync.Mutex
 	runs []timedRun
@@ -671,12 +678,7 @@ func TestRunQueueSharesRunTimeBetweenOwners(t *testing.T) {
 	q := NewRunQueue(1)
 	t.Cleanup(q.Close)
 	log := &runLog{}
-	model := func(owner string, d time.Duration) *Model {
-		m := queueModel(t, "linear.onnx", ModelMeta{Owner: owner})
-		m.Blob.Session = timedSession{m.Blob.Session, d, owner, log}
-		return m
-	}
-	heavy, light := model("heavy", 8*time.Millisecond), model("light", time.Millisecond)
+	heavy, light := timedModel(t, "heavy", 8*time.Millisecond, log), timedModel(t, "light", time.Millisecond, log)
 	gate := queueModel(t, "linear.onnx", ModelMeta{Owner: "gate"})
 	g := &gatedSession{EngineSession: gate.Blob.Session, open: make(chan struct{})}
 	gate.Blob.Session = g
@@ -734,12 +736,7 @@ func TestRunQueueKeepsTheDebtOfAnEmptiedLane(t *testing.T) {
 	q := NewRunQueue(1)
 	t.Cleanup(q.Close)
 	log := &runLog{}
-	model := func(owner string, d time.Duration) *Model {
-		m := queueModel(t, "linear.onnx", ModelMeta{Owner: owner})
-		m.Blob.Session = timedSession{m.Blob.Session, d, owner, log}
-		return m
-	}
-	heavy, light := model("heavy", 8*time.Millisecond), model("light", time.Millisecond)
+	heavy, light := timedModel(t, "heavy", 8*time.Millisecond, log), timedModel(t, "light", time.Millisecond, log)
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	client := func(m *Model) {
