@@ -779,9 +779,12 @@ func TestRunQueueKeepsTheDebtOfAnEmptiedLane(t *testing.T) {
 			lightTime += r.took
 		}
 	}
+	// About half: the queue charges light's short runs a little more than
+	// their logged sleep (TestRunQueueSharesRunTimeBetweenOwners), so
+	// the bar leaves room; without the debt, heavy had 80-90%.
 	share := float64(heavyTime) / float64(heavyTime+lightTime)
 	t.Logf("heavy %v, light %v of run time (%.0f%% heavy)", heavyTime, lightTime, 100*share)
-	if share > 0.65 {
+	if share > 0.7 {
 		t.Errorf("heavy had %v of run time against light's %v (%.0f%%), want about half", heavyTime, lightTime, 100*share)
 	}
 }
