@@ -126,6 +126,32 @@ func TestMisconfOnFullDisk(t *testing.T) {
 	h2.run(row("EXISTS a b c", ":3"))
 }
 
+// A transaction queued before the log failed is refused whole at EXEC,
+// as Redis refuses an EXEC with writes under MISCONF: nothing in it runs
+// (durability review: the queued writes changed memory, and each reply
+// was a MISCONF). One with reads only still runs.
+func TestMisconfRefusesExecWithWrites(t *testing.T) {
+	fs := &failFS{}
+	h := newLogHarness(t, t.TempDir(), fs, "everysec")
+	h.run(
+		row("AI.TENSORSET a INT8 1 VALUES 1", "+OK"),
+		row("MULTI", "+OK"),
+		row("AI.TENSORSET b INT8 1 VALUES 2", "+QUEUED"),
+		row("DEL a", "+QUEUED"),
+	)
+	fs.fail(syscall.ENOSPC, nil)
+	// Another client's write meets the failure.
+	h.client("127.0.0.1:2").run(row("AI.TENSORSET c INT8 1 VALUES 3", "-MISCONF Errors writing to the AOF file: no space left on device"))
+	h.run(
+		row("EXEC", "-EXECABORT Transaction discarded because of: MISCONF Errors writing to the AOF file: no space left on device"),
+		row("EXEC", "-ERR EXEC without MULTI"),
+		row("EXISTS a b", ":1"), // c is in memory, unacknowledged
+		row("MULTI", "+OK"),
+		row("AI.TENSORGET a VALUES", "+QUEUED"),
+		row("EXEC", "[[:1]]"),
+	)
+}
+
 // A pipeline: replies wait for one commit, before they are sent; when it
 // fails, each reply from the first write's on is a MISCONF, one per
 // command, so the client stays in step.

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -408,6 +409,10 @@ type queued struct {
 	up     *modelstore.ModelBuffer // a queued upload's buffer, referenced
 	argv   [][]byte                // its arguments (detached), for MONITOR when EXEC runs it
 }
+
+// writes reports whether q is a write: EXEC with it waits for no
+// shutdown and is refused under MISCONF.
+func (q queued) writes() bool { return q.spec.Has(Write) }
 
 // SetQueryBuf records c's input buffer for CLIENT LIST: the bytes read and
 // not yet parsed, and the room left after them (0, 0: it holds none).
@@ -1019,8 +1024,10 @@ func (s *App) check(c *Client, spec *Spec, argv [][]byte, now int64) error {
 		return errLoading
 	}
 	// As Redis's MISCONF: while the log or the snapshot cannot be written,
-	// writes are refused and reads go on.
-	if spec.Has(Write) {
+	// writes are refused and reads go on. So is an EXEC whose queue holds
+	// a write, before any of it runs (durability review: the queued writes
+	// changed memory, and their replies became MISCONF).
+	if spec.Has(Write) || spec.Name == "exec" && slices.ContainsFunc(c.multi, queued.writes) {
 		if err := s.persistErr(); err != nil {
 			return err
 		}

@@ -185,7 +185,7 @@ func (execCmd) Run(x *Ctx) error {
 	if !changed && x.Cluster != nil && !c.internal {
 		moved = x.routeQueued(c)
 	}
-	if x.stopping.Load() > 0 && slices.ContainsFunc(c.multi, func(q queued) bool { return q.spec.Has(Write) }) {
+	if x.stopping.Load() > 0 && slices.ContainsFunc(c.multi, queued.writes) {
 		moved = errShuttingDown // nothing runs: the final save has its instant
 	}
 	q := x.endMulti(c)
