@@ -760,7 +760,20 @@ func (c restoreCmd) Run(x *Ctx) error {
 		}
 	}
 	// A model's sealed file goes into the log's directory before its record
-	// (as for AI.MODELSTORE): the log then holds it across a restart.
+	// (as for AI.MODELSTORE): the log then holds it across a restart. Each
+	// file in place is claimed until its record is written: a refusal gives
+	// the claims up, so that the next rewrite removes the files (durability
+	// review: a refused RESTORE's files stayed on disk for good).
+	var placed []*modelstore.Model
+	refuse := func(err error) error {
+		for _, m := range placed {
+			if file, _, ok := modelFileOf(m); ok {
+				x.aof().Unclaim(file)
+			}
+		}
+		x.Release(itemValues(l.items))
+		return err
+	}
 	for _, it := range l.items {
 		if m, ok := it.Value.(*modelstore.Model); ok {
 			mf, err := x.startModelFile(m.Blob.Data, m.NoPersist)
@@ -768,8 +781,10 @@ func (c restoreCmd) Run(x *Ctx) error {
 				err = mf.finish(x, m.Blob)
 			}
 			if err != nil {
-				x.Release(itemValues(l.items))
-				return err
+				return refuse(err)
+			}
+			if mf != nil {
+				placed = append(placed, m)
 			}
 		}
 	}
@@ -789,8 +804,7 @@ func (c restoreCmd) Run(x *Ctx) error {
 		return nil
 	})
 	if err != nil {
-		x.Release(itemValues(l.items))
-		return err
+		return refuse(err)
 	}
 	if im := cs.imp.Load(); im != nil && im.slot == c.slot {
 		im.restored.Add(int64(len(l.items)))

@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io/fs"
 	"net"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/enclaveai/enclaveai/cluster"
+	"github.com/enclaveai/enclaveai/config"
 	"github.com/enclaveai/enclaveai/modelstore"
 	"github.com/enclaveai/enclaveai/persistence"
 )
@@ -331,3 +334,62 @@ func (s *memTensorSource) Tensors(yield func(persistence.TensorRecord) error) er
 }
 
 func (s *memTensorSource) Models(func(persistence.ModelRecord, []byte) error) error { return nil }
+
+// A RESTORE refused after its model file is in place gives up the file's
+// claim, so that the next rewrite removes it (durability review: a
+// refused RESTORE's file stayed claimed, and on disk, for good).
+func TestRefusedRestoreGivesUpItsModelFile(t *testing.T) {
+	model := loadTestRuntime(t)
+	if model == nil {
+		t.Skip("no ONNX Runtime")
+	}
+	dir := t.TempDir()
+	opts := config.Default()
+	opts.ClusterEnabled = true
+	opts.AppendOnly = true
+	opts.Dir = dir
+	opts.Save.Store(new(string))
+	h := newHarnessOpts(t, opts)
+	h.s.Snapshot.SealKey = aofTestKey
+	if err := h.s.LoadData(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.s.CloseLog)
+	if err := h.s.StartCluster(); err != nil {
+		t.Fatal(err)
+	}
+	pushTopology(t, h, nodeB)
+	modelFiles := func() []string {
+		var names []string
+		filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err == nil && strings.HasSuffix(path, ".model") {
+				names = append(names, filepath.Base(path))
+			}
+			return nil
+		})
+		return names
+	}
+	var payload bytes.Buffer
+	if err := persistence.Write(&payload, aofTestKey, restoreSource{"{b}m", model}); err != nil {
+		t.Fatal(err)
+	}
+	h.run(
+		row("clusterx import 3300 0", "+OK"),
+		// The quota refuses the model once its file is written.
+		row("CONFIG SET max-model-bytes-per-user 1", "+OK"),
+	)
+	h.s.Dispatch(h.c, [][]byte{[]byte("CLUSTERX"), []byte("RESTORE"), []byte("3300"), payload.Bytes()}, nil)
+	h.s.CommitClient(h.c)
+	if got, want := render(h.c.W.Bytes()), "-"+string(errUserModelBytes); got != want {
+		t.Fatalf("RESTORE: %s, want %s", got, want)
+	}
+	h.c.W.Reset()
+	if got := modelFiles(); len(got) != 1 {
+		t.Fatalf("model files after the refused RESTORE: %v, want the one it wrote", got)
+	}
+	h.run(row("BGREWRITEAOF", "+Background append only file rewriting started"))
+	waitFor(t, h, "the rewrite", func() bool { return infoField(h, "aof_rewrites") == "1" })
+	if got := modelFiles(); len(got) != 0 {
+		t.Errorf("model files after a rewrite: %v, want none", got)
+	}
+}
